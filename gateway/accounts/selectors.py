@@ -1,0 +1,25 @@
+from uuid import UUID
+
+from django.db.models import QuerySet
+
+from gateway.accounts.models import ApiKey
+from gateway.errors import NotFound
+
+MSG_KEY_NOT_FOUND = "API key not found"
+
+
+def api_keys_list(*, account_id: UUID, workspace_id: UUID | None = None, include_disabled: bool = True) -> QuerySet:
+    keys = ApiKey.objects.filter(account_id=account_id).select_related("creator").order_by("-created_at", "-id")
+    if workspace_id is not None:
+        keys = keys.filter(workspace_id=workspace_id)
+    if not include_disabled:
+        keys = keys.filter(disabled=False)
+    return keys
+
+
+def api_key_get(*, account_id: UUID, key_hash: str) -> ApiKey:
+    """A key of this account by hash; another account's key is simply not found."""
+    key = ApiKey.objects.filter(account_id=account_id, hash=key_hash).select_related("creator").first()
+    if key is None:
+        raise NotFound(MSG_KEY_NOT_FOUND)
+    return key

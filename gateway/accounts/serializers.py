@@ -1,0 +1,121 @@
+from rest_framework import serializers
+
+from gateway.accounts.models import ApiKey, LimitReset
+from gateway.billing.selectors import key_usage, key_usage_in_window
+
+
+class ApiKeyRecordSerializer(serializers.Serializer):
+    hash = serializers.CharField(help_text="SHA-256 hex digest of the key; how the API refers to it.")
+    name = serializers.CharField()
+    label = serializers.CharField(help_text="Masked key: prefix and last characters.")
+    is_management_key = serializers.BooleanField()
+    disabled = serializers.BooleanField()
+    limit = serializers.FloatField(allow_null=True)
+    limit_remaining = serializers.FloatField(allow_null=True)
+    limit_reset = serializers.CharField(allow_null=True)
+    include_byok_in_limit = serializers.BooleanField()
+    usage = serializers.FloatField()
+    usage_daily = serializers.FloatField()
+    usage_weekly = serializers.FloatField()
+    usage_monthly = serializers.FloatField()
+    byok_usage = serializers.FloatField()
+    byok_usage_daily = serializers.FloatField()
+    byok_usage_weekly = serializers.FloatField()
+    byok_usage_monthly = serializers.FloatField()
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField(allow_null=True)
+    expires_at = serializers.DateTimeField(allow_null=True)
+    creator_user_id = serializers.CharField(allow_null=True)
+    workspace_id = serializers.UUIDField()
+
+
+def api_key_record(key: ApiKey) -> dict:
+    usage = key_usage(key_id=key.pk)
+    remaining = None
+    if key.limit is not None:
+        remaining = max(key.limit - key_usage_in_window(key=key), 0)
+    return ApiKeyRecordSerializer(
+        {
+            "hash": key.hash, "name": key.name, "label": key.label, "is_management_key": key.kind == "management",
+            "disabled": key.disabled, "limit": key.limit, "limit_remaining": remaining,
+            "limit_reset": key.limit_reset, "include_byok_in_limit": key.include_byok_in_limit,
+            **usage.__dict__, "created_at": key.created_at, "updated_at": key.updated_at,
+            "expires_at": key.expires_at, "creator_user_id": key.creator.user_id if key.creator else None,
+            "workspace_id": key.workspace_id,
+        }
+    ).data
+
+
+class ApiKeyEnvelopeSerializer(serializers.Serializer):
+    data = ApiKeyRecordSerializer()
+
+
+class ApiKeyListSerializer(serializers.Serializer):
+    data = ApiKeyRecordSerializer(many=True)
+    total_count = serializers.IntegerField()
+
+
+class ApiKeyCreatedSerializer(serializers.Serializer):
+    data = ApiKeyRecordSerializer()
+    key = serializers.CharField(help_text="The plaintext key. Shown only in this response; store it now.")
+
+
+class ApiKeyDeletedSerializer(serializers.Serializer):
+    deleted = serializers.BooleanField()
+
+
+class ApiKeyListQuerySerializer(serializers.Serializer):
+    workspace_id = serializers.UUIDField(required=False)
+    include_disabled = serializers.BooleanField(required=False, default=True)
+    offset = serializers.IntegerField(required=False, default=0, min_value=0)
+    limit = serializers.IntegerField(required=False, default=100, min_value=1, max_value=1000)
+
+
+class ApiKeyCreateRequestSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=200)
+    limit = serializers.DecimalField(max_digits=24, decimal_places=12, min_value=0, required=False, allow_null=True)
+    limit_reset = serializers.ChoiceField(choices=LimitReset.choices, required=False, allow_null=True)
+    include_byok_in_limit = serializers.BooleanField(required=False, default=False)
+    expires_at = serializers.DateTimeField(required=False, allow_null=True)
+    creator_user_id = serializers.CharField(max_length=256, required=False, allow_null=True)
+    workspace_id = serializers.UUIDField(required=False, allow_null=True)
+
+    def validate_expires_at(self, value):
+        from django.utils import timezone
+
+        if value is not None and value <= timezone.now():
+            raise serializers.ValidationError("must be in the future")
+        return value
+
+
+class ApiKeyUpdateRequestSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=200, required=False)
+    disabled = serializers.BooleanField(required=False)
+    limit = serializers.DecimalField(max_digits=24, decimal_places=12, min_value=0, required=False, allow_null=True)
+    limit_reset = serializers.ChoiceField(choices=LimitReset.choices, required=False, allow_null=True)
+    include_byok_in_limit = serializers.BooleanField(required=False)
+
+
+class CurrentKeySerializer(serializers.Serializer):
+    label = serializers.CharField()
+    limit = serializers.FloatField(allow_null=True)
+    limit_remaining = serializers.FloatField(allow_null=True)
+    limit_reset = serializers.CharField(allow_null=True)
+    include_byok_in_limit = serializers.BooleanField()
+    usage = serializers.FloatField()
+    usage_daily = serializers.FloatField()
+    usage_weekly = serializers.FloatField()
+    usage_monthly = serializers.FloatField()
+    byok_usage = serializers.FloatField()
+    byok_usage_daily = serializers.FloatField()
+    byok_usage_weekly = serializers.FloatField()
+    byok_usage_monthly = serializers.FloatField()
+    is_free_tier = serializers.BooleanField()
+    is_management_key = serializers.BooleanField()
+    is_provisioning_key = serializers.BooleanField()
+    creator_user_id = serializers.CharField(allow_null=True)
+    expires_at = serializers.DateTimeField(allow_null=True)
+
+
+class CurrentKeyEnvelopeSerializer(serializers.Serializer):
+    data = CurrentKeySerializer()

@@ -1,0 +1,107 @@
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from uuid import UUID
+
+from django.db import transaction
+
+from gateway.accounts.keys import key_generate, key_hash, key_mask
+from gateway.accounts.models import Account, ApiKey, KeyKind, Member, Workspace
+from gateway.errors import GatewayError
+
+
+@dataclass(frozen=True)
+class IssuedKey:
+    """A freshly created key: the only moment its plaintext exists outside the caller's hands."""
+
+    key: ApiKey
+    plaintext: str
+
+    def __repr__(self) -> str:
+        return f"IssuedKey(hash={self.key.hash!r}, label={self.key.label!r})"
+
+
+@dataclass(frozen=True)
+class ProvisionedAccount:
+    account_id: UUID
+    workspace_id: UUID
+    inference_key: IssuedKey
+    management_key: IssuedKey
+
+
+def account_create(*, name: str, plan: str) -> Account:
+    with transaction.atomic():
+        account = Account.objects.create(name=name, plan=plan)
+        Workspace.objects.create(account=account, name="Default", is_default=True)
+    return account
+
+
+def api_key_create(
+    *,
+    account_id: UUID,
+    name: str,
+    kind: str = KeyKind.INFERENCE,
+    workspace_id: UUID | None = None,
+    creator_user_id: str | None = None,
+    limit: Decimal | None = None,
+    limit_reset: str | None = None,
+    include_byok_in_limit: bool = False,
+    expires_at: datetime | None = None,
+) -> IssuedKey:
+    workspace = _workspace_of(account_id=account_id, workspace_id=workspace_id)
+    creator = None
+    if creator_user_id is not None:
+        creator = Member.objects.filter(account_id=account_id, user_id=creator_user_id).first()
+        if creator is None:
+            raise GatewayError("creator_user_id: not a member of this account",
+                               metadata={"fields": {"creator_user_id": "not a member of this account"}})
+    plaintext = key_generate(kind=kind)
+    key = ApiKey.objects.create(
+        hash=key_hash(plaintext), label=key_mask(plaintext), kind=kind, name=name, account_id=account_id,
+        workspace=workspace, creator=creator, limit=limit, limit_reset=limit_reset,
+        include_byok_in_limit=include_byok_in_limit, expires_at=expires_at,
+    )
+    return IssuedKey(key=key, plaintext=plaintext)
+
+
+_UPDATABLE = ("name", "disabled", "limit", "limit_reset", "include_byok_in_limit")
+
+
+def api_key_update(*, key: ApiKey, changes: dict) -> ApiKey:
+    fields = [name for name in _UPDATABLE if name in changes]
+    for name in fields:
+        setattr(key, name, changes[name])
+    if fields:
+        key.save(update_fields=[*fields, "updated_at"])
+    return key
+
+
+def api_key_delete(*, key: ApiKey) -> None:
+    key.delete()
+
+
+def account_provision(*, name: str, plan: str, credits: Decimal, reuse: bool = False) -> ProvisionedAccount:
+    """An account with its default workspace, credits, one inference key and one management key."""
+    from gateway.billing.services import credits_topup
+
+    with transaction.atomic():
+        account = Account.objects.filter(name=name).first() if reuse else None
+        if account is None:
+            account = account_create(name=name, plan=plan)
+            if credits > 0:
+                credits_topup(account_id=account.id, amount=credits, note="initial credits")
+        workspace = Workspace.objects.get(account=account, is_default=True)
+        inference = api_key_create(account_id=account.id, name=f"{name} inference key")
+        management = api_key_create(account_id=account.id, name=f"{name} management key", kind=KeyKind.MANAGEMENT)
+    return ProvisionedAccount(
+        account_id=account.id, workspace_id=workspace.id, inference_key=inference, management_key=management
+    )
+
+
+def _workspace_of(*, account_id: UUID, workspace_id: UUID | None) -> Workspace:
+    workspaces = Workspace.objects.filter(account_id=account_id)
+    workspace = workspaces.filter(pk=workspace_id).first() if workspace_id else workspaces.filter(is_default=True).first()
+    if workspace is None:
+        raise GatewayError("workspace_id: no such workspace in this account",
+                           metadata={"fields": {"workspace_id": "no such workspace in this account"}})
+    return workspace

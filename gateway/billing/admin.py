@@ -1,0 +1,56 @@
+from django import forms
+from django.contrib import admin
+
+from gateway.billing.models import EntryKind, LedgerEntry, Reservation
+from gateway.billing.services import credits_topup
+
+
+class CreditTopUpForm(forms.ModelForm):
+    kind = forms.ChoiceField(choices=[(EntryKind.TOPUP, "Top-up"), (EntryKind.REFUND, "Refund")])
+    amount = forms.DecimalField(max_digits=24, decimal_places=12, min_value=0.000000000001)
+
+    class Meta:
+        model = LedgerEntry
+        fields = ("account", "kind", "amount", "note")
+
+
+@admin.register(LedgerEntry)
+class LedgerEntryAdmin(admin.ModelAdmin):
+    """The ledger is insert-only: staff add top-ups and refunds; nothing is edited or deleted."""
+
+    list_display = ("created_at", "account", "kind", "amount", "api_key", "generation_id", "is_byok")
+    list_filter = ("kind", "is_byok")
+    search_fields = ("account__name", "generation_id", "note")
+    form = CreditTopUpForm
+
+    def get_readonly_fields(self, request, obj=None):
+        return [f.name for f in LedgerEntry._meta.fields] if obj else []
+
+    def has_change_permission(self, request, obj=None):
+        return obj is None
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def save_model(self, request, obj, form, change):
+        entry = credits_topup(
+            account_id=obj.account_id, amount=form.cleaned_data["amount"], note=obj.note,
+            kind=form.cleaned_data["kind"],
+        )
+        obj.pk = entry.pk
+        obj._state.adding = False
+
+
+@admin.register(Reservation)
+class ReservationAdmin(admin.ModelAdmin):
+    list_display = ("id", "account", "amount", "status", "created_at", "closed_at")
+    list_filter = ("status",)
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False

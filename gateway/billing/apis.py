@@ -1,0 +1,21 @@
+from drf_spectacular.utils import extend_schema
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from gateway.accounts.permissions import IsManagementKey
+from gateway.api import error_responses
+from gateway.billing.selectors import credits_summary
+from gateway.billing.serializers import CreditsEnvelopeSerializer, CreditsSerializer
+
+
+class CreditsApi(APIView):
+    permission_classes = [IsManagementKey]
+
+    @extend_schema(
+        operation_id="getCredits", tags=["Credits"],
+        responses={200: CreditsEnvelopeSerializer, **error_responses(401, 403, 429, 500)},
+    )
+    def get(self, request):
+        summary = credits_summary(account_id=request.user.account_id)
+        data = CreditsSerializer({"total_credits": summary.total_credits, "total_usage": summary.total_usage}).data
+        return Response({"data": data})

@@ -1,0 +1,56 @@
+import uuid
+
+from django.db import models
+
+from gateway.accounts.models import Account, ApiKey
+
+
+class EntryKind(models.TextChoices):
+    TOPUP = "topup", "Top-up"
+    REFUND = "refund", "Refund"
+    RESERVE = "reserve", "Reservation"
+    RELEASE = "release", "Reservation released"
+    CHARGE = "charge", "Charge"
+
+
+class ReservationStatus(models.TextChoices):
+    HELD = "held", "Held"
+    SETTLED = "settled", "Settled"
+    RELEASED = "released", "Released"
+
+
+class Reservation(models.Model):
+    """Credits held for one request before its upstream call, settled or released afterwards."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="reservations")
+    api_key = models.ForeignKey(ApiKey, null=True, blank=True, on_delete=models.SET_NULL)
+    amount = models.DecimalField(max_digits=24, decimal_places=12)
+    status = models.CharField(max_length=10, choices=ReservationStatus.choices, default=ReservationStatus.HELD)
+    created_at = models.DateTimeField(auto_now_add=True)
+    closed_at = models.DateTimeField(null=True, blank=True)
+
+
+class LedgerEntry(models.Model):
+    """Insert-only. The account's balance always equals the sum of its entries' amounts."""
+
+    account = models.ForeignKey(Account, on_delete=models.PROTECT, related_name="ledger")
+    kind = models.CharField(max_length=10, choices=EntryKind.choices)
+    amount = models.DecimalField(max_digits=24, decimal_places=12, help_text="Signed USD; debits are negative.")
+    api_key = models.ForeignKey(ApiKey, null=True, blank=True, on_delete=models.SET_NULL)
+    reservation = models.ForeignKey(Reservation, null=True, blank=True, on_delete=models.PROTECT)
+    generation_id = models.CharField(max_length=64, blank=True)
+    is_byok = models.BooleanField(default=False)
+    note = models.CharField(max_length=500, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        verbose_name_plural = "ledger entries"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["reservation", "kind"],
+                condition=models.Q(reservation__isnull=False),
+                name="one_entry_per_reservation_kind",
+            )
+        ]
+        indexes = [models.Index(fields=["api_key", "kind", "created_at"])]

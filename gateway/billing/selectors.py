@@ -1,0 +1,75 @@
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+from uuid import UUID
+
+from django.db.models import DecimalField, Q, Sum, Value
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from gateway.accounts.models import ApiKey, LimitReset
+from gateway.billing.models import EntryKind, LedgerEntry
+
+ZERO = Decimal(0)
+
+
+@dataclass(frozen=True)
+class CreditsSummary:
+    total_credits: Decimal
+    total_usage: Decimal
+    balance: Decimal
+
+
+@dataclass(frozen=True)
+class KeyUsage:
+    usage: Decimal
+    usage_daily: Decimal
+    usage_weekly: Decimal
+    usage_monthly: Decimal
+    byok_usage: Decimal
+    byok_usage_daily: Decimal
+    byok_usage_weekly: Decimal
+    byok_usage_monthly: Decimal
+
+
+def window_starts(now: datetime | None = None) -> dict[str, datetime]:
+    """UTC day, week starting Monday, and calendar month."""
+    now = now or timezone.now()
+    day = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    return {"daily": day, "weekly": day - timedelta(days=day.weekday()), "monthly": day.replace(day=1)}
+
+
+def _sum(condition: Q):
+    return Coalesce(Sum("amount", filter=condition), Value(ZERO), output_field=DecimalField(max_digits=24,
+                                                                                             decimal_places=12))
+
+
+def credits_summary(*, account_id: UUID) -> CreditsSummary:
+    totals = LedgerEntry.objects.filter(account_id=account_id).aggregate(
+        credits=_sum(Q(kind__in=[EntryKind.TOPUP, EntryKind.REFUND])),
+        usage=_sum(Q(kind=EntryKind.CHARGE)),
+        balance=_sum(Q()),
+    )
+    return CreditsSummary(total_credits=totals["credits"], total_usage=-totals["usage"], balance=totals["balance"])
+
+
+def key_usage(*, key_id: int) -> KeyUsage:
+    starts = window_starts()
+    charges = Q(kind=EntryKind.CHARGE)
+    byok = Q(is_byok=True)
+    aggregates = {"usage": _sum(charges & ~byok), "byok_usage": _sum(charges & byok)}
+    for window, start in starts.items():
+        aggregates[f"usage_{window}"] = _sum(charges & ~byok & Q(created_at__gte=start))
+        aggregates[f"byok_usage_{window}"] = _sum(charges & byok & Q(created_at__gte=start))
+    totals = LedgerEntry.objects.filter(api_key_id=key_id).aggregate(**aggregates)
+    return KeyUsage(**{name: -value for name, value in totals.items()})
+
+
+def key_usage_in_window(*, key: ApiKey) -> Decimal:
+    """What counts against the key's limit in its current reset window (lifetime when none)."""
+    query = Q(api_key_id=key.pk, kind=EntryKind.CHARGE)
+    if not key.include_byok_in_limit:
+        query &= Q(is_byok=False)
+    if key.limit_reset in LimitReset.values:
+        query &= Q(created_at__gte=window_starts()[key.limit_reset])
+    return -LedgerEntry.objects.filter(query).aggregate(total=_sum(Q()))["total"]

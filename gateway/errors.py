@@ -1,0 +1,161 @@
+"""The one place that turns every error under /api/v1 into the spec's Error body.
+
+    {"error": {"code": <HTTP status>, "message": "...", "metadata": {...}}, "user_id": null}
+"""
+
+import logging
+from typing import Any
+
+from django.core.exceptions import PermissionDenied, RequestDataTooBig
+from django.http import Http404, JsonResponse
+from rest_framework import exceptions
+from rest_framework.response import Response
+
+logger = logging.getLogger(__name__)
+
+MSG_INTERNAL = "Internal server error"
+MSG_NOT_FOUND = "Not found"
+MSG_BODY_TOO_LARGE = "Request body is too large (limit: {limit} bytes)"
+MSG_MALFORMED_JSON = "Malformed JSON body: {detail}"
+MSG_MANAGEMENT_ONLY = "Only management keys can perform this operation"
+MSG_INFERENCE_ONLY = "Management keys cannot be used for inference; use an inference API key"
+MSG_MISSING_AUTH = "Missing Authentication header"
+MSG_INVALID_KEY = "Invalid API key"
+
+
+class GatewayError(Exception):
+    """An error with an HTTP status and the spec's body; raise it from services."""
+
+    status = 400
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        metadata: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+    ):
+        super().__init__(message)
+        self.message = message
+        if status is not None:
+            self.status = status
+        self.metadata = metadata or {}
+        self.headers = headers or {}
+
+
+class PaymentRequired(GatewayError):
+    status = 402
+
+
+class NotFound(GatewayError):
+    status = 404
+
+
+def error_body(status: int, message: str, metadata: dict[str, Any] | None = None) -> dict[str, Any]:
+    error: dict[str, Any] = {"code": status, "message": message}
+    if metadata:
+        error["metadata"] = metadata
+    return {"error": error, "user_id": None}
+
+
+def error_json_response(
+    status: int, message: str, metadata: dict | None = None, headers: dict | None = None
+) -> JsonResponse:
+    response = JsonResponse(error_body(status, message, metadata), status=status)
+    for name, value in (headers or {}).items():
+        response[name] = value
+    return response
+
+
+def _flatten_validation(detail: Any, prefix: str = "") -> list[tuple[str, str]]:
+    """Turn DRF's nested ValidationError detail into (field path, message) pairs."""
+    if isinstance(detail, dict):
+        pairs = []
+        for key, value in detail.items():
+            path = key if key == "non_field_errors" and not prefix else (f"{prefix}.{key}" if prefix else key)
+            pairs.extend(_flatten_validation(value, str(path)))
+        return pairs
+    if isinstance(detail, list):
+        if all(not isinstance(item, dict | list) for item in detail):
+            return [(prefix or "body", str(item)) for item in detail]
+        pairs = []
+        for index, value in enumerate(detail):
+            pairs.extend(_flatten_validation(value, f"{prefix}[{index}]"))
+        return pairs
+    return [(prefix or "body", str(detail))]
+
+
+def _validation_response(exc: exceptions.ValidationError) -> tuple[str, dict[str, Any]]:
+    pairs = _flatten_validation(exc.detail)
+    message = "; ".join(f"{field}: {text}" for field, text in pairs) or "Invalid request"
+    return message, {"fields": {field: text for field, text in pairs}}
+
+
+def api_exception_handler(exc: Exception, context: dict) -> Response:
+    """DRF's EXCEPTION_HANDLER: every exception raised by an API view ends here."""
+    headers: dict[str, str] = {}
+    metadata: dict[str, Any] = {}
+    if isinstance(exc, GatewayError):
+        status, message, metadata, headers = exc.status, exc.message, exc.metadata, exc.headers
+    elif isinstance(exc, RequestDataTooBig):
+        from django.conf import settings
+
+        status, message = 413, MSG_BODY_TOO_LARGE.format(limit=settings.MAX_REQUEST_BODY_BYTES)
+    elif isinstance(exc, exceptions.ParseError):
+        status, message = 400, MSG_MALFORMED_JSON.format(detail=exc.detail)
+    elif isinstance(exc, exceptions.ValidationError):
+        status = 400
+        message, metadata = _validation_response(exc)
+    elif isinstance(exc, exceptions.APIException):
+        status, message = exc.status_code, str(exc.detail)
+        if getattr(exc, "wait", None) is not None:
+            headers["Retry-After"] = str(int(exc.wait))
+    elif isinstance(exc, Http404):
+        status, message = 404, MSG_NOT_FOUND
+    elif isinstance(exc, PermissionDenied):
+        status, message = 403, str(exc) or "Forbidden"
+    else:
+        view = context.get("view")
+        logger.exception("Unhandled error in %s", type(view).__name__ if view else "view")
+        status, message = 500, MSG_INTERNAL
+    response = Response(error_body(status, message, metadata), status=status)
+    for name, value in headers.items():
+        response[name] = value
+    return response
+
+
+def is_api_path(path: str) -> bool:
+    return path.startswith("/api/")
+
+
+def handler404(request, exception=None):
+    if is_api_path(request.path_info):
+        return error_json_response(404, MSG_NOT_FOUND)
+    from django.views.defaults import page_not_found
+
+    return page_not_found(request, exception)
+
+
+def handler500(request):
+    if is_api_path(request.path_info):
+        return error_json_response(500, MSG_INTERNAL)
+    from django.views.defaults import server_error
+
+    return server_error(request)
+
+
+def handler400(request, exception=None):
+    if is_api_path(request.path_info):
+        return error_json_response(400, "Bad request")
+    from django.views.defaults import bad_request
+
+    return bad_request(request, exception)
+
+
+def handler403(request, exception=None):
+    if is_api_path(request.path_info):
+        return error_json_response(403, "Forbidden")
+    from django.views.defaults import permission_denied
+
+    return permission_denied(request, exception)

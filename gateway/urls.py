@@ -1,0 +1,37 @@
+from django.contrib import admin
+from django.urls import include, path
+from django.views.generic import TemplateView
+from drf_spectacular.views import (
+    SpectacularJSONAPIView,
+    SpectacularRedocView,
+    SpectacularSwaggerView,
+    SpectacularYAMLAPIView,
+)
+
+from gateway import health
+from gateway.accounts.apis import ApiKeyDetailApi, ApiKeyListCreateApi, CurrentKeyApi
+from gateway.billing.apis import CreditsApi
+
+api_v1 = [
+    path("keys", ApiKeyListCreateApi.as_view(), name="keys"),
+    path("keys/<str:key_hash>", ApiKeyDetailApi.as_view(), name="key-detail"),
+    path("key", CurrentKeyApi.as_view(), name="current-key"),
+    path("credits", CreditsApi.as_view(), name="credits"),
+    path("openapi.json", SpectacularJSONAPIView.as_view(), name="schema"),
+    path("openapi.yaml", SpectacularYAMLAPIView.as_view(), name="schema-yaml"),
+    path("docs", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
+    path("redoc", SpectacularRedocView.as_view(url_name="schema"), name="redoc"),
+]
+
+urlpatterns = [
+    path("", TemplateView.as_view(template_name="index.html"), name="index"),
+    path("healthz", health.healthz, name="healthz"),
+    path("readyz", health.readyz, name="readyz"),
+    path("admin/", admin.site.urls),
+    path("api/v1/", include(api_v1)),
+]
+
+handler400 = "gateway.errors.handler400"
+handler403 = "gateway.errors.handler403"
+handler404 = "gateway.errors.handler404"
+handler500 = "gateway.errors.handler500"
