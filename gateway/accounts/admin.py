@@ -64,6 +64,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
         obj._state.adding = False
         self.message_user(
             request,
-            f"The new key is {issued.plaintext} — copy it now; it is stored only as a hash and will not be shown again.",
+            f"The new key is {issued.plaintext} — copy it now; it is stored only as a hash "
+            "and will not be shown again.",
             messages.WARNING,
         )

@@ -20,5 +20,5 @@ def key_hash(plaintext: str) -> str:
 
 def key_mask(plaintext: str) -> str:
     """A label that identifies a key without revealing it: prefix, kind and the last 3 characters."""
-    head, _, _ = plaintext.rpartition("-")
+    head = "-".join(plaintext.split("-", 4)[:4])  # sk-gw-v1-<kind>; the random part may contain "-"
     return f"{head}-...{plaintext[-3:]}"

@@ -81,7 +81,7 @@ class ApiKey(models.Model):
     disabled = models.BooleanField(default=False)
     expires_at = models.DateTimeField(null=True, blank=True)
     limit = models.DecimalField(max_digits=24, decimal_places=12, null=True, blank=True)
-    limit_reset = models.CharField(max_length=10, choices=LimitReset.choices, null=True, blank=True)
+    limit_reset = models.CharField(max_length=10, choices=LimitReset.choices, null=True, blank=True)  # noqa: DJ001
     include_byok_in_limit = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -100,7 +100,7 @@ def account_provision(*, name: str, plan: str, credits: Decimal, reuse: bool = F
 
 def _workspace_of(*, account_id: UUID, workspace_id: UUID | None) -> Workspace:
     workspaces = Workspace.objects.filter(account_id=account_id)
-    workspace = workspaces.filter(pk=workspace_id).first() if workspace_id else workspaces.filter(is_default=True).first()
+    workspace = (workspaces.filter(pk=workspace_id) if workspace_id else workspaces.filter(is_default=True)).first()
     if workspace is None:
         raise GatewayError("workspace_id: no such workspace in this account",
                            metadata={"fields": {"workspace_id": "no such workspace in this account"}})

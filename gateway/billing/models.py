@@ -30,6 +30,9 @@ class Reservation(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     closed_at = models.DateTimeField(null=True, blank=True)
 
+    def __str__(self) -> str:
+        return f"{self.amount} {self.status}"
+
 
 class LedgerEntry(models.Model):
     """Insert-only. The account's balance always equals the sum of its entries' amounts."""
@@ -54,3 +57,6 @@ class LedgerEntry(models.Model):
             )
         ]
         indexes = [models.Index(fields=["api_key", "kind", "created_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.amount}"

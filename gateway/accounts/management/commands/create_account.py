@@ -19,6 +19,7 @@ class Command(BaseCommand):
         parser.add_argument("--credits", default="0", help="Initial credits in USD")
         parser.add_argument("--reuse", action="store_true",
                             help="If an account with this name exists, issue new keys for it instead")
+        parser.add_argument("--text", action="store_true", help="Print readable lines instead of JSON")
 
     def handle(self, *args, **options):
         try:
@@ -30,6 +31,11 @@ class Command(BaseCommand):
         provisioned = account_provision(
             name=options["name"], plan=options["plan"], credits=credits, reuse=options["reuse"]
         )
+        if options["text"]:
+            self.stdout.write(f"Account:        {provisioned.account_id}\n"
+                              f"API key:        {provisioned.inference_key.plaintext}\n"
+                              f"Management key: {provisioned.management_key.plaintext}")
+            return
         self.stdout.write(json.dumps({
             "account_id": str(provisioned.account_id),
             "workspace_id": str(provisioned.workspace_id),

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Set up the embedded default (SQLite, local-memory cache) and run the gateway with gunicorn.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+mkdir -p .run
+if [ ! -f .run/secrets.env ]; then
+  python - > .run/secrets.env <<'PY'
+import base64, secrets
+print(f"SECRET_KEY={secrets.token_urlsafe(50)}")
+print(f"GATEWAY_ENCRYPTION_KEYS=k1:{base64.urlsafe_b64encode(secrets.token_bytes(32)).decode()}")
+PY
+  chmod 600 .run/secrets.env
+fi
+set -a; . .run/secrets.env; set +a
+export DJANGO_SETTINGS_MODULE=gateway.settings.base
+PORT="${PORT:-8000}"
+
+python manage.py migrate --noinput >/dev/null
+echo "== Demo account (the keys are shown only now) =="
+python manage.py create_account --name demo --credits 20 --reuse --text | tee .run/demo-keys.txt
+chmod 600 .run/demo-keys.txt
+mk=$(awk '/^Management key:/ {print $3}' .run/demo-keys.txt)
+echo
+echo "Try: curl -H \"Authorization: Bearer ${mk}\" http://127.0.0.1:${PORT}/api/v1/credits"
+echo
+exec gunicorn gateway.wsgi:application --bind "127.0.0.1:${PORT}" \
+  --worker-class gthread --workers "${WEB_CONCURRENCY:-2}" --threads "${GUNICORN_THREADS:-32}" \
+  --timeout 120 --graceful-timeout 10 --access-logfile -

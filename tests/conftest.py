@@ -1,0 +1,69 @@
+"""Shared fixtures. Personas: alice (funded account), bob_other_account (a second, unrelated account)."""
+
+from dataclasses import dataclass
+from decimal import Decimal
+
+import pytest
+from rest_framework.test import APIClient
+
+from gateway.accounts.services import ProvisionedAccount, account_provision
+
+
+@pytest.fixture(autouse=True)
+def _no_stray_outbound_http(monkeypatch):
+    """Any outbound call that is not to loopback fails the test (the stand-in provider lives on loopback)."""
+    import socket
+
+    real_connect = socket.socket.connect
+
+    def guarded_connect(self, address):
+        host = address[0] if isinstance(address, tuple) else address
+        if isinstance(host, str) and not (host.startswith("127.") or host in ("localhost", "::1")) \
+                and self.family in (socket.AF_INET, socket.AF_INET6):
+            raise AssertionError(f"unexpected outbound connection to {address!r}")
+        return real_connect(self, address)
+
+    monkeypatch.setattr(socket.socket, "connect", guarded_connect)
+
+
+@dataclass(frozen=True)
+class Persona:
+    provisioned: ProvisionedAccount
+
+    @property
+    def account_id(self):
+        return self.provisioned.account_id
+
+    @property
+    def api_key(self) -> str:
+        return self.provisioned.inference_key.plaintext
+
+    @property
+    def management_key(self) -> str:
+        return self.provisioned.management_key.plaintext
+
+    def client(self, *, management: bool = False) -> APIClient:
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {self.management_key if management else self.api_key}")
+        return client
+
+
+@pytest.fixture
+def alice(db) -> Persona:
+    return Persona(account_provision(name="alice", plan="payg", credits=Decimal("10")))
+
+
+@pytest.fixture
+def bob_other_account(db) -> Persona:
+    return Persona(account_provision(name="bob", plan="enterprise", credits=Decimal("5")))
+
+
+def assert_error_envelope(response, status: int) -> dict:
+    """The spec's Error body: error.code equals the HTTP status, a message, optional metadata."""
+    assert response.status_code == status, response.content
+    body = response.json()
+    assert set(body) <= {"error", "user_id", "gateway_metadata"}
+    assert body["error"]["code"] == status
+    assert isinstance(body["error"]["message"], str) and body["error"]["message"]
+    assert isinstance(body["error"].get("metadata", {}), dict)
+    return body
