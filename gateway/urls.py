@@ -11,12 +11,16 @@ from drf_spectacular.views import (
 from gateway import health
 from gateway.accounts.apis import ApiKeyDetailApi, ApiKeyListCreateApi, CurrentKeyApi
 from gateway.billing.apis import CreditsApi
+from routing.apis import ModelEndpointsApi, ModelListApi, ProviderListApi
 
 api_v1 = [
     path("keys", ApiKeyListCreateApi.as_view(), name="keys"),
     path("keys/<str:key_hash>", ApiKeyDetailApi.as_view(), name="key-detail"),
     path("key", CurrentKeyApi.as_view(), name="current-key"),
     path("credits", CreditsApi.as_view(), name="credits"),
+    path("models", ModelListApi.as_view(), name="models"),
+    path("models/<str:author>/<str:slug>/endpoints", ModelEndpointsApi.as_view(), name="model-endpoints"),
+    path("providers", ProviderListApi.as_view(), name="providers"),
     path("openapi.json", SpectacularJSONAPIView.as_view(), name="schema"),
     path("openapi.yaml", SpectacularYAMLAPIView.as_view(), name="schema-yaml"),
     path("docs", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),

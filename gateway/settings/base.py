@@ -26,6 +26,8 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "gateway.accounts",
     "gateway.billing",
+    "routing",
+    "byok",
 ]
 
 MIDDLEWARE = [
@@ -148,3 +150,10 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
     "loggers": {"django.request": {"level": "ERROR"}},
 }
+
+# Outbound calls to providers (routing/http.py).
+UPSTREAM_CONNECT_TIMEOUT = env.float("UPSTREAM_CONNECT_TIMEOUT", default=5.0)
+UPSTREAM_READ_TIMEOUT = env.float("UPSTREAM_READ_TIMEOUT", default=120.0)
+# Allow loopback/private destinations for every outbound call (e.g. an all-local deployment).
+# Providers can also be allowed one by one in the catalog (`allow_private_network`).
+OUTBOUND_ALLOW_PRIVATE_NETWORKS = env.bool("OUTBOUND_ALLOW_PRIVATE_NETWORKS", default=False)

@@ -1,0 +1,73 @@
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from gateway.api import error_responses
+from gateway.errors import NotFound
+from routing import selectors
+from routing.serializers import (
+    ModelEndpointsEnvelopeSerializer,
+    ModelListQuerySerializer,
+    ModelListSerializer,
+    ProviderListSerializer,
+    ProviderRecordSerializer,
+    architecture,
+    endpoint_record,
+    model_record,
+)
+
+MSG_MODEL_NOT_FOUND = "Model not found"
+
+
+class ModelListApi(APIView):
+    @extend_schema(
+        operation_id="listModels", tags=["Models"], parameters=[ModelListQuerySerializer],
+        responses={200: ModelListSerializer, **error_responses(400, 401, 429, 500)},
+    )
+    def get(self, request):
+        query = ModelListQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        params = query.validated_data
+        models = selectors.models_list(
+            q=params.get("q", ""),
+            supported_parameters=query.as_list(params.get("supported_parameters")),
+            input_modalities=query.as_list(params.get("input_modalities")),
+            output_modalities=query.as_list(params.get("output_modalities")),
+            providers=query.as_list(params.get("providers")),
+        )
+        total = len(models)
+        offset = params.get("offset", 0)
+        limit = params.get("limit", total - offset if "offset" in params else total)
+        page = models[offset: offset + limit] if ("limit" in params or "offset" in params) else models
+        next_link = None
+        if offset + len(page) < total:
+            next_link = f"/api/v1/models?offset={offset + len(page)}&limit={limit}"
+        return Response({"data": [model_record(model) for model in page], "total_count": total,
+                         "links": {"next": next_link}})
+
+
+class ModelEndpointsApi(APIView):
+    @extend_schema(
+        operation_id="listModelEndpoints", tags=["Models"],
+        parameters=[OpenApiParameter("author", str, OpenApiParameter.PATH),
+                    OpenApiParameter("slug", str, OpenApiParameter.PATH)],
+        responses={200: ModelEndpointsEnvelopeSerializer, **error_responses(401, 404, 429, 500)},
+    )
+    def get(self, request, author: str, slug: str):
+        model = selectors.model_get(model_id=f"{author}/{slug}")
+        if model is None:
+            raise NotFound(MSG_MODEL_NOT_FOUND)
+        return Response({"data": {
+            "id": model.id, "name": model.name, "created": model.created, "description": model.description,
+            "architecture": architecture(model),
+            "endpoints": [endpoint_record(endpoint) for endpoint in model.live_endpoints],
+        }})
+
+
+class ProviderListApi(APIView):
+    @extend_schema(
+        operation_id="listProviders", tags=["Models"],
+        responses={200: ProviderListSerializer, **error_responses(401, 429, 500)},
+    )
+    def get(self, request):
+        return Response({"data": ProviderRecordSerializer(selectors.providers_list(), many=True).data})

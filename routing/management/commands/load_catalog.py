@@ -1,0 +1,28 @@
+from pathlib import Path
+
+import yaml
+from django.core.management.base import BaseCommand, CommandError
+
+from routing.services import CatalogError, catalog_load
+
+DEFAULT = Path(__file__).resolve().parents[2] / "catalog" / "default.yaml"
+
+
+class Command(BaseCommand):
+    help = "Load (upsert) a declarative catalog file of providers, models and endpoints. Idempotent."
+
+    def add_arguments(self, parser):
+        parser.add_argument("paths", nargs="*", help=f"YAML or JSON catalog files (default: {DEFAULT.name})")
+
+    def handle(self, *args, **options):
+        for path in options["paths"] or [str(DEFAULT)]:
+            try:
+                data = yaml.safe_load(Path(path).read_text())
+            except (OSError, yaml.YAMLError) as exc:
+                raise CommandError(f"{path}: {exc}")
+            try:
+                result = catalog_load(data=data or {})
+            except CatalogError as exc:
+                raise CommandError(f"{path}: {exc}")
+            self.stdout.write(f"{path}: {result.providers} providers, {result.models} models, "
+                              f"{result.endpoints} endpoints")

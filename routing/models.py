@@ -1,0 +1,88 @@
+"""The catalog: providers, models, and endpoints (a model served by a provider at a price)."""
+
+from django.db import models
+
+
+class AdapterKind(models.TextChoices):
+    OPENAI_CHAT = "openai_chat", "OpenAI Chat Completions (and compatible)"
+    OPENAI_RESPONSES = "openai_responses", "OpenAI Responses"
+    ANTHROPIC = "anthropic", "Anthropic Messages"
+
+
+class ProviderStatus(models.TextChoices):
+    ACTIVE = "active", "Active"
+    DISABLED = "disabled", "Disabled"
+
+
+class Provider(models.Model):
+    slug = models.CharField(max_length=100, unique=True, help_text="e.g. openai, together, google-vertex/us-east5")
+    name = models.CharField(max_length=200)
+    adapter = models.CharField(max_length=30, choices=AdapterKind.choices)
+    base_url = models.URLField(max_length=500)
+    # The operator's own credential for shared capacity: sealed in the database, or read from an env var.
+    api_key_env = models.CharField(max_length=100, blank=True, help_text="Environment variable with the API key")
+    credential_sealed = models.BinaryField(null=True, blank=True, editable=False)
+    credential_key_id = models.CharField(max_length=40, blank=True, editable=False)
+    credential_label = models.CharField(max_length=40, blank=True, editable=False)
+    zdr = models.BooleanField(default=False, help_text="Zero data retention")
+    retains_prompts = models.BooleanField(default=True)
+    trains_on_prompts = models.BooleanField(default=False)
+    region = models.CharField(max_length=40, blank=True)
+    status = models.CharField(max_length=10, choices=ProviderStatus.choices, default=ProviderStatus.ACTIVE)
+    is_local_standin = models.BooleanField(default=False, help_text="The bundled local stand-in, not a real provider")
+    allow_private_network = models.BooleanField(
+        default=False, help_text="Operator's switch: allow a loopback/private base URL (self-hosted servers)"
+    )
+    docs_url = models.URLField(blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class Model(models.Model):
+    id = models.CharField(max_length=200, primary_key=True, help_text="<author>/<slug>")
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    created = models.BigIntegerField(default=0, help_text="Unix timestamp")
+    context_length = models.IntegerField()
+    input_modalities = models.JSONField(default=list)
+    output_modalities = models.JSONField(default=list)
+    supported_parameters = models.JSONField(default=list)
+    tokenizer = models.CharField(max_length=40, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return self.id
+
+
+class Endpoint(models.Model):
+    model = models.ForeignKey(Model, on_delete=models.CASCADE, related_name="endpoints")
+    provider = models.ForeignKey(Provider, on_delete=models.CASCADE, related_name="endpoints")
+    upstream_model = models.CharField(max_length=200)
+    # USD per million tokens (per request for price_request).
+    price_prompt = models.DecimalField(max_digits=14, decimal_places=6)
+    price_completion = models.DecimalField(max_digits=14, decimal_places=6)
+    price_cached_input = models.DecimalField(max_digits=14, decimal_places=6, null=True, blank=True)
+    price_cache_write = models.DecimalField(max_digits=14, decimal_places=6, null=True, blank=True)
+    price_reasoning = models.DecimalField(max_digits=14, decimal_places=6, null=True, blank=True,
+                                          help_text="Empty: billed as completion tokens")
+    price_request = models.DecimalField(max_digits=14, decimal_places=6, default=0)
+    context_length = models.IntegerField()
+    max_completion_tokens = models.IntegerField(null=True, blank=True)
+    quantization = models.CharField(max_length=20, default="unknown")
+    supported_parameters = models.JSONField(default=list)
+    service_tiers = models.JSONField(default=list, blank=True)
+    enabled = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["model_id", "provider__slug"]
+        constraints = [models.UniqueConstraint(fields=["model", "provider"], name="one_endpoint_per_model_provider")]
+
+    def __str__(self) -> str:
+        return f"{self.model_id} @ {self.provider.slug}"

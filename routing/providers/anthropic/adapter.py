@@ -1,0 +1,42 @@
+import json
+
+from routing.errors import UpstreamError, error_type_for_status, is_retryable, parse_retry_after
+from routing.providers.anthropic import request as messages_request
+from routing.providers.anthropic import response as messages_response
+from routing.providers.base import ProviderAdapter, UpstreamRequest
+
+
+class AnthropicAdapter(ProviderAdapter):
+    kind = "anthropic"
+    docs_url = "https://docs.anthropic.com/en/api/messages"
+    reasoning_format = messages_request.FORMAT
+
+    def build_request(self, request, *, base_url, credentials):
+        headers = {"x-api-key": credentials.api_key, "anthropic-version": messages_request.API_VERSION}
+        return UpstreamRequest(url=f"{base_url}/messages", body=messages_request.build_body(request),
+                               headers=headers)
+
+    def parse_response(self, body):
+        return messages_response.parse(body)
+
+    def stream_events(self, events):
+        return messages_response.stream(events)
+
+    def map_error(self, status, body, headers):
+        """Anthropic errors: {"type": "error", "error": {"type", "message"}}; 529 is overloaded.
+        https://docs.anthropic.com/en/api/errors"""
+        try:
+            payload = json.loads(body or b"{}")
+        except ValueError:
+            payload = {}
+        error = payload.get("error") if isinstance(payload, dict) else None
+        if not isinstance(error, dict) or error.get("type") not in messages_response.ERROR_TYPES:
+            return super().map_error(status, body, headers)
+        mapped = messages_response.stream_error(payload)
+        error_type, retryable = mapped.error_type, is_retryable(status) or mapped.retryable
+        if "prompt is too long" in mapped.message.lower():
+            error_type, retryable = "context_length_exceeded", True
+        elif error_type == "invalid_request" and status != 400:
+            error_type = error_type_for_status(status)
+        return UpstreamError(error_type=error_type, message=mapped.message, retryable=retryable, status=status,
+                             retry_after=parse_retry_after(headers), provider_code=mapped.provider_code)

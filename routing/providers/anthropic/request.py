@@ -1,0 +1,156 @@
+"""Canonical request -> Anthropic Messages body.
+https://docs.anthropic.com/en/api/messages"""
+
+import json
+import re
+
+from routing.canonical import (
+    CanonicalRequest,
+    FilePart,
+    FunctionCall,
+    FunctionCallOutput,
+    ImagePart,
+    Message,
+    Part,
+    Reasoning,
+    TextPart,
+)
+from routing.providers.base import drop_none
+
+FORMAT = "anthropic-claude-v1"
+API_VERSION = "2023-06-01"
+DEFAULT_MAX_TOKENS = 4096
+MIN_THINKING_BUDGET = 1024  # https://docs.anthropic.com/en/docs/build-with-claude/extended-thinking
+EFFORT_BUDGET = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 16384, "xhigh": 32768, "max": 65536}
+_DATA_URL = re.compile(r"^data:(?P<media>[\w/+.-]+);base64,(?P<data>.+)$", re.DOTALL)
+
+
+def _source(url: str, default_media: str) -> dict:
+    match = _DATA_URL.match(url)
+    if match:
+        return {"type": "base64", "media_type": match["media"], "data": match["data"]}
+    if url.startswith(("http://", "https://")):
+        return {"type": "url", "url": url}
+    return {"type": "base64", "media_type": default_media, "data": url}
+
+
+def _block(part: Part) -> dict:
+    if isinstance(part, TextPart):
+        return drop_none({"type": "text", "text": part.text, "cache_control": part.cache_control})
+    if isinstance(part, ImagePart):
+        return {"type": "image", "source": _source(part.url, "image/png")}
+    if isinstance(part, FilePart):
+        if part.file_id:
+            return {"type": "document", "source": {"type": "file", "file_id": part.file_id}}
+        source = _source(part.file_data or part.file_url or "", "application/pdf")
+        return drop_none({"type": "document", "source": source, "title": part.filename})
+    raise TypeError(type(part))
+
+
+def _arguments(raw: str) -> dict:
+    try:
+        value = json.loads(raw or "{}")
+    except ValueError:
+        return {"_raw": raw}
+    return value if isinstance(value, dict) else {"value": value}
+
+
+def _append(messages: list[dict], role: str, blocks: list[dict]) -> None:
+    """Anthropic wants user and assistant turns to alternate: merge consecutive same-role turns."""
+    if messages and messages[-1]["role"] == role:
+        messages[-1]["content"].extend(blocks)
+    else:
+        messages.append({"role": role, "content": list(blocks)})
+
+
+def system_and_messages(request: CanonicalRequest) -> tuple[list[dict], list[dict]]:
+    system: list[dict] = [{"type": "text", "text": request.instructions}] if request.instructions else []
+    messages: list[dict] = []
+    for item in request.input:
+        if isinstance(item, Message):
+            blocks = [_block(part) for part in item.content]
+            if item.role in ("system", "developer"):
+                system.extend(block for block in blocks if block["type"] == "text")
+            else:
+                _append(messages, item.role, blocks)
+        elif isinstance(item, FunctionCall):
+            _append(messages, "assistant", [{"type": "tool_use", "id": item.call_id, "name": item.name,
+                                             "input": _arguments(item.arguments)}])
+        elif isinstance(item, FunctionCallOutput):
+            _append(messages, "user", [{"type": "tool_result", "tool_use_id": item.call_id,
+                                        "content": item.output}])
+        elif isinstance(item, Reasoning):
+            if item.format == FORMAT and item.signature:
+                thinking = {"type": "thinking", "thinking": "".join(item.content or item.summary),
+                            "signature": item.signature}
+                _append(messages, "assistant", [thinking])
+            elif item.format == FORMAT and item.encrypted_content:
+                _append(messages, "assistant", [{"type": "redacted_thinking", "data": item.encrypted_content}])
+    return system, messages
+
+
+def _apply_automatic_cache(system: list[dict], messages: list[dict], cache_control: dict) -> None:
+    """Top-level cache_control: one breakpoint on the last cacheable block (the prompt's end)."""
+    for message in reversed(messages):
+        for block in reversed(message["content"]):
+            if block["type"] in ("text", "image", "document", "tool_result", "tool_use"):
+                block.setdefault("cache_control", cache_control)
+                return
+    if system:
+        system[-1].setdefault("cache_control", cache_control)
+
+
+def _tool_choice(choice, parallel: bool | None) -> dict | None:
+    if choice is None and parallel is None:
+        return None
+    if isinstance(choice, dict) and choice.get("type") == "function":
+        result = {"type": "tool", "name": choice["name"]}
+    else:
+        result = {"type": {"required": "any", "none": "none"}.get(choice, "auto")}
+    if parallel is False and result["type"] != "none":
+        result["disable_parallel_tool_use"] = True
+    return result
+
+
+def _thinking(request: CanonicalRequest, max_tokens: int) -> dict | None:
+    reasoning = request.reasoning
+    if reasoning is None or reasoning.enabled is False or reasoning.effort == "none":
+        return None
+    if reasoning.max_tokens is None and reasoning.effort is None and not reasoning.enabled:
+        return None
+    budget = reasoning.max_tokens or EFFORT_BUDGET.get(reasoning.effort or "medium", 8192)
+    budget = max(MIN_THINKING_BUDGET, min(budget, max_tokens - 1))
+    return {"type": "enabled", "budget_tokens": budget}
+
+
+def build_body(request: CanonicalRequest) -> dict:
+    system, messages = system_and_messages(request)
+    if request.cache_control:
+        _apply_automatic_cache(system, messages, request.cache_control)
+    max_tokens = request.max_output_tokens or DEFAULT_MAX_TOKENS
+    thinking = _thinking(request, max_tokens)
+    if thinking and max_tokens <= MIN_THINKING_BUDGET:
+        max_tokens = MIN_THINKING_BUDGET + max_tokens
+    body = {
+        "model": request.model,
+        "max_tokens": max_tokens,
+        "system": system or None,
+        "messages": messages,
+        # With extended thinking, temperature and top_k must stay unset.
+        "temperature": None if thinking else request.temperature,
+        "top_p": request.top_p,
+        "top_k": None if thinking else request.top_k,
+        "thinking": thinking,
+        "metadata": {"user_id": request.safety_identifier} if request.safety_identifier else None,
+        "stream": True if request.stream else None,
+    }
+    text_format = request.text_format or {}
+    if text_format.get("type") == "json_schema":
+        body["output_config"] = {"format": {"type": "json_schema", "schema": text_format.get("schema") or {}}}
+    if request.tools:
+        body["tools"] = [drop_none({
+            "name": tool.name, "description": tool.description,
+            "input_schema": tool.parameters or {"type": "object", "properties": {}},
+        }) for tool in request.tools]
+        body["tool_choice"] = _tool_choice(request.tool_choice, request.parallel_tool_calls)
+    return drop_none(body)

@@ -1,0 +1,140 @@
+"""Anthropic Messages body and stream events -> canonical.
+https://docs.anthropic.com/en/api/messages  https://docs.anthropic.com/en/docs/build-with-claude/streaming"""
+
+import json
+from collections.abc import Iterable, Iterator
+
+from routing.canonical import (
+    CanonicalResponse,
+    Finished,
+    OutputFunctionCall,
+    OutputMessage,
+    OutputReasoning,
+    ReasoningDelta,
+    ReasoningSealed,
+    ResponseStarted,
+    StreamEvent,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallStarted,
+    Usage,
+    UsageReported,
+)
+from routing.errors import UpstreamError
+from routing.providers.anthropic.request import FORMAT
+from routing.providers.base import stream_cut_error
+
+STOP = {
+    "end_turn": ("completed", None),
+    "stop_sequence": ("completed", None),
+    "tool_use": ("completed", None),
+    "pause_turn": ("completed", None),
+    "max_tokens": ("incomplete", "max_output_tokens"),
+    "model_context_window_exceeded": ("incomplete", "max_output_tokens"),
+    "refusal": ("incomplete", "content_filter"),
+}
+
+ERROR_TYPES = {
+    "invalid_request_error": ("invalid_request", False),
+    "authentication_error": ("authentication", True),
+    "permission_error": ("permission_denied", True),
+    "not_found_error": ("not_found", True),
+    "request_too_large": ("payload_too_large", False),
+    "rate_limit_error": ("rate_limit_exceeded", True),
+    "api_error": ("provider_unavailable", True),
+    "overloaded_error": ("provider_overloaded", True),
+    "timeout_error": ("timeout", True),
+}
+
+
+def usage(raw: dict | None, output_tokens: int | None = None) -> Usage:
+    raw = raw or {}
+    cache_read = int(raw.get("cache_read_input_tokens") or 0)
+    cache_write = int(raw.get("cache_creation_input_tokens") or 0)
+    # Anthropic's input_tokens exclude cached and cache-written tokens; ours include them.
+    return Usage(
+        input_tokens=int(raw.get("input_tokens") or 0) + cache_read + cache_write,
+        cached_tokens=cache_read,
+        cache_write_tokens=cache_write,
+        output_tokens=int(output_tokens if output_tokens is not None else raw.get("output_tokens") or 0),
+    )
+
+
+def parse(body: dict) -> CanonicalResponse:
+    output, texts, calls = [], [], []
+    for block in body.get("content") or []:
+        kind = block.get("type")
+        if kind == "thinking":
+            output.append(OutputReasoning(content=(block.get("thinking", ""),), signature=block.get("signature"),
+                                          format=FORMAT))
+        elif kind == "redacted_thinking":
+            output.append(OutputReasoning(encrypted_content=block.get("data"), format=FORMAT))
+        elif kind == "text":
+            texts.append(block.get("text", ""))
+        elif kind == "tool_use":
+            calls.append(OutputFunctionCall(call_id=block.get("id", ""), name=block.get("name", ""),
+                                            arguments=json.dumps(block.get("input") or {}, separators=(",", ":"))))
+    if texts:
+        output.append(OutputMessage(text="".join(texts)))
+    output.extend(calls)
+    status, reason = STOP.get(body.get("stop_reason") or "end_turn", ("completed", None))
+    return CanonicalResponse(
+        output=tuple(output), usage=usage(body.get("usage")), status=status, incomplete_reason=reason,
+        upstream_id=body.get("id"), model=body.get("model"),
+    )
+
+
+def stream_error(payload: dict) -> UpstreamError:
+    error = payload.get("error") or {}
+    error_type, retryable = ERROR_TYPES.get(error.get("type"), ("provider_unavailable", True))
+    return UpstreamError(error_type=error_type, message=str(error.get("message") or "Provider returned error")[:500],
+                         retryable=retryable, provider_code=error.get("type"))
+
+
+def stream(events: Iterable) -> Iterator[StreamEvent]:
+    input_usage: dict = {}
+    tool_index: dict[int, int] = {}  # content block index -> tool call index
+    signature: list[str] = []
+    finish: Finished | None = None
+    for event in events:
+        payload = event.json()
+        kind = payload.get("type", event.event)
+        if kind == "message_start":
+            message = payload.get("message") or {}
+            input_usage = message.get("usage") or {}
+            yield ResponseStarted(upstream_id=message.get("id"), model=message.get("model"))
+        elif kind == "content_block_start":
+            block = payload.get("content_block") or {}
+            if block.get("type") == "tool_use":
+                tool_index[payload.get("index", 0)] = index = len(tool_index)
+                yield ToolCallStarted(index=index, call_id=block.get("id", ""), name=block.get("name", ""))
+            elif block.get("type") == "redacted_thinking":
+                yield ReasoningSealed(encrypted_content=block.get("data"), format=FORMAT)
+        elif kind == "content_block_delta":
+            delta = payload.get("delta") or {}
+            delta_type = delta.get("type")
+            if delta_type == "text_delta":
+                yield TextDelta(text=delta.get("text", ""))
+            elif delta_type == "thinking_delta":
+                yield ReasoningDelta(text=delta.get("thinking", ""))
+            elif delta_type == "signature_delta":
+                signature.append(delta.get("signature", ""))
+            elif delta_type == "input_json_delta":
+                yield ToolCallDelta(index=tool_index.get(payload.get("index", 0), 0),
+                                    arguments=delta.get("partial_json", ""))
+        elif kind == "content_block_stop" and signature:
+            yield ReasoningSealed(signature="".join(signature), format=FORMAT)
+            signature = []
+        elif kind == "message_delta":
+            stop_reason = (payload.get("delta") or {}).get("stop_reason")
+            output_tokens = (payload.get("usage") or {}).get("output_tokens")
+            yield UsageReported(usage=usage({**input_usage, **(payload.get("usage") or {})}, output_tokens))
+            if stop_reason:
+                status, reason = STOP.get(stop_reason, ("completed", None))
+                finish = Finished(status=status, incomplete_reason=reason)
+        elif kind == "message_stop":
+            yield finish or Finished()
+            return
+        elif kind == "error":
+            raise stream_error(payload)
+    raise stream_cut_error()

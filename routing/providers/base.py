@@ -1,0 +1,99 @@
+"""The adapter interface: each upstream wire format implements these four pure operations."""
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from byok.credentials import ProviderCredentials
+from routing.canonical import CanonicalRequest, CanonicalResponse, StreamEvent
+from routing.errors import UpstreamError, error_type_for_status, is_retryable, parse_retry_after
+from routing.sse import SSEEvent
+
+SECRET_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "x-goog-api-key"})
+
+
+@dataclass(frozen=True)
+class UpstreamRequest:
+    url: str
+    body: dict
+    headers: dict[str, str] = field(repr=False)
+
+    def __repr__(self) -> str:
+        shown = {k: ("***" if k.lower() in SECRET_HEADERS else v) for k, v in self.headers.items()}
+        return f"UpstreamRequest(url={self.url!r}, headers={shown!r})"
+
+
+class ProviderAdapter(ABC):
+    kind: ClassVar[str]
+    docs_url: ClassVar[str] = ""
+    supports_streaming: ClassVar[bool] = True
+    supports_tools: ClassVar[bool] = True
+    supports_reasoning: ClassVar[bool] = True
+    reasoning_format: ClassVar[str] = "unknown"
+
+    @abstractmethod
+    def build_request(
+        self, request: CanonicalRequest, *, base_url: str, credentials: ProviderCredentials
+    ) -> UpstreamRequest:
+        """The upstream HTTP request for a canonical request (pure; credentials are passed in)."""
+
+    @abstractmethod
+    def parse_response(self, body: dict) -> CanonicalResponse:
+        """A successful non-streaming upstream body as a canonical response."""
+
+    @abstractmethod
+    def stream_events(self, events: Iterable[SSEEvent]) -> Iterator[StreamEvent]:
+        """Canonical events from parsed upstream SSE events; raises UpstreamError for an in-band error
+        or a stream that ends before its terminal event."""
+
+    def map_error(self, status: int, body: bytes, headers: Mapping[str, str]) -> UpstreamError:
+        """Default mapping for JSON error bodies of the `{"error": {"message", "type", "code"}}` family."""
+        message, code = error_details(body)
+        error_type = error_type_for_status(status)
+        retryable = is_retryable(status)
+        if code == "context_length_exceeded" or _mentions_context_length(message):
+            error_type, retryable = "context_length_exceeded", True
+        return UpstreamError(
+            error_type=error_type, message=message, retryable=retryable, status=status,
+            retry_after=parse_retry_after(headers), provider_code=code,
+        )
+
+
+def error_details(body: bytes) -> tuple[str, str | None]:
+    """(message, code) from an upstream error body; a generic message when it is not JSON."""
+    try:
+        payload = json.loads(body or b"{}")
+    except ValueError:
+        return "Provider returned error", None
+    error = payload.get("error") if isinstance(payload, dict) else None
+    if isinstance(error, dict):
+        message = str(error.get("message") or "Provider returned error")
+        code = error.get("code") or error.get("type")
+        return message[:500], str(code) if code is not None else None
+    if isinstance(error, str):
+        return error[:500], None
+    if isinstance(payload, dict) and isinstance(payload.get("message"), str):
+        return payload["message"][:500], None
+    return "Provider returned error", None
+
+
+def _mentions_context_length(message: str) -> bool:
+    lowered = message.lower()
+    return "context length" in lowered or "context_length" in lowered or "prompt is too long" in lowered
+
+
+def stream_cut_error() -> UpstreamError:
+    return UpstreamError(
+        error_type="provider_unavailable", message="The provider's stream ended before the response was complete",
+        retryable=True,
+    )
+
+
+def bearer(credentials: ProviderCredentials) -> dict[str, str]:
+    return {"Authorization": f"Bearer {credentials.api_key}"}
+
+
+def drop_none(mapping: dict) -> dict:
+    return {key: value for key, value in mapping.items() if value is not None}

@@ -1,0 +1,21 @@
+from routing.providers.base import ProviderAdapter, UpstreamRequest, bearer
+from routing.providers.openai_chat import request as chat_request
+from routing.providers.openai_chat import response as chat_response
+
+
+class OpenAIChatAdapter(ProviderAdapter):
+    """OpenAI Chat Completions, and every OpenAI-compatible provider (a catalog row with this adapter)."""
+
+    kind = "openai_chat"
+    docs_url = "https://platform.openai.com/docs/api-reference/chat"
+    reasoning_format = "unknown"
+
+    def build_request(self, request, *, base_url, credentials):
+        return UpstreamRequest(url=f"{base_url}/chat/completions", body=chat_request.build_body(request),
+                               headers=bearer(credentials))
+
+    def parse_response(self, body):
+        return chat_response.parse(body)
+
+    def stream_events(self, events):
+        return chat_response.stream(events)

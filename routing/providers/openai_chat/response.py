@@ -1,0 +1,113 @@
+"""OpenAI Chat Completions response body and stream chunks -> canonical.
+https://platform.openai.com/docs/api-reference/chat/object
+https://platform.openai.com/docs/api-reference/chat-streaming"""
+
+from collections.abc import Iterable, Iterator
+
+from routing.canonical import (
+    CanonicalResponse,
+    Finished,
+    OutputFunctionCall,
+    OutputMessage,
+    OutputReasoning,
+    ReasoningDelta,
+    RefusalDelta,
+    ResponseStarted,
+    StreamEvent,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallStarted,
+    Usage,
+    UsageReported,
+)
+from routing.errors import UpstreamError
+from routing.providers.base import error_details, stream_cut_error
+from routing.sse import SSEEvent
+
+# finish_reason -> (status, incomplete reason)
+FINISH = {
+    "stop": ("completed", None),
+    "tool_calls": ("completed", None),
+    "function_call": ("completed", None),
+    "length": ("incomplete", "max_output_tokens"),
+    "content_filter": ("incomplete", "content_filter"),
+}
+
+
+def usage(raw: dict | None) -> Usage:
+    raw = raw or {}
+    prompt_details = raw.get("prompt_tokens_details") or {}
+    completion_details = raw.get("completion_tokens_details") or {}
+    return Usage(
+        input_tokens=int(raw.get("prompt_tokens") or 0),
+        cached_tokens=int(prompt_details.get("cached_tokens") or 0),
+        cache_write_tokens=int(prompt_details.get("cache_write_tokens") or 0),
+        output_tokens=int(raw.get("completion_tokens") or 0),
+        reasoning_tokens=int(completion_details.get("reasoning_tokens") or 0),
+    )
+
+
+def _reasoning_text(holder: dict) -> str | None:
+    # OpenAI-compatible servers name it `reasoning_content` (DeepSeek, vLLM) or `reasoning` (Groq, OpenRouter).
+    return holder.get("reasoning_content") or holder.get("reasoning")
+
+
+def parse(body: dict) -> CanonicalResponse:
+    choice = (body.get("choices") or [{}])[0]
+    message = choice.get("message") or {}
+    output = []
+    reasoning = _reasoning_text(message)
+    if reasoning:
+        output.append(OutputReasoning(content=(reasoning,)))
+    if message.get("content") or message.get("refusal"):
+        output.append(OutputMessage(text=message.get("content") or "", refusal=message.get("refusal")))
+    for call in message.get("tool_calls") or []:
+        function = call.get("function") or {}
+        output.append(OutputFunctionCall(call_id=call.get("id", ""), name=function.get("name", ""),
+                                         arguments=function.get("arguments") or ""))
+    status, reason = FINISH.get(choice.get("finish_reason") or "stop", ("completed", None))
+    return CanonicalResponse(
+        output=tuple(output), usage=usage(body.get("usage")), status=status, incomplete_reason=reason,
+        upstream_id=body.get("id"), model=body.get("model"), service_tier=body.get("service_tier"),
+    )
+
+
+def stream(events: Iterable[SSEEvent]) -> Iterator[StreamEvent]:
+    started = False
+    finish: Finished | None = None
+    for event in events:
+        if event.data.strip() == "[DONE]":
+            yield finish or Finished()
+            return
+        chunk = event.json()
+        if "error" in chunk:
+            message, code = error_details(event.data.encode())
+            raise UpstreamError(error_type="provider_unavailable", message=message, retryable=True,
+                                provider_code=code)
+        if not started:
+            started = True
+            yield ResponseStarted(upstream_id=chunk.get("id"), model=chunk.get("model"))
+        for choice in chunk.get("choices") or []:
+            delta = choice.get("delta") or {}
+            reasoning = _reasoning_text(delta)
+            if reasoning:
+                yield ReasoningDelta(text=reasoning)
+            if delta.get("content"):
+                yield TextDelta(text=delta["content"])
+            if delta.get("refusal"):
+                yield RefusalDelta(text=delta["refusal"])
+            for call in delta.get("tool_calls") or []:
+                index = int(call.get("index", 0))
+                function = call.get("function") or {}
+                if call.get("id"):
+                    yield ToolCallStarted(index=index, call_id=call["id"], name=function.get("name", ""))
+                if function.get("arguments"):
+                    yield ToolCallDelta(index=index, arguments=function["arguments"])
+            if choice.get("finish_reason"):
+                status, reason = FINISH.get(choice["finish_reason"], ("completed", None))
+                finish = Finished(status=status, incomplete_reason=reason, service_tier=chunk.get("service_tier"))
+        if chunk.get("usage"):
+            yield UsageReported(usage=usage(chunk["usage"]))
+    if finish is None:
+        raise stream_cut_error()
+    yield finish  # some compatible servers end after the finish chunk without [DONE]

@@ -1,0 +1,19 @@
+from routing.providers.base import ProviderAdapter, UpstreamRequest, bearer
+from routing.providers.openai_responses import request as responses_request
+from routing.providers.openai_responses import response as responses_response
+
+
+class OpenAIResponsesAdapter(ProviderAdapter):
+    kind = "openai_responses"
+    docs_url = "https://platform.openai.com/docs/api-reference/responses"
+    reasoning_format = responses_request.FORMAT
+
+    def build_request(self, request, *, base_url, credentials):
+        return UpstreamRequest(url=f"{base_url}/responses", body=responses_request.build_body(request),
+                               headers=bearer(credentials))
+
+    def parse_response(self, body):
+        return responses_response.parse(body)
+
+    def stream_events(self, events):
+        return responses_response.stream(events)

@@ -1,0 +1,79 @@
+"""Canonical request -> OpenAI Responses body (stateless: store is false, reasoning travels encrypted).
+https://platform.openai.com/docs/api-reference/responses/create"""
+
+from routing.canonical import (
+    CanonicalRequest,
+    FilePart,
+    FunctionCall,
+    FunctionCallOutput,
+    ImagePart,
+    Message,
+    Part,
+    Reasoning,
+    TextPart,
+)
+from routing.providers.base import drop_none
+
+FORMAT = "openai-responses-v1"
+
+
+def _part(part: Part) -> dict:
+    if isinstance(part, TextPart):
+        return {"type": "input_text", "text": part.text}
+    if isinstance(part, ImagePart):
+        return {"type": "input_image", "image_url": part.url, "detail": part.detail}
+    if isinstance(part, FilePart):
+        return drop_none({"type": "input_file", "filename": part.filename, "file_data": part.file_data,
+                          "file_url": part.file_url, "file_id": part.file_id})
+    raise TypeError(type(part))
+
+
+def _item(item) -> dict | None:
+    if isinstance(item, Message):
+        if item.role == "assistant":
+            text = "".join(p.text for p in item.content if isinstance(p, TextPart))
+            return {"type": "message", "role": "assistant", "content": text}
+        return {"type": "message", "role": item.role, "content": [_part(part) for part in item.content]}
+    if isinstance(item, FunctionCall):
+        return {"type": "function_call", "call_id": item.call_id, "name": item.name, "arguments": item.arguments}
+    if isinstance(item, FunctionCallOutput):
+        return {"type": "function_call_output", "call_id": item.call_id, "output": item.output}
+    if isinstance(item, Reasoning):
+        if item.format != FORMAT or not item.encrypted_content:
+            return None  # another provider's reasoning cannot be replayed here
+        return drop_none({"type": "reasoning", "id": item.id, "encrypted_content": item.encrypted_content,
+                          "summary": [{"type": "summary_text", "text": text} for text in item.summary]})
+    raise TypeError(type(item))
+
+
+def build_body(request: CanonicalRequest) -> dict:
+    text = drop_none({"format": request.text_format, "verbosity": request.verbosity})
+    reasoning = None
+    if request.reasoning and request.reasoning.enabled is not False:
+        reasoning = drop_none({"effort": request.reasoning.effort, "summary": request.reasoning.summary}) or None
+    body = {
+        "model": request.model,
+        "input": [item for item in map(_item, request.input) if item is not None],
+        "instructions": request.instructions,
+        "temperature": request.temperature,
+        "top_p": request.top_p,
+        "max_output_tokens": request.max_output_tokens,
+        "top_logprobs": request.top_logprobs,
+        "text": text or None,
+        "reasoning": reasoning,
+        "safety_identifier": request.safety_identifier,
+        "prompt_cache_key": request.prompt_cache_key,
+        "service_tier": request.service_tier if request.service_tier not in (None, "auto") else None,
+        "store": False,
+        "stream": True if request.stream else None,
+    }
+    if reasoning is not None:
+        body["include"] = ["reasoning.encrypted_content"]
+    if request.tools:
+        body["tools"] = [drop_none({
+            "type": "function", "name": tool.name, "description": tool.description,
+            "parameters": tool.parameters or {"type": "object", "properties": {}}, "strict": tool.strict,
+        }) for tool in request.tools]
+        body["tool_choice"] = request.tool_choice
+        body["parallel_tool_calls"] = request.parallel_tool_calls
+    return drop_none(body)

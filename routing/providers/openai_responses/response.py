@@ -1,0 +1,119 @@
+"""OpenAI Responses body and stream events -> canonical.
+https://platform.openai.com/docs/api-reference/responses/object
+https://platform.openai.com/docs/api-reference/responses-streaming"""
+
+from collections.abc import Iterable, Iterator
+
+from routing.canonical import (
+    CanonicalResponse,
+    Finished,
+    OutputFunctionCall,
+    OutputMessage,
+    OutputReasoning,
+    ReasoningDelta,
+    ReasoningSealed,
+    RefusalDelta,
+    ResponseStarted,
+    StreamEvent,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallStarted,
+    Usage,
+    UsageReported,
+)
+from routing.errors import UpstreamError
+from routing.providers.base import stream_cut_error
+from routing.providers.openai_responses.request import FORMAT
+
+
+def usage(raw: dict | None) -> Usage:
+    raw = raw or {}
+    return Usage(
+        input_tokens=int(raw.get("input_tokens") or 0),
+        cached_tokens=int((raw.get("input_tokens_details") or {}).get("cached_tokens") or 0),
+        output_tokens=int(raw.get("output_tokens") or 0),
+        reasoning_tokens=int((raw.get("output_tokens_details") or {}).get("reasoning_tokens") or 0),
+    )
+
+
+def _status(body: dict) -> tuple[str, str | None]:
+    if body.get("status") == "incomplete":
+        return "incomplete", (body.get("incomplete_details") or {}).get("reason") or "max_output_tokens"
+    return "completed", None
+
+
+def _output_item(item: dict):
+    kind = item.get("type")
+    if kind == "message":
+        texts, refusals = [], []
+        for part in item.get("content") or []:
+            if part.get("type") == "output_text":
+                texts.append(part.get("text", ""))
+            elif part.get("type") == "refusal":
+                refusals.append(part.get("refusal", ""))
+        return OutputMessage(text="".join(texts), refusal="".join(refusals) or None)
+    if kind == "reasoning":
+        return OutputReasoning(
+            summary=tuple(p.get("text", "") for p in item.get("summary") or []),
+            content=tuple(p.get("text", "") for p in item.get("content") or []),
+            encrypted_content=item.get("encrypted_content"), format=FORMAT,
+        )
+    if kind == "function_call":
+        return OutputFunctionCall(call_id=item.get("call_id", ""), name=item.get("name", ""),
+                                  arguments=item.get("arguments", ""))
+    return None  # server-tool items of the provider's own are not passed on
+
+
+def parse(body: dict) -> CanonicalResponse:
+    status, reason = _status(body)
+    output = tuple(out for out in map(_output_item, body.get("output") or []) if out is not None)
+    return CanonicalResponse(
+        output=output, usage=usage(body.get("usage")), status=status, incomplete_reason=reason,
+        upstream_id=body.get("id"), model=body.get("model"), service_tier=body.get("service_tier"),
+    )
+
+
+def _failure(payload: dict) -> UpstreamError:
+    error = payload.get("error") or (payload.get("response") or {}).get("error") or payload
+    code = error.get("code") if isinstance(error, dict) else None
+    message = (error.get("message") if isinstance(error, dict) else None) or "Provider returned error"
+    error_type = "rate_limit_exceeded" if code == "rate_limit_exceeded" else "provider_unavailable"
+    return UpstreamError(error_type=error_type, message=str(message)[:500], retryable=True, provider_code=code)
+
+
+def stream(events: Iterable) -> Iterator[StreamEvent]:
+    calls: dict[int, int] = {}  # output_index -> tool call index
+    for event in events:
+        if event.data.strip() == "[DONE]":
+            break
+        payload = event.json()
+        kind = payload.get("type", event.event)
+        if kind == "response.created":
+            response = payload.get("response") or {}
+            yield ResponseStarted(upstream_id=response.get("id"), model=response.get("model"))
+        elif kind == "response.output_text.delta":
+            yield TextDelta(text=payload.get("delta", ""))
+        elif kind == "response.refusal.delta":
+            yield RefusalDelta(text=payload.get("delta", ""))
+        elif kind == "response.reasoning_summary_text.delta":
+            yield ReasoningDelta(text=payload.get("delta", ""), kind="summary")
+        elif kind == "response.reasoning_text.delta":
+            yield ReasoningDelta(text=payload.get("delta", ""), kind="content")
+        elif kind == "response.output_item.added" and (payload.get("item") or {}).get("type") == "function_call":
+            item = payload["item"]
+            calls[payload.get("output_index", len(calls))] = index = len(calls)
+            yield ToolCallStarted(index=index, call_id=item.get("call_id", ""), name=item.get("name", ""))
+        elif kind == "response.function_call_arguments.delta":
+            index = calls.get(payload.get("output_index"), 0)
+            yield ToolCallDelta(index=index, arguments=payload.get("delta", ""))
+        elif kind == "response.output_item.done" and (payload.get("item") or {}).get("type") == "reasoning":
+            yield ReasoningSealed(encrypted_content=payload["item"].get("encrypted_content"), format=FORMAT)
+        elif kind in ("response.completed", "response.incomplete"):
+            response = payload.get("response") or {}
+            yield UsageReported(usage=usage(response.get("usage")))
+            status, reason = _status(response)
+            yield Finished(status=status, incomplete_reason=reason, service_tier=response.get("service_tier"))
+            return
+        elif kind in ("response.failed", "error"):
+            raise _failure(payload)
+    raise stream_cut_error()

@@ -1,0 +1,78 @@
+"""Catalog reads."""
+
+import os
+from decimal import Decimal
+
+from django.db.models import Prefetch, Q, QuerySet
+
+from byok.credentials import ProviderCredentials
+from byok.crypto import Sealed, unseal
+from routing.catalog import EndpointInfo, endpoint_info, env_name
+from routing.models import Endpoint, Model, Provider, ProviderStatus
+
+
+def routable_endpoints() -> QuerySet:
+    return Endpoint.objects.filter(enabled=True, provider__status=ProviderStatus.ACTIVE).select_related("provider")
+
+
+def endpoints_for_model(*, model_id: str) -> list[EndpointInfo]:
+    """The model's enabled endpoints on active providers, cheapest first."""
+    endpoints = routable_endpoints().filter(model_id=model_id).order_by("price_prompt", "price_completion", "id")
+    return [endpoint_info(endpoint) for endpoint in endpoints]
+
+
+def model_exists(*, model_id: str) -> bool:
+    return Model.objects.filter(pk=model_id).exists()
+
+
+def provider_credentials(*, provider_slug: str) -> ProviderCredentials | None:
+    """The operator's credential for shared capacity: env override, sealed value, or the named env var."""
+    override = os.environ.get(env_name(provider_slug, "API_KEY"))
+    if override:
+        return ProviderCredentials(api_key=override)
+    provider = Provider.objects.only("id", "api_key_env", "credential_sealed", "credential_key_id").get(
+        slug=provider_slug)
+    if provider.credential_sealed:
+        sealed = Sealed(key_id=provider.credential_key_id, blob=bytes(provider.credential_sealed))
+        return ProviderCredentials(api_key=unseal(sealed, aad=f"provider:{provider.pk}"))
+    if provider.api_key_env and os.environ.get(provider.api_key_env):
+        return ProviderCredentials(api_key=os.environ[provider.api_key_env])
+    return None
+
+
+def models_list(
+    *, q: str = "", supported_parameters: list[str] = (), input_modalities: list[str] = (),
+    output_modalities: list[str] = (), providers: list[str] = (),
+) -> list[Model]:
+    endpoints = routable_endpoints().order_by("price_prompt", "price_completion", "id")
+    models = Model.objects.filter(endpoints__in=routable_endpoints()).distinct().prefetch_related(
+        Prefetch("endpoints", queryset=endpoints, to_attr="live_endpoints"))
+    if q:
+        models = models.filter(Q(id__icontains=q) | Q(name__icontains=q) | Q(description__icontains=q))
+    if providers:
+        models = models.filter(endpoints__provider__slug__in=providers)
+    result = list(models.order_by("-created", "id"))
+    # JSON list containment is not portable across SQLite and PostgreSQL: filter these in Python.
+    def has_all(values, wanted):
+        return all(item in (values or []) for item in wanted)
+
+    return [model for model in result if has_all(model.supported_parameters, supported_parameters)
+            and has_all(model.input_modalities, input_modalities)
+            and has_all(model.output_modalities, output_modalities)]
+
+
+def model_get(*, model_id: str) -> Model | None:
+    endpoints = routable_endpoints().order_by("price_prompt", "price_completion", "id")
+    return Model.objects.filter(pk=model_id).prefetch_related(
+        Prefetch("endpoints", queryset=endpoints, to_attr="live_endpoints")).first()
+
+
+def providers_list() -> QuerySet:
+    return Provider.objects.filter(status=ProviderStatus.ACTIVE).order_by("slug")
+
+
+def cheapest(endpoints: list[Endpoint]) -> Endpoint | None:
+    return min(endpoints, key=lambda e: (e.price_prompt + e.price_completion, e.id), default=None)
+
+
+ZERO = Decimal(0)

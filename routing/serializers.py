@@ -1,0 +1,171 @@
+from rest_framework import serializers
+
+from routing.pricing import per_token
+
+
+class ModelArchitectureSerializer(serializers.Serializer):
+    modality = serializers.CharField()
+    input_modalities = serializers.ListField(child=serializers.CharField())
+    output_modalities = serializers.ListField(child=serializers.CharField())
+    tokenizer = serializers.CharField()
+    instruct_type = serializers.CharField(allow_null=True)
+
+
+class ModelPricingSerializer(serializers.Serializer):
+    prompt = serializers.CharField(help_text="USD per input token")
+    completion = serializers.CharField(help_text="USD per output token")
+    request = serializers.CharField(help_text="USD per request")
+    image = serializers.CharField()
+    input_cache_read = serializers.CharField()
+    input_cache_write = serializers.CharField()
+    internal_reasoning = serializers.CharField()
+
+
+class TopProviderSerializer(serializers.Serializer):
+    context_length = serializers.IntegerField()
+    max_completion_tokens = serializers.IntegerField(allow_null=True)
+    is_moderated = serializers.BooleanField()
+
+
+class ModelLinksSerializer(serializers.Serializer):
+    details = serializers.CharField()
+
+
+class ModelRecordSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    canonical_slug = serializers.CharField()
+    name = serializers.CharField()
+    created = serializers.IntegerField()
+    description = serializers.CharField()
+    context_length = serializers.IntegerField()
+    architecture = ModelArchitectureSerializer()
+    pricing = ModelPricingSerializer()
+    top_provider = TopProviderSerializer()
+    per_request_limits = serializers.DictField(allow_null=True)
+    supported_parameters = serializers.ListField(child=serializers.CharField())
+    default_parameters = serializers.DictField(allow_null=True)
+    supported_voices = serializers.ListField(child=serializers.CharField(), allow_null=True)
+    knowledge_cutoff = serializers.CharField(allow_null=True)
+    expiration_date = serializers.CharField(allow_null=True)
+    links = ModelLinksSerializer()
+
+
+class ListLinksSerializer(serializers.Serializer):
+    next = serializers.CharField(allow_null=True)
+
+
+class ModelListSerializer(serializers.Serializer):
+    data = ModelRecordSerializer(many=True)
+    total_count = serializers.IntegerField()
+    links = ListLinksSerializer()
+
+
+class ModelListQuerySerializer(serializers.Serializer):
+    offset = serializers.IntegerField(required=False, min_value=0)
+    limit = serializers.IntegerField(required=False, min_value=1, max_value=1000)
+    q = serializers.CharField(required=False, max_length=200, help_text="Search in id, name and description")
+    supported_parameters = serializers.CharField(required=False, help_text="Comma list; all must be supported")
+    input_modalities = serializers.CharField(required=False, help_text="Comma list")
+    output_modalities = serializers.CharField(required=False, help_text="Comma list, or `all`")
+    providers = serializers.CharField(required=False, help_text="Comma list of provider slugs")
+
+    @staticmethod
+    def as_list(value: str | None) -> list[str]:
+        return [part.strip() for part in (value or "").split(",") if part.strip() and part.strip() != "all"]
+
+
+class EndpointPricingSerializer(serializers.Serializer):
+    prompt = serializers.CharField()
+    completion = serializers.CharField()
+    request = serializers.CharField()
+    input_cache_read = serializers.CharField()
+    input_cache_write = serializers.CharField()
+    internal_reasoning = serializers.CharField()
+
+
+class EndpointRecordSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    model_id = serializers.CharField()
+    provider_name = serializers.CharField()
+    tag = serializers.CharField(help_text="Provider slug, as used in `provider.order`")
+    context_length = serializers.IntegerField()
+    max_completion_tokens = serializers.IntegerField(allow_null=True)
+    max_prompt_tokens = serializers.IntegerField(allow_null=True)
+    pricing = EndpointPricingSerializer()
+    quantization = serializers.CharField()
+    supported_parameters = serializers.ListField(child=serializers.CharField())
+    supported_service_tiers = serializers.ListField(child=serializers.CharField())
+    status = serializers.IntegerField(help_text="0 when the endpoint is serving")
+    is_zdr = serializers.BooleanField()
+
+
+class ModelEndpointsSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    name = serializers.CharField()
+    created = serializers.IntegerField()
+    description = serializers.CharField()
+    architecture = ModelArchitectureSerializer()
+    endpoints = EndpointRecordSerializer(many=True)
+
+
+class ModelEndpointsEnvelopeSerializer(serializers.Serializer):
+    data = ModelEndpointsSerializer()
+
+
+class ProviderRecordSerializer(serializers.Serializer):
+    slug = serializers.CharField()
+    name = serializers.CharField()
+    region = serializers.CharField()
+    zdr = serializers.BooleanField(help_text="Zero data retention")
+    retains_prompts = serializers.BooleanField()
+    trains_on_prompts = serializers.BooleanField()
+    is_local_standin = serializers.BooleanField()
+    docs_url = serializers.CharField(allow_blank=True)
+
+
+class ProviderListSerializer(serializers.Serializer):
+    data = ProviderRecordSerializer(many=True)
+
+
+def architecture(model) -> dict:
+    inputs, outputs = list(model.input_modalities or ["text"]), list(model.output_modalities or ["text"])
+    return {"modality": f"{'+'.join(inputs)}->{'+'.join(outputs)}", "input_modalities": inputs,
+            "output_modalities": outputs, "tokenizer": model.tokenizer or "Other", "instruct_type": None}
+
+
+def endpoint_pricing(endpoint) -> dict:
+    return {
+        "prompt": per_token(endpoint.price_prompt), "completion": per_token(endpoint.price_completion),
+        "request": format(endpoint.price_request.normalize(), "f"),
+        "input_cache_read": per_token(endpoint.price_cached_input),
+        "input_cache_write": per_token(endpoint.price_cache_write),
+        "internal_reasoning": per_token(endpoint.price_reasoning if endpoint.price_reasoning is not None
+                                        else endpoint.price_completion),
+    }
+
+
+def model_record(model) -> dict:
+    from routing.selectors import cheapest
+
+    top = cheapest(model.live_endpoints)
+    return ModelRecordSerializer({
+        "id": model.id, "canonical_slug": model.id, "name": model.name, "created": model.created,
+        "description": model.description, "context_length": model.context_length,
+        "architecture": architecture(model), "pricing": {**endpoint_pricing(top), "image": "0"},
+        "top_provider": {"context_length": top.context_length, "max_completion_tokens": top.max_completion_tokens,
+                         "is_moderated": False},
+        "per_request_limits": None, "supported_parameters": model.supported_parameters,
+        "default_parameters": None, "supported_voices": None, "knowledge_cutoff": None, "expiration_date": None,
+        "links": {"details": f"/api/v1/models/{model.id}/endpoints"},
+    }).data
+
+
+def endpoint_record(endpoint) -> dict:
+    return EndpointRecordSerializer({
+        "name": f"{endpoint.provider.name} | {endpoint.model_id}", "model_id": endpoint.model_id,
+        "provider_name": endpoint.provider.name, "tag": endpoint.provider.slug,
+        "context_length": endpoint.context_length, "max_completion_tokens": endpoint.max_completion_tokens,
+        "max_prompt_tokens": None, "pricing": endpoint_pricing(endpoint), "quantization": endpoint.quantization,
+        "supported_parameters": endpoint.supported_parameters, "supported_service_tiers": endpoint.service_tiers,
+        "status": 0, "is_zdr": endpoint.provider.zdr,
+    }).data

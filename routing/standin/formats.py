@@ -1,0 +1,264 @@
+"""The three wire formats as the stand-in speaks them: bodies, stream events and error bodies, shaped
+like the real providers' (OpenAI Chat Completions, OpenAI Responses, Anthropic Messages)."""
+
+import json
+import time
+import uuid
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Plan:
+    model: str
+    text: str
+    reasoning: str
+    tool_name: str
+    tool_arguments: str
+    input_tokens: int
+    output_tokens: int
+    cached_tokens: int
+    reasoning_tokens: int
+    finish: str  # stop | length
+    chunks: int
+
+
+def split(text: str, parts: int) -> list[str]:
+    if not text:
+        return []
+    parts = max(1, min(parts, len(text)))
+    size = -(-len(text) // parts)
+    return [text[i:i + size] for i in range(0, len(text), size)]
+
+
+def sse(data: dict | str, event: str | None = None) -> bytes:
+    payload = data if isinstance(data, str) else json.dumps(data, separators=(",", ":"))
+    return (f"event: {event}\n" if event else "").encode() + f"data: {payload}\n\n".encode()
+
+
+# ---- OpenAI Chat Completions -------------------------------------------------------------------
+
+OPENAI_ERRORS = {
+    400: ("invalid_request_error", None, "Invalid request."),
+    401: ("invalid_request_error", "invalid_api_key", "Incorrect API key provided."),
+    403: ("invalid_request_error", "unsupported_country_region_territory", "Forbidden."),
+    404: ("invalid_request_error", "model_not_found", "The model does not exist or you do not have access to it."),
+    408: ("server_error", None, "Request timed out."),
+    429: ("requests", "rate_limit_exceeded", "Rate limit reached for requests. Please try again later."),
+    500: ("server_error", None, "The server had an error while processing your request."),
+    502: ("server_error", None, "Bad gateway."),
+    503: ("server_error", None, "The engine is currently overloaded, please try again later."),
+}
+
+
+def openai_error(status: int) -> dict:
+    error_type, code, message = OPENAI_ERRORS.get(status, ("server_error", None, "Upstream error."))
+    return {"error": {"message": message, "type": error_type, "param": None, "code": code}}
+
+
+def _chat_usage(plan: Plan) -> dict:
+    return {
+        "prompt_tokens": plan.input_tokens, "completion_tokens": plan.output_tokens,
+        "total_tokens": plan.input_tokens + plan.output_tokens,
+        "prompt_tokens_details": {"cached_tokens": plan.cached_tokens},
+        "completion_tokens_details": {"reasoning_tokens": plan.reasoning_tokens},
+    }
+
+
+def _chat_finish(plan: Plan) -> str:
+    return "tool_calls" if plan.tool_name else ("length" if plan.finish == "length" else "stop")
+
+
+def chat_body(plan: Plan) -> dict:
+    message: dict = {"role": "assistant", "content": plan.text or None, "refusal": None}
+    if plan.reasoning:
+        message["reasoning_content"] = plan.reasoning
+    if plan.tool_name:
+        message["tool_calls"] = [{"id": "call_standin_1", "type": "function",
+                                  "function": {"name": plan.tool_name, "arguments": plan.tool_arguments}}]
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "object": "chat.completion", "created": int(time.time()),
+        "model": plan.model, "choices": [{"index": 0, "message": message, "finish_reason": _chat_finish(plan),
+                                          "logprobs": None}],
+        "usage": _chat_usage(plan),
+    }
+
+
+def chat_stream(plan: Plan) -> tuple[list[bytes], bytes]:
+    """(chunks, terminal): the terminal part is left out when a stream is cut."""
+    base = {"id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "object": "chat.completion.chunk",
+            "created": int(time.time()), "model": plan.model}
+
+    def chunk(delta: dict, finish: str | None = None) -> bytes:
+        return sse({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+
+    out = [chunk({"role": "assistant", "content": ""})]
+    out += [chunk({"reasoning_content": piece}) for piece in split(plan.reasoning, plan.chunks)]
+    out += [chunk({"content": piece}) for piece in split(plan.text, plan.chunks)]
+    if plan.tool_name:
+        out.append(chunk({"tool_calls": [{"index": 0, "id": "call_standin_1", "type": "function",
+                                          "function": {"name": plan.tool_name, "arguments": ""}}]}))
+        out += [chunk({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]})
+                for piece in split(plan.tool_arguments, 2)]
+    terminal = chunk({}, _chat_finish(plan)) + sse({**base, "choices": [], "usage": _chat_usage(plan)}) + sse("[DONE]")
+    return out, terminal
+
+
+def chat_stream_error(status: int) -> bytes:
+    return sse(openai_error(status))
+
+
+# ---- OpenAI Responses --------------------------------------------------------------------------
+
+
+def _responses_usage(plan: Plan) -> dict:
+    return {"input_tokens": plan.input_tokens, "input_tokens_details": {"cached_tokens": plan.cached_tokens},
+            "output_tokens": plan.output_tokens, "output_tokens_details": {"reasoning_tokens": plan.reasoning_tokens},
+            "total_tokens": plan.input_tokens + plan.output_tokens}
+
+
+def _responses_items(plan: Plan) -> list[dict]:
+    items = []
+    if plan.reasoning:
+        items.append({"type": "reasoning", "id": "rs_standin_1", "summary": [{"type": "summary_text",
+                                                                              "text": plan.reasoning}],
+                      "encrypted_content": "standin-encrypted-reasoning"})
+    if plan.text:
+        items.append({"type": "message", "id": "msg_standin_1", "role": "assistant", "status": "completed",
+                      "content": [{"type": "output_text", "text": plan.text, "annotations": []}]})
+    if plan.tool_name:
+        items.append({"type": "function_call", "id": "fc_standin_1", "call_id": "call_standin_1",
+                      "name": plan.tool_name, "arguments": plan.tool_arguments, "status": "completed"})
+    return items
+
+
+def responses_body(plan: Plan, response_id: str | None = None) -> dict:
+    incomplete = plan.finish == "length"
+    return {
+        "id": response_id or f"resp_{uuid.uuid4().hex[:24]}", "object": "response",
+        "created_at": int(time.time()), "model": plan.model,
+        "status": "incomplete" if incomplete else "completed",
+        "incomplete_details": {"reason": "max_output_tokens"} if incomplete else None,
+        "output": _responses_items(plan), "usage": _responses_usage(plan), "error": None,
+    }
+
+
+def responses_stream(plan: Plan) -> tuple[list[bytes], bytes]:
+    response_id = f"resp_{uuid.uuid4().hex[:24]}"
+    seq = iter(range(10_000))
+
+    def event(kind: str, **fields) -> bytes:
+        return sse({"type": kind, "sequence_number": next(seq), **fields}, event=kind)
+
+    shell = {**responses_body(plan, response_id), "status": "in_progress", "output": [], "usage": None}
+    out = [event("response.created", response=shell)]
+    index = 0
+    if plan.reasoning:
+        out.append(event("response.output_item.added", output_index=index,
+                         item={"type": "reasoning", "id": "rs_standin_1", "summary": []}))
+        out += [event("response.reasoning_summary_text.delta", item_id="rs_standin_1", output_index=index,
+                      summary_index=0, delta=piece) for piece in split(plan.reasoning, plan.chunks)]
+        out.append(event("response.output_item.done", output_index=index, item=_responses_items(plan)[0]))
+        index += 1
+    if plan.text:
+        out.append(event("response.output_item.added", output_index=index,
+                         item={"type": "message", "id": "msg_standin_1", "role": "assistant",
+                               "status": "in_progress", "content": []}))
+        out += [event("response.output_text.delta", item_id="msg_standin_1", output_index=index,
+                      content_index=0, delta=piece, logprobs=[]) for piece in split(plan.text, plan.chunks)]
+        index += 1
+    if plan.tool_name:
+        out.append(event("response.output_item.added", output_index=index,
+                         item={"type": "function_call", "id": "fc_standin_1", "call_id": "call_standin_1",
+                               "name": plan.tool_name, "arguments": "", "status": "in_progress"}))
+        out += [event("response.function_call_arguments.delta", item_id="fc_standin_1", output_index=index,
+                      delta=piece) for piece in split(plan.tool_arguments, 2)]
+    final = responses_body(plan, response_id)
+    kind = "response.incomplete" if final["status"] == "incomplete" else "response.completed"
+    return out, event(kind, response=final)
+
+
+def responses_stream_error(status: int) -> bytes:
+    error = openai_error(status)["error"]
+    return sse({"type": "error", "code": error["code"] or error["type"], "message": error["message"],
+                "param": None, "sequence_number": 9999}, event="error")
+
+
+# ---- Anthropic Messages ------------------------------------------------------------------------
+
+ANTHROPIC_ERRORS = {
+    400: ("invalid_request_error", "Invalid request."),
+    401: ("authentication_error", "invalid x-api-key"),
+    403: ("permission_error", "Your API key does not have permission to use the specified resource."),
+    404: ("not_found_error", "The requested resource could not be found."),
+    413: ("request_too_large", "Request exceeds the maximum allowed number of bytes."),
+    429: ("rate_limit_error", "Number of requests has exceeded your rate limit."),
+    500: ("api_error", "Internal server error"),
+    529: ("overloaded_error", "Overloaded"),
+}
+
+
+def anthropic_error(status: int) -> dict:
+    error_type, message = ANTHROPIC_ERRORS.get(status, ("api_error", "Internal server error"))
+    return {"type": "error", "error": {"type": error_type, "message": message},
+            "request_id": f"req_{uuid.uuid4().hex[:24]}"}
+
+
+def _anthropic_stop(plan: Plan) -> str:
+    return "tool_use" if plan.tool_name else ("max_tokens" if plan.finish == "length" else "end_turn")
+
+
+def _anthropic_usage(plan: Plan) -> dict:
+    return {"input_tokens": plan.input_tokens - plan.cached_tokens, "cache_read_input_tokens": plan.cached_tokens,
+            "cache_creation_input_tokens": 0, "output_tokens": plan.output_tokens}
+
+
+def messages_body(plan: Plan) -> dict:
+    content = []
+    if plan.reasoning:
+        content.append({"type": "thinking", "thinking": plan.reasoning, "signature": "standin-signature"})
+    if plan.text:
+        content.append({"type": "text", "text": plan.text})
+    if plan.tool_name:
+        content.append({"type": "tool_use", "id": "toolu_standin_1", "name": plan.tool_name,
+                        "input": json.loads(plan.tool_arguments or "{}")})
+    return {"id": f"msg_{uuid.uuid4().hex[:24]}", "type": "message", "role": "assistant", "model": plan.model,
+            "content": content, "stop_reason": _anthropic_stop(plan), "stop_sequence": None,
+            "usage": _anthropic_usage(plan)}
+
+
+def messages_stream(plan: Plan) -> tuple[list[bytes], bytes]:
+    def event(kind: str, **fields) -> bytes:
+        return sse({"type": kind, **fields}, event=kind)
+
+    start = {**messages_body(plan), "content": [], "stop_reason": None,
+             "usage": {**_anthropic_usage(plan), "output_tokens": 1}}
+    out = [event("message_start", message=start)]
+    index = 0
+    if plan.reasoning:
+        out.append(event("content_block_start", index=index,
+                         content_block={"type": "thinking", "thinking": "", "signature": ""}))
+        out += [event("content_block_delta", index=index, delta={"type": "thinking_delta", "thinking": piece})
+                for piece in split(plan.reasoning, plan.chunks)]
+        out.append(event("content_block_delta", index=index,
+                         delta={"type": "signature_delta", "signature": "standin-signature"}))
+        out.append(event("content_block_stop", index=index))
+        index += 1
+    if plan.text:
+        out.append(event("content_block_start", index=index, content_block={"type": "text", "text": ""}))
+        out += [event("content_block_delta", index=index, delta={"type": "text_delta", "text": piece})
+                for piece in split(plan.text, plan.chunks)]
+        out.append(event("content_block_stop", index=index))
+        index += 1
+    if plan.tool_name:
+        out.append(event("content_block_start", index=index, content_block={
+            "type": "tool_use", "id": "toolu_standin_1", "name": plan.tool_name, "input": {}}))
+        out += [event("content_block_delta", index=index, delta={"type": "input_json_delta", "partial_json": piece})
+                for piece in split(plan.tool_arguments, 2)]
+        out.append(event("content_block_stop", index=index))
+    terminal = event("message_delta", delta={"stop_reason": _anthropic_stop(plan), "stop_sequence": None},
+                     usage={"output_tokens": plan.output_tokens}) + event("message_stop")
+    return out, terminal
+
+
+def messages_stream_error(status: int) -> bytes:
+    return sse(anthropic_error(status), event="error")

@@ -1,0 +1,194 @@
+"""The local stand-in provider: a small threaded HTTP server on loopback that speaks the wire formats
+of our adapters, with scripted behaviour (see script.py). Used by the tests, the benchmark and
+`make run`, so the gateway answers real requests without any provider key."""
+
+import json
+import threading
+import time
+from collections import deque
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from routing.standin import formats
+from routing.standin.script import Script, directive, parse_path
+
+WIRE = {
+    "/chat/completions": (formats.chat_body, formats.chat_stream, formats.openai_error, formats.chat_stream_error),
+    "/responses": (formats.responses_body, formats.responses_stream, formats.openai_error,
+                   formats.responses_stream_error),
+    "/messages": (formats.messages_body, formats.messages_stream, formats.anthropic_error,
+                  formats.messages_stream_error),
+}
+
+
+def _prompt_text(body: dict) -> str:
+    """All text the caller sent, to find a `<<standin {...}>>` directive and to count tokens."""
+    return json.dumps([body.get("messages"), body.get("input"), body.get("system"), body.get("instructions")])
+
+
+def _first_tool(body: dict) -> str:
+    for tool in body.get("tools") or []:
+        name = tool.get("name") or (tool.get("function") or {}).get("name")
+        if name:
+            return name
+    return "get_weather"
+
+
+class StandinServer(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 2048
+    allow_reuse_address = True
+
+    def __init__(self, address, script: Script | None = None):
+        super().__init__(address, StandinHandler)
+        self.script = script or Script()
+        self.received: deque[dict] = deque(maxlen=500)
+        self.lock = threading.Lock()
+
+    @property
+    def url(self) -> str:
+        host, port = self.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def requests_for(self, suffix: str = "") -> list[dict]:
+        with self.lock:
+            return [r for r in self.received if r["path"].endswith(suffix)]
+
+    def clear(self) -> None:
+        with self.lock:
+            self.received.clear()
+
+
+class StandinHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: StandinServer
+
+    def log_message(self, format, *args):  # quiet: the gateway's access log is the one that matters
+        return
+
+    def do_GET(self):
+        if self.path.startswith("/_standin/requests"):
+            with self.server.lock:
+                payload = json.dumps(list(self.server.received)).encode()
+            self._send_bytes(200, payload, "application/json")
+            return
+        if self.path in ("/", "/healthz"):
+            self._send_bytes(200, b'{"status":"ok","service":"gateway local stand-in provider"}', "application/json")
+            return
+        self._send_bytes(404, b'{"error":{"message":"not found"}}', "application/json")
+
+    def do_POST(self):
+        overrides, path = parse_path(self.path)
+        wire = next((WIRE[suffix] for suffix in WIRE if path.endswith(suffix)), None)
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            body = {}
+        credential = (self.headers.get("Authorization") or "").removeprefix("Bearer ") or self.headers.get(
+            "x-api-key", "")
+        with self.server.lock:
+            self.server.received.append({"path": path, "credential": credential, "body": body,
+                                         "headers": {k.lower(): v for k, v in self.headers.items()}})
+        if wire is None:
+            self._send_bytes(404, b'{"error":{"message":"unknown path"}}', "application/json")
+            return
+        body_fn, stream_fn, error_fn, stream_error_fn = wire
+        script = self.server.script.merged(overrides).merged(directive(_prompt_text(body)))
+        if script.latency_ms:
+            time.sleep(script.latency_ms / 1000)
+        status = script.status
+        if status == 200 and (not credential or (script.key and credential != script.key)):
+            status = 401
+        if status != 200:
+            self._send_error(status, error_fn(status), script)
+            return
+        plan = self._plan(body, script)
+        if body.get("stream"):
+            chunks, terminal = stream_fn(plan)
+            self._stream(chunks, terminal, script, stream_error_fn)
+        else:
+            self._send_bytes(200, json.dumps(body_fn(plan)).encode(), "application/json", self._rate_headers())
+
+    def _plan(self, body: dict, script: Script) -> formats.Plan:
+        tool = ""
+        if script.tool_call:
+            tool = _first_tool(body) if script.tool_call == "auto" else script.tool_call
+        text = "" if tool and script.text == Script.text else script.text
+        input_tokens = script.input_tokens
+        if input_tokens is None:
+            input_tokens = max(1, len(_prompt_text(body)) // 4)
+        reasoning_tokens = script.reasoning_tokens
+        if reasoning_tokens is None:
+            reasoning_tokens = len(script.reasoning) // 4
+        output_tokens = script.output_tokens if script.output_tokens is not None else (
+            max(1, (len(text) + len(script.tool_arguments if tool else "")) // 4) + reasoning_tokens)
+        return formats.Plan(
+            model=body.get("model", "standin"), text=text, reasoning=script.reasoning, tool_name=tool,
+            tool_arguments=script.tool_arguments, input_tokens=input_tokens, output_tokens=output_tokens,
+            cached_tokens=min(script.cached_tokens, input_tokens), reasoning_tokens=reasoning_tokens,
+            finish=script.finish, chunks=max(1, script.chunks),
+        )
+
+    def _rate_headers(self) -> dict[str, str]:
+        return {"x-ratelimit-limit-requests": "10000", "x-ratelimit-remaining-requests": "9999",
+                "x-ratelimit-reset-requests": "6ms"}
+
+    def _send_error(self, status: int, payload: dict, script: Script) -> None:
+        headers = self._rate_headers()
+        if status == 429:
+            headers["x-ratelimit-remaining-requests"] = "0"
+        if script.retry_after is not None:
+            headers["retry-after"] = str(script.retry_after)
+        self._send_bytes(status, json.dumps(payload).encode(), "application/json", headers)
+
+    def _send_bytes(self, status: int, payload: bytes, content_type: str, headers: dict | None = None) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(payload)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def _stream(self, chunks: list[bytes], terminal: bytes, script: Script, stream_error_fn) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        for name, value in self._rate_headers().items():
+            self.send_header(name, value)
+        self.end_headers()
+        try:
+            for index, chunk in enumerate(chunks):
+                if script.cut_after is not None and index >= script.cut_after:
+                    if script.mid_stream_error:
+                        self._chunk(stream_error_fn(script.mid_stream_error))
+                        self._end_chunks()
+                    else:
+                        self.close_connection = True  # no terminal event, no last chunk: a cut stream
+                        self.wfile.flush()
+                    return
+                self._chunk(chunk)
+                if index == 0 and script.stall_ms:
+                    time.sleep(script.stall_ms / 1000)
+                elif script.interval_ms:
+                    time.sleep(script.interval_ms / 1000)
+            self._chunk(terminal)
+            self._end_chunks()
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True  # the gateway hung up
+
+    def _chunk(self, data: bytes) -> None:
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
+
+    def _end_chunks(self) -> None:
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+
+def serve_in_thread(host: str = "127.0.0.1", port: int = 0, script: Script | None = None) -> StandinServer:
+    server = StandinServer((host, port), script)
+    threading.Thread(target=server.serve_forever, name="standin", daemon=True).start()
+    return server
