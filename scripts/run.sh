@@ -16,7 +16,19 @@ set -a; . .run/secrets.env; set +a
 export DJANGO_SETTINGS_MODULE=gateway.settings.base
 PORT="${PORT:-8000}"
 
+STANDIN_PORT="${STANDIN_PORT:-9100}"
+export STANDIN_API_KEY="${STANDIN_API_KEY:-standin-local-key}"
+for slug in CHAT RESPONSES ANTHROPIC; do
+  export "GATEWAY_PROVIDER_STANDIN_${slug}_BASE_URL=http://127.0.0.1:${STANDIN_PORT}/v1"
+done
+
 python manage.py migrate --noinput >/dev/null
+python manage.py load_catalog routing/catalog/default.yaml routing/catalog/standin.yaml
+
+# The local stand-in provider (not a real provider) beside the gateway; stopped with it.
+python manage.py standin_provider --port "${STANDIN_PORT}" &
+standin_pid=$!
+trap 'kill ${standin_pid} 2>/dev/null || true' EXIT INT TERM
 echo "== Demo account (the keys are shown only now) =="
 python manage.py create_account --name demo --credits 20 --reuse --text | tee .run/demo-keys.txt
 chmod 600 .run/demo-keys.txt
@@ -24,6 +36,6 @@ mk=$(awk '/^Management key:/ {print $3}' .run/demo-keys.txt)
 echo
 echo "Try: curl -H \"Authorization: Bearer ${mk}\" http://127.0.0.1:${PORT}/api/v1/credits"
 echo
-exec gunicorn gateway.wsgi:application --bind "127.0.0.1:${PORT}" \
+gunicorn gateway.wsgi:application --bind "127.0.0.1:${PORT}" \
   --worker-class gthread --workers "${WEB_CONCURRENCY:-2}" --threads "${GUNICORN_THREADS:-32}" \
   --timeout 120 --graceful-timeout 10 --access-logfile -

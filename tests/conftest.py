@@ -67,3 +67,33 @@ def assert_error_envelope(response, status: int) -> dict:
     assert isinstance(body["error"]["message"], str) and body["error"]["message"]
     assert isinstance(body["error"].get("metadata", {}), dict)
     return body
+
+
+@pytest.fixture(scope="session")
+def standin():
+    """The local stand-in provider on a loopback port for the whole run."""
+    from routing.standin.server import serve_in_thread
+
+    server = serve_in_thread()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def standin_endpoint(server, *, adapter: str, script: str = "", allow_private: bool = True, **overrides):
+    """An EndpointInfo pointing at the stand-in, with an optional `/s/<script>/` behaviour prefix."""
+    from decimal import Decimal
+
+    from routing.catalog import EndpointInfo
+
+    prefix = f"/s/{script}" if script else ""
+    fields = dict(
+        id=0, model_id="standin/echo", provider_slug=f"standin-{adapter}", provider_name="Stand-in",
+        adapter=adapter, base_url=f"{server.url}{prefix}/v1", upstream_model="standin-echo",
+        price_prompt=Decimal("1"), price_completion=Decimal("2"), price_cached_input=None, price_cache_write=None,
+        price_reasoning=None, price_request=Decimal("0"), context_length=32768, max_completion_tokens=4096,
+        quantization="unknown", supported_parameters=(), service_tiers=(), zdr=True, retains_prompts=False,
+        trains_on_prompts=False, region="local", allow_private_network=allow_private, is_local_standin=True,
+    )
+    fields.update(overrides)
+    return EndpointInfo(**fields)

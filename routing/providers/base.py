@@ -74,8 +74,9 @@ def error_details(body: bytes) -> tuple[str, str | None]:
         return message[:500], str(code) if code is not None else None
     if isinstance(error, str):
         return error[:500], None
-    if isinstance(payload, dict) and isinstance(payload.get("message"), str):
-        return payload["message"][:500], None
+    for key in ("message", "detail"):
+        if isinstance(payload, dict) and isinstance(payload.get(key), str):
+            return payload[key][:500], None
     return "Provider returned error", None
 
 

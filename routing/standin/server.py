@@ -20,9 +20,20 @@ WIRE = {
 }
 
 
+def _strings(value) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [text for item in value.values() for text in _strings(item)]
+    if isinstance(value, list):
+        return [text for item in value for text in _strings(item)]
+    return []
+
+
 def _prompt_text(body: dict) -> str:
     """All text the caller sent, to find a `<<standin {...}>>` directive and to count tokens."""
-    return json.dumps([body.get("messages"), body.get("input"), body.get("system"), body.get("instructions")])
+    return "\n".join(_strings([body.get("messages"), body.get("input"), body.get("system"),
+                                body.get("instructions")]))
 
 
 def _first_tool(body: dict) -> str:
@@ -43,6 +54,13 @@ class StandinServer(ThreadingHTTPServer):
         self.script = script or Script()
         self.received: deque[dict] = deque(maxlen=500)
         self.lock = threading.Lock()
+
+    def handle_error(self, request, client_address):
+        import sys
+
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return  # the client hung up (timeouts, disconnect tests): expected, not an error
+        super().handle_error(request, client_address)
 
     @property
     def url(self) -> str:

@@ -112,9 +112,17 @@ def _tool_choice(choice, parallel: bool | None) -> dict | None:
     return result
 
 
+def _forces_tool(choice) -> bool:
+    return choice == "required" or (isinstance(choice, dict) and choice.get("type") == "function")
+
+
 def _thinking(request: CanonicalRequest, max_tokens: int) -> dict | None:
     reasoning = request.reasoning
     if reasoning is None or reasoning.enabled is False or reasoning.effort == "none":
+        return None
+    if request.tools and _forces_tool(request.tool_choice):
+        # Extended thinking cannot be combined with forced tool use; the explicit tool choice wins.
+        # https://docs.anthropic.com/en/docs/build-with-claude/extended-thinking
         return None
     if reasoning.max_tokens is None and reasoning.effort is None and not reasoning.enabled:
         return None
@@ -136,9 +144,10 @@ def build_body(request: CanonicalRequest) -> dict:
         "max_tokens": max_tokens,
         "system": system or None,
         "messages": messages,
-        # With extended thinking, temperature and top_k must stay unset.
+        # With extended thinking, temperature and top_k must stay unset ...
         "temperature": None if thinking else request.temperature,
-        "top_p": request.top_p,
+        # ... and top_p only between 0.95 and 1.
+        "top_p": request.top_p if not thinking or (request.top_p or 1) >= 0.95 else None,
         "top_k": None if thinking else request.top_k,
         "thinking": thinking,
         "metadata": {"user_id": request.safety_identifier} if request.safety_identifier else None,

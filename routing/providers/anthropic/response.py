@@ -119,7 +119,7 @@ def stream(events: Iterable) -> Iterator[StreamEvent]:
                 yield ReasoningDelta(text=delta.get("thinking", ""))
             elif delta_type == "signature_delta":
                 signature.append(delta.get("signature", ""))
-            elif delta_type == "input_json_delta":
+            elif delta_type == "input_json_delta" and delta.get("partial_json"):
                 yield ToolCallDelta(index=tool_index.get(payload.get("index", 0), 0),
                                     arguments=delta.get("partial_json", ""))
         elif kind == "content_block_stop" and signature:

@@ -1,0 +1,178 @@
+"""Golden tests for every adapter: canonical request -> exact upstream JSON; recorded upstream JSON and SSE
+-> exact canonical result; each upstream error status -> typed error."""
+
+import json
+
+import pytest
+
+from byok.credentials import ProviderCredentials
+from routing.accumulate import accumulate
+from routing.canonical import (
+    CanonicalRequest,
+    FilePart,
+    FunctionCall,
+    FunctionCallOutput,
+    FunctionTool,
+    ImagePart,
+    Message,
+    Reasoning,
+    ReasoningConfig,
+    TextPart,
+)
+from routing.providers.registry import ADAPTERS
+from routing.sse import decode_sse
+from tests.golden import FIXTURES, assert_golden
+
+KINDS = sorted(ADAPTERS)
+SECRET = "sk-test-secret-0123456789"
+WEATHER_TOOL = FunctionTool(
+    name="get_weather", description="Weather for a place",
+    parameters={"type": "object", "properties": {"location": {"type": "string"}}, "required": ["location"]},
+    strict=True,
+)
+
+RICH = CanonicalRequest(
+    model="upstream-model-1",
+    instructions="You are terse.",
+    input=(
+        Message(role="system", content=(TextPart("Answer in English."),)),
+        Message(role="developer", content=(TextPart("Prefer metric units."),)),
+        Message(role="user", content=(
+            TextPart("What is in this picture and this file?", cache_control={"type": "ephemeral"}),
+            ImagePart(url="data:image/png;base64,iVBORw0KGgo=", detail="high"),
+            ImagePart(url="https://example.com/cat.jpg"),
+            FilePart(filename="report.pdf", file_data="data:application/pdf;base64,JVBERi0xLjQ="),
+        )),
+        Reasoning(id="rs_1", summary=("Thinking about the weather.",), content=("Raw thought.",),
+                  signature="sig-abc", encrypted_content="enc-xyz", format="anthropic-claude-v1"),
+        Reasoning(id="rs_2", summary=("Earlier plan.",), encrypted_content="gAAAA-enc", format="openai-responses-v1"),
+        Message(role="assistant", content=(TextPart("Let me check the weather."),)),
+        FunctionCall(call_id="call_1", name="get_weather", arguments='{"location": "Paris"}'),
+        FunctionCallOutput(call_id="call_1", output='{"celsius": 21}'),
+        Message(role="user", content=(TextPart("And tomorrow?"),)),
+    ),
+    tools=(WEATHER_TOOL,),
+    tool_choice={"type": "function", "name": "get_weather"},
+    parallel_tool_calls=False,
+    temperature=0.2,
+    top_p=0.9,
+    top_k=40,
+    frequency_penalty=0.1,
+    presence_penalty=0.3,
+    max_output_tokens=2048,
+    top_logprobs=2,
+    text_format={"type": "json_schema", "name": "forecast", "strict": True,
+                 "schema": {"type": "object", "properties": {"celsius": {"type": "number"}}}},
+    verbosity="low",
+    reasoning=ReasoningConfig(effort="high", summary="auto"),
+    stream=True,
+    safety_identifier="sid-5f1c2e",
+    prompt_cache_key="conversation-42",
+    cache_control={"type": "ephemeral", "ttl": "5m"},
+    service_tier="priority",
+)
+
+MINIMAL = CanonicalRequest(model="upstream-model-1", input=(Message(role="user", content=(TextPart("Hi"),)),))
+
+JSON_OBJECT = CanonicalRequest(
+    model="upstream-model-1", input=(Message(role="user", content=(TextPart("List three colours"),)),),
+    text_format={"type": "json_object"}, tool_choice="required", tools=(WEATHER_TOOL,),
+    reasoning=ReasoningConfig(max_tokens=3000), max_output_tokens=1000,
+)
+
+THINKING = CanonicalRequest(
+    model="upstream-model-1", input=(Message(role="user", content=(TextPart("Prove it"),)),),
+    reasoning=ReasoningConfig(effort="medium", summary="detailed"), max_output_tokens=1000, temperature=0.7,
+    top_k=5, top_p=0.5, tools=(WEATHER_TOOL,), tool_choice="auto",
+)
+CASES = [("rich", RICH), ("minimal", MINIMAL), ("json_object", JSON_OBJECT), ("thinking", THINKING)]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("case,request_", CASES)
+def test_build_request(kind, case, request_):
+    upstream = ADAPTERS[kind].build_request(request_, base_url="https://upstream.example/v1",
+                                            credentials=ProviderCredentials(api_key=SECRET))
+    assert_golden(f"adapters/{kind}/request_{case}.expected.json",
+                  {"url": upstream.url, "headers": upstream.headers, "body": upstream.body})
+    assert SECRET not in json.dumps(upstream.body)
+    assert SECRET not in repr(upstream)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_parse_response(kind):
+    body = json.loads((FIXTURES / f"adapters/{kind}/response.json").read_text())
+    assert_golden(f"adapters/{kind}/response.expected.json", ADAPTERS[kind].parse_response(body))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_stream_events(kind):
+    raw = (FIXTURES / f"adapters/{kind}/stream.sse").read_bytes()
+    # Feed the bytes in awkward pieces: the decoder must not depend on chunk boundaries.
+    pieces = [raw[i:i + 7] for i in range(0, len(raw), 7)]
+    events = list(ADAPTERS[kind].stream_events(decode_sse(pieces)))
+    assert_golden(f"adapters/{kind}/stream.expected.json", {"events": events, "response": accumulate(events)})
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_cut_stream_raises_retryable_error(kind):
+    raw = (FIXTURES / f"adapters/{kind}/stream.sse").read_bytes()
+    cut = raw[: len(raw) // 2]
+    with pytest.raises(Exception) as caught:
+        list(ADAPTERS[kind].stream_events(decode_sse([cut])))
+    assert caught.value.error_type == "provider_unavailable" and caught.value.retryable
+
+
+ERROR_CASES = {
+    "openai_chat": [
+        (400, {"error": {"message": "Invalid 'messages'", "type": "invalid_request_error", "param": "messages",
+                         "code": None}}, {}),
+        (400, {"error": {"message": "This model's maximum context length is 8192 tokens.",
+                         "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}, {}),
+        (401, {"error": {"message": "Incorrect API key provided", "type": "invalid_request_error",
+                         "code": "invalid_api_key"}}, {}),
+        (403, {"error": {"message": "Country not supported", "type": "invalid_request_error",
+                         "code": "unsupported_country_region_territory"}}, {}),
+        (404, {"error": {"message": "The model does not exist", "type": "invalid_request_error",
+                         "code": "model_not_found"}}, {}),
+        (413, {"error": {"message": "Request too large"}}, {}),
+        (422, {"detail": "unprocessable"}, {}),
+        (429, {"error": {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}},
+         {"retry-after": "7"}),
+        (500, {"error": {"message": "The server had an error", "type": "server_error"}}, {}),
+        (502, "<html>bad gateway</html>", {}),
+        (503, {"error": {"message": "The engine is currently overloaded", "type": "server_error"}},
+         {"retry-after-ms": "1500"}),
+    ],
+    "openai_responses": [
+        (400, {"error": {"message": "Unsupported parameter: 'top_k'", "type": "invalid_request_error",
+                         "param": "top_k", "code": "unsupported_parameter"}}, {}),
+        (429, {"error": {"message": "You exceeded your current quota", "type": "insufficient_quota",
+                         "code": "insufficient_quota"}}, {"retry-after": "20"}),
+        (500, {"error": {"message": "An error occurred", "type": "server_error"}}, {}),
+    ],
+    "anthropic": [
+        (400, {"type": "error", "error": {"type": "invalid_request_error",
+                                          "message": "prompt is too long: 210000 tokens > 200000 maximum"}}, {}),
+        (400, {"type": "error", "error": {"type": "invalid_request_error", "message": "messages: field required"}},
+         {}),
+        (401, {"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}}, {}),
+        (403, {"type": "error", "error": {"type": "permission_error", "message": "no access"}}, {}),
+        (404, {"type": "error", "error": {"type": "not_found_error", "message": "model: claude-x"}}, {}),
+        (413, {"type": "error", "error": {"type": "request_too_large", "message": "Request too large"}}, {}),
+        (429, {"type": "error", "error": {"type": "rate_limit_error", "message": "rate limited"}},
+         {"retry-after": "3"}),
+        (500, {"type": "error", "error": {"type": "api_error", "message": "Internal server error"}}, {}),
+        (529, {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}, {}),
+        (504, "upstream timeout", {}),
+    ],
+}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_map_error(kind):
+    mapped = []
+    for status, body, headers in ERROR_CASES[kind]:
+        raw = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+        mapped.append({"status": status, "error": ADAPTERS[kind].map_error(status, raw, headers)})
+    assert_golden(f"adapters/{kind}/errors.expected.json", mapped)
