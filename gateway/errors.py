@@ -35,6 +35,7 @@ class GatewayError(Exception):
         status: int | None = None,
         metadata: dict[str, Any] | None = None,
         headers: dict[str, str] | None = None,
+        gateway_metadata: dict[str, Any] | None = None,
     ):
         super().__init__(message)
         self.message = message
@@ -42,6 +43,7 @@ class GatewayError(Exception):
             self.status = status
         self.metadata = metadata or {}
         self.headers = headers or {}
+        self.gateway_metadata = gateway_metadata
 
 
 class PaymentRequired(GatewayError):
@@ -119,7 +121,10 @@ def api_exception_handler(exc: Exception, context: dict) -> Response:
         view = context.get("view")
         logger.exception("Unhandled error in %s", type(view).__name__ if view else "view")
         status, message = 500, MSG_INTERNAL
-    response = Response(error_body(status, message, metadata), status=status)
+    body = error_body(status, message, metadata)
+    if getattr(exc, "gateway_metadata", None) is not None:
+        body["gateway_metadata"] = exc.gateway_metadata
+    response = Response(body, status=status)
     for name, value in headers.items():
         response[name] = value
     return response

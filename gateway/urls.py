@@ -10,7 +10,8 @@ from drf_spectacular.views import (
 
 from gateway import health
 from gateway.accounts.apis import ApiKeyDetailApi, ApiKeyListCreateApi, CurrentKeyApi
-from gateway.billing.apis import CreditsApi
+from gateway.billing.apis import CreditsApi, GenerationApi
+from responses_api.apis import ResponseCreateApi
 from routing.apis import ModelEndpointsApi, ModelListApi, ProviderListApi
 
 api_v1 = [
@@ -18,6 +19,8 @@ api_v1 = [
     path("keys/<str:key_hash>", ApiKeyDetailApi.as_view(), name="key-detail"),
     path("key", CurrentKeyApi.as_view(), name="current-key"),
     path("credits", CreditsApi.as_view(), name="credits"),
+    path("generation", GenerationApi.as_view(), name="generation"),
+    path("responses", ResponseCreateApi.as_view(), name="responses"),
     path("models", ModelListApi.as_view(), name="models"),
     path("models/<str:author>/<str:slug>/endpoints", ModelEndpointsApi.as_view(), name="model-endpoints"),
     path("providers", ProviderListApi.as_view(), name="providers"),

@@ -2,25 +2,7 @@
 
 from dataclasses import dataclass
 
-# Canonical error types (the API's `error_type` vocabulary) and the HTTP status the gateway answers with.
-ERROR_TYPE_STATUS = {
-    "invalid_request": 400,
-    "context_length_exceeded": 400,
-    "content_policy_violation": 400,
-    "authentication": 401,
-    "payment_required": 402,
-    "permission_denied": 403,
-    "not_found": 404,
-    "timeout": 408,
-    "payload_too_large": 413,
-    "unprocessable": 422,
-    "rate_limit_exceeded": 429,
-    "server": 500,
-    "provider_unavailable": 502,
-    "service_unavailable": 503,
-    "edge_timeout": 524,
-    "provider_overloaded": 529,
-}
+# `error_type` values are the API's ApiErrorType vocabulary (the SDKs know no others).
 
 
 @dataclass(frozen=True)
@@ -49,7 +31,7 @@ def error_type_for_status(status: int) -> str:
         return "permission_denied"
     if status == 404:
         return "not_found"
-    if status in (408, 504):
+    if status in (408, 504, 524):
         return "timeout"
     if status == 413:
         return "payload_too_large"
@@ -57,9 +39,7 @@ def error_type_for_status(status: int) -> str:
         return "unprocessable"
     if status == 429:
         return "rate_limit_exceeded"
-    if status == 503:
-        return "service_unavailable"
-    if status == 529:
+    if status in (503, 529):
         return "provider_overloaded"
     return "provider_unavailable" if status >= 500 else "invalid_request"
 

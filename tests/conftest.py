@@ -97,3 +97,35 @@ def standin_endpoint(server, *, adapter: str, script: str = "", allow_private: b
     )
     fields.update(overrides)
     return EndpointInfo(**fields)
+
+
+STANDIN_KEY = "sk-standin-operator-key"
+
+
+@pytest.fixture
+def standin_catalog(db, standin):
+    """The stand-in catalog (model standin/echo on three wire formats), pointed at the test stand-in."""
+    from io import StringIO
+    from pathlib import Path
+
+    from django.core.management import call_command
+
+    from routing.models import Provider
+    from routing.services import provider_credential_set
+
+    catalog = Path(__file__).parents[1] / "routing" / "catalog" / "standin.yaml"
+    call_command("load_catalog", str(catalog), stdout=StringIO())
+    for provider in Provider.objects.filter(is_local_standin=True):
+        provider.base_url = f"{standin.url}/v1"
+        provider.save()
+        provider_credential_set(provider=provider, plaintext=STANDIN_KEY)
+    standin.clear()
+    return standin
+
+
+def point_provider(slug: str, server, script: str = "") -> None:
+    """Give one stand-in provider a scripted behaviour (`/s/<script>/` prefix)."""
+    from routing.models import Provider
+
+    prefix = f"/s/{script}" if script else ""
+    Provider.objects.filter(slug=slug).update(base_url=f"{server.url}{prefix}/v1")

@@ -87,7 +87,7 @@ STATUS_CASES = [
     (404, "not_found", True),
     (429, "rate_limit_exceeded", True),
     (500, "provider_unavailable", True),
-    (503, "service_unavailable", True),
+    (503, "provider_overloaded", True),
 ]
 
 

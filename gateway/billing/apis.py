@@ -4,8 +4,15 @@ from rest_framework.views import APIView
 
 from gateway.accounts.permissions import IsManagementKey
 from gateway.api import error_responses
+from gateway.billing.generations import generation_get
 from gateway.billing.selectors import credits_summary
-from gateway.billing.serializers import CreditsEnvelopeSerializer, CreditsSerializer
+from gateway.billing.serializers import (
+    CreditsEnvelopeSerializer,
+    CreditsSerializer,
+    GenerationEnvelopeSerializer,
+    GenerationQuerySerializer,
+    generation_data,
+)
 
 
 class CreditsApi(APIView):
@@ -19,3 +26,17 @@ class CreditsApi(APIView):
         summary = credits_summary(account_id=request.user.account_id)
         data = CreditsSerializer({"total_credits": summary.total_credits, "total_usage": summary.total_usage}).data
         return Response({"data": data})
+
+
+class GenerationApi(APIView):
+    """A generation record of the caller's account (any key of the account)."""
+
+    @extend_schema(
+        operation_id="getGeneration", tags=["Generations"], parameters=[GenerationQuerySerializer],
+        responses={200: GenerationEnvelopeSerializer, **error_responses(400, 401, 404, 429, 500)},
+    )
+    def get(self, request):
+        query = GenerationQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        generation = generation_get(account_id=request.user.account_id, generation_id=query.validated_data["id"])
+        return Response({"data": generation_data(generation)})

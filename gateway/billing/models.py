@@ -60,3 +60,41 @@ class LedgerEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.amount}"
+
+
+class Generation(models.Model):
+    """One served (or failed) request. Holds no prompt or completion text."""
+
+    id = models.CharField(max_length=64, primary_key=True)
+    account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="generations")
+    api_key = models.ForeignKey(ApiKey, null=True, blank=True, on_delete=models.SET_NULL)
+    workspace_id = models.UUIDField(null=True, blank=True)
+    requested_model = models.CharField(max_length=256)
+    model = models.CharField(max_length=256, blank=True, help_text="The model that served the request")
+    provider = models.CharField(max_length=100, blank=True)
+    endpoint_id = models.BigIntegerField(null=True, blank=True)
+    upstream_id = models.CharField(max_length=256, blank=True)
+    status = models.CharField(max_length=20, default="completed")  # completed | incomplete | failed
+    finish_reason = models.CharField(max_length=40, blank=True)
+    error_type = models.CharField(max_length=40, blank=True)
+    tokens_input = models.IntegerField(default=0)
+    tokens_cached = models.IntegerField(default=0)
+    tokens_cache_write = models.IntegerField(default=0)
+    tokens_output = models.IntegerField(default=0)
+    tokens_reasoning = models.IntegerField(default=0)
+    cost = models.DecimalField(max_digits=24, decimal_places=12, default=0, help_text="Charged to credits (USD)")
+    upstream_cost = models.DecimalField(max_digits=24, decimal_places=12, default=0,
+                                        help_text="List-price inference cost (USD)")
+    is_byok = models.BooleanField(default=False)
+    streamed = models.BooleanField(default=False)
+    cancelled = models.BooleanField(default=False)
+    latency_ms = models.IntegerField(null=True, blank=True)
+    ttft_ms = models.IntegerField(null=True, blank=True)
+    generation_time_ms = models.IntegerField(null=True, blank=True)
+    session_id = models.CharField(max_length=256, blank=True)
+    service_tier = models.CharField(max_length=20, blank=True)
+    provider_responses = models.JSONField(default=list)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    def __str__(self) -> str:
+        return self.id

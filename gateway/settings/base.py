@@ -28,6 +28,7 @@ INSTALLED_APPS = [
     "gateway.billing",
     "routing",
     "byok",
+    "responses_api",
 ]
 
 MIDDLEWARE = [
@@ -157,3 +158,5 @@ UPSTREAM_READ_TIMEOUT = env.float("UPSTREAM_READ_TIMEOUT", default=120.0)
 # Allow loopback/private destinations for every outbound call (e.g. an all-local deployment).
 # Providers can also be allowed one by one in the catalog (`allow_private_network`).
 OUTBOUND_ALLOW_PRIVATE_NETWORKS = env.bool("OUTBOUND_ALLOW_PRIVATE_NETWORKS", default=False)
+# Seconds between SSE keep-alive comments while waiting for the first upstream event.
+STREAM_KEEPALIVE_SECONDS = env.float("STREAM_KEEPALIVE_SECONDS", default=5.0)

@@ -1,0 +1,73 @@
+"""Generation records: written once per request, read by `GET /generation`."""
+
+import secrets
+import string
+from dataclasses import asdict, dataclass, field
+from decimal import Decimal
+from uuid import UUID
+
+from gateway.billing.models import Generation
+from gateway.errors import NotFound
+
+_ALPHABET = string.ascii_letters + string.digits
+MSG_GENERATION_NOT_FOUND = "Generation not found"
+
+
+def generation_id_new() -> str:
+    return "gen-" + "".join(secrets.choice(_ALPHABET) for _ in range(28))
+
+
+@dataclass(frozen=True)
+class ProviderAttempt:
+    provider_name: str
+    status: int | None
+    latency_ms: int
+    is_byok: bool
+    endpoint_id: int | None = None
+    model_permaslug: str = ""
+    error_type: str | None = None
+
+
+@dataclass(frozen=True)
+class GenerationRecord:
+    id: str
+    account_id: UUID
+    api_key_id: int | None
+    workspace_id: UUID | None
+    requested_model: str
+    model: str = ""
+    provider: str = ""
+    endpoint_id: int | None = None
+    upstream_id: str = ""
+    status: str = "completed"
+    finish_reason: str = ""
+    error_type: str = ""
+    tokens_input: int = 0
+    tokens_cached: int = 0
+    tokens_cache_write: int = 0
+    tokens_output: int = 0
+    tokens_reasoning: int = 0
+    cost: Decimal = Decimal(0)
+    upstream_cost: Decimal = Decimal(0)
+    is_byok: bool = False
+    streamed: bool = False
+    cancelled: bool = False
+    latency_ms: int | None = None
+    ttft_ms: int | None = None
+    generation_time_ms: int | None = None
+    session_id: str = ""
+    service_tier: str = ""
+    provider_responses: tuple[ProviderAttempt, ...] = field(default_factory=tuple)
+
+
+def generation_create(*, record: GenerationRecord) -> Generation:
+    data = asdict(record)
+    data["provider_responses"] = [asdict(attempt) for attempt in record.provider_responses]
+    return Generation.objects.create(**data)
+
+
+def generation_get(*, account_id: UUID, generation_id: str) -> Generation:
+    generation = Generation.objects.filter(account_id=account_id, pk=generation_id).first()
+    if generation is None:
+        raise NotFound(MSG_GENERATION_NOT_FOUND)
+    return generation

@@ -1,0 +1,146 @@
+"""Validated request data -> the canonical request shape that adapters translate."""
+
+import hashlib
+import hmac
+import json
+from dataclasses import dataclass, field, replace
+
+from django.conf import settings
+
+from routing.canonical import (
+    CanonicalRequest,
+    FilePart,
+    FunctionCall,
+    FunctionCallOutput,
+    FunctionTool,
+    ImagePart,
+    Item,
+    Message,
+    Reasoning,
+    ReasoningConfig,
+    TextPart,
+)
+
+IMAGE_TOKENS = 1000  # a rough per-image estimate for reservations and context checks
+CHARS_PER_TOKEN = 4
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What the service needs from a validated request."""
+
+    models: list[str]
+    canonical: CanonicalRequest  # `model` is filled in per attempt
+    data: dict = field(repr=False)  # the validated request, for echoing in results
+    estimated_input_tokens: int = 0
+
+
+def _part(part: dict):
+    kind = part["type"]
+    if kind in ("input_text", "output_text"):
+        return TextPart(text=part["text"], cache_control=part.get("cache_control"))
+    if kind == "refusal":
+        return TextPart(text=part["refusal"])
+    if kind == "input_image":
+        return ImagePart(url=part.get("image_url") or part["file_id"], detail=part.get("detail") or "auto")
+    return FilePart(filename=part.get("filename"), file_data=part.get("file_data"), file_url=part.get("file_url"),
+                    file_id=part.get("file_id"))
+
+
+def _item(item: dict) -> Item:
+    kind = item["type"]
+    if kind == "message":
+        return Message(role=item["role"], content=tuple(_part(part) for part in item["content"]))
+    if kind == "function_call":
+        return FunctionCall(call_id=item["call_id"], name=item["name"], arguments=item["arguments"],
+                            id=item.get("id"))
+    if kind == "function_call_output":
+        return FunctionCallOutput(call_id=item["call_id"], output=item["output"])
+    return Reasoning(
+        id=item.get("id"), summary=tuple(p["text"] for p in item.get("summary") or []),
+        content=tuple(p["text"] for p in item.get("content") or []), signature=item.get("signature"),
+        encrypted_content=item.get("encrypted_content"), format=item.get("format"),
+    )
+
+
+def estimate_tokens(items: tuple[Item, ...], instructions: str | None, tools: tuple[FunctionTool, ...]) -> int:
+    chars = len(instructions or "")
+    if tools:
+        chars += len(json.dumps([(t.name, t.description, t.parameters) for t in tools]))
+    images = 0
+    for item in items:
+        if isinstance(item, Message):
+            for part in item.content:
+                if isinstance(part, TextPart):
+                    chars += len(part.text)
+                elif isinstance(part, ImagePart):
+                    images += 1
+                else:
+                    chars += len(part.file_data or "") // 3  # base64 of a document: a rough share
+        elif isinstance(item, FunctionCall):
+            chars += len(item.arguments) + len(item.name)
+        elif isinstance(item, FunctionCallOutput):
+            chars += len(item.output)
+        elif isinstance(item, Reasoning):
+            chars += sum(map(len, item.summary + item.content))
+    return chars // CHARS_PER_TOKEN + images * IMAGE_TOKENS + 1
+
+
+def safety_hash(*, account_id: str, value: str | None) -> str:
+    """A stable keyed hash of the end-user identity (the account's when none is given); never the raw value."""
+    subject = f"{account_id}:{value}" if value else f"{account_id}:account"
+    return hmac.new(settings.SECRET_KEY.encode(), subject.encode(), hashlib.sha256).hexdigest()[:32]
+
+
+def prepare(*, data: dict, account_id: str) -> Prepared:
+    models = ([data["model"]] if data.get("model") else []) + [m for m in data.get("models") or []
+                                                               if m != data.get("model")]
+    tools = tuple(
+        FunctionTool(name=tool["name"], description=tool.get("description"), parameters=tool.get("parameters"),
+                     strict=tool.get("strict"))
+        for tool in data.get("tools") or [] if tool["type"] == "function" and not tool.get("defer_loading")
+    )
+    reasoning = data.get("reasoning")
+    text = data.get("text") or {}
+    items = tuple(_item(item) for item in data["input"])
+    canonical = CanonicalRequest(
+        model="",
+        input=items,
+        instructions=data.get("instructions") or None,
+        tools=tools,
+        tool_choice=data.get("tool_choice") if tools else None,
+        parallel_tool_calls=data.get("parallel_tool_calls"),
+        temperature=data.get("temperature"),
+        top_p=data.get("top_p"),
+        top_k=data.get("top_k"),
+        frequency_penalty=data.get("frequency_penalty"),
+        presence_penalty=data.get("presence_penalty"),
+        max_output_tokens=data.get("max_output_tokens"),
+        top_logprobs=data.get("top_logprobs"),
+        text_format=dict(text["format"]) if text.get("format") else None,
+        verbosity=text.get("verbosity"),
+        reasoning=ReasoningConfig(**{k: reasoning.get(k) for k in ("effort", "max_tokens", "summary", "enabled")})
+        if reasoning else None,
+        stream=bool(data.get("stream")),
+        safety_identifier=safety_hash(account_id=account_id, value=data.get("safety_identifier") or data.get("user")),
+        prompt_cache_key=data.get("prompt_cache_key"),
+        cache_control=dict(data["cache_control"]) if data.get("cache_control") else None,
+        service_tier=data.get("service_tier"),
+    )
+    estimated = estimate_tokens(items, canonical.instructions, tools)
+    return Prepared(models=models, canonical=canonical, data=data, estimated_input_tokens=estimated)
+
+
+def truncate_to_fit(prepared: Prepared, *, context_length: int) -> Prepared:
+    """`truncation: auto`: drop the oldest non-system items until the input fits."""
+    items = list(prepared.canonical.input)
+    estimate = prepared.estimated_input_tokens
+    while estimate > context_length:
+        index = next((i for i, item in enumerate(items[:-1])
+                      if not (isinstance(item, Message) and item.role in ("system", "developer"))), None)
+        if index is None:
+            break
+        items.pop(index)
+        estimate = estimate_tokens(tuple(items), prepared.canonical.instructions, prepared.canonical.tools)
+    canonical = replace(prepared.canonical, input=tuple(items))
+    return replace(prepared, canonical=canonical, estimated_input_tokens=estimate)

@@ -1,0 +1,98 @@
+"""Serializers that document the Responses result and stream in the OpenAPI schema."""
+
+from rest_framework import serializers
+
+
+class UsageInputDetailsSerializer(serializers.Serializer):
+    cached_tokens = serializers.IntegerField()
+    cache_write_tokens = serializers.IntegerField(required=False)
+
+
+class UsageOutputDetailsSerializer(serializers.Serializer):
+    reasoning_tokens = serializers.IntegerField()
+
+
+class ResponseUsageSerializer(serializers.Serializer):
+    input_tokens = serializers.IntegerField()
+    input_tokens_details = UsageInputDetailsSerializer()
+    output_tokens = serializers.IntegerField()
+    output_tokens_details = UsageOutputDetailsSerializer()
+    total_tokens = serializers.IntegerField()
+    cost = serializers.FloatField(help_text="Charged to credits (USD)")
+    is_byok = serializers.BooleanField()
+
+
+class OutputItemSerializer(serializers.Serializer):
+    type = serializers.ChoiceField(choices=["message", "reasoning", "function_call"])
+    id = serializers.CharField()
+    status = serializers.CharField()
+    role = serializers.CharField(required=False, help_text="message: assistant")
+    content = serializers.ListField(child=serializers.DictField(), required=False,
+                                    help_text="message: output_text/refusal parts; reasoning: reasoning_text parts")
+    summary = serializers.ListField(child=serializers.DictField(), required=False,
+                                    help_text="reasoning: summary_text parts")
+    format = serializers.CharField(required=False, help_text="reasoning: e.g. anthropic-claude-v1")
+    signature = serializers.CharField(required=False)
+    encrypted_content = serializers.CharField(required=False)
+    call_id = serializers.CharField(required=False, help_text="function_call")
+    name = serializers.CharField(required=False, help_text="function_call")
+    arguments = serializers.CharField(required=False, help_text="function_call: JSON string")
+
+
+class ResponseErrorFieldSerializer(serializers.Serializer):
+    code = serializers.CharField()
+    message = serializers.CharField()
+
+
+class EndpointChoiceSerializer(serializers.Serializer):
+    model = serializers.CharField()
+    provider = serializers.CharField()
+    selected = serializers.BooleanField()
+
+
+class EndpointsMetadataSerializer(serializers.Serializer):
+    total = serializers.IntegerField()
+    available = EndpointChoiceSerializer(many=True)
+
+
+class GatewayMetadataSerializer(serializers.Serializer):
+    requested = serializers.CharField()
+    strategy = serializers.CharField()
+    region = serializers.CharField()
+    summary = serializers.CharField()
+    attempt = serializers.IntegerField()
+    is_byok = serializers.BooleanField()
+    endpoints = EndpointsMetadataSerializer()
+    pipeline = serializers.ListField(child=serializers.DictField())
+
+
+class ResponseResultSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    object = serializers.ChoiceField(choices=["response"])
+    status = serializers.ChoiceField(choices=["completed", "incomplete", "in_progress", "failed"])
+    created_at = serializers.IntegerField()
+    completed_at = serializers.IntegerField(allow_null=True)
+    model = serializers.CharField()
+    output = OutputItemSerializer(many=True)
+    usage = ResponseUsageSerializer(required=False)
+    error = ResponseErrorFieldSerializer(allow_null=True)
+    error_type = serializers.CharField(required=False)
+    incomplete_details = serializers.DictField(allow_null=True)
+    instructions = serializers.CharField(allow_null=True)
+    metadata = serializers.DictField(allow_null=True)
+    tools = serializers.ListField(child=serializers.DictField())
+    tool_choice = serializers.JSONField()
+    parallel_tool_calls = serializers.BooleanField()
+    temperature = serializers.FloatField(allow_null=True)
+    top_p = serializers.FloatField(allow_null=True)
+    presence_penalty = serializers.FloatField(allow_null=True)
+    frequency_penalty = serializers.FloatField(allow_null=True)
+    max_output_tokens = serializers.IntegerField(allow_null=True)
+    service_tier = serializers.CharField(allow_null=True)
+    text = serializers.DictField()
+    gateway_metadata = GatewayMetadataSerializer(required=False)
+
+
+class ResponseStreamEventSerializer(serializers.Serializer):
+    type = serializers.CharField(help_text="response.created, response.output_text.delta, ..., response.completed")
+    sequence_number = serializers.IntegerField()

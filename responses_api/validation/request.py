@@ -1,0 +1,101 @@
+"""The Responses request body (spec "Response request")."""
+
+from rest_framework import serializers
+
+from responses_api.validation.common import AnyField
+from responses_api.validation.items import InputField
+from responses_api.validation.objects import (
+    CacheControlSerializer,
+    DebugSerializer,
+    ImageConfigField,
+    MetadataField,
+    PromptCacheOptionsSerializer,
+    PromptSerializer,
+    ProviderPreferencesSerializer,
+    ReasoningSerializer,
+    TextConfigSerializer,
+    TraceSerializer,
+)
+from responses_api.validation.plugins import PluginsField
+from responses_api.validation.tools import ToolChoiceField, ToolsField
+
+MODEL_ID_MAX = 256
+MAX_TOOL_CALLS = 30
+INCLUDES = ("file_search_call.results", "message.input_image.image_url", "computer_call_output.output.image_url",
+            "reasoning.encrypted_content", "code_interpreter_call.outputs")
+SERVICE_TIERS = ("auto", "default", "fast", "flex", "priority", "scale")
+
+
+class ResponseCreateRequestSerializer(serializers.Serializer):
+    model = serializers.CharField(required=False, max_length=MODEL_ID_MAX)
+    models = serializers.ListField(child=serializers.CharField(max_length=MODEL_ID_MAX), required=False,
+                                   max_length=16)
+    input = InputField(required=False)
+    instructions = serializers.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False)
+    stream = serializers.BooleanField(required=False, default=False)
+    store = serializers.BooleanField(required=False, default=False)
+    background = serializers.BooleanField(required=False, allow_null=True, default=None)
+    previous_response_id = AnyField(required=False, allow_null=True)
+    temperature = serializers.FloatField(required=False, allow_null=True, min_value=0, max_value=2)
+    top_p = serializers.FloatField(required=False, allow_null=True, min_value=0, max_value=1)
+    top_k = serializers.IntegerField(required=False, min_value=0)
+    top_logprobs = serializers.IntegerField(required=False, allow_null=True, min_value=0, max_value=20)
+    frequency_penalty = serializers.FloatField(required=False, allow_null=True, min_value=-2, max_value=2)
+    presence_penalty = serializers.FloatField(required=False, allow_null=True, min_value=-2, max_value=2)
+    max_output_tokens = serializers.IntegerField(required=False, allow_null=True, min_value=1)
+    max_tool_calls = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=MAX_TOOL_CALLS)
+    parallel_tool_calls = serializers.BooleanField(required=False, allow_null=True, default=None)
+    tools = ToolsField(required=False)
+    tool_choice = ToolChoiceField(required=False)
+    include = serializers.ListField(child=serializers.ChoiceField(choices=INCLUDES), required=False,
+                                    allow_null=True)
+    modalities = serializers.ListField(child=serializers.ChoiceField(choices=["text", "image"]), required=False)
+    metadata = MetadataField(required=False, allow_null=True)
+    service_tier = serializers.ChoiceField(choices=SERVICE_TIERS, required=False, allow_null=True, default="auto")
+    session_id = serializers.CharField(required=False, max_length=256)
+    user = serializers.CharField(required=False, max_length=256)
+    safety_identifier = serializers.CharField(required=False, allow_null=True, max_length=1024)
+    prompt_cache_key = serializers.CharField(required=False, allow_null=True, max_length=1024)
+    prompt_cache_options = PromptCacheOptionsSerializer(required=False)
+    cache_control = CacheControlSerializer(required=False)
+    debug = DebugSerializer(required=False)
+    image_config = ImageConfigField(required=False)
+    plugins = PluginsField(required=False)
+    route = serializers.ChoiceField(choices=["fallback", "sort"], required=False, allow_null=True)
+    prompt = PromptSerializer(required=False, allow_null=True)
+    provider = ProviderPreferencesSerializer(required=False, allow_null=True)
+    reasoning = ReasoningSerializer(required=False, allow_null=True)
+    stop_server_tools_when = serializers.ListField(child=serializers.DictField(), required=False, max_length=16)
+    text = TextConfigSerializer(required=False)
+    trace = TraceSerializer(required=False)
+    truncation = serializers.ChoiceField(choices=["auto", "disabled"], required=False, allow_null=True)
+
+    def validate_store(self, value):
+        if value:
+            raise serializers.ValidationError("only false is supported: this endpoint stores nothing")
+        return value
+
+    def validate_previous_response_id(self, value):
+        if value is not None:
+            raise serializers.ValidationError(
+                "is not supported: this endpoint is stateless; send the full conversation in input")
+        return value
+
+    def validate_background(self, value):
+        if value:
+            raise serializers.ValidationError("background mode is not supported: this endpoint is stateless")
+        return value
+
+    def validate(self, attrs):
+        if not attrs.get("model") and not attrs.get("models"):
+            raise serializers.ValidationError({"model": "model (or models) is required"})
+        if not attrs.get("input"):
+            raise serializers.ValidationError({"input": "input is required and must not be empty"})
+        choice = attrs.get("tool_choice")
+        if isinstance(choice, dict) and choice.get("type") == "function":
+            names = {tool["name"] for tool in attrs.get("tools") or [] if tool["type"] == "function"}
+            if choice["name"] not in names:
+                raise serializers.ValidationError({"tool_choice": f'no function tool named "{choice["name"]}"'})
+        if attrs.get("service_tier") == "fast":
+            attrs["service_tier"] = "priority"
+        return attrs
