@@ -59,7 +59,8 @@ def output_items(response: CanonicalResponse) -> list[dict]:
     return items
 
 
-def usage_block(usage: Usage, *, cost: float, is_byok: bool, upstream_cost: float) -> dict:
+def usage_block(usage: Usage, *, cost: float, is_byok: bool, upstream_cost: tuple[float, float, float]) -> dict:
+    """`upstream_cost`: (total, input, output) list-price inference cost."""
     return {
         "input_tokens": usage.input_tokens,
         "input_tokens_details": {"cached_tokens": usage.cached_tokens, "cache_write_tokens": usage.cache_write_tokens},
@@ -68,7 +69,8 @@ def usage_block(usage: Usage, *, cost: float, is_byok: bool, upstream_cost: floa
         "total_tokens": usage.total_tokens,
         "cost": cost,
         "is_byok": is_byok,
-        "cost_details": {"upstream_inference_cost": upstream_cost},
+        "cost_details": {"upstream_inference_cost": upstream_cost[0], "upstream_inference_input_cost": upstream_cost[1],
+                         "upstream_inference_output_cost": upstream_cost[2]},
     }
 
 

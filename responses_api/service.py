@@ -28,7 +28,7 @@ from routing import upstream
 from routing.accumulate import Accumulator
 from routing.canonical import CanonicalResponse, Usage
 from routing.errors import UpstreamError
-from routing.pricing import max_cost, usage_cost
+from routing.pricing import max_cost, usage_cost, usage_cost_split
 from routing.selection import Candidate, RoutePlan, endpoints_for_request
 
 logger = logging.getLogger(__name__)
@@ -126,7 +126,8 @@ class ResponseRun:
         return self.shell.render(
             status=response.status, model=self.served.endpoint.model_id, output=items,
             usage=usage_block(response.usage, cost=float(charged), is_byok=self.served.is_byok,
-                              upstream_cost=float(list_cost)),
+                              upstream_cost=(float(list_cost), *map(float, usage_cost_split(
+                                  endpoint=self.served.endpoint, usage=response.usage)))),
             incomplete_reason=response.incomplete_reason, service_tier=response.service_tier,
             metadata=self.metadata(),
         )

@@ -16,8 +16,14 @@ def per_token(per_million: Decimal | None) -> str:
 
 
 def usage_cost(*, endpoint: EndpointInfo, usage: Usage) -> Decimal:
-    """List-price cost of one served request. Cached input is billed at the cached price when there is
-    one; reasoning tokens are part of output tokens and billed at the reasoning price when set."""
+    """List-price cost of one served request (input + output + the per-request price)."""
+    input_cost, output_cost = usage_cost_split(endpoint=endpoint, usage=usage)
+    return input_cost + output_cost + endpoint.price_request
+
+
+def usage_cost_split(*, endpoint: EndpointInfo, usage: Usage) -> tuple[Decimal, Decimal]:
+    """(input cost, output cost). Cached input is billed at the cached price when there is one;
+    reasoning tokens are part of output tokens and billed at the reasoning price when set."""
     cached = min(usage.cached_tokens, usage.input_tokens)
     cache_write = min(usage.cache_write_tokens, usage.input_tokens - cached)
     fresh_input = usage.input_tokens - cached - cache_write
@@ -26,11 +32,9 @@ def usage_cost(*, endpoint: EndpointInfo, usage: Usage) -> Decimal:
     cached_price = endpoint.price_cached_input if endpoint.price_cached_input is not None else endpoint.price_prompt
     write_price = endpoint.price_cache_write if endpoint.price_cache_write is not None else endpoint.price_prompt
     reasoning_price = endpoint.price_reasoning if endpoint.price_reasoning is not None else endpoint.price_completion
-    token_cost = (
-        fresh_input * endpoint.price_prompt + cached * cached_price + cache_write * write_price
-        + plain_output * endpoint.price_completion + reasoning * reasoning_price
-    ) / MILLION
-    return token_cost + endpoint.price_request
+    input_cost = (fresh_input * endpoint.price_prompt + cached * cached_price + cache_write * write_price) / MILLION
+    output_cost = (plain_output * endpoint.price_completion + reasoning * reasoning_price) / MILLION
+    return input_cost, output_cost
 
 
 def max_cost(*, endpoint: EndpointInfo, input_tokens: int, max_output_tokens: int) -> Decimal:

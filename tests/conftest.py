@@ -129,3 +129,13 @@ def point_provider(slug: str, server, script: str = "") -> None:
 
     prefix = f"/s/{script}" if script else ""
     Provider.objects.filter(slug=slug).update(base_url=f"{server.url}{prefix}/v1")
+
+
+@pytest.fixture(scope="session")
+def live_gateway(django_db_setup, django_db_blocker):
+    """gunicorn serving the gateway against the test database (use with `transactional_db` data)."""
+    from tests.live import LiveGateway
+
+    gateway = LiveGateway()
+    yield gateway
+    gateway.stop()

@@ -1,0 +1,75 @@
+"""A real gunicorn gateway on a loopback port, sharing the test database (for SDK and HTTP tests)."""
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import requests
+from django.conf import settings
+from django.db import connection
+
+ROOT = Path(__file__).parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_database_url() -> str:
+    db = connection.settings_dict
+    if db["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{db['NAME']}"
+    user = db.get("USER") or "postgres"
+    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
+    return f"postgres://{user}{password}@{db.get('HOST') or '127.0.0.1'}:{db.get('PORT') or 5432}/{db['NAME']}"
+
+
+class LiveGateway:
+    def __init__(self, *, workers: int = 2, threads: int = 16, extra_env: dict | None = None):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "gateway.settings.base",
+            "DATABASE_URL": test_database_url(),
+            "SECRET_KEY": settings.SECRET_KEY,
+            "GATEWAY_ENCRYPTION_KEYS": settings.GATEWAY_ENCRYPTION_KEYS,
+            "STREAM_KEEPALIVE_SECONDS": "0.2",
+            "DB_CONN_MAX_AGE": "0",
+            "LOG_LEVEL": "WARNING",
+            **(extra_env or {}),
+        }
+        self.log = open(ROOT / f".live-gateway-{self.port}.log", "w")  # noqa: SIM115
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "gateway.wsgi:application", "--bind", f"127.0.0.1:{self.port}",
+             "--worker-class", "gthread", "--workers", str(workers), "--threads", str(threads),
+             "--timeout", "60", "--graceful-timeout", "2"],
+            cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if requests.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                    return
+            except requests.RequestException:
+                time.sleep(0.2)
+        self.stop()
+        raise RuntimeError("the live gateway did not start: " + (ROOT / self.log.name).read_text()[-2000:])
+
+    @property
+    def api(self) -> str:
+        return f"{self.url}/api/v1"
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+        self.log.close()
+        Path(self.log.name).unlink(missing_ok=True)
