@@ -75,7 +75,12 @@ def _flatten_validation(detail: Any, prefix: str = "") -> list[tuple[str, str]]:
     if isinstance(detail, dict):
         pairs = []
         for key, value in detail.items():
-            path = key if key == "non_field_errors" and not prefix else (f"{prefix}.{key}" if prefix else key)
+            if isinstance(key, int):  # ListField / DictField child errors are keyed by position
+                path = f"{prefix}[{key}]"
+            elif key == "non_field_errors":
+                path = prefix or "body"
+            else:
+                path = f"{prefix}.{key}" if prefix else key
             pairs.extend(_flatten_validation(value, str(path)))
         return pairs
     if isinstance(detail, list):

@@ -26,13 +26,14 @@ from responses_api.render import ResultShell, failure_error, output_items, usage
 from responses_api.stream_render import DONE, KEEPALIVE, StreamRenderer
 from routing import upstream
 from routing.accumulate import Accumulator
-from routing.canonical import CanonicalResponse, Usage
+from routing.canonical import CanonicalResponse, Finished, ResponseStarted, Usage, UsageReported
 from routing.errors import UpstreamError
 from routing.pricing import max_cost, usage_cost, usage_cost_split
 from routing.selection import Candidate, RoutePlan, endpoints_for_request
 
 logger = logging.getLogger(__name__)
 DEFAULT_RESERVED_OUTPUT_TOKENS = 4096
+NOT_CONTENT = (ResponseStarted, UsageReported, Finished)
 MSG_PROMPT_NOT_FOUND = "Prompt {id} not found: this gateway stores no prompt templates"
 
 
@@ -221,20 +222,26 @@ def response_open_stream(*, run: ResponseRun) -> Iterator[bytes]:
     return _stream_body(run, opened)
 
 
-def _first_event(events: Iterator, interval: float) -> Iterator[object]:
-    """Pull the first upstream event in a helper thread; yield KEEPALIVE while waiting, then the event
-    (or raise what the upstream raised)."""
-    box: queue.Queue = queue.Queue(maxsize=1)
+def _until_first_content(events: Iterator, interval: float) -> Iterator[object]:
+    """Pull upstream events in a helper thread until the first content event (or the end), yielding
+    KEEPALIVE while waiting and ("event", e) for each event; the caller then reads `events` itself.
+    The helper stops before the caller resumes, so the iterator is never used by two threads at once."""
+    box: queue.Queue = queue.Queue()
 
     def pull():
         try:
-            box.put(("event", next(events)))
-        except StopIteration:
-            box.put(("end", None))
-        except BaseException as exc:  # handed to the generator's thread
+            for event in events:
+                box.put(("event", event))
+                if not isinstance(event, NOT_CONTENT):
+                    break
+            else:
+                box.put(("end", None))
+                return
+            box.put(("first", None))
+        except BaseException as exc:  # handed over to the generator's thread
             box.put(("error", exc))
 
-    threading.Thread(target=pull, name="first-event", daemon=True).start()
+    threading.Thread(target=pull, name="first-content", daemon=True).start()
     while True:
         try:
             kind, value = box.get(timeout=interval)
@@ -245,6 +252,8 @@ def _first_event(events: Iterator, interval: float) -> Iterator[object]:
             raise value
         if kind == "event":
             yield ("event", value)
+            continue
+        yield (kind, None)  # "first" (content has begun) or "end" (the upstream finished)
         return
 
 
@@ -288,24 +297,24 @@ def _stream_body(run: ResponseRun, opened: OpenedStream) -> Iterator[bytes]:
 def _relay(run, opened, renderer, accumulator, outcome, interval) -> Iterator[bytes]:
     outcome["candidate"] = opened.candidate
     events = opened.stream.events()
-    first = True
-    for item in _first_event(events, interval):
+    ended = False
+    for item in _until_first_content(events, interval):
         if item is KEEPALIVE:
             yield KEEPALIVE
-            continue
-        event = item[1]
-        for chunk in _feed(run, opened, renderer, accumulator, outcome, event, first):
-            yield chunk
-        first = False
-    if first:  # the upstream ended without a single event
-        raise UpstreamError(error_type="provider_unavailable", message="empty upstream stream", retryable=True)
-    for event in events:
-        yield from _feed(run, opened, renderer, accumulator, outcome, event, False)
+        elif item[0] == "event":
+            yield from _feed(run, renderer, accumulator, outcome, item[1])
+        else:
+            ended = item[0] == "end"
+    if not ended:
+        for event in events:
+            yield from _feed(run, renderer, accumulator, outcome, event)
+    if not accumulator.has_output() and accumulator.finished is None:
+        raise UpstreamError(error_type="provider_unavailable", message="The provider's stream had no output",
+                            retryable=True)
     # The upstream finished: close the last item and complete.
     run.record_attempt(opened.candidate, opened.started, None)
     run.served = opened.candidate
-    for chunk in renderer.close_open():
-        yield chunk
+    yield from renderer.close_open()
     response = accumulator.response()
     charged, list_cost = run.settle(response.usage)
     outcome.update(status=response.status, charged=charged, list_cost=list_cost, settled=True)
@@ -314,8 +323,8 @@ def _relay(run, opened, renderer, accumulator, outcome, interval) -> Iterator[by
     yield renderer.lifecycle(kind, result)
 
 
-def _feed(run, opened, renderer, accumulator, outcome, event, first) -> list[bytes]:
-    if first:
+def _feed(run, renderer, accumulator, outcome, event) -> list[bytes]:
+    if outcome["ttft_ms"] is None and not isinstance(event, NOT_CONTENT):
         outcome["ttft_ms"] = int((time.monotonic() - run.started) * 1000)
     accumulator.add(event)
     return renderer.feed(event)

@@ -59,6 +59,10 @@ class Accumulator:
             case Finished():
                 self.finished = event
 
+    def has_output(self) -> bool:
+        return bool(self.text or self.refusal or self.calls or self.reasoning_summary or self.reasoning_content
+                    or self.reasoning_sealed)
+
     def response(self) -> CanonicalResponse:
         output: list[OutputItem] = []
         if self.reasoning_summary or self.reasoning_content or self.reasoning_sealed:

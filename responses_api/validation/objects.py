@@ -167,7 +167,7 @@ class ImageConfigField(serializers.DictField):
 
 
 class MetadataField(serializers.DictField):
-    child = serializers.CharField(max_length=512, allow_blank=True)
+    child = serializers.CharField(max_length=512, allow_blank=True, trim_whitespace=False)
 
     def to_internal_value(self, data):
         data = super().to_internal_value(data)

@@ -53,6 +53,7 @@ class StandinServer(ThreadingHTTPServer):
         super().__init__(address, StandinHandler)
         self.script = script or Script()
         self.received: deque[dict] = deque(maxlen=500)
+        self.aborted_streams = 0  # streams whose client hung up before the end
         self.lock = threading.Lock()
 
     def handle_error(self, request, client_address):
@@ -196,6 +197,8 @@ class StandinHandler(BaseHTTPRequestHandler):
             self._end_chunks()
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True  # the gateway hung up
+            with self.server.lock:
+                self.server.aborted_streams += 1
 
     def _chunk(self, data: bytes) -> None:
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")

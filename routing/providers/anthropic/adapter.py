@@ -5,6 +5,11 @@ from routing.providers.anthropic import request as messages_request
 from routing.providers.anthropic import response as messages_response
 from routing.providers.base import ProviderAdapter, UpstreamRequest
 
+# The status each Anthropic error type normally comes with. https://docs.anthropic.com/en/api/errors
+NATURAL_STATUS = {"invalid_request_error": 400, "authentication_error": 401, "permission_error": 403,
+                  "not_found_error": 404, "request_too_large": 413, "rate_limit_error": 429, "api_error": 500,
+                  "overloaded_error": 529}
+
 
 class AnthropicAdapter(ProviderAdapter):
     kind = "anthropic"
@@ -33,10 +38,10 @@ class AnthropicAdapter(ProviderAdapter):
         if not isinstance(error, dict) or error.get("type") not in messages_response.ERROR_TYPES:
             return super().map_error(status, body, headers)
         mapped = messages_response.stream_error(payload)
-        error_type, retryable = mapped.error_type, is_retryable(status) or mapped.retryable
+        error_type, retryable = mapped.error_type, is_retryable(status)
         if "prompt is too long" in mapped.message.lower():
             error_type, retryable = "context_length_exceeded", True
-        elif error_type == "invalid_request" and status != 400:
-            error_type = error_type_for_status(status)
+        elif NATURAL_STATUS.get(error["type"]) != status:
+            error_type = error_type_for_status(status)  # the status is more specific than the body's type
         return UpstreamError(error_type=error_type, message=mapped.message, retryable=retryable, status=status,
                              retry_after=parse_retry_after(headers), provider_code=mapped.provider_code)
