@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 from decimal import Decimal
 
 from django.conf import settings
+from django.db import connection
 
 from gateway.accounts.authentication import Caller
 from gateway.billing import services as credits
@@ -91,14 +92,14 @@ class ResponseRun:
         ))
 
     def fail(self, error: UpstreamError) -> GatewayError:
-        credits.credits_release(reservation_id=self.reservation.id)
+        credits.credits_release(reservation=self.reservation)
         self.write_generation(status="failed", error_type=error.error_type)
         return final_error(error, attempts=self.attempts, gateway_metadata=self.metadata())
 
     def settle(self, usage: Usage) -> tuple[Decimal, Decimal]:
         endpoint = self.served.endpoint
         list_cost = usage_cost(endpoint=endpoint, usage=usage)
-        settlement = credits.credits_settle(reservation_id=self.reservation.id, cost=list_cost,
+        settlement = credits.credits_settle(reservation=self.reservation, cost=list_cost,
                                             generation_id=self.generation_id, is_byok=self.served.is_byok)
         return settlement.charged, list_cost
 
@@ -151,7 +152,7 @@ def response_prepare(*, ctx: RequestContext, data: dict) -> ResponseRun:
         for c in plan.candidates
     )
     reservation = credits.credits_reserve(account_id=ctx.caller.account_id, amount=amount,
-                                          api_key_id=ctx.caller.key_id)
+                                          api_key_id=ctx.caller.key_id, key_has_limit=ctx.caller.has_limit)
     return ResponseRun(ctx=ctx, prepared=prepared, plan=plan, reservation=reservation)
 
 
@@ -262,6 +263,7 @@ def _stream_body(run: ResponseRun, opened: OpenedStream) -> Iterator[bytes]:
     accumulator = Accumulator()
     outcome = {"status": "failed", "error": None, "cancelled": False, "ttft_ms": None}
     interval = settings.STREAM_KEEPALIVE_SECONDS
+    release_db_connection()  # the relay may last minutes: hand the connection back meanwhile
     try:
         yield KEEPALIVE
         if run.prepared.data.get("debug", {}).get("echo_upstream_body"):
@@ -292,6 +294,13 @@ def _stream_body(run: ResponseRun, opened: OpenedStream) -> Iterator[bytes]:
         if opened is not None:
             opened.stream.close()
         _finish_stream(run, accumulator, outcome)
+        release_db_connection()
+
+
+def release_db_connection() -> None:
+    """Return this thread's database connection (to the pool on PostgreSQL); Django reopens it on demand."""
+    if not connection.in_atomic_block:
+        connection.close()
 
 
 def _relay(run, opened, renderer, accumulator, outcome, interval) -> Iterator[bytes]:
@@ -356,7 +365,7 @@ def _finish_stream(run: ResponseRun, accumulator: Accumulator, outcome: dict) ->
             run.served = outcome["candidate"]  # it generated these tokens: they are billed
             charged, list_cost = run.settle(usage)
         else:
-            credits.credits_release(reservation_id=run.reservation.id)
+            credits.credits_release(reservation=run.reservation)
         error = outcome.get("error")
         run.write_generation(
             status="cancelled" if outcome["cancelled"] else "failed", usage=usage, cost=charged,

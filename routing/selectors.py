@@ -7,8 +7,9 @@ from django.db.models import Prefetch, Q, QuerySet
 
 from byok.credentials import ProviderCredentials
 from byok.crypto import Sealed, unseal
-from routing.catalog import EndpointInfo, endpoint_info, env_name
+from routing.catalog import EndpointInfo, env_name
 from routing.models import Endpoint, Model, Provider, ProviderStatus
+from routing.snapshot import current_snapshot
 
 
 def routable_endpoints() -> QuerySet:
@@ -17,26 +18,27 @@ def routable_endpoints() -> QuerySet:
 
 def endpoints_for_model(*, model_id: str) -> list[EndpointInfo]:
     """The model's enabled endpoints on active providers, cheapest first."""
-    endpoints = routable_endpoints().filter(model_id=model_id).order_by("price_prompt", "price_completion", "id")
-    return [endpoint_info(endpoint) for endpoint in endpoints]
+    return list(current_snapshot().endpoints_by_model.get(model_id, ()))
 
 
 def model_exists(*, model_id: str) -> bool:
-    return Model.objects.filter(pk=model_id).exists()
+    return model_id in current_snapshot().models
 
 
 def provider_credentials(*, provider_slug: str) -> ProviderCredentials | None:
-    """The operator's credential for shared capacity: env override, sealed value, or the named env var."""
+    """The operator's credential for shared capacity: env override, sealed value, or the named env var.
+    Sealed values are decrypted here, per call; the plaintext is not kept."""
     override = os.environ.get(env_name(provider_slug, "API_KEY"))
     if override:
         return ProviderCredentials(api_key=override)
-    provider = Provider.objects.only("id", "api_key_env", "credential_sealed", "credential_key_id").get(
-        slug=provider_slug)
-    if provider.credential_sealed:
-        sealed = Sealed(key_id=provider.credential_key_id, blob=bytes(provider.credential_sealed))
-        return ProviderCredentials(api_key=unseal(sealed, aad=f"provider:{provider.pk}"))
-    if provider.api_key_env and os.environ.get(provider.api_key_env):
-        return ProviderCredentials(api_key=os.environ[provider.api_key_env])
+    secret = current_snapshot().secrets.get(provider_slug)
+    if secret is None:
+        return None
+    if secret.sealed:
+        sealed = Sealed(key_id=secret.key_id, blob=secret.sealed)
+        return ProviderCredentials(api_key=unseal(sealed, aad=f"provider:{secret.provider_id}"))
+    if secret.env_var and os.environ.get(secret.env_var):
+        return ProviderCredentials(api_key=os.environ[secret.env_var])
     return None
 
 

@@ -81,7 +81,7 @@ def provider_credential_set(*, provider: Provider, plaintext: str | None) -> Pro
     else:
         provider.credential_sealed, provider.credential_key_id, provider.credential_label = None, "", ""
     provider.save(update_fields=["credential_sealed", "credential_key_id", "credential_label", "updated_at"])
-    return provider
+    return provider  # saving bumped the catalog version (routing.snapshot)
 
 
 def _require(row: dict, *names: str) -> None:

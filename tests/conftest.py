@@ -128,7 +128,9 @@ def point_provider(slug: str, server, script: str = "") -> None:
     from routing.models import Provider
 
     prefix = f"/s/{script}" if script else ""
-    Provider.objects.filter(slug=slug).update(base_url=f"{server.url}{prefix}/v1")
+    provider = Provider.objects.get(slug=slug)
+    provider.base_url = f"{server.url}{prefix}/v1"
+    provider.save()
 
 
 @pytest.fixture(scope="session")

@@ -36,7 +36,7 @@ def balance(account_id) -> Decimal:
 
 def test_credits_endpoint_reports_totals(alice):
     reservation = credits_reserve(account_id=alice.account_id, amount=Decimal("2"))
-    credits_settle(reservation_id=reservation.id, cost=Decimal("1.5"))
+    credits_settle(reservation=reservation, cost=Decimal("1.5"))
     data = alice.client(management=True).get("/api/v1/credits").json()
     assert data == {"data": {"total_credits": 10.0, "total_usage": 1.5}}
     assert balance(alice.account_id) == Decimal("8.5") == ledger_sum(alice.account_id)
@@ -47,19 +47,19 @@ def test_reservation_holds_then_settles_to_actual_cost(alice):
     reservation = credits_reserve(account_id=alice.account_id, amount=Decimal("3"))
     assert balance(alice.account_id) == Decimal("7")
     # When settled at 0.4, the unused 2.6 come back
-    settled = credits_settle(reservation_id=reservation.id, cost=Decimal("0.4"), generation_id="gen-1")
+    settled = credits_settle(reservation=reservation, cost=Decimal("0.4"), generation_id="gen-1")
     assert settled.charged == Decimal("0.4") and settled.shortfall == 0
     assert balance(alice.account_id) == Decimal("9.6") == ledger_sum(alice.account_id)
     # And settling twice charges nothing more
-    again = credits_settle(reservation_id=reservation.id, cost=Decimal("0.4"))
+    again = credits_settle(reservation=reservation, cost=Decimal("0.4"))
     assert again.charged == 0 and balance(alice.account_id) == Decimal("9.6")
 
 
 def test_release_returns_everything_once(alice):
     reservation = credits_reserve(account_id=alice.account_id, amount=Decimal("4"))
-    credits_release(reservation_id=reservation.id)
-    credits_release(reservation_id=reservation.id)
-    credits_settle(reservation_id=reservation.id, cost=Decimal("4"))
+    credits_release(reservation=reservation)
+    credits_release(reservation=reservation)
+    credits_settle(reservation=reservation, cost=Decimal("4"))
     assert balance(alice.account_id) == Decimal("10") == ledger_sum(alice.account_id)
 
 
@@ -72,7 +72,7 @@ def test_reservation_beyond_balance_is_402_and_changes_nothing(alice):
 
 def test_cost_above_the_balance_never_goes_negative(alice):
     reservation = credits_reserve(account_id=alice.account_id, amount=Decimal("1"))
-    settled = credits_settle(reservation_id=reservation.id, cost=Decimal("25"))
+    settled = credits_settle(reservation=reservation, cost=Decimal("25"))
     assert settled.charged == Decimal("10") and settled.shortfall == Decimal("15")
     assert balance(alice.account_id) == 0 == ledger_sum(alice.account_id)
 
@@ -134,7 +134,7 @@ def test_concurrent_reservations_admit_exactly_k():
             barrier.wait()
             reservation = credits_reserve(account_id=carol.account_id, amount=Decimal(1),
                                           api_key_id=key_id if index % 2 else None)
-            credits_settle(reservation_id=reservation.id, cost=Decimal(1))
+            credits_settle(reservation=reservation, cost=Decimal(1))
             result = "ok"
         except PaymentRequired:
             result = "402"

@@ -129,7 +129,7 @@ def test_usage_windows_and_limit_remaining_follow_the_ledger(alice):
     key = alice.provisioned.inference_key.key
     ApiKey.objects.filter(pk=key.pk).update(limit=Decimal("1"), limit_reset="monthly")
     reservation = credits_reserve(account_id=alice.account_id, amount=Decimal("0.5"), api_key_id=key.pk)
-    credits_settle(reservation_id=reservation.id, cost=Decimal("0.25"))
+    credits_settle(reservation=reservation, cost=Decimal("0.25"))
     me = alice.client().get("/api/v1/key").json()["data"]
     assert me["usage"] == me["usage_daily"] == me["usage_weekly"] == me["usage_monthly"] == 0.25
     assert me["limit_remaining"] == 0.75 and me["byok_usage"] == 0

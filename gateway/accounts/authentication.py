@@ -23,6 +23,7 @@ class Caller:
     workspace_id: UUID
     plan: str
     creator_user_id: str | None
+    has_limit: bool = False
 
     is_authenticated = True
 
@@ -47,7 +48,7 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         key = (
             ApiKey.objects.select_related("account", "creator")
             .filter(hash=key_hash(token))
-            .only("id", "hash", "kind", "disabled", "expires_at", "account_id", "workspace_id",
+            .only("id", "hash", "kind", "disabled", "expires_at", "account_id", "workspace_id", "limit",
                   "account__plan", "creator__user_id")
             .first()
         )
@@ -65,6 +66,7 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
             workspace_id=key.workspace_id,
             plan=key.account.plan,
             creator_user_id=key.creator.user_id if key.creator else None,
+            has_limit=key.limit is not None,
         )
         return caller, key.hash
 

@@ -60,11 +60,13 @@ def _check_key_limit(*, api_key_id: int, amount: Decimal) -> None:
         raise PaymentRequired(MSG_KEY_LIMIT, metadata={"limit": float(key.limit), "usage": float(used)})
 
 
-def credits_reserve(*, account_id: UUID, amount: Decimal, api_key_id: int | None = None) -> ReservationHandle:
+def credits_reserve(
+    *, account_id: UUID, amount: Decimal, api_key_id: int | None = None, key_has_limit: bool = True
+) -> ReservationHandle:
     """Hold `amount` before an upstream call; 402 when the balance (or the key's limit) cannot cover it."""
     amount = max(amount, Decimal(0))
     with transaction.atomic():
-        if api_key_id is not None:
+        if api_key_id is not None and key_has_limit:
             # Lock order everywhere: account row, then key row.
             Account.objects.select_for_update().only("id").get(pk=account_id)
             _check_key_limit(api_key_id=api_key_id, amount=amount)
@@ -80,46 +82,47 @@ def credits_reserve(*, account_id: UUID, amount: Decimal, api_key_id: int | None
 
 
 def credits_settle(
-    *, reservation_id: UUID, cost: Decimal, generation_id: str = "", is_byok: bool = False
+    *, reservation: ReservationHandle, cost: Decimal, generation_id: str = "", is_byok: bool = False
 ) -> Settlement:
     """Release the hold and charge the actual cost, once. A cost above the balance is charged down to 0
     and the rest reported as `shortfall` (the balance never goes negative)."""
     cost = max(cost, Decimal(0))
+    held = reservation.amount
     with transaction.atomic():
-        reservation = Reservation.objects.select_for_update().get(pk=reservation_id)
-        if reservation.status != ReservationStatus.HELD:
+        if not _close(reservation, ReservationStatus.SETTLED):
             return Settlement(reservation_id=reservation.id, charged=Decimal(0), shortfall=Decimal(0))
-        account = Account.objects.select_for_update().only("balance").get(pk=reservation.account_id)
-        available = account.balance + reservation.amount
-        charged = min(cost, available)
-        _close(reservation, ReservationStatus.SETTLED, generation_id)
+        account = Account.objects.filter(pk=reservation.account_id)
+        # Common case in one statement: the hold plus the balance cover the cost.
+        if account.filter(balance__gte=cost - held).update(balance=F("balance") + held - cost):
+            charged = cost
+        else:
+            balance = account.select_for_update().values_list("balance", flat=True).get()
+            charged = min(cost, balance + held)
+            account.update(balance=F("balance") + held - charged)
+        entries = [_entry(reservation, EntryKind.RELEASE, held, generation_id)]
         if charged:
-            LedgerEntry.objects.create(
-                account_id=reservation.account_id, kind=EntryKind.CHARGE, amount=-charged,
-                api_key_id=reservation.api_key_id, reservation=reservation, generation_id=generation_id,
-                is_byok=is_byok,
-            )
-        Account.objects.filter(pk=reservation.account_id).update(
-            balance=F("balance") + reservation.amount - charged
-        )
+            entries.append(_entry(reservation, EntryKind.CHARGE, -charged, generation_id, is_byok=is_byok))
+        LedgerEntry.objects.bulk_create(entries)
     return Settlement(reservation_id=reservation.id, charged=charged, shortfall=cost - charged)
 
 
-def credits_release(*, reservation_id: UUID) -> None:
+def credits_release(*, reservation: ReservationHandle) -> None:
     """Give a hold back in full (the request was not served); a no-op when already closed."""
     with transaction.atomic():
-        reservation = Reservation.objects.select_for_update().get(pk=reservation_id)
-        if reservation.status != ReservationStatus.HELD:
+        if not _close(reservation, ReservationStatus.RELEASED):
             return
-        _close(reservation, ReservationStatus.RELEASED, "")
         Account.objects.filter(pk=reservation.account_id).update(balance=F("balance") + reservation.amount)
+        _entry(reservation, EntryKind.RELEASE, reservation.amount, "").save()
 
 
-def _close(reservation: Reservation, status: str, generation_id: str) -> None:
-    reservation.status = status
-    reservation.closed_at = timezone.now()
-    reservation.save(update_fields=["status", "closed_at"])
-    LedgerEntry.objects.create(
-        account_id=reservation.account_id, kind=EntryKind.RELEASE, amount=reservation.amount,
-        api_key_id=reservation.api_key_id, reservation=reservation, generation_id=generation_id,
-    )
+def _close(reservation: ReservationHandle, status: str) -> bool:
+    """Mark a held reservation settled or released; False when it was already closed (no double charge)."""
+    return bool(Reservation.objects.filter(pk=reservation.id, status=ReservationStatus.HELD).update(
+        status=status, closed_at=timezone.now()))
+
+
+def _entry(reservation: ReservationHandle, kind: str, amount: Decimal, generation_id: str,
+           is_byok: bool = False) -> LedgerEntry:
+    return LedgerEntry(account_id=reservation.account_id, kind=kind, amount=amount,
+                       api_key_id=reservation.api_key_id, reservation_id=reservation.id,
+                       generation_id=generation_id, is_byok=is_byok)

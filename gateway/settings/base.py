@@ -68,6 +68,13 @@ DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     DATABASES["default"]["OPTIONS"] = {"timeout": 20, "transaction_mode": "IMMEDIATE"}
     DATABASES["default"]["CONN_MAX_AGE"] = 0
+elif env.bool("DB_POOL", default=True):
+    # A bounded pool per process: a thread holds a connection only while it uses the database (long
+    # streams hand theirs back), so thousands of concurrent streams need only a few connections.
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": 1, "max_size": env.int("DB_POOL_MAX_SIZE", default=20), "timeout": 30,
+    }
 
 REDIS_URL = env.str("REDIS_URL", default="")
 if REDIS_URL:
