@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from decimal import Decimal
 
 from django.conf import settings
-from django.db import connection
+from django.db import connection, transaction
 
 from gateway.accounts.authentication import Caller
 from gateway.billing import services as credits
@@ -179,9 +179,11 @@ def response_create_json(*, run: ResponseRun) -> dict:
             continue
         run.record_attempt(candidate, started, None)
         run.served = candidate
-        charged, list_cost = run.settle(response.usage)
-        run.write_generation(status=response.status, usage=response.usage, cost=charged, upstream_cost=list_cost,
-                             finish_reason=response.incomplete_reason or "stop", upstream_id=response.upstream_id)
+        with transaction.atomic():  # the charge and its generation record commit together
+            charged, list_cost = run.settle(response.usage)
+            run.write_generation(status=response.status, usage=response.usage, cost=charged,
+                                 upstream_cost=list_cost, finish_reason=response.incomplete_reason or "stop",
+                                 upstream_id=response.upstream_id)
         return run.result(response, items=output_items(response), charged=charged, list_cost=list_cost)
     raise run.fail(last_error)
 

@@ -6,6 +6,7 @@ from byok.credentials import ProviderCredentials
 from gateway.errors import GatewayError
 from routing.catalog import EndpointInfo
 from routing.selectors import endpoints_for_model, model_exists, provider_credentials
+from routing.snapshot import current_snapshot
 
 MSG_UNKNOWN_MODEL = "Model {model} not found"
 MSG_NO_ENDPOINTS = "No endpoints available for {models}"
@@ -43,20 +44,22 @@ def availability_error(*, status: int, code: str, message: str, models: list[str
 def endpoints_for_request(*, models: list[str], estimated_input_tokens: int = 0) -> RoutePlan:
     """Candidates for the requested models, model by model, each model's endpoints cheapest first.
     Endpoints whose context cannot hold the input, or whose provider has no credentials, are skipped."""
-    known = [model for model in models if model_exists(model_id=model)]
+    snapshot = current_snapshot()
+    known = [model for model in models if model_exists(model_id=model, snapshot=snapshot)]
     if not known:
         raise availability_error(status=404, code="model_not_found", message=MSG_UNKNOWN_MODEL.format(
             model=models[0]), models=models)
     available, candidates, excluded = [], [], set()
     credentials_cache: dict[str, ProviderCredentials | None] = {}
     for model in known:
-        for endpoint in endpoints_for_model(model_id=model):
+        for endpoint in endpoints_for_model(model_id=model, snapshot=snapshot):
             available.append(endpoint)
             if endpoint.context_length and estimated_input_tokens > endpoint.context_length:
                 excluded.add("context_length")
                 continue
             if endpoint.provider_slug not in credentials_cache:
-                credentials_cache[endpoint.provider_slug] = provider_credentials(provider_slug=endpoint.provider_slug)
+                credentials_cache[endpoint.provider_slug] = provider_credentials(
+                    provider_slug=endpoint.provider_slug, snapshot=snapshot)
             credentials = credentials_cache[endpoint.provider_slug]
             if credentials is None:
                 excluded.add("credentials")

@@ -9,29 +9,29 @@ from byok.credentials import ProviderCredentials
 from byok.crypto import Sealed, unseal
 from routing.catalog import EndpointInfo, env_name
 from routing.models import Endpoint, Model, Provider, ProviderStatus
-from routing.snapshot import current_snapshot
+from routing.snapshot import CatalogSnapshot, current_snapshot
 
 
 def routable_endpoints() -> QuerySet:
     return Endpoint.objects.filter(enabled=True, provider__status=ProviderStatus.ACTIVE).select_related("provider")
 
 
-def endpoints_for_model(*, model_id: str) -> list[EndpointInfo]:
+def endpoints_for_model(*, model_id: str, snapshot: CatalogSnapshot | None = None) -> list[EndpointInfo]:
     """The model's enabled endpoints on active providers, cheapest first."""
-    return list(current_snapshot().endpoints_by_model.get(model_id, ()))
+    return list((snapshot or current_snapshot()).endpoints_by_model.get(model_id, ()))
 
 
-def model_exists(*, model_id: str) -> bool:
-    return model_id in current_snapshot().models
+def model_exists(*, model_id: str, snapshot: CatalogSnapshot | None = None) -> bool:
+    return model_id in (snapshot or current_snapshot()).models
 
 
-def provider_credentials(*, provider_slug: str) -> ProviderCredentials | None:
+def provider_credentials(*, provider_slug: str, snapshot: CatalogSnapshot | None = None) -> ProviderCredentials | None:
     """The operator's credential for shared capacity: env override, sealed value, or the named env var.
     Sealed values are decrypted here, per call; the plaintext is not kept."""
     override = os.environ.get(env_name(provider_slug, "API_KEY"))
     if override:
         return ProviderCredentials(api_key=override)
-    secret = current_snapshot().secrets.get(provider_slug)
+    secret = (snapshot or current_snapshot()).secrets.get(provider_slug)
     if secret is None:
         return None
     if secret.sealed:
