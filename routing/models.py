@@ -49,9 +49,9 @@ class Model(models.Model):
     description = models.TextField(blank=True)
     created = models.BigIntegerField(default=0, help_text="Unix timestamp")
     context_length = models.IntegerField()
-    input_modalities = models.JSONField(default=list)
-    output_modalities = models.JSONField(default=list)
-    supported_parameters = models.JSONField(default=list)
+    input_modalities = models.JSONField(default=list, blank=True)
+    output_modalities = models.JSONField(default=list, blank=True)
+    supported_parameters = models.JSONField(default=list, blank=True)
     tokenizer = models.CharField(max_length=40, blank=True)
 
     class Meta:
@@ -76,7 +76,7 @@ class Endpoint(models.Model):
     context_length = models.IntegerField()
     max_completion_tokens = models.IntegerField(null=True, blank=True)
     quantization = models.CharField(max_length=20, default="unknown")
-    supported_parameters = models.JSONField(default=list)
+    supported_parameters = models.JSONField(default=list, blank=True)
     service_tiers = models.JSONField(default=list, blank=True)
     enabled = models.BooleanField(default=True)
 

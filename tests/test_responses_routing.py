@@ -257,3 +257,67 @@ def test_generation_endpoint_is_scoped_to_the_account(alice, bob_other_account, 
     assert "Hello" not in json.dumps(data)  # no prompt or completion text
     assert_error_envelope(bob_other_account.client().get("/api/v1/generation", {"id": generation_id}), 404)
     assert_error_envelope(alice.client().get("/api/v1/generation"), 400)
+
+
+def test_session_header_and_identity_hashing(alice, standin_catalog):
+    response = ask(alice.client(), headers={"HTTP_X_SESSION_ID": "sess-42"}, user="end-user-7")
+    assert generation(response).session_id == "sess-42"
+    sent = standin_catalog.requests_for("/chat/completions")[-1]["body"]
+    assert sent["user"] != "end-user-7" and len(sent["user"]) == 32  # a keyed hash, never the raw value
+    again = ask(alice.client(), headers={"HTTP_X_SESSION_ID": "other"}, session_id="body-wins",
+                safety_identifier="end-user-7")
+    assert generation(again).session_id == "body-wins"
+    assert standin_catalog.requests_for("/chat/completions")[-1]["body"]["user"] == sent["user"]  # stable
+    ask(alice.client())
+    account_identity = standin_catalog.requests_for("/chat/completions")[-1]["body"]["user"]
+    assert account_identity not in (sent["user"], None)
+
+
+def test_stream_function_call_events(alice, standin_catalog):
+    tools = [{"type": "function", "name": "get_weather", "parameters": {"type": "object", "properties": {}}}]
+    events, _ = sse_events(ask(alice.client(), stream=True, tools=tools,
+                               input='Weather? <<standin {"tool_call": "auto"}>>'))
+    types = [e["type"] for e in events]
+    assert types == ["response.created", "response.in_progress", "response.output_item.added",
+                     "response.function_call_arguments.delta", "response.function_call_arguments.delta",
+                     "response.function_call_arguments.done", "response.output_item.done", "response.completed"]
+    done = events[5]
+    assert done["name"] == "get_weather" and json.loads(done["arguments"]) == {"location": "Paris"}
+    assert events[-1]["response"]["output"][0]["type"] == "function_call"
+
+
+def test_error_bodies_carry_gateway_metadata_when_asked(alice, standin_catalog):
+    all_fail(standin_catalog, "status=500")
+    body = assert_error_envelope(ask(alice.client(), headers={"HTTP_X_GATEWAY_EXPERIMENTAL_METADATA": "enabled"}),
+                                 502)
+    meta = body["gateway_metadata"]
+    assert meta["attempt"] == 3 and meta["is_byok"] is False
+    assert [a["status"] for a in meta["attempts"]] == [500, 500, 500]
+    assert "gateway_metadata" not in assert_error_envelope(ask(alice.client()), 502)
+
+
+def test_staff_added_provider_is_routable_at_once(alice, standin_catalog):
+    from django.contrib.auth.models import User
+    from django.test import Client
+
+    from routing.models import Provider
+
+    User.objects.create_superuser("staff", "s@example.com", "pw")
+    staff = Client()
+    staff.login(username="staff", password="pw")
+    assert staff.post("/admin/routing/provider/add/", {
+        "slug": "my-llm", "name": "My LLM", "adapter": "anthropic", "base_url": f"{standin_catalog.url}/v1",
+        "status": "active", "allow_private_network": "on", "new_credential": "sk-my-llm-key",
+        "endpoints-TOTAL_FORMS": "0", "endpoints-INITIAL_FORMS": "0"}).status_code == 302
+    assert staff.post("/admin/routing/model/add/", {
+        "id": "acme/new", "name": "New", "context_length": 8192, "created": 0, "input_modalities": '["text"]',
+        "output_modalities": '["text"]', "supported_parameters": "[]",
+        "endpoints-TOTAL_FORMS": "1", "endpoints-INITIAL_FORMS": "0",
+        "endpoints-0-provider": Provider.objects.get(slug="my-llm").pk, "endpoints-0-upstream_model": "new-1",
+        "endpoints-0-price_prompt": "1", "endpoints-0-price_completion": "2", "endpoints-0-price_request": "0",
+        "endpoints-0-context_length": "8192", "endpoints-0-quantization": "unknown",
+        "endpoints-0-enabled": "on"}).status_code == 302
+    response = ask(alice.client(), model="acme/new")
+    assert response.status_code == 200 and response.json()["model"] == "acme/new"
+    received = standin_catalog.requests_for("/messages")[-1]
+    assert received["credential"] == "sk-my-llm-key" and received["body"]["model"] == "new-1"
