@@ -139,7 +139,8 @@ def test_the_api_answers_400_in_the_envelope(alice):
 
 # ---- property-based --------------------------------------------------------------------------------
 
-json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text()
+json_values = st.recursive(scalars,
                            lambda children: st.lists(children, max_size=3)
                            | st.dictionaries(st.text(max_size=5), children, max_size=3), max_leaves=8)
 FIELDS = ["model", "models", "input", "instructions", "stream", "store", "temperature", "top_p", "max_output_tokens",
@@ -188,3 +189,9 @@ def test_fusion_analysis_models_count(models):
 def test_the_endpoint_never_answers_500(alice, body):
     response = alice.client().post("/api/v1/responses", body, format="json")
     assert response.status_code in (200, 400, 402, 404, 503), response.content
+
+
+def test_non_standard_json_constants_are_rejected(alice):
+    response = alice.client().generic("POST", "/api/v1/responses", '{"model": "a/b", "input": "x", "top_p": NaN}',
+                                      content_type="application/json")
+    assert_error_envelope(response, 400)
