@@ -12,7 +12,7 @@ from gateway import health
 from gateway.accounts.apis import ApiKeyDetailApi, ApiKeyListCreateApi, CurrentKeyApi
 from gateway.billing.apis import CreditsApi, GenerationApi
 from responses_api.apis import ResponseCreateApi
-from routing.apis import ModelEndpointsApi, ModelListApi, ProviderListApi
+from routing.apis import AccountRoutingSettingsApi, ModelEndpointsApi, ModelListApi, ProviderListApi
 
 api_v1 = [
     path("keys", ApiKeyListCreateApi.as_view(), name="keys"),
@@ -24,6 +24,7 @@ api_v1 = [
     path("models", ModelListApi.as_view(), name="models"),
     path("models/<str:author>/<str:slug>/endpoints", ModelEndpointsApi.as_view(), name="model-endpoints"),
     path("providers", ProviderListApi.as_view(), name="providers"),
+    path("routing/settings", AccountRoutingSettingsApi.as_view(), name="routing-settings"),
     path("openapi.json", SpectacularJSONAPIView.as_view(), name="schema"),
     path("openapi.yaml", SpectacularYAMLAPIView.as_view(), name="schema-yaml"),
     path("docs", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),

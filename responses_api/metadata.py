@@ -18,6 +18,8 @@ def gateway_metadata(*, plan: RoutePlan, attempts: list[ProviderAttempt], served
                    f"{attempt_number} of {len(plan.candidates)}" + (f" after: {failed}" if failed else ""))
     else:
         summary = f"All {len(attempts)} attempts failed" if attempts else "No attempt was made"
+    if plan.basis:
+        summary += f"; endpoints {plan.basis}"
     return {
         "requested": plan.requested,
         "strategy": strategy,

@@ -29,10 +29,12 @@ CHARS_PER_TOKEN = 4
 class Prepared:
     """What the service needs from a validated request."""
 
-    models: list[str]
+    models: list[str]  # without routing suffixes
     canonical: CanonicalRequest  # `model` is filled in per attempt
     data: dict = field(repr=False)  # the validated request, for echoing in results
     estimated_input_tokens: int = 0
+    suffix: str | None = None  # ":nitro" / ":floor" of the first model
+    used_params: frozenset[str] = frozenset()
 
 
 def _part(part: dict):
@@ -92,9 +94,35 @@ def safety_hash(*, account_id: str, value: str | None) -> str:
     return hmac.new(settings.SECRET_KEY.encode(), subject.encode(), hashlib.sha256).hexdigest()[:32]
 
 
+def used_parameters(data: dict) -> frozenset[str]:
+    """The catalog's parameter names that this request uses (for `provider.require_parameters`)."""
+    used = {name for name in ("temperature", "top_p", "top_k", "frequency_penalty", "presence_penalty",
+                              "parallel_tool_calls", "top_logprobs") if data.get(name) is not None}
+    if data.get("max_output_tokens") is not None:
+        used.add("max_tokens")
+    if any(tool["type"] == "function" for tool in data.get("tools") or []):
+        used |= {"tools", "tool_choice"} if data.get("tool_choice") not in (None, "auto") else {"tools"}
+    text_format = (data.get("text") or {}).get("format") or {}
+    if text_format.get("type") in ("json_object", "json_schema"):
+        used.add("response_format")
+    if text_format.get("type") == "json_schema":
+        used.add("structured_outputs")
+    if (data.get("text") or {}).get("verbosity"):
+        used.add("verbosity")
+    reasoning = data.get("reasoning")
+    if reasoning and reasoning.get("enabled") is not False and reasoning.get("effort") != "none":
+        used.add("reasoning")
+    return frozenset(used)
+
+
 def prepare(*, data: dict, account_id: str) -> Prepared:
-    models = ([data["model"]] if data.get("model") else []) + [m for m in data.get("models") or []
-                                                               if m != data.get("model")]
+    from routing.preferences import split_model_suffix
+
+    requested = ([data["model"]] if data.get("model") else []) + [m for m in data.get("models") or []
+                                                                  if m != data.get("model")]
+    split = [split_model_suffix(model) for model in requested]
+    models = list(dict.fromkeys(base for base, _ in split))
+    suffix = split[0][1]
     tools = tuple(
         FunctionTool(name=tool["name"], description=tool.get("description"), parameters=tool.get("parameters"),
                      strict=tool.get("strict"))
@@ -128,7 +156,8 @@ def prepare(*, data: dict, account_id: str) -> Prepared:
         service_tier=data.get("service_tier"),
     )
     estimated = estimate_tokens(items, canonical.instructions, tools)
-    return Prepared(models=models, canonical=canonical, data=data, estimated_input_tokens=estimated)
+    return Prepared(models=models, canonical=canonical, data=data, estimated_input_tokens=estimated, suffix=suffix,
+                    used_params=used_parameters(data))
 
 
 def truncate_to_fit(prepared: Prepared, *, context_length: int) -> Prepared:

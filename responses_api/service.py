@@ -29,6 +29,8 @@ from routing import upstream
 from routing.accumulate import Accumulator
 from routing.canonical import CanonicalResponse, Finished, ResponseStarted, Usage, UsageReported
 from routing.errors import UpstreamError
+from routing.health import health_record, sticky_get, sticky_key, sticky_set
+from routing.preferences import account_defaults, preferences_build
 from routing.pricing import max_cost, usage_cost, usage_cost_split
 from routing.selection import Candidate, RoutePlan, endpoints_for_request
 
@@ -79,11 +81,21 @@ class ResponseRun:
             yield candidate
 
     def upstream_request(self, candidate: Candidate):
-        canonical = replace(self.prepared.canonical, model=candidate.endpoint.upstream_model)
+        # A service tier reaches only endpoints that offer it (`fast` was already made `priority`).
+        tier = self.plan.service_tier if self.plan.service_tier in candidate.endpoint.service_tiers else None
+        canonical = replace(self.prepared.canonical, model=candidate.endpoint.upstream_model, service_tier=tier)
         return upstream.build_upstream_request(endpoint=candidate.endpoint, request=canonical,
                                                credentials=candidate.credentials)
 
-    def record_attempt(self, candidate: Candidate, started: float, error: UpstreamError | None) -> None:
+    def record_attempt(self, candidate: Candidate, started: float, error: UpstreamError | None,
+                       usage: Usage | None = None, ttft_s: float | None = None) -> None:
+        elapsed = time.monotonic() - started
+        if error is None or error.retryable:  # bad input says nothing about the endpoint's health
+            generating = elapsed - (ttft_s or 0)
+            throughput = usage.output_tokens / generating if usage and usage.output_tokens and generating > 0 \
+                else None
+            health_record(endpoint_id=candidate.endpoint.id, ok=error is None, latency_s=elapsed, ttft_s=ttft_s,
+                          throughput=throughput)
         self.attempts.append(ProviderAttempt(
             provider_name=candidate.endpoint.provider_slug, status=200 if error is None else error.status,
             latency_ms=int((time.monotonic() - started) * 1000), is_byok=candidate.is_byok,
@@ -94,7 +106,18 @@ class ResponseRun:
     def fail(self, error: UpstreamError) -> GatewayError:
         credits.credits_release(reservation=self.reservation)
         self.write_generation(status="failed", error_type=error.error_type)
-        return final_error(error, attempts=self.attempts, gateway_metadata=self.metadata())
+        failure = final_error(error, attempts=self.attempts, gateway_metadata=self.metadata())
+        failure.headers["X-Generation-Id"] = self.generation_id
+        return failure
+
+    def remember_session(self) -> None:
+        if self.ctx.session_id and self.served:
+            sticky_set(key=self.sticky_key, endpoint_id=self.served.endpoint.id)
+
+    @property
+    def sticky_key(self) -> str:
+        return sticky_key(account_id=self.ctx.caller.account_id, session_id=self.ctx.session_id,
+                          model=self.plan.requested)
 
     def settle(self, usage: Usage) -> tuple[Decimal, Decimal]:
         endpoint = self.served.endpoint
@@ -144,7 +167,15 @@ def response_prepare(*, ctx: RequestContext, data: dict) -> ResponseRun:
         widest = max((e.context_length for e in _catalog_endpoints(prepared.models)), default=0)
         if widest and prepared.estimated_input_tokens > widest:
             prepared = truncate_to_fit(prepared, context_length=widest)
-    plan = endpoints_for_request(models=prepared.models, estimated_input_tokens=prepared.estimated_input_tokens)
+    prefs = preferences_build(provider=data.get("provider"), route=data.get("route"),
+                              service_tier=data.get("service_tier"), suffix=prepared.suffix,
+                              account=account_defaults(account_id=ctx.caller.account_id))
+    sticky = None
+    if ctx.session_id:
+        sticky = sticky_get(key=sticky_key(account_id=ctx.caller.account_id, session_id=ctx.session_id,
+                                           model=prepared.models[0]))
+    plan = endpoints_for_request(models=prepared.models, estimated_input_tokens=prepared.estimated_input_tokens,
+                                 prefs=prefs, used_params=prepared.used_params, sticky_endpoint_id=sticky)
     amount = max(
         max_cost(endpoint=c.endpoint, input_tokens=prepared.estimated_input_tokens,
                  max_output_tokens=data.get("max_output_tokens") or c.endpoint.max_completion_tokens
@@ -177,8 +208,9 @@ def response_create_json(*, run: ResponseRun) -> dict:
             if not error.retryable:
                 break
             continue
-        run.record_attempt(candidate, started, None)
+        run.record_attempt(candidate, started, None, usage=response.usage)
         run.served = candidate
+        run.remember_session()
         with transaction.atomic():  # the charge and its generation record commit together
             charged, list_cost = run.settle(response.usage)
             run.write_generation(status=response.status, usage=response.usage, cost=charged,
@@ -323,10 +355,12 @@ def _relay(run, opened, renderer, accumulator, outcome, interval) -> Iterator[by
         raise UpstreamError(error_type="provider_unavailable", message="The provider's stream had no output",
                             retryable=True)
     # The upstream finished: close the last item and complete.
-    run.record_attempt(opened.candidate, opened.started, None)
-    run.served = opened.candidate
-    yield from renderer.close_open()
     response = accumulator.response()
+    first_token = (run.started + outcome["ttft_ms"] / 1000 - opened.started) if outcome["ttft_ms"] else None
+    run.record_attempt(opened.candidate, opened.started, None, usage=response.usage, ttft_s=first_token)
+    run.served = opened.candidate
+    run.remember_session()
+    yield from renderer.close_open()
     charged, list_cost = run.settle(response.usage)
     outcome.update(status=response.status, charged=charged, list_cost=list_cost, settled=True)
     result = run.result(response, items=renderer.items, charged=charged, list_cost=list_cost)

@@ -1,7 +1,7 @@
 from django import forms
 from django.contrib import admin
 
-from routing.models import Endpoint, Model, Provider
+from routing.models import AccountRoutingSettings, Endpoint, Model, Provider
 from routing.services import provider_credential_set
 
 
@@ -61,3 +61,10 @@ class EndpointAdmin(admin.ModelAdmin):
     list_display = ("model", "provider", "upstream_model", "price_prompt", "price_completion", "enabled")
     list_filter = ("enabled", "provider")
     search_fields = ("model__id", "provider__slug", "upstream_model")
+
+
+@admin.register(AccountRoutingSettings)
+class AccountRoutingSettingsAdmin(admin.ModelAdmin):
+    list_display = ("account", "enforce_zdr", "data_collection", "allowed_providers", "ignored_providers")
+    list_filter = ("enforce_zdr", "data_collection")
+    search_fields = ("account__name",)

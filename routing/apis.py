@@ -2,10 +2,14 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from gateway.accounts.permissions import IsManagementKey
 from gateway.api import error_responses
 from gateway.errors import NotFound
 from routing import selectors
+from routing.preferences import account_defaults
 from routing.serializers import (
+    AccountRoutingEnvelopeSerializer,
+    AccountRoutingSettingsSerializer,
     ModelEndpointsEnvelopeSerializer,
     ModelListQuerySerializer,
     ModelListSerializer,
@@ -15,6 +19,7 @@ from routing.serializers import (
     endpoint_record,
     model_record,
 )
+from routing.services import account_routing_update
 
 MSG_MODEL_NOT_FOUND = "Model not found"
 
@@ -71,3 +76,28 @@ class ProviderListApi(APIView):
     )
     def get(self, request):
         return Response({"data": ProviderRecordSerializer(selectors.providers_list(), many=True).data})
+
+
+class AccountRoutingSettingsApi(APIView):
+    """The account's routing defaults; a request's `provider` preferences can only tighten them."""
+
+    permission_classes = [IsManagementKey]
+
+    def _data(self, account_id) -> dict:
+        defaults = account_defaults(account_id=account_id)
+        return {"allowed_providers": list(defaults.allowed_providers),
+                "ignored_providers": list(defaults.ignored_providers), "enforce_zdr": defaults.enforce_zdr,
+                "data_collection": defaults.data_collection}
+
+    @extend_schema(operation_id="getRoutingSettings", tags=["Routing"],
+                   responses={200: AccountRoutingEnvelopeSerializer, **error_responses(401, 403, 429, 500)})
+    def get(self, request):
+        return Response({"data": self._data(request.user.account_id)})
+
+    @extend_schema(operation_id="updateRoutingSettings", tags=["Routing"], request=AccountRoutingSettingsSerializer,
+                   responses={200: AccountRoutingEnvelopeSerializer, **error_responses(400, 401, 403, 429, 500)})
+    def patch(self, request):
+        body = AccountRoutingSettingsSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        account_routing_update(account_id=request.user.account_id, changes=body.validated_data)
+        return Response({"data": self._data(request.user.account_id)})

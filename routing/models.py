@@ -95,3 +95,26 @@ class CatalogVersion(models.Model):
 
     def __str__(self) -> str:
         return self.value
+
+
+class DataCollection(models.TextChoices):
+    ALLOW = "allow", "Allow"
+    DENY = "deny", "Deny"
+
+
+class AccountRoutingSettings(models.Model):
+    """An account's routing defaults. A request's `provider` preferences can only tighten them."""
+
+    account = models.OneToOneField("accounts.Account", on_delete=models.CASCADE, related_name="routing_settings")
+    allowed_providers = models.JSONField(default=list, blank=True,
+                                         help_text="Provider slugs; empty = all. A ceiling for `provider.only`.")
+    ignored_providers = models.JSONField(default=list, blank=True, help_text="Provider slugs never used")
+    enforce_zdr = models.BooleanField(default=False, help_text="Only zero-data-retention endpoints")
+    data_collection = models.CharField(max_length=5, choices=DataCollection.choices, default=DataCollection.ALLOW)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name_plural = "account routing settings"
+
+    def __str__(self) -> str:
+        return f"routing settings of {self.account_id}"

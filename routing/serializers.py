@@ -169,3 +169,33 @@ def endpoint_record(endpoint) -> dict:
         "supported_parameters": endpoint.supported_parameters, "supported_service_tiers": endpoint.service_tiers,
         "status": 0, "is_zdr": endpoint.provider.zdr,
     }).data
+
+
+class AccountRoutingSettingsSerializer(serializers.Serializer):
+    allowed_providers = serializers.ListField(child=serializers.CharField(max_length=128), max_length=100,
+                                             required=False,
+                                             help_text="Provider slugs (base slugs match variants); empty = all")
+    ignored_providers = serializers.ListField(child=serializers.CharField(max_length=128), max_length=100,
+                                             required=False)
+    enforce_zdr = serializers.BooleanField(required=False)
+    data_collection = serializers.ChoiceField(choices=["allow", "deny"], required=False)
+
+    def _known(self, slugs: list[str]) -> list[str]:
+        from routing.models import Provider
+        from routing.preferences import slug_matches
+
+        known = list(Provider.objects.values_list("slug", flat=True))
+        unknown = [s for s in slugs if not any(slug_matches(s, k) for k in known)]
+        if unknown:
+            raise serializers.ValidationError(f"unknown provider slugs: {unknown}")
+        return slugs
+
+    def validate_allowed_providers(self, value):
+        return self._known(value)
+
+    def validate_ignored_providers(self, value):
+        return self._known(value)
+
+
+class AccountRoutingEnvelopeSerializer(serializers.Serializer):
+    data = AccountRoutingSettingsSerializer()

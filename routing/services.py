@@ -92,3 +92,14 @@ def _require(row: dict, *names: str) -> None:
 
 def _pick(row: dict, names: tuple[str, ...]) -> dict:
     return {name: row[name] for name in names if name in row}
+
+
+def account_routing_update(*, account_id, changes: dict):
+    """Create or update an account's routing defaults (only the given fields)."""
+    from routing.models import AccountRoutingSettings
+
+    settings_row, _ = AccountRoutingSettings.objects.get_or_create(account_id=account_id)
+    for name, value in changes.items():
+        setattr(settings_row, name, value)
+    settings_row.save()
+    return settings_row

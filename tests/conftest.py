@@ -10,6 +10,16 @@ from gateway.accounts.services import ProvisionedAccount, account_provision
 
 
 @pytest.fixture(autouse=True)
+def _fresh_cache():
+    """Health, stickiness and throttle state live in the cache: every test starts without any."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
+    cache.clear()
+
+
+@pytest.fixture(autouse=True)
 def _no_stray_outbound_http(monkeypatch):
     """Any outbound call that is not to loopback fails the test (the stand-in provider lives on loopback)."""
     import socket

@@ -17,7 +17,8 @@ PROVIDERS = ["standin-chat", "standin-responses", "standin-anthropic"]
 
 
 def ask(client, *, stream=False, headers=None, **body):
-    payload = {"model": "standin/echo", "input": "Hello", **body}
+    """A request tried cheapest endpoint first (sort by price), unless the test routes otherwise."""
+    payload = {"model": "standin/echo", "input": "Hello", "provider": {"sort": "price"}, **body}
     if stream:
         payload["stream"] = True
     return client.post("/api/v1/responses", payload, format="json", **(headers or {}))
@@ -63,6 +64,7 @@ def test_fallback_across_endpoints(alice, standin_catalog):
         ("standin-chat", 503), ("standin-responses", 429), ("standin-anthropic", 200)]
     meta = body["gateway_metadata"]
     assert meta["attempt"] == 3 and meta["strategy"] == "fallback"
+    assert meta["summary"].endswith("endpoints sorted by price")
     assert [e["selected"] for e in meta["endpoints"]["available"]] == [False, False, True]
 
 

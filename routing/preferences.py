@@ -1,0 +1,100 @@
+"""Routing preferences: the request's `provider` object merged with the account's defaults (which a
+request can only tighten), plus model-suffix shortcuts (`:nitro`, `:floor`) and the deprecated `route`."""
+
+from dataclasses import dataclass, field
+from uuid import UUID
+
+from routing.models import AccountRoutingSettings
+
+SUFFIXES = {"nitro": ("throughput", "priority"), "floor": ("price", "flex")}
+ROUTE_PARTITION = {"fallback": "model", "sort": "none"}
+
+
+@dataclass(frozen=True)
+class AccountDefaults:
+    allowed_providers: tuple[str, ...] = ()
+    ignored_providers: tuple[str, ...] = ()
+    enforce_zdr: bool = False
+    data_collection: str = "allow"
+
+
+@dataclass(frozen=True)
+class Preferences:
+    order: tuple[str, ...] = ()
+    allow_fallbacks: bool = True
+    only: tuple[str, ...] | None = None
+    ignore: tuple[str, ...] = ()
+    require_parameters: bool = False
+    deny_data_collection: bool = False
+    zdr: bool = False
+    quantizations: tuple[str, ...] | None = None
+    sort_by: str | None = None
+    partition: str = "model"
+    max_price: dict = field(default_factory=dict)  # USD per million tokens / per request
+    min_throughput: dict = field(default_factory=dict)  # {"p50": tokens/s, ...}
+    max_latency: dict = field(default_factory=dict)  # {"p50": seconds, ...}
+    service_tier: str | None = None
+    # Which constraints came from the account (for error messages).
+    account_only: bool = False
+
+
+def account_defaults(*, account_id: UUID) -> AccountDefaults:
+    row = AccountRoutingSettings.objects.filter(account_id=account_id).first()
+    if row is None:
+        return AccountDefaults()
+    return AccountDefaults(allowed_providers=tuple(row.allowed_providers or ()),
+                           ignored_providers=tuple(row.ignored_providers or ()), enforce_zdr=row.enforce_zdr,
+                           data_collection=row.data_collection)
+
+
+def split_model_suffix(model: str) -> tuple[str, str | None]:
+    """'openai/gpt-4o:nitro' -> ('openai/gpt-4o', 'nitro'); unknown suffixes stay part of the id."""
+    base, sep, suffix = model.rpartition(":")
+    if sep and suffix in SUFFIXES:
+        return base, suffix
+    return model, None
+
+
+def preferences_build(*, provider: dict | None, route: str | None, service_tier: str | None,
+                      suffix: str | None, account: AccountDefaults) -> Preferences:
+    provider = provider or {}
+    sort = provider.get("sort") or {}
+    sort_by, partition = sort.get("by"), sort.get("partition") or "model"
+    if route and not provider.get("sort"):
+        partition = ROUTE_PARTITION[route]
+    tier = service_tier if service_tier not in (None, "auto") else None
+    if suffix:
+        sort_by = sort_by or SUFFIXES[suffix][0]
+        tier = tier or SUFFIXES[suffix][1]
+    only = tuple(provider["only"]) if provider.get("only") is not None else None
+    account_only = False
+    if account.allowed_providers:  # the account's allow-list is a ceiling
+        only = tuple(p for p in (only or account.allowed_providers) if _matches_any(p, account.allowed_providers))
+        account_only = True
+    return Preferences(
+        order=tuple(provider.get("order") or ()),
+        allow_fallbacks=provider.get("allow_fallbacks") is not False,
+        only=only,
+        ignore=tuple(provider.get("ignore") or ()) + account.ignored_providers,
+        require_parameters=bool(provider.get("require_parameters")),
+        deny_data_collection=provider.get("data_collection") == "deny" or account.data_collection == "deny",
+        zdr=bool(provider.get("zdr")) or account.enforce_zdr,
+        quantizations=tuple(provider["quantizations"]) if provider.get("quantizations") else None,
+        sort_by=sort_by,
+        partition=partition,
+        max_price={k: v for k, v in (provider.get("max_price") or {}).items() if v is not None},
+        min_throughput=dict(provider.get("preferred_min_throughput") or {}),
+        max_latency=dict(provider.get("preferred_max_latency") or {}),
+        service_tier=tier,
+        account_only=account_only,
+    )
+
+
+def slug_matches(pattern: str, slug: str) -> bool:
+    """A base slug matches all its variants: `google-vertex` matches `google-vertex/us-east5`."""
+    pattern, slug = pattern.lower(), slug.lower()
+    return slug == pattern or slug.startswith(pattern + "/")
+
+
+def _matches_any(slug: str, patterns) -> bool:
+    return any(slug_matches(pattern, slug) or slug_matches(slug, pattern) for pattern in patterns)
