@@ -8,6 +8,7 @@ from drf_spectacular.views import (
     SpectacularYAMLAPIView,
 )
 
+from byok.apis import ByokDetailApi, ByokListCreateApi
 from gateway import health
 from gateway.accounts.apis import ApiKeyDetailApi, ApiKeyListCreateApi, CurrentKeyApi
 from gateway.billing.apis import CreditsApi, GenerationApi
@@ -24,6 +25,8 @@ api_v1 = [
     path("models", ModelListApi.as_view(), name="models"),
     path("models/<str:author>/<str:slug>/endpoints", ModelEndpointsApi.as_view(), name="model-endpoints"),
     path("providers", ProviderListApi.as_view(), name="providers"),
+    path("byok", ByokListCreateApi.as_view(), name="byok"),
+    path("byok/<uuid:byok_id>", ByokDetailApi.as_view(), name="byok-detail"),
     path("routing/settings", AccountRoutingSettingsApi.as_view(), name="routing-settings"),
     path("openapi.json", SpectacularJSONAPIView.as_view(), name="schema"),
     path("openapi.yaml", SpectacularYAMLAPIView.as_view(), name="schema-yaml"),

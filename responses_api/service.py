@@ -13,6 +13,7 @@ from django.db import connection, transaction
 
 from gateway.accounts.authentication import Caller
 from gateway.billing import services as credits
+from gateway.billing.fees import byok_fee, byok_month_to_date
 from gateway.billing.generations import (
     GenerationRecord,
     ProviderAttempt,
@@ -32,7 +33,7 @@ from routing.errors import UpstreamError
 from routing.health import health_record, sticky_get, sticky_key, sticky_set
 from routing.preferences import account_defaults, preferences_build
 from routing.pricing import max_cost, usage_cost, usage_cost_split
-from routing.selection import Candidate, RoutePlan, endpoints_for_request
+from routing.selection import Candidate, RoutePlan, RoutingCaller, endpoints_for_request
 
 logger = logging.getLogger(__name__)
 DEFAULT_RESERVED_OUTPUT_TOKENS = 4096
@@ -120,9 +121,14 @@ class ResponseRun:
                           model=self.plan.requested)
 
     def settle(self, usage: Usage) -> tuple[Decimal, Decimal]:
+        """Charge the list price on shared capacity, or the BYOK fee on a customer's key."""
         endpoint = self.served.endpoint
         list_cost = usage_cost(endpoint=endpoint, usage=usage)
-        settlement = credits.credits_settle(reservation=self.reservation, cost=list_cost,
+        cost = list_cost
+        if self.served.is_byok:
+            cost = byok_fee(list_cost=list_cost, plan=self.ctx.caller.plan,
+                            month_to_date=byok_month_to_date(account_id=self.ctx.caller.account_id))
+        settlement = credits.credits_settle(reservation=self.reservation, cost=cost,
                                             generation_id=self.generation_id, is_byok=self.served.is_byok)
         return settlement.charged, list_cost
 
@@ -174,17 +180,34 @@ def response_prepare(*, ctx: RequestContext, data: dict) -> ResponseRun:
     if ctx.session_id:
         sticky = sticky_get(key=sticky_key(account_id=ctx.caller.account_id, session_id=ctx.session_id,
                                            model=prepared.models[0]))
-    plan = endpoints_for_request(models=prepared.models, estimated_input_tokens=prepared.estimated_input_tokens,
-                                 prefs=prefs, used_params=prepared.used_params, sticky_endpoint_id=sticky)
-    amount = max(
-        max_cost(endpoint=c.endpoint, input_tokens=prepared.estimated_input_tokens,
-                 max_output_tokens=data.get("max_output_tokens") or c.endpoint.max_completion_tokens
-                 or DEFAULT_RESERVED_OUTPUT_TOKENS)
-        for c in plan.candidates
+    caller = ctx.caller
+    plan = endpoints_for_request(
+        models=prepared.models, estimated_input_tokens=prepared.estimated_input_tokens, prefs=prefs,
+        used_params=prepared.used_params, sticky_endpoint_id=sticky,
+        caller=RoutingCaller(account_id=caller.account_id, workspace_id=caller.workspace_id,
+                             api_key_hash=caller.key_hash, user_id=caller.creator_user_id),
     )
+    amount = _reservation_amount(plan=plan, prepared=prepared, caller=caller)
     reservation = credits.credits_reserve(account_id=ctx.caller.account_id, amount=amount,
                                           api_key_id=ctx.caller.key_id, key_has_limit=ctx.caller.has_limit)
     return ResponseRun(ctx=ctx, prepared=prepared, plan=plan, reservation=reservation)
+
+
+def _reservation_amount(*, plan: RoutePlan, prepared: Prepared, caller: Caller) -> Decimal:
+    """The worst case over the candidates: list price on shared capacity, the BYOK fee on a key."""
+    month_to_date = None
+    worst = Decimal(0)
+    for candidate in plan.candidates:
+        endpoint = candidate.endpoint
+        cost = max_cost(endpoint=endpoint, input_tokens=prepared.estimated_input_tokens,
+                        max_output_tokens=prepared.data.get("max_output_tokens") or endpoint.max_completion_tokens
+                        or DEFAULT_RESERVED_OUTPUT_TOKENS)
+        if candidate.is_byok:
+            if month_to_date is None:
+                month_to_date = byok_month_to_date(account_id=caller.account_id)
+            cost = byok_fee(list_cost=cost, month_to_date=month_to_date, plan=caller.plan)
+        worst = max(worst, cost)
+    return worst
 
 
 def _catalog_endpoints(models: list[str]):

@@ -14,7 +14,7 @@ class ProviderForm(forms.ModelForm):
 
     class Meta:
         model = Provider
-        fields = ("slug", "name", "adapter", "base_url", "api_key_env", "zdr", "retains_prompts",
+        fields = ("slug", "name", "adapter", "credential_kind", "base_url", "api_key_env", "zdr", "retains_prompts",
                   "trains_on_prompts", "region", "status", "is_local_standin", "allow_private_network", "docs_url")
 
 

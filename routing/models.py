@@ -9,6 +9,15 @@ class AdapterKind(models.TextChoices):
     ANTHROPIC = "anthropic", "Anthropic Messages"
 
 
+class CredentialKind(models.TextChoices):
+    """The shape of a provider's credential (for BYOK keys and the operator's own)."""
+
+    API_KEY = "api_key", "API key string"
+    AZURE = "azure", "Azure: array of catalog / per-deployment configs"
+    BEDROCK = "bedrock", "Bedrock: API key string or {accessKeyId, secretAccessKey, region}"
+    VERTEX = "vertex", "Vertex: service-account JSON (+ region, bucket)"
+
+
 class ProviderStatus(models.TextChoices):
     ACTIVE = "active", "Active"
     DISABLED = "disabled", "Disabled"
@@ -18,6 +27,7 @@ class Provider(models.Model):
     slug = models.CharField(max_length=100, unique=True, help_text="e.g. openai, together, google-vertex/us-east5")
     name = models.CharField(max_length=200)
     adapter = models.CharField(max_length=30, choices=AdapterKind.choices)
+    credential_kind = models.CharField(max_length=10, choices=CredentialKind.choices, default=CredentialKind.API_KEY)
     base_url = models.URLField(max_length=500)
     # The operator's own credential for shared capacity: sealed in the database, or read from an env var.
     api_key_env = models.CharField(max_length=100, blank=True, help_text="Environment variable with the API key")

@@ -1,8 +1,11 @@
 """Which endpoints a request tries, in what order: `endpoints_for_request`."""
 
 from dataclasses import dataclass, field
+from uuid import UUID
 
 from byok.credentials import ProviderCredentials
+from byok.models import SharedCapacity
+from byok.selectors import ByokKeyInfo, byok_credentials, byok_keys_for_routing
 from gateway.errors import GatewayError
 from routing.catalog import EndpointInfo
 from routing.health import endpoint_stats
@@ -31,6 +34,16 @@ class Candidate:
 
 
 @dataclass(frozen=True)
+class RoutingCaller:
+    """Who is asking, for BYOK key filters (model, API key, member) and scoping."""
+
+    account_id: UUID
+    workspace_id: UUID
+    api_key_hash: str
+    user_id: str | None = None
+
+
+@dataclass(frozen=True)
 class RoutePlan:
     requested: str
     models: tuple[str, ...]
@@ -51,9 +64,12 @@ def availability_error(*, status: int, code: str, message: str, models: list[str
 def endpoints_for_request(
     *, models: list[str], estimated_input_tokens: int = 0, prefs: Preferences | None = None,
     used_params: frozenset[str] = frozenset(), sticky_endpoint_id: int | None = None,
+    caller: RoutingCaller | None = None,
 ) -> RoutePlan:
-    """The ordered candidates for the requested models (see routing.ordering). Endpoints whose context
-    cannot hold the input, or whose provider has no credentials, are left out."""
+    """The ordered candidates for the requested models (see routing.ordering): per model (or all together
+    with `partition: none`), the caller's matching Prioritized BYOK keys, then the service's own endpoints,
+    then Fallback keys. Endpoints whose context cannot hold the input are left out, and shared endpoints
+    whose provider has no operator credentials or whose BYOK key forbids shared capacity."""
     prefs = prefs or Preferences()
     snapshot = current_snapshot()
     known = [model for model in models if model_exists(model_id=model, snapshot=snapshot)]
@@ -72,21 +88,62 @@ def endpoints_for_request(
             if endpoint.provider_slug not in credentials:
                 credentials[endpoint.provider_slug] = provider_credentials(
                     provider_slug=endpoint.provider_slug, snapshot=snapshot)
-            if credentials[endpoint.provider_slug] is None:
-                excluded.add("credentials")
-                continue
             group.append(endpoint)
         groups.append(group)
     stats = endpoint_stats([endpoint.id for group in groups for endpoint in group])
     ordering = order_endpoints(groups=groups, prefs=prefs, used_params=used_params, stats=stats,
                                sticky_endpoint_id=sticky_endpoint_id)
     excluded |= ordering.excluded_by
-    if not ordering.endpoints:
+    keys = byok_keys_for_routing(account_id=caller.account_id, workspace_id=caller.workspace_id) if caller else []
+    candidates = _arrange(ordering.endpoints, partition=prefs.partition, keys=keys, caller=caller,
+                          credentials=credentials, excluded=excluded)
+    if not candidates:
         raise _nothing_left(known=known, models=models, available=available, excluded=excluded,
                             estimated_input_tokens=estimated_input_tokens)
-    candidates = tuple(Candidate(endpoint=e, credentials=credentials[e.provider_slug]) for e in ordering.endpoints)
     return RoutePlan(requested=models[0], models=tuple(known), candidates=candidates, available=tuple(available),
                      basis=ordering.basis, service_tier=prefs.service_tier)
+
+
+def _arrange(endpoints, *, partition, keys: list[ByokKeyInfo], caller, credentials, excluded) -> tuple:
+    sections: list[list[EndpointInfo]] = []
+    for endpoint in endpoints:  # one section per model, or one for all with `partition: none`
+        if sections and (partition == "none" or sections[-1][0].model_id == endpoint.model_id):
+            sections[-1].append(endpoint)
+        else:
+            sections.append([endpoint])
+    candidates: list[Candidate] = []
+    for section in sections:
+        prioritized, shared, fallback = [], [], []
+        for endpoint in section:
+            matching = [k for k in keys if k.provider == endpoint.provider_slug and caller is not None
+                        and k.applies(model_id=endpoint.model_id, api_key_hash=caller.api_key_hash,
+                                      user_id=caller.user_id)]
+            for key in matching:
+                (fallback if key.is_fallback else prioritized).append(
+                    Candidate(endpoint=endpoint, credentials=byok_credentials(key_id=key.id)))
+            operator = credentials.get(endpoint.provider_slug)
+            if operator is None:
+                excluded.add("credentials")
+            elif _shared_allowed(endpoint, keys):
+                shared.append(Candidate(endpoint=endpoint, credentials=operator))
+            else:
+                excluded.add("byok_only")
+        candidates += prioritized + shared + fallback
+    return tuple(candidates)
+
+
+def _shared_allowed(endpoint: EndpointInfo, keys: list[ByokKeyInfo]) -> bool:
+    """Rule 5, for every prioritized key of this provider: `never` forbids the provider's shared endpoints;
+    `outside_filter` forbids them for the models its model filter covers (all, when it has none)."""
+    for key in keys:
+        if key.provider != endpoint.provider_slug or key.is_fallback:
+            continue
+        if key.shared_capacity == SharedCapacity.NEVER:
+            return False
+        if key.shared_capacity == SharedCapacity.OUTSIDE_FILTER and (
+                key.allowed_models is None or endpoint.model_id in key.allowed_models):
+            return False
+    return True
 
 
 def _nothing_left(*, known, models, available, excluded, estimated_input_tokens) -> GatewayError:
@@ -94,7 +151,7 @@ def _nothing_left(*, known, models, available, excluded, estimated_input_tokens)
     if not available:
         return availability_error(status=404, code="no_endpoints", models=models,
                                   message=MSG_NO_ENDPOINTS.format(models=names))
-    constraints = excluded - {"credentials"}
+    constraints = excluded - {"credentials", "byok_only"}
     if constraints == {"context_length"}:
         return availability_error(
             status=400, code="context_length_exceeded", models=models, excluded_by=constraints,

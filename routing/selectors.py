@@ -78,3 +78,8 @@ def cheapest(endpoints: list[Endpoint]) -> Endpoint | None:
 
 
 ZERO = Decimal(0)
+
+
+def provider_credential_kind(*, provider_slug: str) -> str | None:
+    """The credential shape of a known provider, or None when there is no such provider."""
+    return Provider.objects.filter(slug=provider_slug).values_list("credential_kind", flat=True).first()

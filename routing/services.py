@@ -8,7 +8,8 @@ from django.db import transaction
 from byok.crypto import mask_secret, seal
 from routing.models import AdapterKind, Endpoint, Model, Provider
 
-PROVIDER_FIELDS = ("name", "adapter", "base_url", "api_key_env", "zdr", "retains_prompts", "trains_on_prompts",
+PROVIDER_FIELDS = ("name", "adapter", "credential_kind", "base_url", "api_key_env", "zdr", "retains_prompts",
+                   "trains_on_prompts",
                    "region", "status", "is_local_standin", "allow_private_network", "docs_url")
 MODEL_FIELDS = ("name", "description", "created", "context_length", "input_modalities", "output_modalities",
                 "supported_parameters", "tokenizer")
@@ -103,3 +104,18 @@ def account_routing_update(*, account_id, changes: dict):
         setattr(settings_row, name, value)
     settings_row.save()
     return settings_row
+
+
+def provider_reseal_all() -> int:
+    """Re-encrypt every operator credential under the keyring's newest key; returns how many changed."""
+    from byok.crypto import Sealed, current_key_id, unseal
+
+    newest, changed = current_key_id(), 0
+    for provider in Provider.objects.exclude(credential_sealed=None).exclude(credential_key_id=newest):
+        aad = f"provider:{provider.pk}"
+        plaintext = unseal(Sealed(key_id=provider.credential_key_id, blob=bytes(provider.credential_sealed)), aad=aad)
+        sealed = seal(plaintext, aad=aad)
+        provider.credential_sealed, provider.credential_key_id = sealed.blob, sealed.key_id
+        provider.save(update_fields=["credential_sealed", "credential_key_id", "updated_at"])
+        changed += 1
+    return changed

@@ -100,7 +100,7 @@ def test_staff_add_provider_model_and_endpoint_in_admin_routable_without_restart
     staff.login(username="staff", password="pw")
     # Given a new self-hosted provider added by staff, with its key
     response = staff.post("/admin/routing/provider/add/", {
-        "slug": "my-vllm", "name": "My vLLM", "adapter": "openai_chat", "base_url": "http://10.0.0.5:8000/v1",
+        "slug": "my-vllm", "name": "My vLLM", "adapter": "openai_chat", "credential_kind": "api_key", "base_url": "http://10.0.0.5:8000/v1",
         "status": "active", "allow_private_network": "on", "new_credential": "sk-vllm-secret-value",
         "endpoints-TOTAL_FORMS": "0", "endpoints-INITIAL_FORMS": "0",
     })

@@ -308,7 +308,8 @@ def test_staff_added_provider_is_routable_at_once(alice, standin_catalog):
     staff = Client()
     staff.login(username="staff", password="pw")
     assert staff.post("/admin/routing/provider/add/", {
-        "slug": "my-llm", "name": "My LLM", "adapter": "anthropic", "base_url": f"{standin_catalog.url}/v1",
+        "slug": "my-llm", "name": "My LLM", "adapter": "anthropic", "credential_kind": "api_key",
+        "base_url": f"{standin_catalog.url}/v1",
         "status": "active", "allow_private_network": "on", "new_credential": "sk-my-llm-key",
         "endpoints-TOTAL_FORMS": "0", "endpoints-INITIAL_FORMS": "0"}).status_code == 302
     assert staff.post("/admin/routing/model/add/", {

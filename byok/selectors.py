@@ -1,0 +1,76 @@
+"""BYOK reads. `byok_credentials` is the one place a stored key is decrypted."""
+
+from dataclasses import dataclass
+from uuid import UUID
+
+from django.db.models import QuerySet
+
+from byok.credentials import ProviderCredentials
+from byok.crypto import Sealed, unseal
+from byok.models import ByokKey
+from byok.shapes import restore
+from gateway.errors import NotFound
+
+MSG_BYOK_NOT_FOUND = "BYOK key not found"
+
+
+@dataclass(frozen=True)
+class ByokKeyInfo:
+    """What routing needs to decide whether a key applies (no key material)."""
+
+    id: UUID
+    provider: str
+    is_fallback: bool
+    sort_order: int
+    allowed_models: tuple[str, ...] | None
+    allowed_api_key_hashes: tuple[str, ...] | None
+    allowed_user_ids: tuple[str, ...] | None
+    shared_capacity: str
+
+    def applies(self, *, model_id: str, api_key_hash: str, user_id: str | None) -> bool:
+        """Rule 4: every active filter must match."""
+        if self.allowed_models is not None and model_id not in self.allowed_models:
+            return False
+        if self.allowed_api_key_hashes is not None and api_key_hash not in self.allowed_api_key_hashes:
+            return False
+        return self.allowed_user_ids is None or (user_id is not None and user_id in self.allowed_user_ids)
+
+
+def byok_keys_list(*, account_id: UUID, provider: str | None = None, workspace_id: UUID | None = None) -> QuerySet:
+    keys = ByokKey.objects.filter(account_id=account_id).order_by("provider", "is_fallback", "sort_order",
+                                                                  "created_at")
+    if provider:
+        keys = keys.filter(provider=provider)
+    if workspace_id:
+        keys = keys.filter(workspace_id=workspace_id)
+    return keys
+
+
+def byok_key_get(*, account_id: UUID, key_id: UUID) -> ByokKey:
+    key = ByokKey.objects.filter(account_id=account_id, pk=key_id).first()
+    if key is None:
+        raise NotFound(MSG_BYOK_NOT_FOUND)
+    return key
+
+
+def byok_keys_for_routing(*, account_id: UUID, workspace_id: UUID) -> list[ByokKeyInfo]:
+    rows = ByokKey.objects.filter(account_id=account_id, workspace_id=workspace_id, disabled=False).only(
+        "id", "provider", "is_fallback", "sort_order", "allowed_models", "allowed_api_key_hashes",
+        "allowed_user_ids", "shared_capacity", "created_at").order_by("sort_order", "created_at")
+    return [ByokKeyInfo(
+        id=row.id, provider=row.provider, is_fallback=row.is_fallback, sort_order=row.sort_order,
+        allowed_models=_tuple(row.allowed_models), allowed_api_key_hashes=_tuple(row.allowed_api_key_hashes),
+        allowed_user_ids=_tuple(row.allowed_user_ids), shared_capacity=row.shared_capacity,
+    ) for row in rows]
+
+
+def byok_credentials(*, key_id: UUID) -> ProviderCredentials:
+    """Decrypt one key for the request about to use it. Fails loudly (SecretsError), never returns ''."""
+    row = ByokKey.objects.only("id", "kind", "sealed", "key_id").get(pk=key_id)
+    material = unseal(Sealed(key_id=row.key_id, blob=bytes(row.sealed)), aad=f"byok:{row.id}")
+    parsed = restore(kind=row.kind, material=material)
+    return ProviderCredentials(api_key=parsed.api_key, is_byok=True, byok_key_id=row.id, extra=parsed.extra or {})
+
+
+def _tuple(value) -> tuple[str, ...] | None:
+    return None if value is None else tuple(value)

@@ -1,0 +1,137 @@
+import re
+
+from rest_framework import serializers
+
+from byok.models import SharedCapacity
+
+MAX_FILTER_ENTRIES = 100
+KEY_HASH = re.compile(r"^[0-9a-f]{64}$")
+MODEL_ID = re.compile(r"^[^/\s]+/[^/\s]+$")
+
+
+class NullableFilterField(serializers.ListField):
+    """An array of strings (at most 100), or null. An empty array is refused: use null to clear."""
+
+    def __init__(self, **kwargs):
+        super().__init__(child=serializers.CharField(max_length=256), max_length=MAX_FILTER_ENTRIES,
+                         allow_null=True, required=False, **kwargs)
+
+    def to_internal_value(self, data):
+        if not isinstance(data, list):
+            raise serializers.ValidationError("must be an array of strings or null")
+        if not data:
+            raise serializers.ValidationError("must not be empty: use null to remove the restriction")
+        if not all(isinstance(item, str) for item in data):
+            raise serializers.ValidationError("must be an array of strings")
+        return list(dict.fromkeys(super().to_internal_value(data)))
+
+
+class ByokFiltersMixin(serializers.Serializer):
+    allowed_models = NullableFilterField(help_text="Model ids; null = all models")
+    allowed_api_key_hashes = NullableFilterField(help_text="SHA-256 hashes of this account's API keys; null = all")
+    allowed_user_ids = NullableFilterField(help_text="Member user ids of this account; null = all members")
+
+    def validate_allowed_api_key_hashes(self, value):
+        if value is None:
+            return value
+        malformed = [h for h in value if not KEY_HASH.match(h)]
+        if malformed:
+            raise serializers.ValidationError("each entry must be exactly 64 lowercase hexadecimal characters")
+        from gateway.accounts.models import ApiKey
+
+        live = set(ApiKey.objects.filter(account_id=self.context["account_id"], hash__in=value, disabled=False)
+                   .values_list("hash", flat=True))
+        unknown = [h for h in value if h not in live]
+        if unknown:
+            raise serializers.ValidationError(
+                f"{len(unknown)} hash(es) do not belong to a live API key of this account")
+        return value
+
+    def validate_allowed_models(self, value):
+        if value is None:
+            return value
+        from routing.selectors import model_exists
+
+        bad = [m for m in value if not MODEL_ID.match(m) or not model_exists(model_id=m)]
+        if bad:
+            raise serializers.ValidationError(f"unknown model ids: {bad[:5]}")
+        return value
+
+    def validate_allowed_user_ids(self, value):
+        if value is None:
+            return value
+        from gateway.accounts.models import Member
+
+        members = set(Member.objects.filter(account_id=self.context["account_id"], user_id__in=value)
+                      .values_list("user_id", flat=True))
+        unknown = [u for u in value if u not in members]
+        if unknown:
+            raise serializers.ValidationError(f"not members of this account: {unknown[:5]}")
+        return value
+
+
+class ByokCreateRequestSerializer(ByokFiltersMixin):
+    provider = serializers.CharField(max_length=100)
+    key = serializers.JSONField(help_text="The credential: a string, or for Azure/Bedrock/Vertex the JSON "
+                                          "(or its JSON string)")
+    name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    disabled = serializers.BooleanField(required=False, default=False)
+    is_fallback = serializers.BooleanField(required=False, default=False)
+    workspace_id = serializers.UUIDField(required=False, allow_null=True)
+    shared_capacity = serializers.ChoiceField(choices=SharedCapacity.choices, required=False, default="always")
+
+
+class ByokUpdateRequestSerializer(ByokFiltersMixin):
+    key = serializers.JSONField(required=False, help_text="New credential material (rotated in place)")
+    name = serializers.CharField(max_length=200, required=False, allow_blank=True)
+    disabled = serializers.BooleanField(required=False)
+    is_fallback = serializers.BooleanField(required=False)
+    sort_order = serializers.IntegerField(required=False, min_value=0,
+                                          help_text="New position within its section; the others shift")
+    shared_capacity = serializers.ChoiceField(choices=SharedCapacity.choices, required=False)
+
+
+class ByokRecordSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    provider = serializers.CharField()
+    workspace_id = serializers.UUIDField()
+    label = serializers.CharField(help_text="Masked key; the full key is never returned")
+    name = serializers.CharField(allow_blank=True)
+    disabled = serializers.BooleanField()
+    is_fallback = serializers.BooleanField()
+    allowed_models = serializers.ListField(child=serializers.CharField(), allow_null=True)
+    allowed_api_key_hashes = serializers.ListField(child=serializers.CharField(), allow_null=True)
+    allowed_user_ids = serializers.ListField(child=serializers.CharField(), allow_null=True)
+    sort_order = serializers.IntegerField()
+    shared_capacity = serializers.CharField()
+    created_at = serializers.DateTimeField()
+
+
+class ByokEnvelopeSerializer(serializers.Serializer):
+    data = ByokRecordSerializer()
+
+
+class ByokListSerializer(serializers.Serializer):
+    data = ByokRecordSerializer(many=True)
+    total_count = serializers.IntegerField()
+
+
+class ByokListQuerySerializer(serializers.Serializer):
+    provider = serializers.CharField(required=False, max_length=100)
+    workspace_id = serializers.UUIDField(required=False)
+    offset = serializers.IntegerField(required=False, default=0, min_value=0)
+    limit = serializers.IntegerField(required=False, default=100, min_value=1, max_value=1000)
+
+
+class ByokDeletedSerializer(serializers.Serializer):
+    deleted = serializers.BooleanField()
+
+
+def byok_record(key) -> dict:
+    return ByokRecordSerializer({
+        "id": key.id, "provider": key.provider, "workspace_id": key.workspace_id, "label": key.label,
+        "name": key.name, "disabled": key.disabled, "is_fallback": key.is_fallback,
+        "allowed_models": key.allowed_models, "allowed_api_key_hashes": key.allowed_api_key_hashes,
+        "allowed_user_ids": key.allowed_user_ids, "sort_order": key.sort_order,
+        "shared_capacity": key.shared_capacity, "created_at": key.created_at,
+    }).data
