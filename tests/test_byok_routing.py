@@ -243,3 +243,24 @@ def test_key_rotation(alice, multi):  # noqa: F811
         point(multi, "alpha", "key=sk-alpha")
         assert ask(alice).status_code == 200
         assert credentials_seen(multi) == ["byok-alpha-rotating", "byok-alpha-rotating", "sk-alpha"]
+
+
+def test_staff_see_masked_keys_and_disable_them(alice, multi):  # noqa: F811
+    from django.contrib.auth.models import User
+    from django.test import Client
+
+    record = add_key(alice, "alpha", SENTINEL)
+    User.objects.create_superuser("staff", "s@example.com", "pw")
+    staff = Client()
+    staff.login(username="staff", password="pw")
+    page = staff.get(f"/admin/byok/byokkey/{record['id']}/change/").content.decode()
+    assert record["label"] in page and "SENTINEL" not in page
+    assert "SENTINEL" not in staff.get("/admin/byok/byokkey/").content.decode()
+    key = ByokKey.objects.get(pk=record["id"])
+    response = staff.post(f"/admin/byok/byokkey/{record['id']}/change/", {
+        "name": "", "disabled": "on", "sort_order": key.sort_order, "shared_capacity": "always",
+        "allowed_models": "null", "allowed_api_key_hashes": "null", "allowed_user_ids": "null"})
+    assert response.status_code == 302, response.content.decode()[:2000]
+    assert ByokKey.objects.get(pk=record["id"]).disabled
+    multi.clear()
+    assert ask(alice).status_code == 200 and credentials_seen(multi) == ["sk-alpha"]  # the disabled key is skipped

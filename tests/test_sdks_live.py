@@ -46,6 +46,9 @@ def test_openai_sdk_streaming(live_gateway, dana):
     assert events[-1].response.output_text == "one two three four five"
 
 
+CHAT_WIRE = {"provider": {"only": ["standin-chat"]}}  # so the stand-in records it as Chat Completions
+
+
 def test_openai_sdk_function_tool_round_trip(live_gateway, dana, standin_catalog):
     client = openai_client(live_gateway, dana)
     tools = [{"type": "function", "name": "get_weather", "description": "Weather in a city",
@@ -55,7 +58,7 @@ def test_openai_sdk_function_tool_round_trip(live_gateway, dana, standin_catalog
                                     input='Weather in Paris? <<standin {"tool_call": "auto"}>>')
     [call] = [item for item in first.output if item.type == "function_call"]
     assert call.name == "get_weather" and json.loads(call.arguments) == {"location": "Paris"}
-    second = client.responses.create(model="standin/echo", tools=tools, input=[
+    second = client.responses.create(model="standin/echo", tools=tools, extra_body=CHAT_WIRE, input=[
         {"role": "user", "content": "Weather in Paris?"},
         {"type": "function_call", "call_id": call.call_id, "name": call.name, "arguments": call.arguments},
         {"type": "function_call_output", "call_id": call.call_id, "output": '{"celsius": 21}'},
