@@ -6,8 +6,9 @@
 Measures, on loopback:
   1. non-streaming latency (sequential requests, keep-alive) direct vs through the gateway, and the
      gateway's CPU time per request (utime+stime of the gunicorn workers, from /proc);
-  2. time to first token with N concurrent streams (each 2 s long), direct vs through the gateway,
-     and how many streams completed.
+  2. with N concurrent streams, direct vs through the gateway: (a) a burst of N streams opened at once
+     (each 2 s long): time to first token of each and how many completed; (b) N long streams held open
+     and streaming, then the time to first token of further requests one at a time.
 Everything runs here (stand-in, gateway, clients); bounded in count and time; it cleans up after itself.
 """
 
@@ -138,13 +139,16 @@ class Stack:
 # ---- 1. non-streaming ------------------------------------------------------------------------------
 
 
-def direct_request(stream: bool) -> tuple[str, dict, dict]:
-    body = {"model": "standin-echo", "messages": [{"role": "user", "content": "Hello"}], "stream": stream}
+LONG = ' <<standin {"chunks": 60, "interval_ms": 500}>>'  # a 30-second stream
+
+
+def direct_request(stream: bool, prompt: str = "Hello") -> tuple[str, dict, dict]:
+    body = {"model": "standin-echo", "messages": [{"role": "user", "content": prompt}], "stream": stream}
     return "/v1/chat/completions", body, {"Authorization": "Bearer standin-bench-key"}
 
 
-def gateway_request(stack: Stack, stream: bool) -> tuple[str, dict, dict]:
-    body = {"model": "standin/echo", "input": "Hello", "stream": stream}
+def gateway_request(stack: Stack, stream: bool, prompt: str = "Hello") -> tuple[str, dict, dict]:
+    body = {"model": "standin/echo", "input": prompt, "stream": stream, "provider": {"only": ["standin-chat"]}}
     return "/api/v1/responses", body, {"Authorization": f"Bearer {stack.api_key}"}
 
 
@@ -169,14 +173,15 @@ def sequential(port: int, request: tuple, count: int) -> list[float]:
 # ---- 2. concurrent streams -------------------------------------------------------------------------
 
 
-async def one_stream(port: int, request: tuple, marker: bytes, start: asyncio.Event) -> tuple[float | None, bool]:
+async def one_stream(port: int, request: tuple, marker: bytes, start: asyncio.Event, *,
+                     first_token_only: bool = False, on_first_token=None) -> tuple[float | None, bool]:
     path, body, headers = request
     payload = json.dumps(body).encode()
     head = [f"POST {path} HTTP/1.1", "Host: 127.0.0.1", "Content-Type: application/json",
             f"Content-Length: {len(payload)}", "Connection: close"] + [f"{k}: {v}" for k, v in headers.items()]
     await start.wait()
     started = time.perf_counter()
-    ttft = None
+    ttft, writer = None, None
     try:
         reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), 30)
         writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + payload)
@@ -185,20 +190,25 @@ async def one_stream(port: int, request: tuple, marker: bytes, start: asyncio.Ev
         while True:
             chunk = await asyncio.wait_for(reader.read(65536), 60)
             if not chunk:
-                break
+                return ttft, False
             seen = seen[-200:] + chunk
             if ttft is None and marker in seen:
                 ttft = time.perf_counter() - started
+                if on_first_token:
+                    on_first_token()
+                if first_token_only:
+                    return ttft, True
             if b"data: [DONE]" in seen:
-                writer.close()
                 return ttft, True
-        writer.close()
     except (TimeoutError, OSError):
-        pass
-    return ttft, False
+        return ttft, False
+    finally:
+        if writer is not None:
+            writer.close()
 
 
 async def concurrent_streams(port: int, request: tuple, marker: bytes, count: int) -> dict:
+    """`count` streams opened at once: time to first token of each, and how many completed."""
     start = asyncio.Event()
     tasks = [asyncio.create_task(one_stream(port, request, marker, start)) for _ in range(count)]
     await asyncio.sleep(0.2)
@@ -210,6 +220,33 @@ async def concurrent_streams(port: int, request: tuple, marker: bytes, count: in
             "wall_s": round(time.perf_counter() - began, 2)}
 
 
+async def probes_while_held(port: int, held_request: tuple, probe_request: tuple, marker: bytes, count: int,
+                            probes: int) -> dict:
+    """Hold `count` long streams open (each streaming), then measure the time to first token of `probes`
+    further requests, one after another: the cost of carrying that many streams."""
+    start, started = asyncio.Event(), []
+    held = [asyncio.create_task(one_stream(port, held_request, marker, start,
+                                           on_first_token=lambda: started.append(1))) for _ in range(count)]
+    start.set()
+    deadline = time.perf_counter() + 60
+    while len(started) < count and time.perf_counter() < deadline:
+        await asyncio.sleep(0.1)
+    streaming = len(started)
+    ttfts = []
+    for _ in range(probes):
+        go = asyncio.Event()
+        task = asyncio.create_task(one_stream(port, probe_request, marker, go, first_token_only=True))
+        go.set()
+        ttft, _ = await task
+        if ttft is not None:
+            ttfts.append(ttft)
+    still_open = sum(not task.done() for task in held)
+    for task in held:
+        task.cancel()
+    await asyncio.gather(*held, return_exceptions=True)
+    return {**percentiles(ttfts), "held_streaming": streaming, "held_open_after_probes": still_open, "held": count}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=300)
@@ -219,6 +256,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=600)
     parser.add_argument("--db-pool", type=int, default=20)
     parser.add_argument("--chunk-interval-ms", type=int, default=100)
+    parser.add_argument("--probes", type=int, default=20)
     args = parser.parse_args()
 
     stack = Stack(args)
@@ -243,10 +281,19 @@ def main() -> None:
         results["streams"] = {}
         for count in map(int, args.streams.split(",")):
             direct_streams = asyncio.run(concurrent_streams(
-                stack.standin_port, direct_request(True), b'"content":"He', count))
+                stack.standin_port, direct_request(True), b'"content":"H', count))
             gateway_streams = asyncio.run(concurrent_streams(
                 stack.gateway_port, gateway_request(stack, True), b"response.output_text.delta", count))
-            results["streams"][str(count)] = {"direct": direct_streams, "gateway": gateway_streams}
+            direct_probes = asyncio.run(probes_while_held(
+                stack.standin_port, direct_request(True, "Hello" + LONG), direct_request(True), b'"content":"H',
+                count, args.probes))
+            gateway_probes = asyncio.run(probes_while_held(
+                stack.gateway_port, gateway_request(stack, True, "Hello" + LONG), gateway_request(stack, True),
+                b"response.output_text.delta", count, args.probes))
+            results["streams"][str(count)] = {
+                "burst": {"direct": direct_streams, "gateway": gateway_streams},
+                "probe_while_held": {"direct": direct_probes, "gateway": gateway_probes},
+            }
     finally:
         stack.stop()
     print(json.dumps(results, indent=2))

@@ -2,6 +2,7 @@
 
 from drf_spectacular.utils import OpenApiResponse
 from rest_framework import serializers
+from rest_framework.exceptions import NotAcceptable
 from rest_framework.negotiation import DefaultContentNegotiation
 
 
@@ -12,7 +13,7 @@ class JsonFirstContentNegotiation(DefaultContentNegotiation):
     def select_renderer(self, request, renderers, format_suffix=None):
         try:
             return super().select_renderer(request, renderers, format_suffix)
-        except Exception:
+        except NotAcceptable:
             return renderers[0], renderers[0].media_type
 
 

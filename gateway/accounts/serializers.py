@@ -4,12 +4,11 @@ from gateway.accounts.models import ApiKey, LimitReset
 from gateway.billing.selectors import key_usage, key_usage_in_window
 
 
-class ApiKeyRecordSerializer(serializers.Serializer):
-    hash = serializers.CharField(help_text="SHA-256 hex digest of the key; how the API refers to it.")
-    name = serializers.CharField()
+class KeyUsageFieldsSerializer(serializers.Serializer):
+    """Limit and usage fields shared by key records and the current key's metadata (UTC windows)."""
+
     label = serializers.CharField(help_text="Masked key: prefix and last characters.")
     is_management_key = serializers.BooleanField()
-    disabled = serializers.BooleanField()
     limit = serializers.FloatField(allow_null=True)
     limit_remaining = serializers.FloatField(allow_null=True)
     limit_reset = serializers.CharField(allow_null=True)
@@ -22,10 +21,16 @@ class ApiKeyRecordSerializer(serializers.Serializer):
     byok_usage_daily = serializers.FloatField()
     byok_usage_weekly = serializers.FloatField()
     byok_usage_monthly = serializers.FloatField()
-    created_at = serializers.DateTimeField()
-    updated_at = serializers.DateTimeField(allow_null=True)
     expires_at = serializers.DateTimeField(allow_null=True)
     creator_user_id = serializers.CharField(allow_null=True)
+
+
+class ApiKeyRecordSerializer(KeyUsageFieldsSerializer):
+    hash = serializers.CharField(help_text="SHA-256 hex digest of the key; how the API refers to it.")
+    name = serializers.CharField()
+    disabled = serializers.BooleanField()
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField(allow_null=True)
     workspace_id = serializers.UUIDField()
 
 
@@ -96,25 +101,9 @@ class ApiKeyUpdateRequestSerializer(serializers.Serializer):
     include_byok_in_limit = serializers.BooleanField(required=False)
 
 
-class CurrentKeySerializer(serializers.Serializer):
-    label = serializers.CharField()
-    limit = serializers.FloatField(allow_null=True)
-    limit_remaining = serializers.FloatField(allow_null=True)
-    limit_reset = serializers.CharField(allow_null=True)
-    include_byok_in_limit = serializers.BooleanField()
-    usage = serializers.FloatField()
-    usage_daily = serializers.FloatField()
-    usage_weekly = serializers.FloatField()
-    usage_monthly = serializers.FloatField()
-    byok_usage = serializers.FloatField()
-    byok_usage_daily = serializers.FloatField()
-    byok_usage_weekly = serializers.FloatField()
-    byok_usage_monthly = serializers.FloatField()
+class CurrentKeySerializer(KeyUsageFieldsSerializer):
     is_free_tier = serializers.BooleanField()
-    is_management_key = serializers.BooleanField()
-    is_provisioning_key = serializers.BooleanField()
-    creator_user_id = serializers.CharField(allow_null=True)
-    expires_at = serializers.DateTimeField(allow_null=True)
+    is_provisioning_key = serializers.BooleanField(help_text="Legacy name of is_management_key")
 
 
 class CurrentKeyEnvelopeSerializer(serializers.Serializer):
