@@ -20,6 +20,7 @@ from gateway.billing.generations import (
     generation_create,
     generation_id_new,
 )
+from gateway.billing.models import Generation
 from gateway.errors import GatewayError
 from responses_api.errors import final_error
 from responses_api.metadata import gateway_metadata
@@ -220,6 +221,27 @@ def _catalog_endpoints(models: list[str]):
 
 
 def response_create_json(*, run: ResponseRun) -> dict:
+    try:
+        return _create_json(run)
+    except GatewayError:
+        raise
+    except Exception:
+        _abandon(run)
+        raise
+
+
+def _abandon(run: ResponseRun) -> None:
+    """An unexpected failure: give the hold back (unless it was settled) and record the failure."""
+    logger.exception("request %s failed unexpectedly", run.generation_id)
+    try:
+        credits.credits_release(reservation=run.reservation)
+        if not Generation.objects.filter(pk=run.generation_id).exists():
+            run.write_generation(status="failed", error_type="server")
+    except Exception:
+        logger.exception("could not release the reservation of %s", run.generation_id)
+
+
+def _create_json(run: ResponseRun) -> dict:
     last_error = None
     for candidate in run.candidates_left():
         started = time.monotonic()
@@ -274,7 +296,11 @@ def _open_next(run: ResponseRun) -> tuple[OpenedStream | None, UpstreamError | N
 
 def response_open_stream(*, run: ResponseRun) -> Iterator[bytes]:
     """Open an upstream stream before answering (errors are still HTTP errors here), then stream."""
-    opened, error = _open_next(run)
+    try:
+        opened, error = _open_next(run)
+    except Exception:
+        _abandon(run)
+        raise
     if opened is None:
         raise run.fail(error)
     return _stream_body(run, opened)
@@ -341,6 +367,11 @@ def _stream_body(run: ResponseRun, opened: OpenedStream) -> Iterator[bytes]:
                 opened, next_error = _open_next(run)
                 if opened is None:
                     outcome["error"] = next_error or error
+            except Exception:  # our own failure mid-stream: still end the stream properly
+                logger.exception("stream %s failed unexpectedly", run.generation_id)
+                outcome["error"] = UpstreamError(error_type="server", message="Internal server error",
+                                                 retryable=False)
+                break
         if outcome["error"] is not None:
             yield from _fail_in_band(run, renderer, outcome["error"])
         yield DONE

@@ -64,7 +64,14 @@ def call(
                             retryable=True, status=response.status_code) from None
     finally:
         response.close()
-    return adapter_for(endpoint.adapter).parse_response(body)
+    if not isinstance(body, dict):
+        raise UpstreamError(error_type="provider_unavailable", message="The provider sent an unexpected response",
+                            retryable=True, status=response.status_code)
+    try:
+        return adapter_for(endpoint.adapter).parse_response(body)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise UpstreamError(error_type="provider_unavailable", message="The provider sent a malformed response",
+                            retryable=True, status=response.status_code) from exc
 
 
 @dataclass
@@ -81,7 +88,7 @@ class UpstreamStream:
             yield from adapter.stream_events(decode_sse(http.iter_body(self.response)))
         except http.TransportError as exc:
             raise transport_error(exc) from exc
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise UpstreamError(error_type="provider_unavailable", message="The provider sent a malformed stream",
                                 retryable=True) from exc
         finally:

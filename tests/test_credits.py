@@ -153,3 +153,23 @@ def test_concurrent_reservations_admit_exactly_k():
     assert outcomes.count("ok") == k and outcomes.count("402") == threads_count - k
     assert balance(carol.account_id) == 0 == ledger_sum(carol.account_id)
     assert credits_summary(account_id=carol.account_id).total_usage == Decimal(k)
+
+
+def test_stale_reservations_are_released_by_the_sweeper(alice):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from gateway.billing.models import Reservation
+
+    old = credits_reserve(account_id=alice.account_id, amount=Decimal("3"))
+    fresh = credits_reserve(account_id=alice.account_id, amount=Decimal("2"))
+    Reservation.objects.filter(pk=old.id).update(created_at=timezone.now() - timedelta(hours=7))
+    out = StringIO()
+    call_command("release_stale_reservations", stdout=out)
+    assert "released 1" in out.getvalue()
+    assert balance(alice.account_id) == Decimal("8") == ledger_sum(alice.account_id)
+    credits_settle(reservation=old, cost=Decimal("3"))  # a very late settlement charges nothing twice
+    assert balance(alice.account_id) == Decimal("8")
+    credits_settle(reservation=fresh, cost=Decimal("1"))
+    assert balance(alice.account_id) == Decimal("9") == ledger_sum(alice.account_id)

@@ -324,3 +324,33 @@ def test_staff_added_provider_is_routable_at_once(alice, standin_catalog):
     assert response.status_code == 200 and response.json()["model"] == "acme/new"
     received = standin_catalog.requests_for("/messages")[-1]
     assert received["credential"] == "sk-my-llm-key" and received["body"]["model"] == "new-1"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_malformed_upstream_answers_fall_back(alice, standin_catalog, stream):
+    point_provider("standin-chat", standin_catalog, "malformed=1")
+    response = ask(alice.client(), stream=stream)
+    if stream:
+        events, _ = sse_events(response)
+        assert events[-1]["type"] == "response.completed"
+    else:
+        assert response.status_code == 200
+    record = Generation.objects.get(account_id=alice.account_id)
+    assert [a["provider_name"] for a in record.provider_responses] == ["standin-chat", "standin-responses"]
+    assert record.provider_responses[0]["error_type"] == "provider_unavailable"
+
+
+def test_an_unexpected_failure_releases_the_hold(alice, standin_catalog, monkeypatch):
+    from routing import upstream
+
+    def explode(**kwargs):
+        raise RuntimeError("bug in the gateway")
+
+    monkeypatch.setattr(upstream, "call", explode)
+    response = ask(alice.client())
+    body = assert_error_envelope(response, 500)
+    assert "bug" not in body["error"]["message"]
+    assert Account.objects.get(pk=alice.account_id).balance == Decimal("10")
+    assert Generation.objects.get(account_id=alice.account_id).status == "failed"
+    ledger = LedgerEntry.objects.filter(account_id=alice.account_id).aggregate(s=Sum("amount"))["s"]
+    assert ledger == Decimal("10")

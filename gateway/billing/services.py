@@ -126,3 +126,16 @@ def _entry(reservation: ReservationHandle, kind: str, amount: Decimal, generatio
     return LedgerEntry(account_id=reservation.account_id, kind=kind, amount=amount,
                        api_key_id=reservation.api_key_id, reservation_id=reservation.id,
                        generation_id=generation_id, is_byok=is_byok)
+
+
+def credits_release_stale(*, older_than_seconds: int) -> int:
+    """Release holds left open by requests that never finished (a killed worker); returns how many."""
+    from datetime import timedelta
+
+    cutoff = timezone.now() - timedelta(seconds=older_than_seconds)
+    released = 0
+    for row in Reservation.objects.filter(status=ReservationStatus.HELD, created_at__lt=cutoff).iterator():
+        handle = ReservationHandle(id=row.id, account_id=row.account_id, api_key_id=row.api_key_id, amount=row.amount)
+        credits_release(reservation=handle)
+        released += 1
+    return released

@@ -43,7 +43,8 @@ class ResponseCreateRequestSerializer(serializers.Serializer):
     frequency_penalty = serializers.FloatField(required=False, allow_null=True, min_value=-2, max_value=2)
     presence_penalty = serializers.FloatField(required=False, allow_null=True, min_value=-2, max_value=2)
     max_output_tokens = serializers.IntegerField(required=False, allow_null=True, min_value=1)
-    max_tool_calls = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=MAX_TOOL_CALLS)
+    max_tool_calls = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=MAX_TOOL_CALLS,
+                                              default=MAX_TOOL_CALLS)
     parallel_tool_calls = serializers.BooleanField(required=False, allow_null=True, default=None)
     tools = ToolsField(required=False)
     tool_choice = ToolChoiceField(required=False)

@@ -30,6 +30,7 @@ class Script:
     tool_arguments: str = '{"location": "Paris"}'
     finish: str = "stop"  # stop | length
     key: str = ""  # when set, any other credential gets 401
+    malformed: int = 0  # 1: answer 200 with a body / stream that is not the provider's format
 
     def merged(self, overrides: dict) -> "Script":
         known = {f.name: f.type for f in fields(self)}

@@ -123,6 +123,12 @@ class StandinHandler(BaseHTTPRequestHandler):
         if status != 200:
             self._send_error(status, error_fn(status), script)
             return
+        if script.malformed:
+            if body.get("stream"):
+                self._stream([b"data: {not json at all\n\n"], b"data: [DONE]\n\n", script, stream_error_fn)
+            else:
+                self._send_bytes(200, b'{"choices": "garbage", "content": 7, "output": "x"}', "application/json")
+            return
         plan = self._plan(body, script)
         if body.get("stream"):
             chunks, terminal = stream_fn(plan)
