@@ -1,5 +1,7 @@
 """The Responses request body (spec "Response request")."""
 
+import copy
+
 from rest_framework import serializers
 
 from responses_api.validation.common import AnyField
@@ -70,6 +72,17 @@ class ResponseCreateRequestSerializer(serializers.Serializer):
     text = TextConfigSerializer(required=False)
     trace = TraceSerializer(required=False)
     truncation = serializers.ChoiceField(choices=["auto", "disabled"], required=False, allow_null=True)
+
+    def get_fields(self):
+        """DRF deep-copies every declared field (and nested serializer) for each request, which is a good
+        share of a request's CPU here. Deep-copy once per process, then hand each request shallow copies:
+        binding only sets attributes on the copy, and no field of this serializer keeps per-request state."""
+        cls = type(self)
+        pristine = cls.__dict__.get("_pristine_fields")
+        if pristine is None:
+            pristine = super().get_fields()
+            cls._pristine_fields = pristine
+        return {name: copy.copy(field) for name, field in pristine.items()}
 
     def validate_store(self, value):
         if value:
