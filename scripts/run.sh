@@ -37,5 +37,5 @@ echo
 echo "Try: curl -H \"Authorization: Bearer ${mk}\" http://127.0.0.1:${PORT}/api/v1/credits"
 echo
 gunicorn gateway.wsgi:application --bind "127.0.0.1:${PORT}" \
-  --worker-class gthread --workers "${WEB_CONCURRENCY:-2}" --threads "${GUNICORN_THREADS:-32}" \
+  --worker-class gthread --workers "${WEB_CONCURRENCY:-2}" --threads "${GUNICORN_THREADS:-256}" \
   --timeout 120 --graceful-timeout 10 --access-logfile -
