@@ -5,7 +5,7 @@ from routing.selection import Candidate, RoutePlan
 
 
 def gateway_metadata(*, plan: RoutePlan, attempts: list[ProviderAttempt], served: Candidate | None) -> dict:
-    attempt_number = len(attempts) if served else len(attempts)
+    attempt_number = len(attempts)  # 1-based number of the attempt that served (or the last one)
     available = [
         {"model": endpoint.model_id, "provider": endpoint.provider_slug,
          "selected": bool(served and endpoint.id == served.endpoint.id)}

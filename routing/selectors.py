@@ -1,7 +1,6 @@
 """Catalog reads."""
 
 import os
-from decimal import Decimal
 
 from django.db.models import Prefetch, Q, QuerySet
 
@@ -76,8 +75,6 @@ def providers_list() -> QuerySet:
 def cheapest(endpoints: list[Endpoint]) -> Endpoint | None:
     return min(endpoints, key=lambda e: (e.price_prompt + e.price_completion, e.id), default=None)
 
-
-ZERO = Decimal(0)
 
 
 def provider_credential_kind(*, provider_slug: str) -> str | None:
