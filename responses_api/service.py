@@ -353,25 +353,24 @@ def _stream_body(run: ResponseRun, opened: OpenedStream) -> Iterator[bytes]:
             yield renderer.debug(opened.upstream_body)
         yield renderer.lifecycle("response.created", run.shell.render(status="in_progress"))
         yield renderer.lifecycle("response.in_progress", run.shell.render(status="in_progress"))
-        while opened is not None:
-            try:
-                yield from _relay(run, opened, renderer, accumulator, outcome, interval)
-                break
-            except UpstreamError as error:
-                run.record_attempt(opened.candidate, opened.started, error)
-                opened.stream.close()
-                if renderer.content_started or not error.retryable:
-                    outcome["error"] = error
+        try:
+            while opened is not None:
+                try:
+                    yield from _relay(run, opened, renderer, accumulator, outcome, interval)
                     break
-                accumulator = Accumulator()
-                opened, next_error = _open_next(run)
-                if opened is None:
-                    outcome["error"] = next_error or error
-            except Exception:  # our own failure mid-stream: still end the stream properly
-                logger.exception("stream %s failed unexpectedly", run.generation_id)
-                outcome["error"] = UpstreamError(error_type="server", message="Internal server error",
-                                                 retryable=False)
-                break
+                except UpstreamError as error:
+                    run.record_attempt(opened.candidate, opened.started, error)
+                    opened.stream.close()
+                    if renderer.content_started or not error.retryable:
+                        outcome["error"] = error
+                        break
+                    accumulator = Accumulator()
+                    opened, next_error = _open_next(run)
+                    if opened is None:
+                        outcome["error"] = next_error or error
+        except Exception:  # our own failure mid-stream: still end the stream properly
+            logger.exception("stream %s failed unexpectedly", run.generation_id)
+            outcome["error"] = UpstreamError(error_type="server", message="Internal server error", retryable=False)
         if outcome["error"] is not None:
             yield from _fail_in_band(run, renderer, outcome["error"])
         yield DONE

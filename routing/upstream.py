@@ -2,6 +2,7 @@
 canonical response or a stream of canonical events. Every failure becomes an UpstreamError."""
 
 import json
+import socket
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -95,6 +96,14 @@ class UpstreamStream:
             self.close()
 
     def close(self) -> None:
+        """Release the upstream connection at once, waking any thread blocked reading it."""
+        connection = getattr(self.response.raw, "_connection", None)
+        sock = getattr(connection, "sock", None)
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
         self.response.close()
 
 
