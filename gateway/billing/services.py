@@ -88,7 +88,7 @@ def credits_settle(
     and the rest reported as `shortfall` (the balance never goes negative)."""
     cost = max(cost, Decimal(0))
     held = reservation.amount
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):  # all-or-nothing with the caller's transaction, if any
         if not _close(reservation, ReservationStatus.SETTLED):
             return Settlement(reservation_id=reservation.id, charged=Decimal(0), shortfall=Decimal(0))
         account = Account.objects.filter(pk=reservation.account_id)
