@@ -64,12 +64,27 @@ def byok_keys_for_routing(*, account_id: UUID, workspace_id: UUID) -> list[ByokK
     ) for row in rows]
 
 
-def byok_credentials(*, key_id: UUID) -> ProviderCredentials:
-    """Decrypt one key for the request about to use it. Fails loudly (SecretsError), never returns ''."""
+def byok_credentials(*, key_id: UUID, model_id: str) -> ProviderCredentials | None:
+    """Decrypt one key for the request about to use it (fails loudly with SecretsError, never returns an
+    empty key). None when the key has nothing for this model (an Azure key with no config for it)."""
     row = ByokKey.objects.only("id", "kind", "sealed", "key_id").get(pk=key_id)
     material = unseal(Sealed(key_id=row.key_id, blob=bytes(row.sealed)), aad=f"byok:{row.id}")
     parsed = restore(kind=row.kind, material=material)
+    if row.kind == "azure":
+        config = azure_config_for(parsed.extra, model_id=model_id)
+        if config is None:
+            return None
+        return ProviderCredentials(api_key=config["api_key"], is_byok=True, byok_key_id=row.id,
+                                   extra={"azure_config": config})
     return ProviderCredentials(api_key=parsed.api_key, is_byok=True, byok_key_id=row.id, extra=parsed.extra or {})
+
+
+def azure_config_for(configs: list[dict], *, model_id: str) -> dict | None:
+    """A per-deployment config wins for its `model_slug`; otherwise the first catalog config serves."""
+    for config in configs:
+        if config.get("endpoint_url") and config.get("model_slug") == model_id:
+            return config
+    return next((config for config in configs if config.get("resource_name")), None)
 
 
 def _tuple(value) -> tuple[str, ...] | None:

@@ -7,6 +7,7 @@ class AdapterKind(models.TextChoices):
     OPENAI_CHAT = "openai_chat", "OpenAI Chat Completions (and compatible)"
     OPENAI_RESPONSES = "openai_responses", "OpenAI Responses"
     ANTHROPIC = "anthropic", "Anthropic Messages"
+    AZURE = "azure", "Azure OpenAI (Chat Completions on Azure URLs)"
 
 
 class CredentialKind(models.TextChoices):

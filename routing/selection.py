@@ -119,8 +119,10 @@ def _arrange(endpoints, *, partition, keys: list[ByokKeyInfo], caller, credentia
                         and k.applies(model_id=endpoint.model_id, api_key_hash=caller.api_key_hash,
                                       user_id=caller.user_id)]
             for key in matching:
-                (fallback if key.is_fallback else prioritized).append(
-                    Candidate(endpoint=endpoint, credentials=byok_credentials(key_id=key.id)))
+                key_credentials = byok_credentials(key_id=key.id, model_id=endpoint.model_id)
+                if key_credentials is not None:
+                    (fallback if key.is_fallback else prioritized).append(
+                        Candidate(endpoint=endpoint, credentials=key_credentials))
             operator = credentials.get(endpoint.provider_slug)
             if operator is None:
                 excluded.add("credentials")

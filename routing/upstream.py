@@ -40,7 +40,8 @@ def build_upstream_request(
 def _send(endpoint: EndpointInfo, upstream: UpstreamRequest, *, stream: bool, timeouts: http.Timeouts | None):
     try:
         response = http.request("POST", upstream.url, headers=upstream.headers, json_body=upstream.body,
-                                timeouts=timeouts, stream=stream, allow_private=endpoint.allow_private_network)
+                                timeouts=timeouts, stream=stream,
+                                allow_private=endpoint.allow_private_network and not upstream.customer_url)
     except http.TransportError as exc:
         raise transport_error(exc) from exc
     if response.status_code >= 400 or response.status_code < 200:

@@ -151,6 +151,18 @@ ERROR_CASES = {
                          "code": "insufficient_quota"}}, {"retry-after": "20"}),
         (500, {"error": {"message": "An error occurred", "type": "server_error"}}, {}),
     ],
+    "azure": [
+        (400, {"error": {"code": "content_filter", "message": "The response was filtered due to the prompt "
+                         "triggering Azure OpenAI's content management policy.", "param": "prompt", "status": 400,
+                         "innererror": {"code": "ResponsibleAIPolicyViolation"}}}, {}),
+        (401, {"error": {"code": "401", "message": "Access denied due to invalid subscription key or wrong API "
+                         "endpoint."}}, {}),
+        (404, {"error": {"code": "DeploymentNotFound", "message": "The API deployment for this resource does not "
+                         "exist."}}, {}),
+        (429, {"error": {"code": "429", "message": "Requests to the ChatCompletions_Create Operation have exceeded "
+                         "token rate limit."}}, {"retry-after": "12"}),
+        (500, {"error": {"code": "InternalServerError", "message": "The server had an error."}}, {}),
+    ],
     "anthropic": [
         (400, {"type": "error", "error": {"type": "invalid_request_error",
                                           "message": "prompt is too long: 210000 tokens > 200000 maximum"}}, {}),
@@ -176,3 +188,35 @@ def test_map_error(kind):
         raw = body.encode() if isinstance(body, str) else json.dumps(body).encode()
         mapped.append({"status": status, "error": ADAPTERS[kind].map_error(status, raw, headers)})
     assert_golden(f"adapters/{kind}/errors.expected.json", mapped)
+
+
+def test_azure_targets_per_config():
+    """A per-deployment config's URL is used as is; a catalog config builds the v1 URL on its resource host;
+    both send the key in `api-key`, and mark the URL as the customer's (no private-network exemption)."""
+    adapter = ADAPTERS["azure"]
+    deployment = {"endpoint_url": "https://acme.openai.azure.com/openai/deployments/gpt4o-prod/chat/completions"
+                                  "?api-version=2024-10-21", "api_key": SECRET, "model_id": "gpt4o-prod",
+                  "model_slug": "openai/gpt-4o"}
+    built = adapter.build_request(MINIMAL, base_url="https://unused.example/v1",
+                                  credentials=ProviderCredentials(api_key=SECRET, extra={"azure_config": deployment}))
+    assert built.url == deployment["endpoint_url"] and built.body["model"] == "gpt4o-prod"
+    assert built.headers == {"api-key": SECRET} and built.customer_url
+    catalog = {"api_key": SECRET, "resource_name": "acme-foundry", "resource_type": "ai_foundry"}
+    built = adapter.build_request(MINIMAL, base_url="https://unused.example/v1",
+                                  credentials=ProviderCredentials(api_key=SECRET, extra={"azure_config": catalog}))
+    assert built.url == "https://acme-foundry.services.ai.azure.com/openai/v1/chat/completions"
+    assert built.body["model"] == "upstream-model-1"
+    shared = adapter.build_request(MINIMAL, base_url="https://res.openai.azure.com/openai/v1",
+                                   credentials=ProviderCredentials(api_key=SECRET))
+    assert shared.url == "https://res.openai.azure.com/openai/v1/chat/completions" and not shared.customer_url
+
+
+def test_azure_per_deployment_config_wins_for_its_model():
+    from byok.selectors import azure_config_for
+
+    catalog = {"api_key": "k1", "resource_name": "acme"}
+    deployment = {"endpoint_url": "https://x.openai.azure.com/openai/deployments/d/chat/completions?api-version=1",
+                  "api_key": "k2", "model_id": "d", "model_slug": "openai/gpt-4o"}
+    assert azure_config_for([catalog, deployment], model_id="openai/gpt-4o") is deployment
+    assert azure_config_for([catalog, deployment], model_id="openai/gpt-4.1") is catalog
+    assert azure_config_for([deployment], model_id="openai/gpt-4.1") is None

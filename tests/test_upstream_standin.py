@@ -183,3 +183,12 @@ def test_connection_refused_is_retryable():
     with pytest.raises(UpstreamError) as caught:
         call(endpoint=endpoint, upstream=upstream)
     assert caught.value.error_type == "provider_unavailable" and caught.value.retryable
+
+
+def test_azure_adapter_over_loopback(standin):
+    response = run(standin, "azure", ask(), script="text=Azure says hi")
+    assert response.output == (OutputMessage(text="Azure says hi"),)
+    received = standin.requests_for("/chat/completions")[-1]
+    assert received["headers"]["api-key"] == "sk-standin-good" and "authorization" not in received["headers"]
+    events = run(standin, "azure", ask(stream=True), script="text=abcd,chunks=2")
+    assert accumulate(events).output == (OutputMessage(text="abcd"),)

@@ -19,6 +19,8 @@ class UpstreamRequest:
     url: str
     body: dict
     headers: dict[str, str] = field(repr=False)
+    # The URL came from a customer's credential: the provider row's private-network switch does not apply.
+    customer_url: bool = False
 
     def __repr__(self) -> str:
         shown = {k: ("***" if k.lower() in SECRET_HEADERS else v) for k, v in self.headers.items()}
@@ -55,6 +57,9 @@ class ProviderAdapter(ABC):
         retryable = is_retryable(status)
         if code == "context_length_exceeded" or _mentions_context_length(message):
             error_type, retryable = "context_length_exceeded", True
+        elif code in ("content_filter", "content_policy_violation"):
+            # One provider's content filter says nothing of another's: let the next endpoint try.
+            error_type, retryable = "content_policy_violation", True
         return UpstreamError(
             error_type=error_type, message=message, retryable=retryable, status=status,
             retry_after=parse_retry_after(headers), provider_code=code,

@@ -105,8 +105,8 @@ class StandinHandler(BaseHTTPRequestHandler):
             body = json.loads(raw or b"{}")
         except ValueError:
             body = {}
-        credential = (self.headers.get("Authorization") or "").removeprefix("Bearer ") or self.headers.get(
-            "x-api-key", "")
+        credential = ((self.headers.get("Authorization") or "").removeprefix("Bearer ")
+                      or self.headers.get("x-api-key") or self.headers.get("api-key") or "")
         with self.server.lock:
             self.server.received.append({"path": path, "credential": credential, "body": body,
                                          "headers": {k.lower(): v for k, v in self.headers.items()}})

@@ -84,7 +84,7 @@ def stream(events: Iterable[SSEEvent]) -> Iterator[StreamEvent]:
             message, code = error_details(event.data.encode())
             raise UpstreamError(error_type="provider_unavailable", message=message, retryable=True,
                                 provider_code=code)
-        if not started:
+        if not started and chunk.get("id"):  # Azure opens with an id-less content-filter chunk
             started = True
             yield ResponseStarted(upstream_id=chunk.get("id"), model=chunk.get("model"))
         for choice in chunk.get("choices") or []:
