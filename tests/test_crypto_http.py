@@ -91,3 +91,24 @@ def test_sse_decoder_follows_the_spec():
     raw = [b": keep-alive\r\n", b"event: a\r\ndata: one\r", b"\ndata: two\n\n", b"data: {\"x\":1}\n\n", b"data: tail"]
     events = list(decode_sse(raw))
     assert [(e.event, e.data) for e in events] == [("a", "one\ntwo"), ("message", '{"x":1}')]
+
+
+@pytest.mark.parametrize("url", [
+    "http://2130706433:9/",          # 127.0.0.1 as one decimal number
+    "http://0x7f000001:9/",          # ... in hex
+    "http://127.1:9/",               # short form
+    "http://0177.0.0.1:9/",          # octal
+    "http://localhost.:9/",          # trailing dot
+    "http://[::1]:9/",
+    "http://[::ffff:127.0.0.1]:9/",  # IPv4-mapped IPv6
+    "http://0.0.0.0:9/",
+    "http://169.254.169.254/latest/meta-data/",  # cloud metadata
+    "http://10.0.0.1:9/",
+])
+def test_ssrf_bypass_forms_are_refused(url):
+    """Destinations are checked after resolution, so alternative spellings of private addresses do not pass."""
+    with pytest.raises(http.TransportError) as caught:
+        http.request("GET", url, headers={}, timeouts=http.Timeouts(connect=1, read=1))
+    assert caught.value.kind in ("refused", "connect")
+    if caught.value.kind == "connect":  # only when the name does not resolve at all
+        assert "localhost." in url or "0177" in url
