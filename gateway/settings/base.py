@@ -130,7 +130,7 @@ SPECTACULAR_SETTINGS = {
     "SCHEMA_PATH_PREFIX": r"/api/v1",
     "SERVERS": [{"url": "/api/v1"}],
     "SCHEMA_PATH_PREFIX_TRIM": True,
-    "COMPONENT_SPLIT_REQUEST": True,
+    "COMPONENT_SPLIT_REQUEST": False,
     "ENUM_NAME_OVERRIDES": {},
 }
 
