@@ -6,7 +6,8 @@ from rest_framework.views import APIView
 from gateway.accounts.permissions import IsInferenceKey
 from gateway.api import error_responses
 from responses_api.schema import ResponseResultSerializer, ResponseStreamEventSerializer
-from responses_api.service import RequestContext, response_create_json, response_open_stream, response_prepare
+from responses_api.service import RequestContext, response_create_json, response_prepare
+from responses_api.streaming import response_open_stream
 from responses_api.validation.request import ResponseCreateRequestSerializer
 
 METADATA_HEADERS = ("HTTP_X_GATEWAY_METADATA", "HTTP_X_GATEWAY_EXPERIMENTAL_METADATA")
