@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 
-from django.db import transaction
+from django.db import connection, transaction
 
 from gateway.accounts.authentication import Caller
 from gateway.billing import services as credits
@@ -236,6 +236,7 @@ def response_abandon(run: ResponseRun) -> None:
 
 
 def _create_json(run: ResponseRun) -> dict:
+    release_db_connection()  # an upstream call may take minutes: do not hold a pooled connection meanwhile
     last_error = None
     for candidate in run.candidates_left():
         started = time.monotonic()
@@ -257,3 +258,9 @@ def _create_json(run: ResponseRun) -> dict:
                                  upstream_id=response.upstream_id)
         return run.result(response, items=output_items(response), charged=charged, list_cost=list_cost)
     raise run.fail(last_error)
+
+
+def release_db_connection() -> None:
+    """Return this thread's database connection (to the pool on PostgreSQL); Django reopens it on demand."""
+    if not connection.in_atomic_block:
+        connection.close()

@@ -11,12 +11,11 @@ from dataclasses import dataclass, replace
 from decimal import Decimal
 
 from django.conf import settings
-from django.db import connection
 
 from gateway.billing import services as credits
 from responses_api.errors import final_error
 from responses_api.render import failure_error
-from responses_api.service import ResponseRun, response_abandon
+from responses_api.service import ResponseRun, release_db_connection, response_abandon
 from responses_api.stream_render import DONE, KEEPALIVE, StreamRenderer
 from routing import upstream
 from routing.accumulate import Accumulator
@@ -38,6 +37,7 @@ class OpenedStream:
 
 def _open_next(run: ResponseRun) -> tuple[OpenedStream | None, UpstreamError | None]:
     """Open the next candidate that answers with 200; (None, last error) when none is left or one failed for good."""
+    release_db_connection()
     last_error = None
     for candidate in run.candidates_left():
         started = time.monotonic()
@@ -142,12 +142,6 @@ def _stream_body(run: ResponseRun, opened: OpenedStream) -> Iterator[bytes]:
             opened.stream.close()
         _finish_stream(run, accumulator, outcome)
         release_db_connection()
-
-
-def release_db_connection() -> None:
-    """Return this thread's database connection (to the pool on PostgreSQL); Django reopens it on demand."""
-    if not connection.in_atomic_block:
-        connection.close()
 
 
 def _relay(run, opened, renderer, accumulator, outcome, interval) -> Iterator[bytes]:
