@@ -108,11 +108,12 @@ def _stream_body(run: ResponseRun, opened: OpenedStream) -> Iterator[bytes]:
     interval = settings.STREAM_KEEPALIVE_SECONDS
     release_db_connection()  # the relay may last minutes: hand the connection back meanwhile
     try:
-        yield KEEPALIVE
+        opening = [KEEPALIVE]
         if run.prepared.data.get("debug", {}).get("echo_upstream_body"):
-            yield renderer.debug(opened.upstream_body)
-        yield renderer.lifecycle("response.created", run.shell.render(status="in_progress"))
-        yield renderer.lifecycle("response.in_progress", run.shell.render(status="in_progress"))
+            opening.append(renderer.debug(opened.upstream_body))
+        shell = run.shell.render(status="in_progress")
+        opening += [renderer.lifecycle("response.created", shell), renderer.lifecycle("response.in_progress", shell)]
+        yield b"".join(opening)
         try:
             while opened is not None:
                 try:
@@ -152,12 +153,16 @@ def _relay(run, opened, renderer, accumulator, outcome, interval) -> Iterator[by
         if item is KEEPALIVE:
             yield KEEPALIVE
         elif item[0] == "event":
-            yield from _feed(run, renderer, accumulator, outcome, item[1])
+            chunk = _feed(run, renderer, accumulator, outcome, item[1])
+            if chunk:
+                yield chunk
         else:
             ended = item[0] == "end"
     if not ended:
         for event in events:
-            yield from _feed(run, renderer, accumulator, outcome, event)
+            chunk = _feed(run, renderer, accumulator, outcome, event)
+            if chunk:
+                yield chunk
     if not accumulator.has_output() and accumulator.finished is None:
         raise UpstreamError(error_type="provider_unavailable", message="The provider's stream had no output",
                             retryable=True)
@@ -167,19 +172,20 @@ def _relay(run, opened, renderer, accumulator, outcome, interval) -> Iterator[by
     run.record_attempt(opened.candidate, opened.started, None, usage=response.usage, ttft_s=first_token)
     run.served = opened.candidate
     run.remember_session()
-    yield from renderer.close_open()
+    closing = b"".join(renderer.close_open())
     charged, list_cost = run.settle(response.usage)
     outcome.update(status=response.status, charged=charged, list_cost=list_cost, settled=True)
     result = run.result(response, items=renderer.items, charged=charged, list_cost=list_cost)
     kind = "response.incomplete" if response.status == "incomplete" else "response.completed"
-    yield renderer.lifecycle(kind, result)
+    yield closing + renderer.lifecycle(kind, result)
 
 
-def _feed(run, renderer, accumulator, outcome, event) -> list[bytes]:
+def _feed(run, renderer, accumulator, outcome, event) -> bytes:
+    """The events one upstream event becomes, as one write (fewer syscalls per stream)."""
     if outcome["ttft_ms"] is None and not isinstance(event, NOT_CONTENT):
         outcome["ttft_ms"] = int((time.monotonic() - run.started) * 1000)
     accumulator.add(event)
-    return renderer.feed(event)
+    return b"".join(renderer.feed(event))
 
 
 def _fail_in_band(run: ResponseRun, renderer: StreamRenderer, error: UpstreamError) -> Iterator[bytes]:
