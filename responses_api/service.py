@@ -115,17 +115,22 @@ class ResponseRun:
         return sticky_key(account_id=self.ctx.caller.account_id, session_id=self.ctx.session_id,
                           model=self.plan.requested)
 
+    def price(self, usage: Usage) -> tuple[Decimal, Decimal]:
+        """(what to charge, list-price cost): the list price on shared capacity, the BYOK fee on a key."""
+        list_cost = usage_cost(endpoint=self.served.endpoint, usage=usage)
+        if not self.served.is_byok:
+            return list_cost, list_cost
+        fee = byok_fee(list_cost=list_cost, plan=self.ctx.caller.plan,
+                       month_to_date=byok_month_to_date(account_id=self.ctx.caller.account_id))
+        return fee, list_cost
+
+    def charge(self, cost: Decimal) -> Decimal:
+        return credits.credits_settle(reservation=self.reservation, cost=cost, generation_id=self.generation_id,
+                                      is_byok=self.served.is_byok).charged
+
     def settle(self, usage: Usage) -> tuple[Decimal, Decimal]:
-        """Charge the list price on shared capacity, or the BYOK fee on a customer's key."""
-        endpoint = self.served.endpoint
-        list_cost = usage_cost(endpoint=endpoint, usage=usage)
-        cost = list_cost
-        if self.served.is_byok:
-            cost = byok_fee(list_cost=list_cost, plan=self.ctx.caller.plan,
-                            month_to_date=byok_month_to_date(account_id=self.ctx.caller.account_id))
-        settlement = credits.credits_settle(reservation=self.reservation, cost=cost,
-                                            generation_id=self.generation_id, is_byok=self.served.is_byok)
-        return settlement.charged, list_cost
+        cost, list_cost = self.price(usage)
+        return self.charge(cost), list_cost
 
     def write_generation(self, *, status: str, usage: Usage | None = None, cost=Decimal(0), upstream_cost=Decimal(0),
                          finish_reason: str = "", error_type: str = "", upstream_id: str | None = None,
@@ -251,11 +256,15 @@ def _create_json(run: ResponseRun) -> dict:
         run.record_attempt(candidate, started, None, usage=response.usage)
         run.served = candidate
         run.remember_session()
+        cost, list_cost = run.price(response.usage)
         with transaction.atomic():  # the charge and its generation record commit together
-            charged, list_cost = run.settle(response.usage)
-            run.write_generation(status=response.status, usage=response.usage, cost=charged,
-                                 upstream_cost=list_cost, finish_reason=response.incomplete_reason or "stop",
-                                 upstream_id=response.upstream_id)
+            # The record first: the settlement's balance update is the last statement, so the account row
+            # (written by every request of the account) stays locked as briefly as possible.
+            run.write_generation(status=response.status, usage=response.usage, cost=cost, upstream_cost=list_cost,
+                                 finish_reason=response.incomplete_reason or "stop", upstream_id=response.upstream_id)
+            charged = run.charge(cost)
+            if charged != cost:  # the balance could not cover it all (see credits_settle)
+                Generation.objects.filter(pk=run.generation_id).update(cost=charged)
         return run.result(response, items=output_items(response), charged=charged, list_cost=list_cost)
     raise run.fail(last_error)
 

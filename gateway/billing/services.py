@@ -70,14 +70,16 @@ def credits_reserve(
             # Lock order everywhere: account row, then key row.
             Account.objects.select_for_update().only("id").get(pk=account_id)
             _check_key_limit(api_key_id=api_key_id, amount=amount)
-        debited = Account.objects.filter(pk=account_id, balance__gte=amount).update(balance=F("balance") - amount)
-        if not debited:
-            raise PaymentRequired(MSG_INSUFFICIENT, metadata={"required": float(amount)})
+        # The balance row is the one every request of the account writes: touch it last, so its lock is
+        # held only for the UPDATE and the COMMIT.
         reservation = Reservation.objects.create(account_id=account_id, api_key_id=api_key_id, amount=amount)
         LedgerEntry.objects.create(
             account_id=account_id, kind=EntryKind.RESERVE, amount=-amount, api_key_id=api_key_id,
             reservation=reservation,
         )
+        debited = Account.objects.filter(pk=account_id, balance__gte=amount).update(balance=F("balance") - amount)
+        if not debited:
+            raise PaymentRequired(MSG_INSUFFICIENT, metadata={"required": float(amount)})  # rolls back the rows
     return ReservationHandle(id=reservation.id, account_id=account_id, api_key_id=api_key_id, amount=amount)
 
 
