@@ -34,6 +34,8 @@ def _exclusion(endpoint: EndpointInfo, prefs: Preferences, used_params: frozense
         return "allowed_providers"
     if prefs.only is not None and not any(slug_matches(pattern, slug) for pattern in prefs.only):
         return "allowed_providers"
+    if prefs.account_allowed is not None and not any(slug_matches(p, slug) for p in prefs.account_allowed):
+        return "allowed_providers"
     if prefs.zdr and not endpoint.zdr:
         return "data_policy:zdr"
     if prefs.deny_data_collection and (endpoint.retains_prompts or endpoint.trains_on_prompts):

@@ -34,8 +34,7 @@ class Preferences:
     min_throughput: dict = field(default_factory=dict)  # {"p50": tokens/s, ...}
     max_latency: dict = field(default_factory=dict)  # {"p50": seconds, ...}
     service_tier: str | None = None
-    # Which constraints came from the account (for error messages).
-    account_only: bool = False
+    account_allowed: tuple[str, ...] | None = None  # the account's allow-list: a ceiling for `only`
 
 
 def account_defaults(*, account_id: UUID) -> AccountDefaults:
@@ -67,10 +66,6 @@ def preferences_build(*, provider: dict | None, route: str | None, service_tier:
         sort_by = sort_by or SUFFIXES[suffix][0]
         tier = tier or SUFFIXES[suffix][1]
     only = tuple(provider["only"]) if provider.get("only") is not None else None
-    account_only = False
-    if account.allowed_providers:  # the account's allow-list is a ceiling
-        only = tuple(p for p in (only or account.allowed_providers) if _matches_any(p, account.allowed_providers))
-        account_only = True
     return Preferences(
         order=tuple(provider.get("order") or ()),
         allow_fallbacks=provider.get("allow_fallbacks") is not False,
@@ -86,7 +81,7 @@ def preferences_build(*, provider: dict | None, route: str | None, service_tier:
         min_throughput=dict(provider.get("preferred_min_throughput") or {}),
         max_latency=dict(provider.get("preferred_max_latency") or {}),
         service_tier=tier,
-        account_only=account_only,
+        account_allowed=account.allowed_providers or None,
     )
 
 
@@ -95,6 +90,3 @@ def slug_matches(pattern: str, slug: str) -> bool:
     pattern, slug = pattern.lower(), slug.lower()
     return slug == pattern or slug.startswith(pattern + "/")
 
-
-def _matches_any(slug: str, patterns) -> bool:
-    return any(slug_matches(pattern, slug) or slug_matches(slug, pattern) for pattern in patterns)

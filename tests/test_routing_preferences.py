@@ -153,8 +153,13 @@ def test_account_defaults_are_a_ceiling(alice):
     AccountRoutingSettings.objects.create(account_id=alice.account_id, allowed_providers=["alpha", "gamma"],
                                           ignored_providers=["gamma/eu"])
     assert tried(alice.client(), provider={"sort": "price"}) == ["alpha", "gamma/us"]
-    # A request cannot widen the allow-list...
+    # A request cannot widen the allow-list, not even with a base slug...
     assert tried(alice.client(), provider={"only": ["beta", "alpha"], "sort": "price"}) == ["alpha"]
+    AccountRoutingSettings.objects.filter(account_id=alice.account_id).update(allowed_providers=["gamma/us"],
+                                                                               ignored_providers=[])
+    assert tried(alice.client(), provider={"only": ["gamma"], "sort": "price"}) == ["gamma/us"]
+    AccountRoutingSettings.objects.filter(account_id=alice.account_id).update(allowed_providers=["alpha", "gamma"],
+                                                                               ignored_providers=["gamma/eu"])
     # ...and account ZDR cannot be switched off by the request.
     AccountRoutingSettings.objects.filter(account_id=alice.account_id).update(allowed_providers=[], enforce_zdr=True)
     assert tried(alice.client(), provider={"zdr": False, "sort": "price"}) == ["alpha", "gamma/us"]
