@@ -41,8 +41,8 @@ def _open_next(run: ResponseRun) -> tuple[OpenedStream | None, UpstreamError | N
     last_error = None
     for candidate in run.candidates_left():
         started = time.monotonic()
-        request = run.upstream_request(candidate)
         try:
+            request = run.upstream_request(candidate)
             opened = upstream.open_stream(endpoint=candidate.endpoint, upstream=request)
         except UpstreamError as error:
             run.record_attempt(candidate, started, error)

@@ -10,6 +10,7 @@ import ipaddress
 import json
 import socket
 from dataclasses import dataclass
+from urllib.parse import urlencode
 
 import requests
 from django.conf import settings
@@ -111,6 +112,7 @@ def request(
     *,
     headers: dict[str, str],
     json_body: dict | None = None,
+    form_body: dict | None = None,
     timeouts: Timeouts | None = None,
     stream: bool = False,
     allow_private: bool = False,
@@ -119,9 +121,13 @@ def request(
     timeouts = timeouts or default_timeouts()
     private_ok = allow_private or settings.OUTBOUND_ALLOW_PRIVATE_NETWORKS
     session = _any_destination if private_ok else _public_only
-    data = json.dumps(json_body, separators=(",", ":")).encode() if json_body is not None else None
-    if data is not None:
+    data = None
+    if json_body is not None:
+        data = json.dumps(json_body, separators=(",", ":")).encode()
         headers = {"Content-Type": "application/json", **headers}
+    elif form_body is not None:
+        data = urlencode(form_body).encode()
+        headers = {"Content-Type": "application/x-www-form-urlencoded", **headers}
     try:
         return session.request(
             method, url, headers=headers, data=data, timeout=(timeouts.connect, timeouts.read), stream=stream,

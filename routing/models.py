@@ -8,6 +8,7 @@ class AdapterKind(models.TextChoices):
     OPENAI_RESPONSES = "openai_responses", "OpenAI Responses"
     ANTHROPIC = "anthropic", "Anthropic Messages"
     AZURE = "azure", "Azure OpenAI (Chat Completions on Azure URLs)"
+    VERTEX = "vertex", "Anthropic on Google Vertex AI (service-account OAuth)"
 
 
 class CredentialKind(models.TextChoices):

@@ -14,6 +14,7 @@ from routing.catalog import EndpointInfo
 from routing.errors import UpstreamError
 from routing.providers.base import UpstreamRequest
 from routing.providers.registry import adapter_for
+from routing.providers.vertex.auth import vertex_credentials
 from routing.sse import decode_sse
 
 MAX_ERROR_BODY = 64 * 1024
@@ -34,6 +35,10 @@ def transport_error(exc: http.TransportError) -> UpstreamError:
 def build_upstream_request(
     *, endpoint: EndpointInfo, request: CanonicalRequest, credentials: ProviderCredentials
 ) -> UpstreamRequest:
+    """The upstream request; credentials that need an exchange first (Vertex service accounts) get it here,
+    so adapters stay pure. A failed exchange is an UpstreamError like any other attempt's failure."""
+    if endpoint.adapter == "vertex":
+        credentials = vertex_credentials(credentials)
     return adapter_for(endpoint.adapter).build_request(request, base_url=endpoint.base_url, credentials=credentials)
 
 

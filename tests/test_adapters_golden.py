@@ -2,6 +2,7 @@
 -> exact canonical result; each upstream error status -> typed error."""
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -91,8 +92,8 @@ CASES = [("rich", RICH), ("minimal", MINIMAL), ("json_object", JSON_OBJECT), ("t
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("case,request_", CASES)
 def test_build_request(kind, case, request_):
-    upstream = ADAPTERS[kind].build_request(request_, base_url="https://upstream.example/v1",
-                                            credentials=ProviderCredentials(api_key=SECRET))
+    credentials = ProviderCredentials(api_key=SECRET, extra={"project_id": "proj-1", "region": "us-east5"})
+    upstream = ADAPTERS[kind].build_request(request_, base_url="https://upstream.example/v1", credentials=credentials)
     assert_golden(f"adapters/{kind}/request_{case}.expected.json",
                   {"url": upstream.url, "headers": upstream.headers, "body": upstream.body})
     assert SECRET not in json.dumps(upstream.body)
@@ -163,6 +164,14 @@ ERROR_CASES = {
                          "token rate limit."}}, {"retry-after": "12"}),
         (500, {"error": {"code": "InternalServerError", "message": "The server had an error."}}, {}),
     ],
+    "vertex": [
+        (429, {"error": {"code": 429, "message": "Quota exceeded for aiplatform.googleapis.com/online_prediction",
+                         "status": "RESOURCE_EXHAUSTED"}}, {}),
+        (403, {"error": {"code": 403, "message": "Permission 'aiplatform.endpoints.predict' denied",
+                         "status": "PERMISSION_DENIED"}}, {}),
+        (400, {"type": "error", "error": {"type": "invalid_request_error", "message": "max_tokens: required"}}, {}),
+        (529, {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}, {}),
+    ],
     "anthropic": [
         (400, {"type": "error", "error": {"type": "invalid_request_error",
                                           "message": "prompt is too long: 210000 tokens > 200000 maximum"}}, {}),
@@ -220,3 +229,17 @@ def test_azure_per_deployment_config_wins_for_its_model():
     assert azure_config_for([catalog, deployment], model_id="openai/gpt-4o") is deployment
     assert azure_config_for([catalog, deployment], model_id="openai/gpt-4.1") is catalog
     assert azure_config_for([deployment], model_id="openai/gpt-4.1") is None
+
+
+def test_vertex_urls_per_region():
+    adapter = ADAPTERS["vertex"]
+    google = "https://aiplatform.googleapis.com/v1"
+    for region, host in [("us-east5", "https://us-east5-aiplatform.googleapis.com/v1"),
+                         ("global", "https://aiplatform.googleapis.com/v1")]:
+        built = adapter.build_request(
+            replace(MINIMAL, model="claude-sonnet-4-5@20250929", stream=True), base_url=google,
+            credentials=ProviderCredentials(api_key="ya29.token", extra={"project_id": "p1", "region": region}))
+        assert built.url == (f"{host}/projects/p1/locations/{region}/publishers/anthropic/models/"
+                             "claude-sonnet-4-5@20250929:streamRawPredict")
+        assert "model" not in built.body and built.body["anthropic_version"] == "vertex-2023-10-16"
+        assert built.headers == {"Authorization": "Bearer ya29.token"}

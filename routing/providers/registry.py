@@ -5,10 +5,12 @@ from routing.providers.azure.adapter import AzureAdapter
 from routing.providers.base import ProviderAdapter
 from routing.providers.openai_chat.adapter import OpenAIChatAdapter
 from routing.providers.openai_responses.adapter import OpenAIResponsesAdapter
+from routing.providers.vertex.adapter import VertexAnthropicAdapter
 
 ADAPTERS: dict[str, ProviderAdapter] = {
     adapter.kind: adapter
-    for adapter in (OpenAIChatAdapter(), OpenAIResponsesAdapter(), AnthropicAdapter(), AzureAdapter())
+    for adapter in (OpenAIChatAdapter(), OpenAIResponsesAdapter(), AnthropicAdapter(), AzureAdapter(),
+                    VertexAnthropicAdapter())
 }
 
 

@@ -11,6 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from routing.standin import formats
 from routing.standin.script import Script, directive, parse_path
 
+VERTEX_METHODS = (":rawPredict", ":streamRawPredict")  # Anthropic on Vertex: the Messages format
 WIRE = {
     "/chat/completions": (formats.chat_body, formats.chat_stream, formats.openai_error, formats.chat_stream_error),
     "/responses": (formats.responses_body, formats.responses_stream, formats.openai_error,
@@ -98,7 +99,11 @@ class StandinHandler(BaseHTTPRequestHandler):
 
     def do_POST(self):
         overrides, path = parse_path(self.path)
-        wire = next((WIRE[suffix] for suffix in WIRE if path.endswith(suffix)), None)
+        if path.endswith("/token"):
+            self._token()
+            return
+        wire_path = "/messages" if path.endswith(VERTEX_METHODS) else path
+        wire = next((WIRE[suffix] for suffix in WIRE if wire_path.endswith(suffix)), None)
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
         try:
@@ -135,6 +140,19 @@ class StandinHandler(BaseHTTPRequestHandler):
             self._stream(chunks, terminal, script, stream_error_fn)
         else:
             self._send_bytes(200, json.dumps(body_fn(plan)).encode(), "application/json", self._rate_headers())
+
+    def _token(self) -> None:
+        """An OAuth token endpoint (JWT bearer grant) for service-account credentials."""
+        from urllib.parse import parse_qs
+
+        form = parse_qs(self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode())
+        with self.server.lock:
+            self.server.received.append({"path": "/token", "credential": "", "body": form, "headers": {}})
+        if form.get("grant_type") != ["urn:ietf:params:oauth:grant-type:jwt-bearer"] or not form.get("assertion"):
+            self._send_bytes(400, b'{"error":"invalid_grant"}', "application/json")
+            return
+        self._send_bytes(200, b'{"access_token":"ya29.standin-token","expires_in":3599,"token_type":"Bearer"}',
+                         "application/json")
 
     def _plan(self, body: dict, script: Script) -> formats.Plan:
         tool = ""

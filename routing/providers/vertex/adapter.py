@@ -1,0 +1,32 @@
+"""Anthropic models on Google Vertex AI: the Anthropic Messages wire format on Vertex's `rawPredict` /
+`streamRawPredict`, with `anthropic_version` in the body instead of `model`, and an OAuth bearer token.
+https://cloud.google.com/vertex-ai/generative-ai/docs/partner-models/claude/use-claude"""
+
+from routing.providers.anthropic.adapter import AnthropicAdapter
+from routing.providers.base import UpstreamRequest
+
+VERTEX_ANTHROPIC_VERSION = "vertex-2023-10-16"
+GOOGLE_HOST = "aiplatform.googleapis.com"
+
+
+def vertex_base(base_url: str, region: str) -> str:
+    """The regional API root; a non-Google base URL (a proxy, a test server) is used as is."""
+    if GOOGLE_HOST not in base_url:
+        return base_url
+    return f"https://{GOOGLE_HOST}/v1" if region == "global" else f"https://{region}-{GOOGLE_HOST}/v1"
+
+
+class VertexAnthropicAdapter(AnthropicAdapter):
+    kind = "vertex"
+    docs_url = "https://cloud.google.com/vertex-ai/generative-ai/docs/partner-models/claude/use-claude"
+
+    def build_request(self, request, *, base_url, credentials):
+        anthropic = super().build_request(request, base_url=base_url, credentials=credentials)
+        body = {key: value for key, value in anthropic.body.items() if key != "model"}
+        body["anthropic_version"] = VERTEX_ANTHROPIC_VERSION
+        extra = credentials.extra if isinstance(credentials.extra, dict) else {}
+        region = extra.get("region") or "global"
+        method = "streamRawPredict" if request.stream else "rawPredict"
+        url = (f"{vertex_base(base_url, region)}/projects/{extra.get('project_id', '')}/locations/{region}"
+               f"/publishers/anthropic/models/{request.model}:{method}")
+        return UpstreamRequest(url=url, body=body, headers={"Authorization": f"Bearer {credentials.api_key}"})
