@@ -7,6 +7,7 @@ from decimal import Decimal
 import pytest
 from django.db.models import Sum
 from django.test import override_settings
+from rest_framework.test import APIClient
 
 from gateway.accounts.models import Account
 from gateway.billing.models import EntryKind, Generation, LedgerEntry
@@ -354,3 +355,21 @@ def test_an_unexpected_failure_releases_the_hold(alice, standin_catalog, monkeyp
     assert Generation.objects.get(account_id=alice.account_id).status == "failed"
     ledger = LedgerEntry.objects.filter(account_id=alice.account_id).aggregate(s=Sum("amount"))["s"]
     assert ledger == Decimal("10")
+
+
+def test_a_key_credit_limit_is_enforced_end_to_end(alice, standin_catalog):
+    client = alice.client(management=True)
+    created = client.post("/api/v1/keys", {"name": "capped", "limit": "0.005", "limit_reset": "daily"},
+                          format="json").json()
+    capped = APIClient()
+    capped.credentials(HTTP_AUTHORIZATION=f"Bearer {created['key']}")
+    # A request whose worst case fits the remaining limit is served and counted against the key.
+    assert capped.post("/api/v1/responses", {"model": "standin/echo", "input": "Hi", "max_output_tokens": 100,
+                                             "provider": {"sort": "price"}}, format="json").status_code == 200
+    record = client.get(f"/api/v1/keys/{created['data']['hash']}").json()["data"]
+    assert 0 < record["usage_daily"] < 0.005 and record["limit_remaining"] < 0.005
+    # One whose worst case does not fit is refused before any upstream call.
+    before = len(standin_catalog.received)
+    body = assert_error_envelope(capped.post("/api/v1/responses", {"model": "standin/echo", "input": "Hi",
+                                                                   "max_output_tokens": 4096}, format="json"), 402)
+    assert "limit" in body["error"]["message"] and len(standin_catalog.received) == before
