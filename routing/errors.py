@@ -5,7 +5,7 @@ from dataclasses import dataclass
 # `error_type` values are the API's ApiErrorType vocabulary (the SDKs know no others).
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)  # not frozen: Python sets __traceback__ & co. on exceptions as they travel
 class UpstreamError(Exception):
     """An upstream attempt that failed. `message` is safe to show; it never holds credentials."""
 

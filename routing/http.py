@@ -113,6 +113,7 @@ def request(
     headers: dict[str, str],
     json_body: dict | None = None,
     form_body: dict | None = None,
+    content: bytes | None = None,
     timeouts: Timeouts | None = None,
     stream: bool = False,
     allow_private: bool = False,
@@ -121,7 +122,7 @@ def request(
     timeouts = timeouts or default_timeouts()
     private_ok = allow_private or settings.OUTBOUND_ALLOW_PRIVATE_NETWORKS
     session = _any_destination if private_ok else _public_only
-    data = None
+    data = content
     if json_body is not None:
         data = json.dumps(json_body, separators=(",", ":")).encode()
         headers = {"Content-Type": "application/json", **headers}

@@ -9,6 +9,7 @@ class AdapterKind(models.TextChoices):
     ANTHROPIC = "anthropic", "Anthropic Messages"
     AZURE = "azure", "Azure OpenAI (Chat Completions on Azure URLs)"
     VERTEX = "vertex", "Anthropic on Google Vertex AI (service-account OAuth)"
+    BEDROCK = "bedrock", "Amazon Bedrock Converse (API key or SigV4)"
 
 
 class CredentialKind(models.TextChoices):

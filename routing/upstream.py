@@ -15,7 +15,6 @@ from routing.errors import UpstreamError
 from routing.providers.base import UpstreamRequest
 from routing.providers.registry import adapter_for
 from routing.providers.vertex.auth import vertex_credentials
-from routing.sse import decode_sse
 
 MAX_ERROR_BODY = 64 * 1024
 
@@ -44,7 +43,8 @@ def build_upstream_request(
 
 def _send(endpoint: EndpointInfo, upstream: UpstreamRequest, *, stream: bool, timeouts: http.Timeouts | None):
     try:
-        response = http.request("POST", upstream.url, headers=upstream.headers, json_body=upstream.body,
+        body = {"content": upstream.content} if upstream.content is not None else {"json_body": upstream.body}
+        response = http.request("POST", upstream.url, headers=upstream.headers, **body,
                                 timeouts=timeouts, stream=stream,
                                 allow_private=endpoint.allow_private_network and not upstream.customer_url)
     except http.TransportError as exc:
@@ -92,7 +92,7 @@ class UpstreamStream:
     def events(self) -> Iterator[StreamEvent]:
         adapter = adapter_for(self.endpoint.adapter)
         try:
-            yield from adapter.stream_events(decode_sse(http.iter_body(self.response)))
+            yield from adapter.stream_events(adapter.decode(http.iter_body(self.response)))
         except http.TransportError as exc:
             raise transport_error(exc) from exc
         except (ValueError, KeyError, TypeError, AttributeError) as exc:

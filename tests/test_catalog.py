@@ -90,7 +90,7 @@ def test_model_endpoints_and_providers(catalog, alice):
 def test_disabled_endpoints_and_providers_disappear(catalog, alice):
     from routing.snapshot import catalog_changed
 
-    Provider.objects.filter(slug__in=["anthropic", "google-vertex"]).update(status="disabled")
+    Provider.objects.filter(slug__in=["anthropic", "google-vertex", "amazon-bedrock"]).update(status="disabled")
     catalog_changed()  # a bulk update() sends no save signals
     ids = {m["id"] for m in alice.client().get("/api/v1/models").json()["data"]}
     assert "anthropic/claude-sonnet-4.5" not in ids

@@ -192,3 +192,34 @@ def test_azure_adapter_over_loopback(standin):
     assert received["headers"]["api-key"] == "sk-standin-good" and "authorization" not in received["headers"]
     events = run(standin, "azure", ask(stream=True), script="text=abcd,chunks=2")
     assert accumulate(events).output == (OutputMessage(text="abcd"),)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_bedrock_converse_over_loopback(standin, stream):
+    tool = FunctionTool(name="get_weather", parameters={"type": "object", "properties": {}})
+    result = run(standin, "bedrock", ask("Weather?", stream=stream, tools=(tool,)),
+                 script="tool_call=auto,reasoning=Let me think,chunks=3")
+    response = accumulate(result) if stream else result
+    assert [type(item) for item in response.output] == [OutputReasoning, OutputFunctionCall]
+    assert json.loads(response.output[1].arguments) == {"location": "Paris"}
+    received = standin.requests_for("/converse-stream" if stream else "/converse")[-1]
+    assert received["credential"] == "sk-standin-good"  # a Bedrock API key travels as a bearer token
+
+
+def test_bedrock_access_keys_are_signed(standin):
+    from byok.credentials import ProviderCredentials
+
+    creds = ProviderCredentials(api_key="s" * 40, extra={"accessKeyId": "AKIAABCDEFGHIJKLMNOP",
+                                                         "secretAccessKey": "s" * 40, "region": "eu-west-1"})
+    response = run(standin, "bedrock", ask(), creds=creds)
+    assert response.output == (OutputMessage(text="Hello from the local stand-in provider."),)
+    headers = standin.requests_for("/converse")[-1]["headers"]
+    assert headers["authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKIAABCDEFGHIJKLMNOP/")
+    assert "/eu-west-1/bedrock/aws4_request" in headers["authorization"] and "x-amz-date" in headers
+    assert "s" * 20 not in json.dumps(headers)
+
+
+def test_bedrock_stream_exception_is_typed(standin):
+    with pytest.raises(UpstreamError) as caught:
+        run(standin, "bedrock", ask(stream=True), script="cut_after=2,mid_stream_error=429")
+    assert caught.value.error_type == "rate_limit_exceeded" and caught.value.retryable

@@ -9,7 +9,7 @@ from typing import ClassVar
 from byok.credentials import ProviderCredentials
 from routing.canonical import CanonicalRequest, CanonicalResponse, StreamEvent
 from routing.errors import UpstreamError, error_type_for_status, is_retryable, parse_retry_after
-from routing.sse import SSEEvent
+from routing.sse import SSEEvent, decode_sse
 
 SECRET_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "x-goog-api-key"})
 
@@ -21,6 +21,7 @@ class UpstreamRequest:
     headers: dict[str, str] = field(repr=False)
     # The URL came from a customer's credential: the provider row's private-network switch does not apply.
     customer_url: bool = False
+    content: bytes | None = field(default=None, repr=False)  # exact body bytes, when they were signed
 
     def __repr__(self) -> str:
         shown = {k: ("***" if k.lower() in SECRET_HEADERS else v) for k, v in self.headers.items()}
@@ -44,6 +45,10 @@ class ProviderAdapter(ABC):
     @abstractmethod
     def parse_response(self, body: dict) -> CanonicalResponse:
         """A successful non-streaming upstream body as a canonical response."""
+
+    def decode(self, chunks: Iterable[bytes]) -> Iterable:
+        """The upstream stream's framing: server-sent events, unless the provider uses another one."""
+        return decode_sse(chunks)
 
     @abstractmethod
     def stream_events(self, events: Iterable[SSEEvent]) -> Iterator[StreamEvent]:

@@ -262,3 +262,71 @@ def messages_stream(plan: Plan) -> tuple[list[bytes], bytes]:
 
 def messages_stream_error(status: int) -> bytes:
     return sse(anthropic_error(status), event="error")
+
+
+# ---- Amazon Bedrock Converse -------------------------------------------------------------------
+
+BEDROCK_ERRORS = {400: "ValidationException", 403: "AccessDeniedException", 404: "ResourceNotFoundException",
+                  408: "ModelTimeoutException", 424: "ModelErrorException", 429: "ThrottlingException",
+                  500: "InternalServerException", 503: "ServiceUnavailableException"}
+
+
+def bedrock_error(status: int) -> dict:
+    return {"message": f"{BEDROCK_ERRORS.get(status, 'InternalServerException')} from the stand-in"}
+
+
+def _converse_stop(plan: Plan) -> str:
+    return "tool_use" if plan.tool_name else ("max_tokens" if plan.finish == "length" else "end_turn")
+
+
+def _converse_usage(plan: Plan) -> dict:
+    return {"inputTokens": plan.input_tokens - plan.cached_tokens, "outputTokens": plan.output_tokens,
+            "totalTokens": plan.input_tokens + plan.output_tokens, "cacheReadInputTokens": plan.cached_tokens}
+
+
+def converse_body(plan: Plan) -> dict:
+    content = []
+    if plan.reasoning:
+        content.append({"reasoningContent": {"reasoningText": {"text": plan.reasoning, "signature": "standin-sig"}}})
+    if plan.text:
+        content.append({"text": plan.text})
+    if plan.tool_name:
+        content.append({"toolUse": {"toolUseId": "tooluse_standin_1", "name": plan.tool_name,
+                                    "input": json.loads(plan.tool_arguments or "{}")}})
+    return {"output": {"message": {"role": "assistant", "content": content}}, "stopReason": _converse_stop(plan),
+            "usage": _converse_usage(plan), "metrics": {"latencyMs": 1}}
+
+
+def converse_stream(plan: Plan) -> tuple[list[bytes], bytes]:
+    from routing.providers.bedrock.eventstream import event
+
+    out = [event("messageStart", {"role": "assistant"})]
+    index = 0
+    if plan.reasoning:
+        out += [event("contentBlockDelta", {"contentBlockIndex": index, "delta": {"reasoningContent": {"text": p}}})
+                for p in split(plan.reasoning, plan.chunks)]
+        out.append(event("contentBlockDelta", {"contentBlockIndex": index,
+                                               "delta": {"reasoningContent": {"signature": "standin-sig"}}}))
+        out.append(event("contentBlockStop", {"contentBlockIndex": index}))
+        index += 1
+    if plan.text:
+        out += [event("contentBlockDelta", {"contentBlockIndex": index, "delta": {"text": piece}})
+                for piece in split(plan.text, plan.chunks)]
+        out.append(event("contentBlockStop", {"contentBlockIndex": index}))
+        index += 1
+    if plan.tool_name:
+        out.append(event("contentBlockStart", {"contentBlockIndex": index, "start": {"toolUse": {
+            "toolUseId": "tooluse_standin_1", "name": plan.tool_name}}}))
+        out += [event("contentBlockDelta", {"contentBlockIndex": index, "delta": {"toolUse": {"input": piece}}})
+                for piece in split(plan.tool_arguments, 2)]
+        out.append(event("contentBlockStop", {"contentBlockIndex": index}))
+    terminal = event("messageStop", {"stopReason": _converse_stop(plan)}) + event(
+        "metadata", {"usage": _converse_usage(plan), "metrics": {"latencyMs": 1}})
+    return out, terminal
+
+
+def converse_stream_error(status: int) -> bytes:
+    from routing.providers.bedrock.eventstream import exception
+
+    kind = {429: "throttlingException", 400: "validationException"}.get(status, "internalServerException")
+    return exception(kind, "stand-in failure")

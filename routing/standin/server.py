@@ -18,7 +18,10 @@ WIRE = {
                    formats.responses_stream_error),
     "/messages": (formats.messages_body, formats.messages_stream, formats.anthropic_error,
                   formats.messages_stream_error),
+    "/converse": (formats.converse_body, formats.converse_stream, formats.bedrock_error,
+                  formats.converse_stream_error),
 }
+EVENT_STREAM = "application/vnd.amazon.eventstream"
 
 
 def _strings(value) -> list[str]:
@@ -103,6 +106,8 @@ class StandinHandler(BaseHTTPRequestHandler):
             self._token()
             return
         wire_path = "/messages" if path.endswith(VERTEX_METHODS) else path
+        converse_stream = wire_path.endswith("/converse-stream")
+        wire_path = "/converse" if converse_stream else wire_path
         wire = next((WIRE[suffix] for suffix in WIRE if wire_path.endswith(suffix)), None)
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
@@ -128,16 +133,18 @@ class StandinHandler(BaseHTTPRequestHandler):
         if status != 200:
             self._send_error(status, error_fn(status), script)
             return
+        streaming = bool(body.get("stream")) or converse_stream
         if script.malformed:
-            if body.get("stream"):
+            if streaming:
                 self._stream([b"data: {not json at all\n\n"], b"data: [DONE]\n\n", script, stream_error_fn)
             else:
                 self._send_bytes(200, b'{"choices": "garbage", "content": 7, "output": "x"}', "application/json")
             return
         plan = self._plan(body, script)
-        if body.get("stream"):
+        if streaming:
             chunks, terminal = stream_fn(plan)
-            self._stream(chunks, terminal, script, stream_error_fn)
+            self._stream(chunks, terminal, script, stream_error_fn,
+                         content_type=EVENT_STREAM if converse_stream else "text/event-stream")
         else:
             self._send_bytes(200, json.dumps(body_fn(plan)).encode(), "application/json", self._rate_headers())
 
@@ -195,9 +202,10 @@ class StandinHandler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(payload)
 
-    def _stream(self, chunks: list[bytes], terminal: bytes, script: Script, stream_error_fn) -> None:
+    def _stream(self, chunks: list[bytes], terminal: bytes, script: Script, stream_error_fn,
+                content_type: str = "text/event-stream") -> None:
         self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Content-Type", content_type)
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Transfer-Encoding", "chunked")
         for name, value in self._rate_headers().items():

@@ -1,5 +1,6 @@
-"""Anthropic on Vertex with a customer's service account: the JWT bearer exchange (through routing.http, to a
-token endpoint on loopback), token caching, and a BYOK request routed through the stand-in."""
+"""Cloud platforms with their own credentials: Anthropic on Vertex with a customer's service account (the JWT
+bearer exchange to a token endpoint on loopback, token caching, BYOK requests through the stand-in), and Bedrock
+access keys signed with SigV4."""
 
 import base64
 import json
@@ -103,3 +104,33 @@ def test_operator_service_account_as_provider_credential(standin):
     exchanged = auth.vertex_credentials(ProviderCredentials(api_key=stored))
     assert exchanged.api_key == "ya29.standin-token" and exchanged.extra == {"project_id": "proj-7",
                                                                             "region": "us-east5"}
+
+
+def test_byok_bedrock_access_key_routes_with_sigv4(db, standin):
+    catalog_load(data={
+        "providers": [{"slug": "amazon-bedrock", "name": "Bedrock", "adapter": "bedrock", "credential_kind": "bedrock",
+                       "base_url": f"{standin.url}", "allow_private_network": True}],
+        "models": [{"id": "anthropic/claude-bdr", "name": "Claude on Bedrock", "context_length": 200000,
+                    "endpoints": [{"provider": "amazon-bedrock",
+                                   "upstream_model": "us.anthropic.claude-sonnet-4-5-20250929-v1:0",
+                                   "pricing": {"prompt": 3, "completion": 15}}]}],
+    })
+    from gateway.accounts.services import account_provision
+
+    hana = Persona(account_provision(name="hana", plan="payg", credits=Decimal("1")))
+    created = hana.client(management=True).post("/api/v1/byok", {"provider": "amazon-bedrock", "key": {
+        "accessKeyId": "AKIAABCDEFGHIJKLMNOP", "secretAccessKey": "S" * 40, "region": "us-west-2"}}, format="json")
+    assert created.status_code == 201, created.content
+    standin.clear()
+    for stream in (False, True):
+        response = hana.client().post("/api/v1/responses", {"model": "anthropic/claude-bdr", "input": "Hi",
+                                                            "stream": stream}, format="json")
+        assert response.status_code == 200
+        if stream:
+            assert b"response.completed" in b"".join(response.streaming_content)
+    calls = standin.requests_for("/converse") + standin.requests_for("/converse-stream")
+    assert len(calls) == 2
+    for call in calls:
+        assert "/model/us.anthropic.claude-sonnet-4-5-20250929-v1%3A0/" in call["path"]
+        assert call["headers"]["authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKIAABCDEFGHIJKLMNOP/")
+        assert "/us-west-2/bedrock/aws4_request" in call["headers"]["authorization"]

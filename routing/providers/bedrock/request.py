@@ -1,0 +1,124 @@
+"""Canonical request -> Bedrock Converse body.
+https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_Converse.html"""
+
+import json
+import re
+
+from routing.canonical import (
+    CanonicalRequest,
+    FilePart,
+    FunctionCall,
+    FunctionCallOutput,
+    ImagePart,
+    Message,
+    Reasoning,
+    TextPart,
+)
+from routing.errors import UpstreamError
+from routing.providers.anthropic.request import EFFORT_BUDGET, MIN_THINKING_BUDGET, _forces_tool
+from routing.providers.base import drop_none
+
+FORMAT = "bedrock-anthropic-v1"
+DATA_URL = re.compile(r"^data:(?P<media>[\w/+.-]+);base64,(?P<data>.+)$", re.DOTALL)
+IMAGE_FORMATS = {"image/png": "png", "image/jpeg": "jpeg", "image/gif": "gif", "image/webp": "webp"}
+
+
+def _inline(url: str, what: str) -> tuple[str, str]:
+    match = DATA_URL.match(url or "")
+    if not match:
+        # Converse takes inline bytes (or S3), not web URLs: another endpoint may serve this request.
+        raise UpstreamError(error_type="invalid_request", retryable=True,
+                            message=f"Bedrock needs the {what} inline (a data: URL)")
+    return match["media"], match["data"]
+
+
+def _block(part) -> dict:
+    if isinstance(part, TextPart):
+        return {"text": part.text}
+    if isinstance(part, ImagePart):
+        media, data = _inline(part.url, "image")
+        return {"image": {"format": IMAGE_FORMATS.get(media, "png"), "source": {"bytes": data}}}
+    if isinstance(part, FilePart):
+        media, data = _inline(part.file_data or part.file_url or "", "document")
+        name = re.sub(r"[^A-Za-z0-9 ()\[\]-]", "-", (part.filename or "document").rsplit(".", 1)[0])[:200]
+        return {"document": {"format": media.rsplit("/", 1)[-1], "name": name or "document",
+                             "source": {"bytes": data}}}
+    raise TypeError(type(part))
+
+
+def _append(messages: list[dict], role: str, blocks: list[dict]) -> None:
+    if messages and messages[-1]["role"] == role:
+        messages[-1]["content"].extend(blocks)
+    else:
+        messages.append({"role": role, "content": list(blocks)})
+
+
+def _arguments(raw: str) -> dict:
+    try:
+        value = json.loads(raw or "{}")
+    except ValueError:
+        return {"_raw": raw}
+    return value if isinstance(value, dict) else {"value": value}
+
+
+def system_and_messages(request: CanonicalRequest) -> tuple[list[dict], list[dict]]:
+    system = [{"text": request.instructions}] if request.instructions else []
+    messages: list[dict] = []
+    for item in request.input:
+        if isinstance(item, Message):
+            blocks = [_block(part) for part in item.content]
+            if item.role in ("system", "developer"):
+                system.extend(block for block in blocks if "text" in block)
+            else:
+                _append(messages, item.role, blocks)
+        elif isinstance(item, FunctionCall):
+            _append(messages, "assistant", [{"toolUse": {"toolUseId": item.call_id, "name": item.name,
+                                                         "input": _arguments(item.arguments)}}])
+        elif isinstance(item, FunctionCallOutput):
+            _append(messages, "user", [{"toolResult": {"toolUseId": item.call_id,
+                                                       "content": [{"text": item.output}]}}])
+        elif isinstance(item, Reasoning) and item.format == FORMAT and item.signature:
+            _append(messages, "assistant", [{"reasoningContent": {"reasoningText": {
+                "text": "".join(item.content or item.summary), "signature": item.signature}}}])
+    return system, messages
+
+
+def _tool_choice(choice) -> dict | None:
+    if isinstance(choice, dict) and choice.get("type") == "function":
+        return {"tool": {"name": choice["name"]}}
+    return {"required": {"any": {}}, "auto": {"auto": {}}}.get(choice)
+
+
+def build_body(request: CanonicalRequest) -> dict:
+    system, messages = system_and_messages(request)
+    inference = drop_none({"maxTokens": request.max_output_tokens, "temperature": request.temperature,
+                           "topP": request.top_p})
+    extra = {}
+    reasoning = request.reasoning
+    thinking_allowed = not (request.tools and _forces_tool(request.tool_choice))  # as on Anthropic's own API
+    if thinking_allowed and reasoning and reasoning.enabled is not False and reasoning.effort != "none" and (
+            reasoning.effort or reasoning.max_tokens or reasoning.enabled):
+        budget = max(MIN_THINKING_BUDGET, reasoning.max_tokens or EFFORT_BUDGET.get(reasoning.effort or "medium"))
+        extra["thinking"] = {"type": "enabled", "budget_tokens": budget}
+        inference.pop("temperature", None)
+        if inference.get("topP", 1) < 0.95:
+            inference.pop("topP")
+        if inference.get("maxTokens", 0) <= budget:
+            inference["maxTokens"] = budget + (request.max_output_tokens or 4096)
+    elif request.top_k is not None:
+        extra["top_k"] = request.top_k
+    body = {"messages": messages, "system": system or None, "inferenceConfig": inference or None,
+            "additionalModelRequestFields": extra or None}
+    if request.tools and request.tool_choice != "none":
+        body["toolConfig"] = drop_none({
+            "tools": [{"toolSpec": drop_none({"name": tool.name, "description": tool.description,
+                                              "inputSchema": {"json": tool.parameters or {"type": "object"}}})}
+                      for tool in request.tools],
+            "toolChoice": _tool_choice(request.tool_choice),
+        })
+    return drop_none(body)
+
+
+def encode(body: dict) -> bytes:
+    return json.dumps(body, separators=(",", ":")).encode()
+

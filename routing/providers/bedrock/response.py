@@ -1,0 +1,115 @@
+"""Bedrock Converse and ConverseStream -> canonical.
+https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_ConverseStream.html"""
+
+import json
+from collections.abc import Iterable, Iterator
+
+from routing.canonical import (
+    CanonicalResponse,
+    Finished,
+    OutputFunctionCall,
+    OutputMessage,
+    OutputReasoning,
+    ReasoningDelta,
+    ReasoningSealed,
+    ResponseStarted,
+    StreamEvent,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallStarted,
+    Usage,
+    UsageReported,
+)
+from routing.errors import UpstreamError, error_type_for_status
+from routing.providers.base import stream_cut_error
+from routing.providers.bedrock.eventstream import StreamMessage
+from routing.providers.bedrock.request import FORMAT
+
+STOP = {
+    "end_turn": ("completed", None),
+    "tool_use": ("completed", None),
+    "stop_sequence": ("completed", None),
+    "max_tokens": ("incomplete", "max_output_tokens"),
+    "model_context_window_exceeded": ("incomplete", "max_output_tokens"),
+    "guardrail_intervened": ("incomplete", "content_filter"),
+    "content_filtered": ("incomplete", "content_filter"),
+}
+EXCEPTION_STATUS = {"throttlingException": 429, "modelStreamErrorException": 424, "internalServerException": 500,
+                    "serviceUnavailableException": 503, "validationException": 400,
+                    "modelTimeoutException": 408}
+
+
+def usage(raw: dict | None) -> Usage:
+    raw = raw or {}
+    cache_read = int(raw.get("cacheReadInputTokens") or 0)
+    cache_write = int(raw.get("cacheWriteInputTokens") or 0)
+    return Usage(input_tokens=int(raw.get("inputTokens") or 0) + cache_read + cache_write, cached_tokens=cache_read,
+                 cache_write_tokens=cache_write, output_tokens=int(raw.get("outputTokens") or 0))
+
+
+def parse(body: dict) -> CanonicalResponse:
+    output, texts, calls = [], [], []
+    for block in ((body.get("output") or {}).get("message") or {}).get("content") or []:
+        if "text" in block:
+            texts.append(block["text"])
+        elif "toolUse" in block:
+            tool = block["toolUse"]
+            calls.append(OutputFunctionCall(call_id=tool.get("toolUseId", ""), name=tool.get("name", ""),
+                                            arguments=json.dumps(tool.get("input") or {}, separators=(",", ":"))))
+        elif "reasoningContent" in block:
+            reasoning = block["reasoningContent"].get("reasoningText") or {}
+            output.append(OutputReasoning(content=(reasoning.get("text", ""),), signature=reasoning.get("signature"),
+                                          format=FORMAT))
+    if texts:
+        output.append(OutputMessage(text="".join(texts)))
+    output.extend(calls)
+    status, reason = STOP.get(body.get("stopReason") or "end_turn", ("completed", None))
+    return CanonicalResponse(output=tuple(output), usage=usage(body.get("usage")), status=status,
+                             incomplete_reason=reason)
+
+
+def _exception(message: StreamMessage) -> UpstreamError:
+    status = EXCEPTION_STATUS.get(message.event_type, 500)
+    return UpstreamError(error_type=error_type_for_status(status), retryable=status != 400, status=status,
+                         message=str(message.payload.get("message") or "Provider returned error")[:500],
+                         provider_code=message.event_type)
+
+
+def stream(messages: Iterable[StreamMessage]) -> Iterator[StreamEvent]:
+    tools: dict[int, int] = {}
+    finish: Finished | None = None
+    for message in messages:
+        if message.is_exception:
+            raise _exception(message)
+        kind, payload = message.event_type, message.payload
+        if kind == "messageStart":
+            yield ResponseStarted()
+        elif kind == "contentBlockStart":
+            tool = (payload.get("start") or {}).get("toolUse")
+            if tool:
+                tools[payload.get("contentBlockIndex", 0)] = index = len(tools)
+                yield ToolCallStarted(index=index, call_id=tool.get("toolUseId", ""), name=tool.get("name", ""))
+        elif kind == "contentBlockDelta":
+            delta = payload.get("delta") or {}
+            if "text" in delta:
+                yield TextDelta(text=delta["text"])
+            elif "toolUse" in delta and delta["toolUse"].get("input"):
+                yield ToolCallDelta(index=tools.get(payload.get("contentBlockIndex", 0), 0),
+                                    arguments=delta["toolUse"]["input"])
+            elif "reasoningContent" in delta:
+                reasoning = delta["reasoningContent"]
+                if reasoning.get("text"):
+                    yield ReasoningDelta(text=reasoning["text"])
+                if reasoning.get("signature"):
+                    yield ReasoningSealed(signature=reasoning["signature"], format=FORMAT)
+        elif kind == "messageStop":
+            status, reason = STOP.get(payload.get("stopReason") or "end_turn", ("completed", None))
+            finish = Finished(status=status, incomplete_reason=reason)
+        elif kind == "metadata":
+            yield UsageReported(usage=usage(payload.get("usage")))
+            if finish is not None:
+                yield finish
+                return
+    if finish is None:
+        raise stream_cut_error()
+    yield finish
