@@ -30,6 +30,7 @@ from routing.health import health_record, sticky_get, sticky_key, sticky_set
 from routing.preferences import account_defaults, preferences_build
 from routing.pricing import max_cost, usage_cost, usage_cost_split
 from routing.selection import Candidate, RoutePlan, RoutingCaller, endpoints_for_request
+from routing.snapshot import current_snapshot
 
 logger = logging.getLogger(__name__)
 DEFAULT_RESERVED_OUTPUT_TOKENS = 4096
@@ -173,9 +174,10 @@ def response_prepare(*, ctx: RequestContext, data: dict) -> ResponseRun:
         widest = max((e.context_length for e in _catalog_endpoints(prepared.models)), default=0)
         if widest and prepared.estimated_input_tokens > widest:
             prepared = truncate_to_fit(prepared, context_length=widest)
+    snapshot = current_snapshot()
     prefs = preferences_build(provider=data.get("provider"), route=data.get("route"),
                               service_tier=data.get("service_tier"), suffix=prepared.suffix,
-                              account=account_defaults(account_id=ctx.caller.account_id))
+                              account=account_defaults(account_id=ctx.caller.account_id, snapshot=snapshot))
     sticky = None
     if ctx.session_id:
         sticky = sticky_get(key=sticky_key(account_id=ctx.caller.account_id, session_id=ctx.session_id,
@@ -186,6 +188,7 @@ def response_prepare(*, ctx: RequestContext, data: dict) -> ResponseRun:
         used_params=prepared.used_params, sticky_endpoint_id=sticky,
         caller=RoutingCaller(account_id=caller.account_id, workspace_id=caller.workspace_id,
                              api_key_hash=caller.key_hash, user_id=caller.creator_user_id),
+        snapshot=snapshot,
     )
     amount = _reservation_amount(plan=plan, prepared=prepared, caller=caller)
     reservation = credits.credits_reserve(account_id=ctx.caller.account_id, amount=amount,

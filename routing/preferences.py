@@ -37,7 +37,10 @@ class Preferences:
     account_allowed: tuple[str, ...] | None = None  # the account's allow-list: a ceiling for `only`
 
 
-def account_defaults(*, account_id: UUID) -> AccountDefaults:
+def account_defaults(*, account_id: UUID, snapshot=None) -> AccountDefaults:
+    """The account's routing defaults (through the catalog snapshot's per-account cache when given)."""
+    if snapshot is not None:
+        return snapshot.cached(("routing-defaults", account_id), lambda: account_defaults(account_id=account_id))
     row = AccountRoutingSettings.objects.filter(account_id=account_id).first()
     if row is None:
         return AccountDefaults()

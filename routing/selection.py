@@ -12,7 +12,7 @@ from routing.health import endpoint_stats
 from routing.ordering import order_endpoints
 from routing.preferences import Preferences
 from routing.selectors import endpoints_for_model, model_exists, provider_credentials
-from routing.snapshot import current_snapshot
+from routing.snapshot import CatalogSnapshot, current_snapshot
 
 MSG_UNKNOWN_MODEL = "Model {model} not found"
 MSG_NO_ENDPOINTS = "No endpoints available for {models}"
@@ -64,14 +64,14 @@ def availability_error(*, status: int, code: str, message: str, models: list[str
 def endpoints_for_request(
     *, models: list[str], estimated_input_tokens: int = 0, prefs: Preferences | None = None,
     used_params: frozenset[str] = frozenset(), sticky_endpoint_id: int | None = None,
-    caller: RoutingCaller | None = None,
+    caller: RoutingCaller | None = None, snapshot: CatalogSnapshot | None = None,
 ) -> RoutePlan:
     """The ordered candidates for the requested models (see routing.ordering): per model (or all together
     with `partition: none`), the caller's matching Prioritized BYOK keys, then the service's own endpoints,
     then Fallback keys. Endpoints whose context cannot hold the input are left out, and shared endpoints
     whose provider has no operator credentials or whose BYOK key forbids shared capacity."""
     prefs = prefs or Preferences()
-    snapshot = current_snapshot()
+    snapshot = snapshot or current_snapshot()
     known = [model for model in models if model_exists(model_id=model, snapshot=snapshot)]
     if not known:
         raise availability_error(status=404, code="model_not_found", models=models,
@@ -94,7 +94,10 @@ def endpoints_for_request(
     ordering = order_endpoints(groups=groups, prefs=prefs, used_params=used_params, stats=stats,
                                sticky_endpoint_id=sticky_endpoint_id)
     excluded |= ordering.excluded_by
-    keys = byok_keys_for_routing(account_id=caller.account_id, workspace_id=caller.workspace_id) if caller else []
+    keys = []
+    if caller:
+        keys = snapshot.cached(("byok", caller.account_id, caller.workspace_id), lambda: byok_keys_for_routing(
+            account_id=caller.account_id, workspace_id=caller.workspace_id))
     candidates = _arrange(ordering.endpoints, partition=prefs.partition, keys=keys, caller=caller,
                           credentials=credentials, excluded=excluded)
     if not candidates:

@@ -1,18 +1,20 @@
 """An in-process snapshot of the routable catalog, rebuilt when the catalog version changes.
 
-Each request reads one small row (the version) instead of the catalog; saving a provider, model or
-endpoint (admin, loader, services) bumps the version, so changes route at once in every process."""
+Each request reads one small row (the version) instead of the catalog; saving a provider, model, endpoint,
+account routing settings or BYOK key (admin, loader, services, API) bumps the version, so changes route at
+once in every process. Bulk `QuerySet.update()` sends no signals: call `catalog_changed()` after one."""
 
 import threading
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from django.db import transaction
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
+from byok.models import ByokKey
 from routing.catalog import EndpointInfo, endpoint_info
-from routing.models import CatalogVersion, Endpoint, Model, Provider, ProviderStatus
+from routing.models import AccountRoutingSettings, CatalogVersion, Endpoint, Model, Provider, ProviderStatus
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,14 @@ class CatalogSnapshot:
     models: frozenset[str]
     endpoints_by_model: dict[str, tuple[EndpointInfo, ...]]
     secrets: dict[str, ProviderSecret]
+    # Per-account routing data (routing defaults, BYOK key filters), loaded on first use; it lives and dies
+    # with the snapshot, and saving either bumps the version like a catalog change.
+    per_account: dict = field(default_factory=dict)
+
+    def cached(self, key, load):
+        if key not in self.per_account:
+            self.per_account[key] = load()
+        return self.per_account[key]
 
 
 _lock = threading.Lock()
@@ -44,6 +54,8 @@ def catalog_changed() -> None:
 @receiver([post_save, post_delete], sender=Provider)
 @receiver([post_save, post_delete], sender=Model)
 @receiver([post_save, post_delete], sender=Endpoint)
+@receiver([post_save, post_delete], sender=AccountRoutingSettings)
+@receiver([post_save, post_delete], sender=ByokKey)
 def _bump_version(sender, **kwargs) -> None:
     catalog_changed()
 

@@ -149,19 +149,24 @@ def test_soft_preferences_deprioritise_but_never_exclude(alice):
     assert order == ["beta", "gamma/us", "gamma/eu", "alpha"]
 
 
+def update_settings(account_id, **fields) -> None:
+    from routing.snapshot import catalog_changed
+
+    AccountRoutingSettings.objects.filter(account_id=account_id).update(**fields)
+    catalog_changed()  # a bulk update sends no signals
+
+
 def test_account_defaults_are_a_ceiling(alice):
     AccountRoutingSettings.objects.create(account_id=alice.account_id, allowed_providers=["alpha", "gamma"],
                                           ignored_providers=["gamma/eu"])
     assert tried(alice.client(), provider={"sort": "price"}) == ["alpha", "gamma/us"]
     # A request cannot widen the allow-list, not even with a base slug...
     assert tried(alice.client(), provider={"only": ["beta", "alpha"], "sort": "price"}) == ["alpha"]
-    AccountRoutingSettings.objects.filter(account_id=alice.account_id).update(allowed_providers=["gamma/us"],
-                                                                               ignored_providers=[])
+    update_settings(alice.account_id, allowed_providers=["gamma/us"], ignored_providers=[])
     assert tried(alice.client(), provider={"only": ["gamma"], "sort": "price"}) == ["gamma/us"]
-    AccountRoutingSettings.objects.filter(account_id=alice.account_id).update(allowed_providers=["alpha", "gamma"],
-                                                                               ignored_providers=["gamma/eu"])
+    update_settings(alice.account_id, allowed_providers=["alpha", "gamma"], ignored_providers=["gamma/eu"])
     # ...and account ZDR cannot be switched off by the request.
-    AccountRoutingSettings.objects.filter(account_id=alice.account_id).update(allowed_providers=[], enforce_zdr=True)
+    update_settings(alice.account_id, allowed_providers=[], enforce_zdr=True)
     assert tried(alice.client(), provider={"zdr": False, "sort": "price"}) == ["alpha", "gamma/us"]
 
 
