@@ -108,3 +108,24 @@ def bearer(credentials: ProviderCredentials) -> dict[str, str]:
 
 def drop_none(mapping: dict) -> dict:
     return {key: value for key, value in mapping.items() if value is not None}
+
+
+def merge_turn(messages: list[dict], role: str, blocks: list[dict]) -> None:
+    """Providers that want user and assistant turns to alternate (Anthropic, Bedrock): merge same-role turns."""
+    if messages and messages[-1]["role"] == role:
+        messages[-1]["content"].extend(blocks)
+    else:
+        messages.append({"role": role, "content": list(blocks)})
+
+
+def arguments_object(raw: str) -> dict:
+    """Function-call arguments (a JSON string) as the object providers with native tool input expect."""
+    try:
+        value = json.loads(raw or "{}")
+    except ValueError:
+        return {"_raw": raw}
+    return value if isinstance(value, dict) else {"value": value}
+
+
+def forces_tool(choice) -> bool:
+    return choice == "required" or (isinstance(choice, dict) and choice.get("type") == "function")

@@ -1,7 +1,6 @@
 """Canonical request -> Anthropic Messages body.
 https://docs.anthropic.com/en/api/messages"""
 
-import json
 import re
 
 from routing.canonical import (
@@ -15,7 +14,7 @@ from routing.canonical import (
     Reasoning,
     TextPart,
 )
-from routing.providers.base import drop_none
+from routing.providers.base import arguments_object, drop_none, forces_tool, merge_turn
 
 FORMAT = "anthropic-claude-v1"
 API_VERSION = "2023-06-01"
@@ -47,20 +46,6 @@ def _block(part: Part) -> dict:
     raise TypeError(type(part))
 
 
-def _arguments(raw: str) -> dict:
-    try:
-        value = json.loads(raw or "{}")
-    except ValueError:
-        return {"_raw": raw}
-    return value if isinstance(value, dict) else {"value": value}
-
-
-def _append(messages: list[dict], role: str, blocks: list[dict]) -> None:
-    """Anthropic wants user and assistant turns to alternate: merge consecutive same-role turns."""
-    if messages and messages[-1]["role"] == role:
-        messages[-1]["content"].extend(blocks)
-    else:
-        messages.append({"role": role, "content": list(blocks)})
 
 
 def system_and_messages(request: CanonicalRequest) -> tuple[list[dict], list[dict]]:
@@ -72,20 +57,20 @@ def system_and_messages(request: CanonicalRequest) -> tuple[list[dict], list[dic
             if item.role in ("system", "developer"):
                 system.extend(block for block in blocks if block["type"] == "text")
             else:
-                _append(messages, item.role, blocks)
+                merge_turn(messages, item.role, blocks)
         elif isinstance(item, FunctionCall):
-            _append(messages, "assistant", [{"type": "tool_use", "id": item.call_id, "name": item.name,
-                                             "input": _arguments(item.arguments)}])
+            merge_turn(messages, "assistant", [{"type": "tool_use", "id": item.call_id, "name": item.name,
+                                             "input": arguments_object(item.arguments)}])
         elif isinstance(item, FunctionCallOutput):
-            _append(messages, "user", [{"type": "tool_result", "tool_use_id": item.call_id,
+            merge_turn(messages, "user", [{"type": "tool_result", "tool_use_id": item.call_id,
                                         "content": item.output}])
         elif isinstance(item, Reasoning):
             if item.format == FORMAT and item.signature:
                 thinking = {"type": "thinking", "thinking": "".join(item.content or item.summary),
                             "signature": item.signature}
-                _append(messages, "assistant", [thinking])
+                merge_turn(messages, "assistant", [thinking])
             elif item.format == FORMAT and item.encrypted_content:
-                _append(messages, "assistant", [{"type": "redacted_thinking", "data": item.encrypted_content}])
+                merge_turn(messages, "assistant", [{"type": "redacted_thinking", "data": item.encrypted_content}])
     return system, messages
 
 
@@ -112,15 +97,12 @@ def _tool_choice(choice, parallel: bool | None) -> dict | None:
     return result
 
 
-def _forces_tool(choice) -> bool:
-    return choice == "required" or (isinstance(choice, dict) and choice.get("type") == "function")
-
 
 def _thinking(request: CanonicalRequest, max_tokens: int) -> dict | None:
     reasoning = request.reasoning
     if reasoning is None or reasoning.enabled is False or reasoning.effort == "none":
         return None
-    if request.tools and _forces_tool(request.tool_choice):
+    if request.tools and forces_tool(request.tool_choice):
         # Extended thinking cannot be combined with forced tool use; the explicit tool choice wins.
         # https://docs.anthropic.com/en/docs/build-with-claude/extended-thinking
         return None

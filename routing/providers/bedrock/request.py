@@ -15,8 +15,8 @@ from routing.canonical import (
     TextPart,
 )
 from routing.errors import UpstreamError
-from routing.providers.anthropic.request import EFFORT_BUDGET, MIN_THINKING_BUDGET, _forces_tool
-from routing.providers.base import drop_none
+from routing.providers.anthropic.request import EFFORT_BUDGET, MIN_THINKING_BUDGET
+from routing.providers.base import arguments_object, drop_none, forces_tool, merge_turn
 
 FORMAT = "bedrock-anthropic-v1"
 DATA_URL = re.compile(r"^data:(?P<media>[\w/+.-]+);base64,(?P<data>.+)$", re.DOTALL)
@@ -46,20 +46,6 @@ def _block(part) -> dict:
     raise TypeError(type(part))
 
 
-def _append(messages: list[dict], role: str, blocks: list[dict]) -> None:
-    if messages and messages[-1]["role"] == role:
-        messages[-1]["content"].extend(blocks)
-    else:
-        messages.append({"role": role, "content": list(blocks)})
-
-
-def _arguments(raw: str) -> dict:
-    try:
-        value = json.loads(raw or "{}")
-    except ValueError:
-        return {"_raw": raw}
-    return value if isinstance(value, dict) else {"value": value}
-
 
 def system_and_messages(request: CanonicalRequest) -> tuple[list[dict], list[dict]]:
     system = [{"text": request.instructions}] if request.instructions else []
@@ -70,15 +56,15 @@ def system_and_messages(request: CanonicalRequest) -> tuple[list[dict], list[dic
             if item.role in ("system", "developer"):
                 system.extend(block for block in blocks if "text" in block)
             else:
-                _append(messages, item.role, blocks)
+                merge_turn(messages, item.role, blocks)
         elif isinstance(item, FunctionCall):
-            _append(messages, "assistant", [{"toolUse": {"toolUseId": item.call_id, "name": item.name,
-                                                         "input": _arguments(item.arguments)}}])
+            merge_turn(messages, "assistant", [{"toolUse": {"toolUseId": item.call_id, "name": item.name,
+                                                         "input": arguments_object(item.arguments)}}])
         elif isinstance(item, FunctionCallOutput):
-            _append(messages, "user", [{"toolResult": {"toolUseId": item.call_id,
+            merge_turn(messages, "user", [{"toolResult": {"toolUseId": item.call_id,
                                                        "content": [{"text": item.output}]}}])
         elif isinstance(item, Reasoning) and item.format == FORMAT and item.signature:
-            _append(messages, "assistant", [{"reasoningContent": {"reasoningText": {
+            merge_turn(messages, "assistant", [{"reasoningContent": {"reasoningText": {
                 "text": "".join(item.content or item.summary), "signature": item.signature}}}])
     return system, messages
 
@@ -95,7 +81,7 @@ def build_body(request: CanonicalRequest) -> dict:
                            "topP": request.top_p})
     extra = {}
     reasoning = request.reasoning
-    thinking_allowed = not (request.tools and _forces_tool(request.tool_choice))  # as on Anthropic's own API
+    thinking_allowed = not (request.tools and forces_tool(request.tool_choice))  # as on Anthropic's own API
     if thinking_allowed and reasoning and reasoning.enabled is not False and reasoning.effort != "none" and (
             reasoning.effort or reasoning.max_tokens or reasoning.enabled):
         budget = max(MIN_THINKING_BUDGET, reasoning.max_tokens or EFFORT_BUDGET.get(reasoning.effort or "medium"))
