@@ -117,9 +117,9 @@ class Stack:
              "--interval-ms", str(self.args.chunk_interval_ms)],
             cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         self.gunicorn = subprocess.Popen(
-            [PYTHON, "-m", "gunicorn", "gateway.wsgi:application", "--bind", f"127.0.0.1:{self.gateway_port}",
-             "--worker-class", "gthread", "--workers", str(self.args.workers), "--threads", str(self.args.threads),
-             "--backlog", "4096", "--timeout", "120"],
+            [PYTHON, "-m", "gunicorn", "-c", "python:gateway.gunicorn_conf", "gateway.wsgi:application",
+             "--bind", f"127.0.0.1:{self.gateway_port}", "--workers", str(self.args.workers),
+             "--threads", str(self.args.threads), "--backlog", "4096", "--timeout", "120"],
             cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.processes.append(self.gunicorn)
         wait_http(self.standin_port)

@@ -36,6 +36,6 @@ mk=$(awk '/^Management key:/ {print $3}' .run/demo-keys.txt)
 echo
 echo "Try: curl -H \"Authorization: Bearer ${mk}\" http://127.0.0.1:${PORT}/api/v1/credits"
 echo
-gunicorn gateway.wsgi:application --bind "127.0.0.1:${PORT}" \
-  --worker-class gthread --workers "${WEB_CONCURRENCY:-2}" --threads "${GUNICORN_THREADS:-256}" \
-  --timeout 120 --graceful-timeout 10 --access-logfile -
+# Workers, threads, timeouts, request limits and the JSON protocol-error worker: gateway/gunicorn_conf.py
+# (WEB_CONCURRENCY and GUNICORN_THREADS still set the worker and thread counts).
+gunicorn -c python:gateway.gunicorn_conf gateway.wsgi:application --bind "127.0.0.1:${PORT}" --access-logfile -

@@ -46,8 +46,9 @@ class LiveGateway:
         }
         self.log = open(ROOT / f".live-gateway-{self.port}.log", "w")  # noqa: SIM115
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "gateway.wsgi:application", "--bind", f"127.0.0.1:{self.port}",
-             "--worker-class", "gthread", "--workers", str(workers), "--threads", str(threads),
+            # The same gunicorn settings as scripts/run.sh (worker class, request limits), fewer workers.
+            [sys.executable, "-m", "gunicorn", "-c", "python:gateway.gunicorn_conf", "gateway.wsgi:application",
+             "--bind", f"127.0.0.1:{self.port}", "--workers", str(workers), "--threads", str(threads),
              "--timeout", "60", "--graceful-timeout", "2"],
             cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT,
         )

@@ -99,6 +99,9 @@ WHITENOISE_USE_FINDERS = True
 # Request bodies above this are refused with 413 (documented in the README).
 MAX_REQUEST_BODY_BYTES = env.int("MAX_REQUEST_BODY_BYTES", default=20 * 1024 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_REQUEST_BODY_BYTES
+# An API request's whole body must arrive within this many seconds of its headers, or 408
+# (gateway/middleware.py reads it before authentication touches the database).
+REQUEST_BODY_TIMEOUT_SECONDS = env.float("REQUEST_BODY_TIMEOUT_SECONDS", default=30.0)
 
 # Per-API-key request rate, e.g. "600/min"; empty disables the throttle.
 GATEWAY_RATE_LIMIT = env.str("GATEWAY_RATE_LIMIT", default="")

@@ -1,0 +1,99 @@
+"""gunicorn's threaded worker, answering HTTP protocol errors in the API's JSON error body.
+
+gunicorn answers a request it cannot parse (bad Content-Length, Transfer-Encoding beside Content-Length,
+control characters in a header, an oversized request line or header section, a malformed chunked body)
+itself, before the application runs, with an HTML page. This worker answers the same status codes that
+gunicorn chooses with the spec's error body instead. The messages are fixed per error class: nothing the
+client sent is echoed or logged (a malformed header line may hold a credential).
+
+Imported by the gunicorn master (gateway/gunicorn_conf.py): it must not import Django.
+"""
+
+import json
+from datetime import datetime
+
+from gunicorn import util
+from gunicorn.http import errors
+from gunicorn.http.wsgi import Response, default_environ
+from gunicorn.workers.gthread import ThreadWorker
+
+MSG_INTERNAL = "Internal server error"
+
+# (error class, status, reason phrase, message), first match wins: subclasses before their bases.
+PROTOCOL_ERRORS: tuple[tuple[type, int, str, str], ...] = (
+    (errors.InvalidResponseHeader, 500, "Internal Server Error", MSG_INTERNAL),
+    (errors.InvalidResponseHeaderName, 500, "Internal Server Error", MSG_INTERNAL),
+    (errors.LimitRequestLine, 414, "URI Too Long", "The request line (method and URL) is too long"),
+    (errors.LimitRequestHeaders, 431, "Request Header Fields Too Large",
+     "The request's header fields are too large or too many"),
+    (errors.UnsupportedTransferCoding, 501, "Not Implemented",
+     "Unsupported Transfer-Encoding (only chunked is supported)"),
+    (errors.ExpectationFailed, 417, "Expectation Failed", "Unsupported Expect header (only 100-continue)"),
+    (errors.ForbiddenProxyRequest, 403, "Forbidden", "Request forbidden"),
+    (errors.ConfigurationProblem, 500, "Internal Server Error", MSG_INTERNAL),
+    (errors.InvalidRequestLine, 400, "Bad Request", "Malformed HTTP request line"),
+    (errors.InvalidRequestMethod, 400, "Bad Request", "Invalid HTTP method"),
+    (errors.InvalidHTTPVersion, 400, "Bad Request", "Unsupported HTTP version"),
+    (errors.ObsoleteFolding, 400, "Bad Request", "Obsolete line folding in a header is not allowed"),
+    (errors.InvalidHeaderName, 400, "Bad Request", "Invalid character in a header name"),
+    (errors.InvalidHeader, 400, "Bad Request", "Invalid header"),
+    ((errors.InvalidChunkSize, errors.ChunkMissingTerminator, errors.InvalidChunkExtension), 400, "Bad Request",
+     "Malformed chunked request body"),
+    ((errors.InvalidProxyLine, errors.InvalidProxyHeader, errors.InvalidSchemeHeaders, errors.InvalidH2CPreface),
+     400, "Bad Request", "Malformed request"),
+)
+
+# InvalidHeader names the offending header; these two are worth telling apart (and hold nothing secret).
+HEADER_MESSAGES = {
+    "CONTENT-LENGTH": "Invalid Content-Length header",
+    "TRANSFER-ENCODING": "Invalid Transfer-Encoding header, or Transfer-Encoding together with Content-Length",
+}
+
+
+def classify(exc: BaseException) -> tuple[int, str, str]:
+    """(status, reason phrase, message) for an error gunicorn raised while reading a request."""
+    for kinds, status, reason, message in PROTOCOL_ERRORS:
+        if isinstance(exc, kinds):
+            if kinds is errors.InvalidHeader:
+                message = HEADER_MESSAGES.get(str(getattr(exc, "hdr", "")).upper(), message)
+            return status, reason, message
+    if isinstance(exc, errors.ParseException):
+        return 400, "Bad Request", "Malformed request"
+    return 500, "Internal Server Error", MSG_INTERNAL
+
+
+def error_response_bytes(status: int, reason: str, message: str) -> bytes:
+    body = json.dumps({"error": {"code": status, "message": message}, "user_id": None}).encode()
+    head = (f"HTTP/1.1 {status} {reason}\r\nConnection: close\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n")
+    return head.encode("latin-1") + body
+
+
+class JsonErrorThreadWorker(ThreadWorker):
+    """gthread, with protocol errors in the JSON error body (same status codes as gunicorn's own)."""
+
+    def handle_error(self, req, client, addr, exc):
+        request_start = datetime.now()
+        addr = addr or ("", -1)  # unix socket case
+        status, reason, message = classify(exc)
+        if status >= 500:
+            self.log.exception("Error handling request")
+        else:
+            # The class only: gunicorn's own message may quote a header line, credentials included.
+            self.log.warning("Invalid request from ip=%s: %s (%s)", addr[0], type(exc).__name__, status)
+        req = req or getattr(exc, "req", None)
+        if req is not None:
+            try:
+                environ = default_environ(req, client, self.cfg)
+                environ["REMOTE_ADDR"] = addr[0]
+                environ["REMOTE_PORT"] = str(addr[1])
+                resp = Response(req, client, self.cfg)
+                resp.status = f"{status} {reason}"
+                resp.response_length = len(message)
+                self.log.access(resp, req, environ, datetime.now() - request_start)
+            except Exception:
+                self.log.debug("Failed to log the error response.")
+        try:
+            util.write_nonblock(client, error_response_bytes(status, reason, message))
+        except Exception:
+            self.log.debug("Failed to send error message.")
