@@ -57,10 +57,15 @@ def current_key_id() -> str:
     return keyring()[0][0]
 
 
+def _utf8(text: str) -> bytes:
+    """UTF-8 that cannot fail: a lone surrogate (callers refuse them first) round-trips instead of raising."""
+    return text.encode("utf-8", "surrogatepass")
+
+
 def seal(plaintext: str, *, aad: str) -> Sealed:
     key_id, key = keyring()[0]
     nonce = os.urandom(NONCE_BYTES)
-    return Sealed(key_id=key_id, blob=nonce + AESGCM(key).encrypt(nonce, plaintext.encode(), aad.encode()))
+    return Sealed(key_id=key_id, blob=nonce + AESGCM(key).encrypt(nonce, _utf8(plaintext), _utf8(aad)))
 
 
 def unseal(sealed: Sealed, *, aad: str) -> str:
@@ -72,12 +77,12 @@ def unseal(sealed: Sealed, *, aad: str) -> str:
     if len(blob) <= NONCE_BYTES + 16:
         raise SecretsError("stored secret is truncated")
     try:
-        plaintext = AESGCM(key).decrypt(blob[:NONCE_BYTES], blob[NONCE_BYTES:], aad.encode())
+        plaintext = AESGCM(key).decrypt(blob[:NONCE_BYTES], blob[NONCE_BYTES:], _utf8(aad))
     except InvalidTag:
         raise SecretsError("stored secret failed authentication (wrong key, row or tampered data)") from None
     if not plaintext:
         raise SecretsError("stored secret is empty")
-    return plaintext.decode()
+    return plaintext.decode("utf-8", "surrogatepass")
 
 
 def mask_secret(secret: str, *, keep: int = 4) -> str:

@@ -1,11 +1,14 @@
 """Catalog writes: the declarative catalog loader and the operator's provider credentials."""
 
+import re
 from dataclasses import dataclass
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
+from urllib.parse import urlsplit
 
 from django.db import transaction
 
-from byok.crypto import mask_secret, seal
+from byok.crypto import seal
+from byok.shapes import MAX_URL_CHARS, ShapeError, check_text, operator_credential
 from routing.models import AdapterKind, Endpoint, Model, Provider
 
 PROVIDER_FIELDS = ("name", "adapter", "credential_kind", "base_url", "api_key_env", "zdr", "retains_prompts",
@@ -17,8 +20,109 @@ PRICE_FIELDS = {"prompt": "price_prompt", "completion": "price_completion", "cac
                 "cache_write": "price_cache_write", "reasoning": "price_reasoning", "request": "price_request"}
 
 
+PROVIDER_SLUG = re.compile(r"[a-z0-9][a-z0-9._:/-]{0,99}")
+ENV_VAR = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}")
+MAX_PRICE = Decimal("100000000")  # numeric(14, 6): below 10^8
+
+
 class CatalogError(ValueError):
-    pass
+    """A catalog row the gateway would refuse; `field` names the offending field when there is one."""
+
+    def __init__(self, message: str, *, field: str | None = None):
+        super().__init__(message)
+        self.field = field
+
+
+def provider_problems(values: dict) -> list[tuple[str, str]]:
+    """(field, message) for every provider value the gateway could not use (admin forms and the loader)."""
+    problems = []
+    slug = values.get("slug")
+    if slug is not None and not (isinstance(slug, str) and PROVIDER_SLUG.fullmatch(slug)):
+        problems.append(("slug", "slug must be lowercase letters, digits and . _ : / - (at most 100)"))
+    base_url = values.get("base_url")
+    if base_url is not None:
+        problem = _url_problem(base_url, "base_url")
+        if problem:
+            problems.append(("base_url", problem))
+    env_var = values.get("api_key_env")
+    if env_var and not (isinstance(env_var, str) and ENV_VAR.fullmatch(env_var)):
+        problems.append(("api_key_env", "api_key_env must be an environment variable name (letters, digits, _)"))
+    return problems
+
+
+def model_problems(values: dict) -> list[tuple[str, str]]:
+    problems = []
+    model_id = values.get("id")
+    if model_id is not None and not (isinstance(model_id, str) and model_id.count("/") == 1
+                                     and _visible_ascii(model_id) and "" not in model_id.split("/")):
+        problems.append(("id", f"model id {model_id!r} must look like <author>/<slug> (printable, no spaces)"))
+    if "context_length" in values and not _positive_int(values["context_length"]):
+        problems.append(("context_length", "context_length must be a positive integer"))
+    for name in ("input_modalities", "output_modalities", "supported_parameters"):
+        if name in values and not _strings(values[name]):
+            problems.append((name, f"{name} must be a list of strings"))
+    return problems
+
+
+def endpoint_problems(values: dict) -> list[tuple[str, str]]:
+    problems = []
+    upstream = values.get("upstream_model")
+    if upstream is not None and not (isinstance(upstream, str) and upstream and _visible_ascii(upstream)):
+        problems.append(("upstream_model", "upstream_model must be printable ASCII without spaces"))
+    for field in PRICE_FIELDS.values():
+        price = values.get(field)
+        if price is None:
+            continue
+        try:
+            price = Decimal(str(price))
+        except (InvalidOperation, ValueError):
+            problems.append((field, f"{field} must be a number"))
+            continue
+        if not price.is_finite() or price < 0 or price >= MAX_PRICE:
+            problems.append((field, f"{field} must be a price between 0 and {MAX_PRICE} (USD per million tokens)"))
+    if "context_length" in values and not _positive_int(values["context_length"]):
+        problems.append(("context_length", "context_length must be a positive integer"))
+    limit = values.get("max_completion_tokens")
+    if limit is not None and not _positive_int(limit):
+        problems.append(("max_completion_tokens", "max_completion_tokens must be a positive integer or empty"))
+    for name in ("supported_parameters", "service_tiers"):
+        if name in values and not _strings(values[name]):
+            problems.append((name, f"{name} must be a list of strings"))
+    return problems
+
+
+def _url_problem(value, field: str) -> str | None:
+    if not isinstance(value, str) or not value:
+        return f"{field} must be an http or https URL"
+    try:
+        check_text(value, field, cap=MAX_URL_CHARS)
+        url = urlsplit(value)
+        url.port  # noqa: B018 -- raises ValueError on a port out of range
+    except ShapeError as exc:
+        return str(exc)
+    except ValueError:
+        return f"{field} is not a valid URL"
+    if url.scheme not in ("http", "https") or not url.hostname:
+        return f"{field} must be an http or https URL"
+    return None
+
+
+def _visible_ascii(value: str) -> bool:
+    return all(0x21 <= ord(char) <= 0x7E for char in value)
+
+
+def _positive_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 < value < 2**31
+
+
+def _strings(value) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+def _raise_first(problems: list[tuple[str, str]], where: str) -> None:
+    if problems:
+        field, message = problems[0]
+        raise CatalogError(f"{where}: {message}", field=field)
 
 
 @dataclass(frozen=True)
@@ -36,12 +140,14 @@ def catalog_load(*, data: dict) -> CatalogLoadResult:
             _require(row, "slug", "name", "adapter", "base_url")
             if row["adapter"] not in AdapterKind.values:
                 raise CatalogError(f"provider {row['slug']}: unknown adapter {row['adapter']!r}")
+            _raise_first(provider_problems(row), f"provider {row['slug']}")
             Provider.objects.update_or_create(slug=row["slug"], defaults=_pick(row, PROVIDER_FIELDS))
             providers += 1
         for row in data.get("models") or []:
             _require(row, "id", "name", "context_length")
             if row["id"].count("/") != 1:
                 raise CatalogError(f"model id {row['id']!r} must look like <author>/<slug>")
+            _raise_first(model_problems(row), f"model {row['id']}")
             model, _ = Model.objects.update_or_create(id=row["id"], defaults=_pick(row, MODEL_FIELDS))
             models += 1
             for endpoint_row in row.get("endpoints") or []:
@@ -70,15 +176,24 @@ def _endpoint_upsert(model: Model, row: dict) -> None:
             defaults[field] = Decimal(str(value))
         elif field in ("price_prompt", "price_completion"):
             raise CatalogError(f"model {model.id} @ {provider.slug}: pricing.{key} is required")
+    _raise_first(endpoint_problems(defaults), f"model {model.id} @ {provider.slug}")
     Endpoint.objects.update_or_create(model=model, provider=provider, defaults=defaults)
 
 
+def provider_credential_check(*, provider: Provider, plaintext: str) -> str:
+    """The operator's credential's label, or ShapeError: the same text and shape checks as a customer's key
+    (printable, header-safe; a Vertex service account as its JSON), so it can always be sent."""
+    return operator_credential(kind=provider.credential_kind, value=plaintext).label
+
+
 def provider_credential_set(*, provider: Provider, plaintext: str | None) -> Provider:
-    """Seal (or with None, remove) the operator's credential for a provider."""
+    """Seal (or with None, remove) the operator's credential for a provider. ShapeError for a credential
+    that could not be sent (control characters, NUL, non-ASCII, whitespace, absurd length)."""
     if plaintext:
+        label = provider_credential_check(provider=provider, plaintext=plaintext)
         sealed = seal(plaintext, aad=f"provider:{provider.pk}")
         provider.credential_sealed, provider.credential_key_id = sealed.blob, sealed.key_id
-        provider.credential_label = mask_secret(plaintext)
+        provider.credential_label = label
     else:
         provider.credential_sealed, provider.credential_key_id, provider.credential_label = None, "", ""
     provider.save(update_fields=["credential_sealed", "credential_key_id", "credential_label", "updated_at"])
