@@ -5,6 +5,7 @@ from rest_framework.views import APIView
 
 from gateway.accounts.permissions import IsInferenceKey
 from gateway.api import error_responses
+from responses_api.metadata import view_error_metadata
 from responses_api.schema import ResponseResultSerializer, ResponseStreamEventSerializer
 from responses_api.service import RequestContext, response_create_json, response_prepare
 from responses_api.streaming import response_open_stream
@@ -21,6 +22,10 @@ def request_context(request, data: dict) -> RequestContext:
 
 class ResponseCreateApi(APIView):
     permission_classes = [IsInferenceKey]
+
+    def handle_exception(self, exc):
+        view_error_metadata(self.request, exc)  # gateway_metadata on every error after authentication
+        return super().handle_exception(exc)
 
     @extend_schema(
         operation_id="createResponses", tags=["Responses"], request=ResponseCreateRequestSerializer,

@@ -1,7 +1,18 @@
-"""`gateway_metadata`: a truthful account of the routing decision (opt-in with X-Gateway-Metadata)."""
+"""`gateway_metadata`: a truthful account of the routing decision (opt-in with X-Gateway-Metadata), on
+results and on every error of POST /responses after authentication."""
+
+import logging
 
 from gateway.billing.generations import ProviderAttempt
 from routing.selection import Candidate, RoutePlan
+
+logger = logging.getLogger(__name__)
+# The spec's opt-in header and its legacy alias (a request header only: the request body has no such field).
+METADATA_HEADERS = ("HTTP_X_GATEWAY_METADATA", "HTTP_X_GATEWAY_EXPERIMENTAL_METADATA")
+
+
+def metadata_requested(meta: dict) -> bool:
+    return any(str(meta.get(name, "")).strip().lower() == "enabled" for name in METADATA_HEADERS)
 
 
 def gateway_metadata(*, plan: RoutePlan, attempts: list[ProviderAttempt], served: Candidate | None) -> dict:
@@ -32,3 +43,68 @@ def gateway_metadata(*, plan: RoutePlan, attempts: list[ProviderAttempt], served
                      for a in attempts],
         "pipeline": [],
     }
+
+
+def unplanned_metadata(*, requested: str, models: list[str] | tuple = (), reason: str = "") -> dict:
+    """For an error before any route was planned (invalid request, unknown model, no usable endpoint):
+    the requested model's endpoints as the catalog lists them, none selected, no attempt."""
+    available = []
+    try:
+        from routing.selectors import endpoints_for_model
+
+        for model in dict.fromkeys(models or ([requested] if requested else [])):
+            available += [{"model": endpoint.model_id, "provider": endpoint.provider_slug, "selected": False}
+                          for endpoint in endpoints_for_model(model_id=model)]
+    except Exception:  # the error being answered matters more than this detail
+        logger.exception("could not list the endpoints for gateway_metadata")
+    return {
+        "requested": requested,
+        "strategy": "direct",
+        "region": "",
+        "summary": "No attempt was made" + (f": {reason}" if reason else ""),
+        "attempt": 0,
+        "is_byok": False,
+        "endpoints": {"total": len(available), "available": available},
+        "attempts": [],
+        "pipeline": [],
+    }
+
+
+def error_reason(exc: BaseException) -> str:
+    """A short machine-readable reason for the summary: the availability code, or the error's class."""
+    metadata = getattr(exc, "metadata", None)
+    availability = metadata.get("availability") if isinstance(metadata, dict) else None
+    if isinstance(availability, dict) and availability.get("code"):
+        return str(availability["code"])
+    status = getattr(exc, "status", None) or getattr(exc, "status_code", None)
+    return f"HTTP {status}" if status else ""
+
+
+def attach_error_metadata(exc: BaseException, *, requested: str, models=()) -> None:
+    """Give an error without gateway_metadata the unplanned account (the caller checked the opt-in)."""
+    if getattr(exc, "gateway_metadata", None) is None:
+        try:
+            exc.gateway_metadata = unplanned_metadata(requested=requested, models=models, reason=error_reason(exc))
+        except AttributeError:  # an exception type that refuses attributes: answered without it
+            pass
+
+
+def requested_models(data) -> tuple[str, list[str]]:
+    """(the model as requested, the catalog ids it and `models` name), from request data of any shape."""
+    if not isinstance(data, dict):
+        return "", []
+    from routing.preferences import split_model_suffix
+
+    names = [data.get("model")] + (data.get("models") if isinstance(data.get("models"), list) else [])
+    names = [name[:256] for name in names if isinstance(name, str) and name]
+    return (names[0] if names else ""), [split_model_suffix(name)[0] for name in names]
+
+
+def view_error_metadata(request, exc: BaseException) -> None:
+    """For ResponseCreateApi.handle_exception: every error after authentication carries gateway_metadata
+    when the caller opted in (401s and anything before authentication do not)."""
+    if getattr(request, "_user", None) is None or not metadata_requested(request.META):
+        return
+    # The body only if it was parsed already (parsing here could raise anew).
+    requested, models = requested_models(getattr(request, "_full_data", None))
+    attach_error_metadata(exc, requested=requested, models=models)

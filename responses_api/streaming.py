@@ -168,13 +168,14 @@ def _relay(run, opened, renderer, accumulator, outcome, interval) -> Iterator[by
                             retryable=True)
     # The upstream finished: close the last item and complete.
     response = accumulator.response()
+    response = replace(response, usage=run.bound_usage(response.usage, opened.candidate))
     first_token = (run.started + outcome["ttft_ms"] / 1000 - opened.started) if outcome["ttft_ms"] else None
     run.record_attempt(opened.candidate, opened.started, None, usage=response.usage, ttft_s=first_token)
     run.served = opened.candidate
     run.remember_session()
     closing = b"".join(renderer.close_open())
     charged, list_cost = run.settle(response.usage)
-    outcome.update(status=response.status, charged=charged, list_cost=list_cost, settled=True)
+    outcome.update(status=response.status, charged=charged, list_cost=list_cost, settled=True, usage=response.usage)
     result = run.result(response, items=renderer.items, charged=charged, list_cost=list_cost)
     kind = "response.incomplete" if response.status == "incomplete" else "response.completed"
     yield closing + renderer.lifecycle(kind, result)
@@ -204,12 +205,14 @@ def _finish_stream(run: ResponseRun, accumulator: Accumulator, outcome: dict) ->
     try:
         response = accumulator.response()
         if outcome.get("settled"):
-            run.write_generation(status=outcome["status"], usage=response.usage, cost=outcome["charged"],
+            run.write_generation(status=outcome["status"], usage=outcome["usage"], cost=outcome["charged"],
                                  upstream_cost=outcome["list_cost"], upstream_id=response.upstream_id,
                                  finish_reason=response.incomplete_reason or "stop", ttft_ms=outcome["ttft_ms"])
             return
         usage = _usage_so_far(response, estimated_input=run.prepared.estimated_input_tokens)
         charged = list_cost = Decimal(0)
+        if outcome.get("candidate") is not None:  # reported or estimated, within the request's limits
+            usage = run.bound_usage(usage, outcome["candidate"])
         if usage.output_tokens and outcome.get("candidate") is not None:
             run.served = outcome["candidate"]  # it generated these tokens: they are billed
             charged, list_cost = run.settle(usage)
@@ -228,7 +231,7 @@ def _finish_stream(run: ResponseRun, accumulator: Accumulator, outcome: dict) ->
 
 def _usage_so_far(response: CanonicalResponse, *, estimated_input: int) -> Usage:
     """The upstream's usage when it reported one; otherwise an estimate from the text generated so far."""
-    if response.usage.output_tokens:
+    if response.usage.output_tokens > 0:
         return response.usage
     generated = sum(len(getattr(item, "text", "") or getattr(item, "arguments", "") or "") for item in response.output)
     generated += sum(len(text) for item in response.output for text in getattr(item, "summary", ()) +

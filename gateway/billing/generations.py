@@ -58,6 +58,7 @@ class GenerationRecord:
     session_id: str = ""
     service_tier: str = ""
     provider_responses: tuple[ProviderAttempt, ...] = field(default_factory=tuple)
+    usage_anomaly: dict | None = None  # see Generation.usage_anomaly
 
 
 def generation_create(*, record: GenerationRecord) -> Generation:

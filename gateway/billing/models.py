@@ -94,6 +94,10 @@ class Generation(models.Model):
     session_id = models.CharField(max_length=256, blank=True)
     service_tier = models.CharField(max_length=20, blank=True)
     provider_responses = models.JSONField(default=list)
+    usage_anomaly = models.JSONField(
+        null=True, blank=True,
+        help_text="The provider's usage when it was implausible (negative, or above what the request allows), "
+                  "and the bounds it was clamped to; null when the usage was billed as reported")
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
     def __str__(self) -> str:
