@@ -1,20 +1,24 @@
 import re
 
+from django.core.validators import RegexValidator
 from rest_framework import serializers
 
 from byok.models import SharedCapacity
+from gateway import fields
 
 MAX_FILTER_ENTRIES = 100
 KEY_HASH = re.compile(r"^[0-9a-f]{64}$")
 MODEL_ID = re.compile(r"^[^/\s]+/[^/\s]+$")
 
 
-class NullableFilterField(serializers.ListField):
+class NullableFilterField(fields.ListField):
     """An array of strings (at most 100), or null. An empty array is refused: use null to clear."""
 
-    def __init__(self, **kwargs):
-        super().__init__(child=serializers.CharField(max_length=256), max_length=MAX_FILTER_ENTRIES,
-                         allow_null=True, required=False, **kwargs)
+    def __init__(self, *, pattern: re.Pattern | None = None, pattern_message: str = "", **kwargs):
+        self.pattern, self.pattern_message = pattern, pattern_message
+        validators = [RegexValidator(pattern, pattern_message)] if pattern else []  # (also the schema's pattern)
+        super().__init__(child=fields.CharField(max_length=256, validators=validators), min_length=1,
+                         max_length=MAX_FILTER_ENTRIES, allow_null=True, required=False, **kwargs)
 
     def to_internal_value(self, data):
         if not isinstance(data, list):
@@ -23,12 +27,17 @@ class NullableFilterField(serializers.ListField):
             raise serializers.ValidationError("must not be empty: use null to remove the restriction")
         if not all(isinstance(item, str) for item in data):
             raise serializers.ValidationError("must be an array of strings")
+        if self.pattern and not all(self.pattern.match(item) for item in data):
+            raise serializers.ValidationError(self.pattern_message)
         return list(dict.fromkeys(super().to_internal_value(data)))
 
 
 class ByokFiltersMixin(serializers.Serializer):
-    allowed_models = NullableFilterField(help_text="Model ids; null = all models")
-    allowed_api_key_hashes = NullableFilterField(help_text="SHA-256 hashes of this account's API keys; null = all")
+    allowed_models = NullableFilterField(pattern=MODEL_ID, pattern_message="each entry must be a model id author/slug",
+                                         help_text="Model ids; null = all models")
+    allowed_api_key_hashes = NullableFilterField(
+        pattern=KEY_HASH, pattern_message="each entry must be exactly 64 lowercase hexadecimal characters",
+        help_text="SHA-256 hashes of this account's API keys; null = all")
     allowed_user_ids = NullableFilterField(help_text="Member user ids of this account; null = all members")
 
     def validate_allowed_api_key_hashes(self, value):
@@ -71,24 +80,24 @@ class ByokFiltersMixin(serializers.Serializer):
 
 
 class ByokCreateRequestSerializer(ByokFiltersMixin):
-    provider = serializers.CharField(max_length=100)
-    key = serializers.JSONField(help_text="The credential: a string, or for Azure/Bedrock/Vertex the JSON "
+    provider = fields.CharField(max_length=100)
+    key = fields.JSONField(help_text="The credential: a string, or for Azure/Bedrock/Vertex the JSON "
                                           "(or its JSON string)")
-    name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
-    disabled = serializers.BooleanField(required=False, default=False)
-    is_fallback = serializers.BooleanField(required=False, default=False)
-    workspace_id = serializers.UUIDField(required=False, allow_null=True)
-    shared_capacity = serializers.ChoiceField(choices=SharedCapacity.choices, required=False, default="always")
+    name = fields.CharField(max_length=200, required=False, allow_blank=True, default="")
+    disabled = fields.BooleanField(required=False, default=False)
+    is_fallback = fields.BooleanField(required=False, default=False)
+    workspace_id = fields.UUIDField(required=False, allow_null=True)
+    shared_capacity = fields.ChoiceField(choices=SharedCapacity.choices, required=False, default="always")
 
 
 class ByokUpdateRequestSerializer(ByokFiltersMixin):
-    key = serializers.JSONField(required=False, help_text="New credential material (rotated in place)")
-    name = serializers.CharField(max_length=200, required=False, allow_blank=True)
-    disabled = serializers.BooleanField(required=False)
-    is_fallback = serializers.BooleanField(required=False)
-    sort_order = serializers.IntegerField(required=False, min_value=0,
+    key = fields.JSONField(required=False, help_text="New credential material (rotated in place)")
+    name = fields.CharField(max_length=200, required=False, allow_blank=True)
+    disabled = fields.BooleanField(required=False)
+    is_fallback = fields.BooleanField(required=False)
+    sort_order = fields.IntegerField(required=False, min_value=0,
                                           help_text="New position within its section; the others shift")
-    shared_capacity = serializers.ChoiceField(choices=SharedCapacity.choices, required=False)
+    shared_capacity = fields.ChoiceField(choices=SharedCapacity.choices, required=False)
 
 
 class ByokRecordSerializer(serializers.Serializer):
@@ -117,10 +126,10 @@ class ByokListSerializer(serializers.Serializer):
 
 
 class ByokListQuerySerializer(serializers.Serializer):
-    provider = serializers.CharField(required=False, max_length=100)
-    workspace_id = serializers.UUIDField(required=False)
-    offset = serializers.IntegerField(required=False, default=0, min_value=0)
-    limit = serializers.IntegerField(required=False, default=100, min_value=1, max_value=1000)
+    provider = fields.CharField(required=False, max_length=100)
+    workspace_id = fields.UUIDField(required=False)
+    offset = fields.QueryIntegerField(required=False, default=0, min_value=0)
+    limit = fields.QueryIntegerField(required=False, default=100, min_value=1, max_value=1000)
 
 
 class ByokDeletedSerializer(serializers.Serializer):

@@ -17,6 +17,7 @@ MSG_INTERNAL = "Internal server error"
 MSG_NOT_FOUND = "Not found"
 MSG_BODY_TOO_LARGE = "Request body is too large (limit: {limit} bytes)"
 MSG_MALFORMED_JSON = "Malformed JSON body: {detail}"
+MSG_JSON_TOO_DEEP = "JSON body is nested too deeply: at most {limit} levels of arrays and objects"
 MSG_MANAGEMENT_ONLY = "Only management keys can perform this operation"
 MSG_INFERENCE_ONLY = "Management keys cannot be used for inference; use an inference API key"
 MSG_MISSING_AUTH = "Missing Authentication header"
@@ -44,6 +45,10 @@ class GatewayError(Exception):
         self.metadata = metadata or {}
         self.headers = headers or {}
         self.gateway_metadata = gateway_metadata
+
+
+class JsonTooDeep(exceptions.ParseError, ValueError):
+    """Nesting beyond the limit, found before any recursive parsing (gateway/parsers.py)."""
 
 
 class PaymentRequired(GatewayError):
@@ -109,6 +114,8 @@ def api_exception_handler(exc: Exception, context: dict) -> Response:
         from django.conf import settings
 
         status, message = 413, MSG_BODY_TOO_LARGE.format(limit=settings.MAX_REQUEST_BODY_BYTES)
+    elif isinstance(exc, JsonTooDeep):
+        status, message = 400, str(exc.detail)
     elif isinstance(exc, exceptions.ParseError):
         status, message = 400, MSG_MALFORMED_JSON.format(detail=exc.detail)
     elif isinstance(exc, exceptions.ValidationError):

@@ -1,5 +1,5 @@
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import include, path, register_converter
 from django.views.generic import TemplateView
 from drf_spectacular.views import (
     SpectacularJSONAPIView,
@@ -15,15 +15,30 @@ from gateway.billing.apis import CreditsApi, GenerationApi
 from responses_api.apis import ResponseCreateApi
 from routing.apis import AccountRoutingSettingsApi, ModelEndpointsApi, ModelListApi, ProviderListApi
 
+
+class SegmentConverter:
+    """A path segment without control characters: `/keys/a%00b` is a 404 here, never a NUL in a query."""
+
+    regex = "[^/\x00-\x1f\x7f]+"
+
+    def to_python(self, value: str) -> str:
+        return value
+
+    def to_url(self, value: str) -> str:
+        return value
+
+
+register_converter(SegmentConverter, "segment")
+
 api_v1 = [
     path("keys", ApiKeyListCreateApi.as_view(), name="keys"),
-    path("keys/<str:key_hash>", ApiKeyDetailApi.as_view(), name="key-detail"),
+    path("keys/<segment:key_hash>", ApiKeyDetailApi.as_view(), name="key-detail"),
     path("key", CurrentKeyApi.as_view(), name="current-key"),
     path("credits", CreditsApi.as_view(), name="credits"),
     path("generation", GenerationApi.as_view(), name="generation"),
     path("responses", ResponseCreateApi.as_view(), name="responses"),
     path("models", ModelListApi.as_view(), name="models"),
-    path("models/<str:author>/<str:slug>/endpoints", ModelEndpointsApi.as_view(), name="model-endpoints"),
+    path("models/<segment:author>/<segment:slug>/endpoints", ModelEndpointsApi.as_view(), name="model-endpoints"),
     path("providers", ProviderListApi.as_view(), name="providers"),
     path("byok", ByokListCreateApi.as_view(), name="byok"),
     path("byok/<uuid:byok_id>", ByokDetailApi.as_view(), name="byok-detail"),

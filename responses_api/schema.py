@@ -1,5 +1,6 @@
 """Serializers that document the Responses result and stream in the OpenAPI schema."""
 
+from drf_spectacular.extensions import OpenApiSerializerExtension
 from rest_framework import serializers
 
 
@@ -96,3 +97,35 @@ class ResponseResultSerializer(serializers.Serializer):
 class ResponseStreamEventSerializer(serializers.Serializer):
     type = serializers.CharField(help_text="response.created, response.output_text.delta, ..., response.completed")
     sequence_number = serializers.IntegerField()
+
+
+class ResponseCreateRequestSchema(OpenApiSerializerExtension):
+    """What the request serializer's cross-field rules mean for the schema, so schema and validation agree:
+    `model` or `models` is required, `input` is required and not empty, this endpoint is stateless."""
+
+    target_class = "responses_api.validation.request.ResponseCreateRequestSerializer"
+
+    def map_serializer(self, auto_schema, direction):
+        schema = auto_schema._map_serializer(self.target_class, direction, bypass_extensions=True)
+        properties = schema["properties"]
+        schema["required"] = sorted({*schema.get("required", []), "input"})
+        schema["anyOf"] = [{"required": ["model"]}, {"required": ["models"]}]
+        only_false = {"not": {"type": "boolean", "enum": [True]}}  # (enum under `not`: no enum component)
+        properties["store"] = {"type": "boolean", "default": False, **only_false,
+                               "description": "Only false: this endpoint stores nothing"}
+        properties["background"] = {"type": "boolean", "nullable": True, **only_false,
+                                    "description": "Only false or null: background mode needs stored responses"}
+        properties["previous_response_id"] = {"type": "string", "nullable": True, "not": {"type": "string"},
+                                              "description": "Only null: send the full conversation in input"}
+        return schema
+
+
+class TextFormatSchema(OpenApiSerializerExtension):
+    target_class = "responses_api.validation.objects.TextFormatSerializer"
+
+    def map_serializer(self, auto_schema, direction):
+        schema = auto_schema._map_serializer(self.target_class, direction, bypass_extensions=True)
+        schema["anyOf"] = [{"properties": {"type": {"type": "string", "enum": ["text", "json_object"]}}},
+                           {"properties": {"type": {"type": "string", "enum": ["json_schema"]}},
+                            "required": ["name", "schema"]}]
+        return schema

@@ -1,5 +1,6 @@
 from rest_framework import serializers
 
+from gateway import fields
 from routing.pricing import per_token
 
 
@@ -61,13 +62,13 @@ class ModelListSerializer(serializers.Serializer):
 
 
 class ModelListQuerySerializer(serializers.Serializer):
-    offset = serializers.IntegerField(required=False, min_value=0)
-    limit = serializers.IntegerField(required=False, min_value=1, max_value=1000)
-    q = serializers.CharField(required=False, max_length=200, help_text="Search in id, name and description")
-    supported_parameters = serializers.CharField(required=False, help_text="Comma list; all must be supported")
-    input_modalities = serializers.CharField(required=False, help_text="Comma list")
-    output_modalities = serializers.CharField(required=False, help_text="Comma list, or `all`")
-    providers = serializers.CharField(required=False, help_text="Comma list of provider slugs")
+    offset = fields.QueryIntegerField(required=False, min_value=0)
+    limit = fields.QueryIntegerField(required=False, min_value=1, max_value=1000)
+    q = fields.CharField(required=False, max_length=200, help_text="Search in id, name and description")
+    supported_parameters = fields.CharField(required=False, help_text="Comma list; all must be supported")
+    input_modalities = fields.CharField(required=False, help_text="Comma list")
+    output_modalities = fields.CharField(required=False, help_text="Comma list, or `all`")
+    providers = fields.CharField(required=False, help_text="Comma list of provider slugs")
 
     @staticmethod
     def as_list(value: str | None) -> list[str]:
@@ -172,13 +173,13 @@ def endpoint_record(endpoint) -> dict:
 
 
 class AccountRoutingSettingsSerializer(serializers.Serializer):
-    allowed_providers = serializers.ListField(child=serializers.CharField(max_length=128), max_length=100,
+    allowed_providers = fields.ListField(child=fields.CharField(max_length=128), max_length=100,
                                              required=False,
                                              help_text="Provider slugs (base slugs match variants); empty = all")
-    ignored_providers = serializers.ListField(child=serializers.CharField(max_length=128), max_length=100,
+    ignored_providers = fields.ListField(child=fields.CharField(max_length=128), max_length=100,
                                              required=False)
-    enforce_zdr = serializers.BooleanField(required=False)
-    data_collection = serializers.ChoiceField(choices=["allow", "deny"], required=False)
+    enforce_zdr = fields.BooleanField(required=False)
+    data_collection = fields.ChoiceField(choices=["allow", "deny"], required=False)
 
     def _known(self, slugs: list[str]) -> list[str]:
         from routing.models import Provider

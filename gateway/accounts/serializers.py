@@ -1,7 +1,12 @@
+from decimal import Decimal
+
 from rest_framework import serializers
 
+from gateway import fields
 from gateway.accounts.models import ApiKey, LimitReset
 from gateway.billing.selectors import key_usage, key_usage_in_window
+
+MAX_KEY_LIMIT = Decimal("1000000000")  # USD; the column holds 12 integer digits
 
 
 class KeyUsageFieldsSerializer(serializers.Serializer):
@@ -70,20 +75,21 @@ class ApiKeyDeletedSerializer(serializers.Serializer):
 
 
 class ApiKeyListQuerySerializer(serializers.Serializer):
-    workspace_id = serializers.UUIDField(required=False)
-    include_disabled = serializers.BooleanField(required=False, default=True)
-    offset = serializers.IntegerField(required=False, default=0, min_value=0)
-    limit = serializers.IntegerField(required=False, default=100, min_value=1, max_value=1000)
+    workspace_id = fields.UUIDField(required=False)
+    include_disabled = fields.QueryBooleanField(required=False, default=True)
+    offset = fields.QueryIntegerField(required=False, default=0, min_value=0)
+    limit = fields.QueryIntegerField(required=False, default=100, min_value=1, max_value=1000)
 
 
 class ApiKeyCreateRequestSerializer(serializers.Serializer):
-    name = serializers.CharField(max_length=200)
-    limit = serializers.DecimalField(max_digits=24, decimal_places=12, min_value=0, required=False, allow_null=True)
-    limit_reset = serializers.ChoiceField(choices=LimitReset.choices, required=False, allow_null=True)
-    include_byok_in_limit = serializers.BooleanField(required=False, default=False)
-    expires_at = serializers.DateTimeField(required=False, allow_null=True)
-    creator_user_id = serializers.CharField(max_length=256, required=False, allow_null=True)
-    workspace_id = serializers.UUIDField(required=False, allow_null=True)
+    name = fields.CharField(max_length=200)
+    limit = fields.MoneyField(max_digits=24, decimal_places=12, min_value=0, max_value=MAX_KEY_LIMIT, required=False,
+                              allow_null=True, help_text="Credit limit in USD")
+    limit_reset = fields.ChoiceField(choices=LimitReset.choices, required=False, allow_null=True)
+    include_byok_in_limit = fields.BooleanField(required=False, default=False)
+    expires_at = fields.DateTimeField(required=False, allow_null=True)
+    creator_user_id = fields.CharField(max_length=256, required=False, allow_null=True)
+    workspace_id = fields.UUIDField(required=False, allow_null=True)
 
     def validate_expires_at(self, value):
         from django.utils import timezone
@@ -94,11 +100,12 @@ class ApiKeyCreateRequestSerializer(serializers.Serializer):
 
 
 class ApiKeyUpdateRequestSerializer(serializers.Serializer):
-    name = serializers.CharField(max_length=200, required=False)
-    disabled = serializers.BooleanField(required=False)
-    limit = serializers.DecimalField(max_digits=24, decimal_places=12, min_value=0, required=False, allow_null=True)
-    limit_reset = serializers.ChoiceField(choices=LimitReset.choices, required=False, allow_null=True)
-    include_byok_in_limit = serializers.BooleanField(required=False)
+    name = fields.CharField(max_length=200, required=False)
+    disabled = fields.BooleanField(required=False)
+    limit = fields.MoneyField(max_digits=24, decimal_places=12, min_value=0, max_value=MAX_KEY_LIMIT, required=False,
+                              allow_null=True, help_text="Credit limit in USD")
+    limit_reset = fields.ChoiceField(choices=LimitReset.choices, required=False, allow_null=True)
+    include_byok_in_limit = fields.BooleanField(required=False)
 
 
 class CurrentKeySerializer(KeyUsageFieldsSerializer):

@@ -1,5 +1,7 @@
 from rest_framework import serializers
 
+from gateway import fields
+
 
 class CreditsSerializer(serializers.Serializer):
     total_credits = serializers.FloatField(help_text="All credits ever added (USD).")
@@ -57,7 +59,7 @@ class GenerationEnvelopeSerializer(serializers.Serializer):
 
 
 class GenerationQuerySerializer(serializers.Serializer):
-    id = serializers.CharField(max_length=64)
+    id = fields.CharField(max_length=64)
 
 
 def generation_data(generation) -> dict:

@@ -113,7 +113,7 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["gateway.accounts.authentication.ApiKeyAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["gateway.parsers.StrictJSONParser"],  # nesting limit, finite numbers
     "DEFAULT_THROTTLE_CLASSES": ["gateway.accounts.throttling.ApiKeyRateThrottle"],
     "DEFAULT_CONTENT_NEGOTIATION_CLASS": "gateway.api.JsonFirstContentNegotiation",
     "EXCEPTION_HANDLER": "gateway.errors.api_exception_handler",
@@ -134,7 +134,7 @@ SPECTACULAR_SETTINGS = {
     "SERVERS": [{"url": "/api/v1"}],
     "SCHEMA_PATH_PREFIX_TRIM": True,
     "COMPONENT_SPLIT_REQUEST": False,
-    "ENUM_NAME_OVERRIDES": {},
+    "ENUM_NAME_OVERRIDES": {"TierEnum": "responses_api.validation.plugins.COST_TIERS"},  # = text.verbosity
 }
 
 # HTTPS hardening, on for deployments behind TLS (`manage.py check --deploy` passes with it).

@@ -3,13 +3,6 @@
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-
-class StrictDictField(serializers.DictField):
-    """A JSON object (DRF's DictField also accepts some non-dicts via QueryDict handling)."""
-
-    default_error_messages = {"not_a_dict": "Expected an object but got {input_type}."}
-
-
 ANY_FIELD_SCHEMA = {'description': 'Any JSON value'}
 
 

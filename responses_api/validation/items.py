@@ -1,195 +1,295 @@
 """`input`: a string, or an array of input items (messages with content parts, function calls and
-their outputs, reasoning, replayed assistant output)."""
+their outputs, reasoning, replayed assistant output). Validated by plain functions (see checks.py),
+after the count limits."""
 
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from responses_api.validation.common import AnyField
+from responses_api.validation.checks import MISSING, Fields, check_count, raise_indexed
+from responses_api.validation.limits import MAX_CONTENT_PARTS, MAX_INPUT_ITEMS
 
 ROLES = ("user", "system", "developer", "assistant")
 DETAILS = ("auto", "high", "low", "original")
 UNSUPPORTED_ITEMS = {
     "item_reference": "item references need stored responses; this endpoint is stateless: send the items themselves",
 }
-
-
-class InputTextPartSerializer(serializers.Serializer):
-    type = serializers.ChoiceField(choices=["input_text"])
-    text = serializers.CharField(allow_blank=True, trim_whitespace=False)
-    cache_control = serializers.DictField(required=False)
-
-    def validate_cache_control(self, value):
-        if value.get("type") != "ephemeral":
-            raise serializers.ValidationError('type must be "ephemeral"')
-        return value
-
-
-class InputImagePartSerializer(serializers.Serializer):
-    type = serializers.ChoiceField(choices=["input_image"])
-    image_url = serializers.CharField(required=False, allow_null=True)
-    file_id = serializers.CharField(required=False, allow_null=True)
-    detail = serializers.ChoiceField(choices=DETAILS, required=False, default="auto")
-
-    def validate(self, attrs):
-        if not attrs.get("image_url") and not attrs.get("file_id"):
-            raise serializers.ValidationError({"image_url": "image_url or file_id is required"})
-        if attrs.get("image_url") and not attrs["image_url"].startswith(("http://", "https://", "data:")):
-            raise serializers.ValidationError({"image_url": "must be an http(s) URL or a data: URL"})
-        return attrs
-
-
-class InputFilePartSerializer(serializers.Serializer):
-    type = serializers.ChoiceField(choices=["input_file"])
-    file_id = serializers.CharField(required=False, allow_null=True)
-    file_data = serializers.CharField(required=False, allow_null=True)
-    file_url = serializers.URLField(required=False, allow_null=True)
-    filename = serializers.CharField(required=False, allow_null=True, max_length=1024)
-
-    def validate(self, attrs):
-        if not any(attrs.get(name) for name in ("file_id", "file_data", "file_url")):
-            raise serializers.ValidationError({"file_data": "one of file_id, file_data or file_url is required"})
-        return attrs
-
-
-class OutputTextPartSerializer(serializers.Serializer):
-    type = serializers.ChoiceField(choices=["output_text"])
-    text = serializers.CharField(allow_blank=True, trim_whitespace=False)
-    annotations = serializers.ListField(child=serializers.DictField(), required=False)
-    logprobs = serializers.ListField(required=False)
-
-
-class RefusalPartSerializer(serializers.Serializer):
-    type = serializers.ChoiceField(choices=["refusal"])
-    refusal = serializers.CharField(allow_blank=True)
-
-
-PART_SERIALIZERS = {
-    "input_text": InputTextPartSerializer,
-    "input_image": InputImagePartSerializer,
-    "input_file": InputFilePartSerializer,
-    "output_text": OutputTextPartSerializer,
-    "refusal": RefusalPartSerializer,
-}
 UNSUPPORTED_PARTS = ("input_audio", "input_video")
+URL_PREFIXES = ("http://", "https://", "data:")
+
+
+def _input_text(fields: Fields) -> None:
+    fields.text("text", required=True, blank=True)
+    cache_control = fields.object("cache_control")
+    if cache_control is not None and cache_control.get("type") != "ephemeral":
+        fields.errors["cache_control"] = 'type must be "ephemeral"'
+
+
+def _input_image(fields: Fields) -> None:
+    url = fields.text("image_url", null=True)
+    file_id = fields.text("file_id", null=True)
+    fields.choice("detail", DETAILS, default="auto")
+    if fields.errors:
+        return
+    if not url and not file_id:
+        fields.errors["image_url"] = "image_url or file_id is required"
+    elif url and not url.startswith(URL_PREFIXES):
+        fields.errors["image_url"] = "must be an http(s) URL or a data: URL"
+
+
+def _input_file(fields: Fields) -> None:
+    fields.text("file_id", null=True)
+    fields.text("file_data", null=True)
+    url = fields.text("file_url", null=True)
+    fields.text("filename", null=True, max_length=1024)
+    if url and not url.startswith(("http://", "https://")):
+        fields.errors["file_url"] = "must be an http(s) URL"
+    if not fields.errors and not any(fields.out.get(name) for name in ("file_id", "file_data", "file_url")):
+        fields.errors["file_data"] = "one of file_id, file_data or file_url is required"
+
+
+def _output_text(fields: Fields) -> None:
+    fields.text("text", required=True, blank=True)
+    annotations = fields.array("annotations")
+    if annotations is not None and not all(isinstance(entry, dict) for entry in annotations):
+        fields.errors["annotations"] = "must be an array of objects"
+    fields.array("logprobs")
+
+
+def _refusal(fields: Fields) -> None:
+    fields.text("refusal", required=True, blank=True)
+
+
+PART_CHECKS = {
+    "input_text": _input_text,
+    "input_image": _input_image,
+    "input_file": _input_file,
+    "output_text": _output_text,
+    "refusal": _refusal,
+}
+ASSISTANT_ONLY_PARTS = ("output_text", "refusal")
+
+
+def _part_error(part, role: str) -> dict | str | None:
+    if not isinstance(part, dict):
+        return "must be an object"
+    kind = part.get("type")
+    if kind in UNSUPPORTED_PARTS:
+        return {"type": f"{kind} content is not supported by any provider this gateway serves"}
+    if not isinstance(kind, str) or kind not in PART_CHECKS:
+        return {"type": f'"{kind}" is not a valid content part type; expected one of {sorted(PART_CHECKS)}'}
+    if role != "assistant" and kind in ASSISTANT_ONLY_PARTS:
+        return {"type": f"{kind} parts belong to assistant messages"}
+    return None
 
 
 def validate_parts(parts: list, role: str) -> list[dict]:
+    check_count(parts, MAX_CONTENT_PARTS, "content parts in one message")
     errors, cleaned = {}, []
     for index, part in enumerate(parts):
-        if not isinstance(part, dict):
-            errors[index] = "must be an object"
+        error = _part_error(part, role)
+        if error is not None:
+            errors[index] = error
             continue
-        kind = part.get("type")
-        if kind in UNSUPPORTED_PARTS:
-            errors[index] = {"type": f"{kind} content is not supported by any provider this gateway serves"}
-            continue
-        serializer_class = PART_SERIALIZERS.get(kind)
-        if serializer_class is None:
-            errors[index] = {"type": f'"{kind}" is not a valid content part type; expected one of '
-                                     f"{sorted(PART_SERIALIZERS)}"}
-            continue
-        if role != "assistant" and kind in ("output_text", "refusal"):
-            errors[index] = {"type": f"{kind} parts belong to assistant messages"}
-            continue
-        serializer = serializer_class(data=part)
-        if serializer.is_valid():
-            cleaned.append(serializer.validated_data)
+        fields = Fields(part)
+        fields.out["type"] = part["type"]
+        PART_CHECKS[part["type"]](fields)
+        if fields.errors:
+            errors[index] = fields.errors
         else:
-            errors[index] = serializer.errors
-    if errors:
-        raise serializers.ValidationError({"content": [errors.get(i, {}) for i in range(len(parts))]})
+            cleaned.append(fields.out)
+    raise_indexed(errors)
     return cleaned
 
 
-class MessageItemSerializer(serializers.Serializer):
-    type = serializers.ChoiceField(choices=["message"], required=False)
-    id = serializers.CharField(required=False, allow_null=True)
-    role = serializers.ChoiceField(choices=ROLES)
-    content = AnyField(allow_null=True)
-    status = serializers.CharField(required=False, allow_null=True)
-    phase = serializers.ChoiceField(choices=["commentary", "final_answer"], required=False, allow_null=True)
-
-    def validate(self, attrs):
-        content = attrs.get("content")
-        if content is None:
-            attrs["content"] = []
-        elif isinstance(content, str):
-            part_type = "output_text" if attrs["role"] == "assistant" else "input_text"
-            attrs["content"] = [{"type": part_type, "text": content}]
-        elif isinstance(content, list):
-            attrs["content"] = validate_parts(content, attrs["role"])
-        else:
-            raise serializers.ValidationError({"content": "must be a string, an array of content parts or null"})
-        return attrs
-
-
-class FunctionCallItemSerializer(serializers.Serializer):
-    type = serializers.ChoiceField(choices=["function_call"])
-    id = serializers.CharField(required=False, allow_null=True)
-    call_id = serializers.CharField(max_length=256)
-    name = serializers.CharField(max_length=256)
-    arguments = serializers.CharField(allow_blank=True, trim_whitespace=False)
-    status = serializers.CharField(required=False, allow_null=True)
-    namespace = serializers.CharField(required=False, allow_null=True)
+def _message(fields: Fields) -> None:
+    fields.choice("type", ("message",))
+    fields.text("id", null=True)
+    role = fields.choice("role", ROLES, required=True)
+    fields.text("status", null=True)
+    fields.choice("phase", ("commentary", "final_answer"), null=True)
+    content = fields.source.get("content", MISSING)
+    if content is MISSING:
+        fields.errors["content"] = "is required"
+    elif role is None:
+        return
+    elif content is None:
+        fields.out["content"] = []
+    elif isinstance(content, str):
+        if "\x00" in content:
+            fields.errors["content"] = "must not contain NUL characters"
+        fields.out["content"] = [{"type": "output_text" if role == "assistant" else "input_text", "text": content}]
+    elif isinstance(content, list):
+        try:
+            fields.out["content"] = validate_parts(content, role)
+        except serializers.ValidationError as exc:
+            fields.errors["content"] = exc.detail
+    else:
+        fields.errors["content"] = "must be a string, an array of content parts or null"
 
 
-class FunctionCallOutputItemSerializer(serializers.Serializer):
-    type = serializers.ChoiceField(choices=["function_call_output"])
-    id = serializers.CharField(required=False, allow_null=True)
-    call_id = serializers.CharField(max_length=256)
-    output = AnyField()
-    status = serializers.CharField(required=False, allow_null=True)
+def _function_call(fields: Fields) -> None:
+    fields.text("id", null=True)
+    fields.text("call_id", required=True, max_length=256)
+    fields.text("name", required=True, max_length=256)
+    fields.text("arguments", required=True, blank=True)
+    fields.text("status", null=True)
+    fields.text("namespace", null=True)
 
-    def validate_output(self, value):
-        if isinstance(value, str):
-            return value
-        if isinstance(value, list):
-            texts = [part.get("text", "") for part in value if isinstance(part, dict)
-                     and part.get("type") in ("input_text", "output_text")]
-            if len(texts) != len(value):
-                raise serializers.ValidationError("only text parts are supported in a function call output")
+
+def _output_value(value) -> str | None:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        texts = [part.get("text") for part in value if isinstance(part, dict)
+                 and part.get("type") in ("input_text", "output_text")]
+        if len(texts) == len(value) and all(isinstance(text, str) for text in texts):
             return "".join(texts)
-        raise serializers.ValidationError("must be a string or an array of text parts")
+    return None
 
 
-class SummaryTextSerializer(serializers.Serializer):
-    type = serializers.ChoiceField(choices=["summary_text"])
-    text = serializers.CharField(allow_blank=True, trim_whitespace=False)
+def _function_call_output(fields: Fields) -> None:
+    fields.text("id", null=True)
+    fields.text("call_id", required=True, max_length=256)
+    fields.text("status", null=True)
+    if "output" not in fields.source:
+        fields.errors["output"] = "is required"
+        return
+    output = _output_value(fields.source["output"])
+    if output is None:
+        fields.errors["output"] = "must be a string or an array of text parts"
+    else:
+        fields.out["output"] = output
 
 
-class ReasoningTextSerializer(serializers.Serializer):
-    type = serializers.ChoiceField(choices=["reasoning_text"])
-    text = serializers.CharField(allow_blank=True, trim_whitespace=False)
+def _text_parts(fields: Fields, name: str, kind: str, *, null: bool) -> None:
+    parts = fields.array(name, null=null)
+    if not parts:
+        return
+    check_count(parts, MAX_CONTENT_PARTS, f"{name} parts")
+    cleaned = []
+    for part in parts:
+        if not isinstance(part, dict) or part.get("type") != kind or not isinstance(part.get("text"), str):
+            fields.errors[name] = f'each entry must be {{"type": "{kind}", "text": <string>}}'
+            return
+        cleaned.append({"type": kind, "text": part["text"]})
+    fields.out[name] = cleaned
 
 
-class ReasoningItemSerializer(serializers.Serializer):
-    type = serializers.ChoiceField(choices=["reasoning"])
-    id = serializers.CharField(required=False, allow_null=True)
-    summary = SummaryTextSerializer(many=True, required=False, default=list)
-    content = ReasoningTextSerializer(many=True, required=False, allow_null=True)
-    encrypted_content = serializers.CharField(required=False, allow_null=True)
-    signature = serializers.CharField(required=False, allow_null=True)
-    format = serializers.CharField(required=False, allow_null=True)
-    status = serializers.CharField(required=False, allow_null=True)
+def _reasoning(fields: Fields) -> None:
+    fields.text("id", null=True)
+    fields.out["summary"] = []
+    _text_parts(fields, "summary", "summary_text", null=False)
+    _text_parts(fields, "content", "reasoning_text", null=True)
+    for name in ("encrypted_content", "signature", "format", "status"):
+        fields.text(name, null=True)
 
 
-ITEM_SERIALIZERS = {
-    "message": MessageItemSerializer,
-    "function_call": FunctionCallItemSerializer,
-    "function_call_output": FunctionCallOutputItemSerializer,
-    "reasoning": ReasoningItemSerializer,
+ITEM_CHECKS = {
+    "message": _message,
+    "function_call": _function_call,
+    "function_call_output": _function_call_output,
+    "reasoning": _reasoning,
 }
 
 
-INPUT_FIELD_SCHEMA = {'oneOf': [{'type': 'string', 'description': 'One user message'},
-               {'type': 'array',
-                'items': {'type': 'object',
-                          'description': 'Input item: message (role user|system|developer|assistant, content '
-                                         'string or parts '
-                                         'input_text/input_image/input_file/output_text/refusal), function_call, '
-                                         'function_call_output or reasoning',
-                          'properties': {'type': {'type': 'string'}},
-                          'additionalProperties': True}}]}
+def _item_kind(item) -> tuple[str | None, dict | str | None]:
+    if not isinstance(item, dict):
+        return None, "must be an object"
+    kind = item.get("type") or ("message" if "role" in item else None)
+    if kind in UNSUPPORTED_ITEMS:
+        return None, {"type": UNSUPPORTED_ITEMS[kind]}
+    if not isinstance(kind, str) or kind not in ITEM_CHECKS:
+        return None, {"type": f'"{kind}" is not a supported input item type; expected one of {sorted(ITEM_CHECKS)}'}
+    return kind, None
+
+
+def validate_items(items: list) -> list[dict]:
+    check_count(items, MAX_INPUT_ITEMS, "input items")
+    cleaned, errors = [], {}
+    for index, item in enumerate(items):
+        kind, error = _item_kind(item)
+        if error is not None:
+            errors[index] = error
+            continue
+        fields = Fields(item)
+        ITEM_CHECKS[kind](fields)
+        if fields.errors:
+            errors[index] = fields.errors
+        else:
+            fields.out["type"] = kind
+            cleaned.append(fields.out)
+    raise_indexed(errors)
+    return cleaned
+
+
+_ID = {'type': 'string', 'minLength': 1, 'nullable': True}
+
+
+def _obj(kind: str | None, required: list[str], properties: dict, **extra) -> dict:
+    type_schema = {'type': 'string', 'enum': [kind]} if kind else {}
+    return {'type': 'object', 'required': (['type'] if kind else []) + required,
+            'properties': ({'type': type_schema} if kind else {}) | properties, **extra}
+
+
+def _non_empty(*names: str) -> list[dict]:
+    return [{'required': [name], 'properties': {name: {'type': 'string', 'minLength': 1}}} for name in names]
+
+
+INPUT_PART_SCHEMAS = [
+    _obj('input_text', ['text'], {'text': {'type': 'string'}, 'cache_control': {
+        'type': 'object', 'required': ['type'], 'properties': {'type': {'type': 'string', 'enum': ['ephemeral']}}}}),
+    _obj('input_image', [], {'image_url': {'type': 'string', 'nullable': True, 'pattern': '^(https?://|data:)'},
+                             'file_id': _ID, 'detail': {'type': 'string', 'enum': list(DETAILS)}},
+         anyOf=_non_empty('image_url', 'file_id')),
+    _obj('input_file', [], {'file_id': _ID, 'file_data': _ID,
+                            'file_url': {'type': 'string', 'nullable': True, 'pattern': '^https?://.'},
+                            'filename': {'type': 'string', 'nullable': True, 'minLength': 1, 'maxLength': 1024}},
+         anyOf=_non_empty('file_id', 'file_data', 'file_url')),
+]
+ASSISTANT_PART_SCHEMAS = [
+    _obj('output_text', ['text'], {'text': {'type': 'string'},
+                                   'annotations': {'type': 'array', 'items': {'type': 'object'}},
+                                   'logprobs': {'type': 'array', 'items': {}}}),
+    _obj('refusal', ['refusal'], {'refusal': {'type': 'string'}}),
+]
+
+
+def _message_schema(roles: list[str], parts: list[dict]) -> dict:
+    return _obj(None, ['role', 'content'], {
+        'type': {'type': 'string', 'enum': ['message']}, 'id': _ID, 'role': {'type': 'string', 'enum': roles},
+        'content': {'nullable': True, 'oneOf': [
+            {'type': 'string'}, {'type': 'array', 'maxItems': MAX_CONTENT_PARTS, 'items': {'anyOf': parts}}]},
+        'status': _ID, 'phase': {'type': 'string', 'enum': ['commentary', 'final_answer'], 'nullable': True}})
+
+
+def _text_parts_schema(kind: str, nullable: bool) -> dict:
+    return {'type': 'array', 'nullable': nullable, 'maxItems': MAX_CONTENT_PARTS,
+            'items': _obj(kind, ['text'], {'text': {'type': 'string'}})}
+
+
+_CALL_ID = {'type': 'string', 'minLength': 1, 'maxLength': 256}
+INPUT_ITEM_SCHEMAS = [
+    _message_schema(['user', 'system', 'developer'], INPUT_PART_SCHEMAS),
+    _message_schema(['assistant'], INPUT_PART_SCHEMAS + ASSISTANT_PART_SCHEMAS),
+    _obj('function_call', ['call_id', 'name', 'arguments'], {
+        'id': _ID, 'call_id': _CALL_ID, 'name': _CALL_ID, 'arguments': {'type': 'string'}, 'status': _ID,
+        'namespace': _ID}),
+    _obj('function_call_output', ['call_id', 'output'], {
+        'id': _ID, 'call_id': _CALL_ID, 'status': _ID, 'output': {'oneOf': [
+            {'type': 'string'},
+            {'type': 'array', 'items': {'type': 'object', 'required': ['type', 'text'], 'properties': {
+                'type': {'type': 'string', 'enum': ['input_text', 'output_text']}, 'text': {'type': 'string'}}}}]}}),
+    _obj('reasoning', [], {
+        'id': _ID, 'summary': _text_parts_schema('summary_text', False),
+        'content': _text_parts_schema('reasoning_text', True), 'encrypted_content': _ID, 'signature': _ID,
+        'format': _ID, 'status': _ID}),
+]
+INPUT_FIELD_SCHEMA = {
+    'description': 'A string (one user message) or an array of input items: messages (content a string or '
+                   'parts input_text/input_image/input_file, and output_text/refusal for the assistant), '
+                   'function_call, function_call_output, reasoning. Strings must not contain NUL.',
+    'oneOf': [{'type': 'string', 'minLength': 1},
+              {'type': 'array', 'minItems': 1, 'maxItems': MAX_INPUT_ITEMS, 'items': {'anyOf': INPUT_ITEM_SCHEMAS}}]}
 
 
 @extend_schema_field(INPUT_FIELD_SCHEMA)
@@ -203,28 +303,11 @@ class InputField(serializers.Field):
 
     def to_internal_value(self, data):
         if isinstance(data, str):
+            if not data:
+                raise serializers.ValidationError("must not be empty")
+            if "\x00" in data:
+                raise serializers.ValidationError("must not contain NUL characters")
             return [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": data}]}]
         if not isinstance(data, list):
             self.fail("invalid")
-        cleaned, errors = [], {}
-        for index, item in enumerate(data):
-            if not isinstance(item, dict):
-                errors[index] = "must be an object"
-                continue
-            kind = item.get("type") or ("message" if "role" in item else None)
-            if kind in UNSUPPORTED_ITEMS:
-                errors[index] = {"type": UNSUPPORTED_ITEMS[kind]}
-                continue
-            serializer_class = ITEM_SERIALIZERS.get(kind)
-            if serializer_class is None:
-                errors[index] = {"type": f'"{kind}" is not a supported input item type; expected one of '
-                                         f"{sorted(ITEM_SERIALIZERS)}"}
-                continue
-            serializer = serializer_class(data=item)
-            if serializer.is_valid():
-                cleaned.append({**serializer.validated_data, "type": kind})
-            else:
-                errors[index] = serializer.errors
-        if errors:
-            raise serializers.ValidationError([errors.get(i, {}) for i in range(len(data))])
-        return cleaned
+        return validate_items(data)

@@ -3,17 +3,19 @@
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from gateway import fields
+from gateway.fields import is_json_number
+
 QUANTIZATIONS = ("int4", "int8", "fp4", "mxfp4", "nvfp4", "fp6", "fp8", "mxfp8", "fp16", "bf16", "fp32", "unknown")
 SORTS = ("price", "throughput", "latency", "exacto")
 PERCENTILES = ("p50", "p75", "p90", "p99")
+MAX_METADATA_PAIRS, MAX_IMAGE_CONFIG_KEYS = 16, 32
 
 
-PERCENTILE_FIELD_SCHEMA = {'oneOf': [{'type': 'number'},
-               {'type': 'object',
-                'properties': {'p50': {'type': 'number'},
-                               'p75': {'type': 'number'},
-                               'p90': {'type': 'number'},
-                               'p99': {'type': 'number'}}}]}
+_PERCENTILE_VALUE = {'type': 'number', 'minimum': 0, 'nullable': True}
+PERCENTILE_FIELD_SCHEMA = {'oneOf': [{'type': 'number', 'minimum': 0},
+                                     {'type': 'object', 'properties': {name: _PERCENTILE_VALUE for name in PERCENTILES},
+                                      'additionalProperties': False}]}
 
 
 @extend_schema_field(PERCENTILE_FIELD_SCHEMA)
@@ -34,20 +36,20 @@ class PercentileField(serializers.Field):
             unknown = set(data) - set(PERCENTILES)
             if unknown:
                 raise serializers.ValidationError(f"unknown percentiles {sorted(unknown)}; use {list(PERCENTILES)}")
-            try:
-                values = {key: float(value) for key, value in data.items() if value is not None}
-            except (TypeError, ValueError):
-                raise serializers.ValidationError("percentile values must be numbers")
+            if not all(value is None or is_json_number(value) for value in data.values()):
+                raise serializers.ValidationError("percentile values must be finite numbers")
+            values = {key: float(value) for key, value in data.items() if value is not None}
             if any(value < 0 for value in values.values()):
                 raise serializers.ValidationError("percentile values must be >= 0")
             return values
         raise serializers.ValidationError("must be a number or an object of percentiles")
 
 
-SORT_FIELD_SCHEMA = {'oneOf': [{'type': 'string', 'enum': ['price', 'throughput', 'latency', 'exacto']},
-               {'type': 'object',
-                'properties': {'by': {'type': 'string', 'nullable': True},
-                               'partition': {'type': 'string', 'enum': ['model', 'none'], 'nullable': True}}}]}
+SORT_FIELD_SCHEMA = {'oneOf': [{'type': 'string', 'enum': list(SORTS)},
+                               {'type': 'object',
+                                'properties': {'by': {'type': 'string', 'enum': list(SORTS), 'nullable': True},
+                                               'partition': {'type': 'string', 'enum': ['model', 'none'],
+                                                             'nullable': True}}}]}
 
 
 @extend_schema_field(SORT_FIELD_SCHEMA)
@@ -61,7 +63,8 @@ class SortField(serializers.Field):
                 raise serializers.ValidationError(f'"{data}" is not valid; expected one of {list(SORTS)}')
             return {"by": data, "partition": "model"}
         if isinstance(data, dict):
-            by, partition = data.get("by"), data.get("partition") or "model"
+            by, partition = data.get("by"), data.get("partition", "model")
+            partition = "model" if partition is None else partition
             if by is not None and by not in SORTS:
                 raise serializers.ValidationError({"by": f'"{by}" is not valid; expected one of {list(SORTS)}'})
             if partition not in ("model", "none"):
@@ -71,27 +74,27 @@ class SortField(serializers.Field):
 
 
 class MaxPriceSerializer(serializers.Serializer):
-    prompt = serializers.FloatField(min_value=0, required=False, allow_null=True)
-    completion = serializers.FloatField(min_value=0, required=False, allow_null=True)
-    image = serializers.FloatField(min_value=0, required=False, allow_null=True)
-    audio = serializers.FloatField(min_value=0, required=False, allow_null=True)
-    request = serializers.FloatField(min_value=0, required=False, allow_null=True)
+    prompt = fields.FloatField(min_value=0, required=False, allow_null=True)
+    completion = fields.FloatField(min_value=0, required=False, allow_null=True)
+    image = fields.FloatField(min_value=0, required=False, allow_null=True)
+    audio = fields.FloatField(min_value=0, required=False, allow_null=True)
+    request = fields.FloatField(min_value=0, required=False, allow_null=True)
 
 
 class ProviderPreferencesSerializer(serializers.Serializer):
-    order = serializers.ListField(child=serializers.CharField(max_length=128), required=False, allow_null=True,
+    order = fields.ListField(child=fields.CharField(max_length=128), required=False, allow_null=True,
                                   max_length=100)
-    allow_fallbacks = serializers.BooleanField(required=False, allow_null=True, default=None)
-    require_parameters = serializers.BooleanField(required=False, allow_null=True, default=None)
-    data_collection = serializers.ChoiceField(choices=["allow", "deny"], required=False, allow_null=True)
-    zdr = serializers.BooleanField(required=False, allow_null=True, default=None)
-    enforce_distillable_text = serializers.BooleanField(required=False, allow_null=True, default=None)
-    only = serializers.ListField(child=serializers.CharField(max_length=128), required=False, allow_null=True,
+    allow_fallbacks = fields.BooleanField(required=False, allow_null=True, default=None)
+    require_parameters = fields.BooleanField(required=False, allow_null=True, default=None)
+    data_collection = fields.ChoiceField(choices=["allow", "deny"], required=False, allow_null=True)
+    zdr = fields.BooleanField(required=False, allow_null=True, default=None)
+    enforce_distillable_text = fields.BooleanField(required=False, allow_null=True, default=None)
+    only = fields.ListField(child=fields.CharField(max_length=128), required=False, allow_null=True,
                                  max_length=100)
-    ignore = serializers.ListField(child=serializers.CharField(max_length=128), required=False, allow_null=True,
+    ignore = fields.ListField(child=fields.CharField(max_length=128), required=False, allow_null=True,
                                    max_length=100)
-    quantizations = serializers.ListField(child=serializers.ChoiceField(choices=QUANTIZATIONS), required=False,
-                                          allow_null=True)
+    quantizations = fields.ListField(child=fields.ChoiceField(choices=QUANTIZATIONS), required=False,
+                                     allow_null=True, max_length=len(QUANTIZATIONS))
     sort = SortField(required=False, allow_null=True)
     max_price = MaxPriceSerializer(required=False, allow_null=True)
     preferred_min_throughput = PercentileField(required=False, allow_null=True)
@@ -99,21 +102,21 @@ class ProviderPreferencesSerializer(serializers.Serializer):
 
 
 class ReasoningSerializer(serializers.Serializer):
-    effort = serializers.ChoiceField(choices=["max", "xhigh", "high", "medium", "low", "minimal", "none"],
+    effort = fields.ChoiceField(choices=["max", "xhigh", "high", "medium", "low", "minimal", "none"],
                                      required=False, allow_null=True)
-    summary = serializers.ChoiceField(choices=["auto", "concise", "detailed"], required=False, allow_null=True)
-    mode = serializers.ChoiceField(choices=["standard", "pro"], required=False, allow_null=True)
-    context = serializers.ChoiceField(choices=["auto", "all_turns", "current_turn"], required=False, allow_null=True)
-    enabled = serializers.BooleanField(required=False, allow_null=True, default=None)
-    max_tokens = serializers.IntegerField(min_value=0, required=False, allow_null=True)
+    summary = fields.ChoiceField(choices=["auto", "concise", "detailed"], required=False, allow_null=True)
+    mode = fields.ChoiceField(choices=["standard", "pro"], required=False, allow_null=True)
+    context = fields.ChoiceField(choices=["auto", "all_turns", "current_turn"], required=False, allow_null=True)
+    enabled = fields.BooleanField(required=False, allow_null=True, default=None)
+    max_tokens = fields.IntegerField(min_value=0, required=False, allow_null=True)
 
 
 class TextFormatSerializer(serializers.Serializer):
-    type = serializers.ChoiceField(choices=["text", "json_object", "json_schema"])
-    name = serializers.CharField(required=False, max_length=64)
-    schema = serializers.DictField(required=False)
-    strict = serializers.BooleanField(required=False, allow_null=True)
-    description = serializers.CharField(required=False, allow_null=True)
+    type = fields.ChoiceField(choices=["text", "json_object", "json_schema"])
+    name = fields.CharField(required=False, max_length=64)
+    schema = fields.DictField(required=False)
+    strict = fields.BooleanField(required=False, allow_null=True)
+    description = fields.CharField(required=False, allow_null=True)
 
     def validate(self, attrs):
         if attrs["type"] == "json_schema":
@@ -125,40 +128,44 @@ class TextFormatSerializer(serializers.Serializer):
 
 class TextConfigSerializer(serializers.Serializer):
     format = TextFormatSerializer(required=False)
-    verbosity = serializers.ChoiceField(choices=["low", "medium", "high", "xhigh", "max"], required=False,
+    verbosity = fields.ChoiceField(choices=["low", "medium", "high", "xhigh", "max"], required=False,
                                         allow_null=True)
 
 
 class CacheControlSerializer(serializers.Serializer):
-    type = serializers.ChoiceField(choices=["ephemeral"])
-    ttl = serializers.CharField(required=False, max_length=16)
+    type = fields.ChoiceField(choices=["ephemeral"])
+    ttl = fields.CharField(required=False, max_length=16)
 
 
 class PromptCacheOptionsSerializer(serializers.Serializer):
-    mode = serializers.ChoiceField(choices=["explicit"])
-    ttl = serializers.CharField(required=False, max_length=16)
+    mode = fields.ChoiceField(choices=["explicit"])
+    ttl = fields.CharField(required=False, max_length=16)
 
 
 class DebugSerializer(serializers.Serializer):
-    echo_upstream_body = serializers.BooleanField(required=False, default=False)
+    echo_upstream_body = fields.BooleanField(required=False, default=False)
 
 
 class PromptSerializer(serializers.Serializer):
-    id = serializers.CharField(max_length=256)
-    variables = serializers.DictField(required=False, allow_null=True)
-    version = serializers.CharField(required=False, allow_null=True)
+    id = fields.CharField(max_length=256)
+    variables = fields.DictField(required=False, allow_null=True)
+    version = fields.CharField(required=False, allow_null=True)
 
 
 class TraceSerializer(serializers.Serializer):
-    trace_id = serializers.CharField(required=False, max_length=256)
-    trace_name = serializers.CharField(required=False, max_length=256)
-    span_name = serializers.CharField(required=False, max_length=256)
-    generation_name = serializers.CharField(required=False, max_length=256)
-    parent_span_id = serializers.CharField(required=False, max_length=256)
+    trace_id = fields.CharField(required=False, max_length=256)
+    trace_name = fields.CharField(required=False, max_length=256)
+    span_name = fields.CharField(required=False, max_length=256)
+    generation_name = fields.CharField(required=False, max_length=256)
+    parent_span_id = fields.CharField(required=False, max_length=256)
 
 
-class ImageConfigField(serializers.DictField):
+@extend_schema_field({'type': 'object', 'maxProperties': MAX_IMAGE_CONFIG_KEYS, 'additionalProperties': {
+    'oneOf': [{'type': 'string'}, {'type': 'number'}, {'type': 'array', 'items': {}}]}})
+class ImageConfigField(fields.DictField):
     def to_internal_value(self, data):
+        if isinstance(data, dict) and len(data) > MAX_IMAGE_CONFIG_KEYS:
+            raise serializers.ValidationError(f"at most {MAX_IMAGE_CONFIG_KEYS} keys")
         data = super().to_internal_value(data)
         for key, value in data.items():
             if isinstance(value, bool) or not isinstance(value, str | int | float | list):
@@ -166,13 +173,16 @@ class ImageConfigField(serializers.DictField):
         return data
 
 
-class MetadataField(serializers.DictField):
-    child = serializers.CharField(max_length=512, allow_blank=True, trim_whitespace=False)
+@extend_schema_field({'type': 'object', 'maxProperties': MAX_METADATA_PAIRS, 'description':
+                     'At most 16 pairs; keys at most 64 characters, without brackets; values strings',
+                     'additionalProperties': {'type': 'string', 'maxLength': 512}})
+class MetadataField(fields.DictField):
+    child = fields.CharField(max_length=512, allow_blank=True, trim_whitespace=False)
 
     def to_internal_value(self, data):
+        if isinstance(data, dict) and len(data) > MAX_METADATA_PAIRS:  # before any per-value work
+            raise serializers.ValidationError(f"at most {MAX_METADATA_PAIRS} pairs")
         data = super().to_internal_value(data)
-        if len(data) > 16:
-            raise serializers.ValidationError("at most 16 pairs")
         for key in data:
             if len(key) > 64:
                 raise serializers.ValidationError({key: "keys are at most 64 characters"})

@@ -1,7 +1,11 @@
 """`plugins`: discriminated by `id`, with every field limit of the spec."""
 
-from drf_spectacular.utils import extend_schema_field
+from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema_field
 from rest_framework import serializers
+
+from gateway import fields
+from responses_api.validation.checks import check_count
+from responses_api.validation.limits import MAX_PLUGINS
 
 MAX_PATTERNS, MAX_PATTERN_CHARS, MAX_PATTERNS_TOTAL = 1024, 1024, 65536
 COST_TIERS = ("low", "medium", "high", "xhigh", "max")
@@ -18,79 +22,88 @@ def _patterns(value: list[str]) -> list[str]:
 
 
 class PluginBase(serializers.Serializer):
-    id = serializers.CharField()
-    enabled = serializers.BooleanField(required=False, default=True)
+    id = fields.CharField()
+    enabled = fields.BooleanField(required=False, default=True)
 
 
 class AutoBetaRouterPluginSerializer(PluginBase):
-    allowed_models = serializers.ListField(child=serializers.CharField(allow_blank=False), required=False,
-                                           validators=[_patterns])
-    excluded_models = serializers.ListField(child=serializers.CharField(allow_blank=False), required=False,
-                                            validators=[_patterns])
-    cost_tier = serializers.ChoiceField(choices=COST_TIERS, required=False, allow_null=True)
-    cost_quality_tradeoff = serializers.IntegerField(min_value=0, max_value=10, required=False, allow_null=True)
+    id = fields.ChoiceField(choices=["auto-beta-router"])
+    allowed_models = fields.ListField(child=fields.CharField(), required=False,
+                                      max_length=MAX_PATTERNS, validators=[_patterns])
+    excluded_models = fields.ListField(child=fields.CharField(), required=False,
+                                       max_length=MAX_PATTERNS, validators=[_patterns])
+    cost_tier = fields.ChoiceField(choices=COST_TIERS, required=False, allow_null=True)
+    cost_quality_tradeoff = fields.IntegerField(min_value=0, max_value=10, required=False, allow_null=True)
 
 
 class AutoRouterPluginSerializer(AutoBetaRouterPluginSerializer):
-    pin_model = serializers.BooleanField(required=False, default=False)
+    id = fields.ChoiceField(choices=["auto-router"])
+    pin_model = fields.BooleanField(required=False, default=False)
 
 
 class ModerationPluginSerializer(serializers.Serializer):
-    id = serializers.CharField()
+    id = fields.ChoiceField(choices=["moderation"])
 
 
 class WebPluginSerializer(PluginBase):
-    engine = serializers.CharField(required=False, allow_null=True)
-    include_domains = serializers.ListField(child=serializers.CharField(max_length=1024), required=False,
+    id = fields.ChoiceField(choices=["web"])
+    engine = fields.CharField(required=False, allow_null=True)
+    include_domains = fields.ListField(child=fields.CharField(max_length=1024), required=False,
                                             max_length=100)
-    exclude_domains = serializers.ListField(child=serializers.CharField(max_length=1024), required=False,
+    exclude_domains = fields.ListField(child=fields.CharField(max_length=1024), required=False,
                                             max_length=100)
-    max_results = serializers.IntegerField(min_value=1, max_value=100, required=False)
-    search_prompt = serializers.CharField(required=False, allow_null=True)
+    max_results = fields.IntegerField(min_value=1, max_value=100, required=False)
+    search_prompt = fields.CharField(required=False, allow_null=True)
 
 
 class WebFetchPluginSerializer(PluginBase):
-    max_uses = serializers.IntegerField(min_value=1, max_value=50, required=False)
-    max_content_tokens = serializers.IntegerField(min_value=1, required=False)
-    allowed_domains = serializers.ListField(child=serializers.CharField(max_length=1024), required=False,
+    id = fields.ChoiceField(choices=["web-fetch"])
+    max_uses = fields.IntegerField(min_value=1, max_value=50, required=False)
+    max_content_tokens = fields.IntegerField(min_value=1, required=False)
+    allowed_domains = fields.ListField(child=fields.CharField(max_length=1024), required=False,
                                             max_length=100)
-    blocked_domains = serializers.ListField(child=serializers.CharField(max_length=1024), required=False,
+    blocked_domains = fields.ListField(child=fields.CharField(max_length=1024), required=False,
                                             max_length=100)
 
 
 class FileParserPdfSerializer(serializers.Serializer):
-    engine = serializers.ChoiceField(choices=["mistral-ocr", "native", "cloudflare-ai", "pdf-text"], required=False)
+    engine = fields.ChoiceField(choices=["mistral-ocr", "native", "cloudflare-ai", "pdf-text"], required=False)
 
 
 class FileParserPluginSerializer(PluginBase):
+    id = fields.ChoiceField(choices=["file-parser"])
     pdf = FileParserPdfSerializer(required=False)
 
 
 class ResponseHealingPluginSerializer(PluginBase):
+    id = fields.ChoiceField(choices=["response-healing"])
     pass
 
 
 class ContextCompressionPluginSerializer(PluginBase):
-    engine = serializers.ChoiceField(choices=["middle-out"], required=False, default="middle-out")
+    id = fields.ChoiceField(choices=["context-compression"])
+    engine = fields.ChoiceField(choices=["middle-out"], required=False, default="middle-out")
 
 
 class ParetoRouterPluginSerializer(PluginBase):
-    max_price = serializers.FloatField(min_value=0, required=False, allow_null=True)
-    min_coding_score = serializers.FloatField(min_value=0, max_value=1, required=False, allow_null=True)
-    price_source = serializers.ChoiceField(choices=["prompt", "weighted_avg"], required=False, default="prompt")
+    id = fields.ChoiceField(choices=["pareto-router"])
+    max_price = fields.FloatField(min_value=0, required=False, allow_null=True)
+    min_coding_score = fields.FloatField(min_value=0, max_value=1, required=False, allow_null=True)
+    price_source = fields.ChoiceField(choices=["prompt", "weighted_avg"], required=False, default="prompt")
 
 
 class FusionToolSerializer(serializers.Serializer):
-    type = serializers.CharField()
-    parameters = serializers.DictField(required=False)
+    type = fields.CharField()
+    parameters = fields.DictField(required=False)
 
 
 class FusionPluginSerializer(PluginBase):
-    analysis_models = serializers.ListField(child=serializers.CharField(), min_length=1, max_length=8,
+    id = fields.ChoiceField(choices=["fusion"])
+    analysis_models = fields.ListField(child=fields.CharField(), min_length=1, max_length=8,
                                             required=False)
-    model = serializers.CharField(required=False)
-    max_tool_calls = serializers.IntegerField(min_value=1, max_value=16, required=False, default=4)
-    preset = serializers.ChoiceField(choices=["general-high", "general-budget", "general-fast"], required=False)
+    model = fields.CharField(required=False)
+    max_tool_calls = fields.IntegerField(min_value=1, max_value=16, required=False, default=4)
+    preset = fields.ChoiceField(choices=["general-high", "general-budget", "general-fast"], required=False)
     tools = FusionToolSerializer(many=True, required=False, max_length=8)
 
 
@@ -108,14 +121,8 @@ PLUGIN_SERIALIZERS = {
 }
 
 
-PLUGINS_FIELD_SCHEMA = {'type': 'array',
-     'items': {'type': 'object',
-               'description': 'A plugin, discriminated by id: auto-router, auto-beta-router, moderation, web, '
-                              'web-fetch, file-parser, response-healing, context-compression, pareto-router, '
-                              'fusion',
-               'properties': {'id': {'type': 'string'}, 'enabled': {'type': 'boolean'}},
-               'required': ['id'],
-               'additionalProperties': True}}
+PLUGINS_FIELD_SCHEMA = PolymorphicProxySerializer(
+    component_name="Plugin", serializers=PLUGIN_SERIALIZERS, resource_type_field_name="id", many=True)
 
 
 @extend_schema_field(PLUGINS_FIELD_SCHEMA)
@@ -126,12 +133,13 @@ class PluginsField(serializers.Field):
     def to_internal_value(self, data):
         if not isinstance(data, list):
             raise serializers.ValidationError("must be an array of plugin objects")
+        check_count(data, MAX_PLUGINS, "plugins")
         cleaned, errors = [], {}
         for index, plugin in enumerate(data):
             if not isinstance(plugin, dict) or "id" not in plugin:
                 errors[index] = {"id": "is required"}
                 continue
-            serializer_class = PLUGIN_SERIALIZERS.get(plugin["id"])
+            serializer_class = PLUGIN_SERIALIZERS.get(plugin["id"]) if isinstance(plugin["id"], str) else None
             if serializer_class is None:
                 errors[index] = {"id": f'"{plugin["id"]}" is not a known plugin; expected one of '
                                        f"{sorted(PLUGIN_SERIALIZERS)}"}

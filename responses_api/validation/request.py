@@ -4,6 +4,7 @@ import copy
 
 from rest_framework import serializers
 
+from gateway import fields
 from responses_api.validation.common import AnyField
 from responses_api.validation.items import InputField
 from responses_api.validation.objects import (
@@ -29,49 +30,49 @@ SERVICE_TIERS = ("auto", "default", "fast", "flex", "priority", "scale")
 
 
 class ResponseCreateRequestSerializer(serializers.Serializer):
-    model = serializers.CharField(required=False, max_length=MODEL_ID_MAX)
-    models = serializers.ListField(child=serializers.CharField(max_length=MODEL_ID_MAX), required=False,
-                                   max_length=16)
+    model = fields.CharField(required=False, max_length=MODEL_ID_MAX)
+    models = fields.ListField(child=fields.CharField(max_length=MODEL_ID_MAX), required=False, min_length=1,
+                              max_length=16)
     input = InputField(required=False)
-    instructions = serializers.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False)
-    stream = serializers.BooleanField(required=False, default=False)
-    store = serializers.BooleanField(required=False, default=False)
-    background = serializers.BooleanField(required=False, allow_null=True, default=None)
+    instructions = fields.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False)
+    stream = fields.BooleanField(required=False, default=False)
+    store = fields.BooleanField(required=False, default=False)
+    background = fields.BooleanField(required=False, allow_null=True, default=None)
     previous_response_id = AnyField(required=False, allow_null=True)
-    temperature = serializers.FloatField(required=False, allow_null=True, min_value=0, max_value=2)
-    top_p = serializers.FloatField(required=False, allow_null=True, min_value=0, max_value=1)
-    top_k = serializers.IntegerField(required=False, min_value=0)
-    top_logprobs = serializers.IntegerField(required=False, allow_null=True, min_value=0, max_value=20)
-    frequency_penalty = serializers.FloatField(required=False, allow_null=True, min_value=-2, max_value=2)
-    presence_penalty = serializers.FloatField(required=False, allow_null=True, min_value=-2, max_value=2)
-    max_output_tokens = serializers.IntegerField(required=False, allow_null=True, min_value=1)
-    max_tool_calls = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=MAX_TOOL_CALLS,
-                                              default=MAX_TOOL_CALLS)
-    parallel_tool_calls = serializers.BooleanField(required=False, allow_null=True, default=None)
+    temperature = fields.FloatField(required=False, allow_null=True, min_value=0, max_value=2)
+    top_p = fields.FloatField(required=False, allow_null=True, min_value=0, max_value=1)
+    top_k = fields.IntegerField(required=False, min_value=0)
+    top_logprobs = fields.IntegerField(required=False, allow_null=True, min_value=0, max_value=20)
+    frequency_penalty = fields.FloatField(required=False, allow_null=True, min_value=-2, max_value=2)
+    presence_penalty = fields.FloatField(required=False, allow_null=True, min_value=-2, max_value=2)
+    max_output_tokens = fields.IntegerField(required=False, allow_null=True, min_value=1)
+    max_tool_calls = fields.IntegerField(required=False, allow_null=True, min_value=1, max_value=MAX_TOOL_CALLS,
+                                         default=MAX_TOOL_CALLS)
+    parallel_tool_calls = fields.BooleanField(required=False, allow_null=True, default=None)
     tools = ToolsField(required=False)
     tool_choice = ToolChoiceField(required=False)
-    include = serializers.ListField(child=serializers.ChoiceField(choices=INCLUDES), required=False,
-                                    allow_null=True)
-    modalities = serializers.ListField(child=serializers.ChoiceField(choices=["text", "image"]), required=False)
+    include = fields.ListField(child=fields.ChoiceField(choices=INCLUDES), required=False, allow_null=True,
+                               max_length=len(INCLUDES))
+    modalities = fields.ListField(child=fields.ChoiceField(choices=["text", "image"]), required=False, max_length=2)
     metadata = MetadataField(required=False, allow_null=True)
-    service_tier = serializers.ChoiceField(choices=SERVICE_TIERS, required=False, allow_null=True, default="auto")
-    session_id = serializers.CharField(required=False, max_length=256)
-    user = serializers.CharField(required=False, max_length=256)
-    safety_identifier = serializers.CharField(required=False, allow_null=True, max_length=1024)
-    prompt_cache_key = serializers.CharField(required=False, allow_null=True, max_length=1024)
+    service_tier = fields.ChoiceField(choices=SERVICE_TIERS, required=False, allow_null=True, default="auto")
+    session_id = fields.CharField(required=False, max_length=256)
+    user = fields.CharField(required=False, max_length=256)
+    safety_identifier = fields.CharField(required=False, allow_null=True, max_length=1024)
+    prompt_cache_key = fields.CharField(required=False, allow_null=True, max_length=1024)
     prompt_cache_options = PromptCacheOptionsSerializer(required=False)
     cache_control = CacheControlSerializer(required=False)
     debug = DebugSerializer(required=False)
     image_config = ImageConfigField(required=False)
     plugins = PluginsField(required=False)
-    route = serializers.ChoiceField(choices=["fallback", "sort"], required=False, allow_null=True)
+    route = fields.ChoiceField(choices=["fallback", "sort"], required=False, allow_null=True)
     prompt = PromptSerializer(required=False, allow_null=True)
     provider = ProviderPreferencesSerializer(required=False, allow_null=True)
     reasoning = ReasoningSerializer(required=False, allow_null=True)
-    stop_server_tools_when = serializers.ListField(child=serializers.DictField(), required=False, max_length=16)
+    stop_server_tools_when = fields.ListField(child=fields.DictField(), required=False, max_length=16)
     text = TextConfigSerializer(required=False)
     trace = TraceSerializer(required=False)
-    truncation = serializers.ChoiceField(choices=["auto", "disabled"], required=False, allow_null=True)
+    truncation = fields.ChoiceField(choices=["auto", "disabled"], required=False, allow_null=True)
 
     def get_fields(self):
         """DRF deep-copies every declared field (and nested serializer) for each request, which is a good

@@ -5,6 +5,9 @@ import re
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from responses_api.validation.checks import Fields, check_count, raise_indexed
+from responses_api.validation.limits import MAX_TOOLS
+
 FUNCTION_NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 TOOL_SEARCH = "gateway:tool_search"
 SERVER_TOOLS = tuple(f"gateway:{name}" for name in (
@@ -18,32 +21,34 @@ OTHER_TOOL_TYPES = (
 TOOL_CHOICE_MODES = ("auto", "none", "required")
 
 
-class FunctionToolSerializer(serializers.Serializer):
-    type = serializers.ChoiceField(choices=["function"])
-    name = serializers.CharField(max_length=128)
-    description = serializers.CharField(required=False, allow_null=True, allow_blank=True)
-    parameters = serializers.DictField(required=False, allow_null=True)
-    strict = serializers.BooleanField(required=False, allow_null=True)
-    defer_loading = serializers.BooleanField(required=False, default=False)
-
-    def validate_name(self, value):
-        if not FUNCTION_NAME.match(value):
-            raise serializers.ValidationError("may only contain letters, digits, _ . : - (at most 128)")
-        return value
-
-    def validate_parameters(self, value):
-        if value is not None and value.get("type", "object") != "object":
-            raise serializers.ValidationError('must be a JSON Schema with "type": "object"')
-        return value
+def _function_tool(tool: dict) -> tuple[dict, dict]:
+    fields = Fields(tool)
+    fields.out["type"] = "function"
+    name = fields.text("name", required=True, max_length=128)
+    if name is not None and not FUNCTION_NAME.match(name):
+        fields.errors["name"] = "may only contain letters, digits, _ . : - (at most 128)"
+    fields.text("description", null=True, blank=True)
+    parameters = fields.object("parameters", null=True)
+    if parameters is not None and parameters.get("type", "object") != "object":
+        fields.errors["parameters"] = 'must be a JSON Schema with "type": "object"'
+    fields.boolean("strict", null=True)
+    fields.boolean("defer_loading", default=False)
+    return fields.out, fields.errors
 
 
-TOOLS_FIELD_SCHEMA = {'type': 'array',
-     'items': {'type': 'object',
-               'description': 'A function tool {type: function, name, description, parameters, strict, '
-                              'defer_loading} or another tool kind identified by type',
-               'properties': {'type': {'type': 'string'}},
-               'required': ['type'],
-               'additionalProperties': True}}
+FUNCTION_TOOL_SCHEMA = {
+    'type': 'object', 'required': ['type', 'name'], 'properties': {
+        'type': {'type': 'string', 'enum': ['function']}, 'name': {'type': 'string', 'pattern': FUNCTION_NAME.pattern},
+        'description': {'type': 'string', 'nullable': True},
+        'parameters': {'type': 'object', 'nullable': True, 'description': 'JSON Schema of the arguments',
+                       'properties': {'type': {'type': 'string', 'enum': ['object']}}},
+        'strict': {'type': 'boolean', 'nullable': True}, 'defer_loading': {'type': 'boolean'}}}
+OTHER_TOOL_SCHEMA = {'type': 'object', 'required': ['type'], 'additionalProperties': True,
+                     'properties': {'type': {'type': 'string', 'enum': list(OTHER_TOOL_TYPES)}}}
+TOOLS_FIELD_SCHEMA = {
+    'type': 'array', 'maxItems': MAX_TOOLS, 'items': {'anyOf': [FUNCTION_TOOL_SCHEMA, OTHER_TOOL_SCHEMA]},
+    'description': 'Function tools (names unique; `defer_loading` needs the gateway:tool_search tool and at least '
+                   'one function tool not deferred) and other tool kinds by type'}
 
 
 @extend_schema_field(TOOLS_FIELD_SCHEMA)
@@ -54,6 +59,7 @@ class ToolsField(serializers.Field):
     def to_internal_value(self, data):
         if not isinstance(data, list):
             raise serializers.ValidationError("must be an array of tool definitions")
+        check_count(data, MAX_TOOLS, "tools")
         cleaned, errors = [], {}
         for index, tool in enumerate(data):
             if not isinstance(tool, dict):
@@ -61,17 +67,16 @@ class ToolsField(serializers.Field):
                 continue
             kind = tool.get("type")
             if kind == "function":
-                serializer = FunctionToolSerializer(data=tool)
-                if serializer.is_valid():
-                    cleaned.append(dict(serializer.validated_data))
+                out, error = _function_tool(tool)
+                if error:
+                    errors[index] = error
                 else:
-                    errors[index] = serializer.errors
-            elif kind in OTHER_TOOL_TYPES:
+                    cleaned.append(out)
+            elif isinstance(kind, str) and kind in OTHER_TOOL_TYPES:
                 cleaned.append(dict(tool))
             else:
                 errors[index] = {"type": f'"{kind}" is not a known tool type'}
-        if errors:
-            raise serializers.ValidationError([errors.get(i, {}) for i in range(len(data))])
+        raise_indexed(errors)
         self._check_deferred(cleaned)
         names = [tool["name"] for tool in cleaned if tool["type"] == "function"]
         if len(names) != len(set(names)):
@@ -89,11 +94,14 @@ class ToolsField(serializers.Field):
             raise serializers.ValidationError("at least one function tool must not be deferred (defer_loading)")
 
 
-TOOL_CHOICE_FIELD_SCHEMA = {'oneOf': [{'type': 'string', 'enum': ['auto', 'none', 'required']},
-               {'type': 'object',
-                'properties': {'type': {'type': 'string'}, 'name': {'type': 'string'}},
-                'required': ['type'],
-                'additionalProperties': True}]}
+TOOL_CHOICE_FIELD_SCHEMA = {'oneOf': [
+    {'type': 'string', 'enum': list(TOOL_CHOICE_MODES)},
+    {'type': 'object', 'required': ['type', 'name'], 'description': 'A function tool of `tools`, by name',
+     'properties': {'type': {'type': 'string', 'enum': ['function']}, 'name': {'type': 'string', 'minLength': 1}}},
+    {'type': 'object', 'required': ['type', 'tools'], 'properties': {
+        'type': {'type': 'string', 'enum': ['allowed_tools']}, 'mode': {'type': 'string', 'enum': ['auto', 'required']},
+        'tools': {'type': 'array', 'maxItems': MAX_TOOLS, 'items': {}}}},
+    OTHER_TOOL_SCHEMA]}
 
 
 @extend_schema_field(TOOL_CHOICE_FIELD_SCHEMA)
@@ -113,8 +121,10 @@ class ToolChoiceField(serializers.Field):
                 raise serializers.ValidationError({"name": "is required for a function tool choice"})
             return {"type": "function", "name": data["name"]}
         if data["type"] == "allowed_tools":
-            if data.get("mode", "auto") not in ("auto", "required") or not isinstance(data.get("tools"), list):
-                raise serializers.ValidationError("allowed_tools needs mode auto|required and a tools array")
+            if data.get("mode", "auto") not in ("auto", "required") or not isinstance(data.get("tools"), list) \
+                    or len(data["tools"]) > MAX_TOOLS:
+                raise serializers.ValidationError(
+                    f"allowed_tools needs mode auto|required and a tools array (at most {MAX_TOOLS})")
             return data
         if data["type"] in OTHER_TOOL_TYPES:
             return data
