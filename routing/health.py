@@ -1,5 +1,6 @@
 """Endpoint health and performance from recent attempts, kept in the shared cache (Redis when
-REDIS_URL is set, so every worker and instance sees the same picture; local memory otherwise).
+REDIS_URL is set, so every worker and instance sees the same picture; local memory otherwise, and while
+Redis is unavailable: see gateway/cache.py).
 
 Health: an endpoint whose last FAILURES_TO_TRIP attempts within HEALTH_WINDOW seconds all failed on the
 provider's side is unhealthy; it is tried only after the healthy ones, and recovers when those failures
@@ -11,6 +12,8 @@ import time
 from dataclasses import dataclass
 
 from django.core.cache import cache
+
+from gateway.cache import list_push, lists_get
 
 HEALTH_WINDOW = 30.0
 STATS_WINDOW = 300.0
@@ -33,18 +36,15 @@ class EndpointStats:
 
 
 def _key(endpoint_id: int) -> str:
-    return f"routing:health:{endpoint_id}"
+    return f"routing:samples:{endpoint_id}"
 
 
 def health_record(*, endpoint_id: int, ok: bool, latency_s: float | None = None, ttft_s: float | None = None,
                   throughput: float | None = None) -> None:
-    """One attempt's outcome. Read-modify-write: concurrent writers may lose a sample, never corrupt."""
-    key = _key(endpoint_id)
-    samples = cache.get(key) or []
-    cutoff = now() - STATS_WINDOW
-    samples = [s for s in samples if s[0] >= cutoff][-MAX_SAMPLES + 1:]
-    samples.append((now(), ok, latency_s, ttft_s, throughput))
-    cache.set(key, samples, timeout=int(STATS_WINDOW) + 60)
+    """One attempt's outcome, appended atomically (concurrent writers lose nothing); the newest MAX_SAMPLES
+    are kept, and samples older than STATS_WINDOW are ignored when read."""
+    list_push(key=_key(endpoint_id), item=(now(), ok, latency_s, ttft_s, throughput), max_items=MAX_SAMPLES,
+              timeout=int(STATS_WINDOW) + 60)
 
 
 def health_reset(*, endpoint_id: int) -> None:
@@ -73,7 +73,7 @@ def _stats(samples: list) -> EndpointStats:
 
 
 def endpoint_stats(endpoint_ids: list[int]) -> dict[int, EndpointStats]:
-    found = cache.get_many([_key(i) for i in endpoint_ids])
+    found = lists_get(keys=[_key(i) for i in endpoint_ids])
     return {i: _stats(found.get(_key(i)) or []) for i in endpoint_ids}
 
 

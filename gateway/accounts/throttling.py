@@ -1,9 +1,21 @@
+import math
+
 from django.conf import settings
 from rest_framework.throttling import SimpleRateThrottle
 
+from gateway.cache import cache_uses_redis, window_incr
+from gateway.errors import GatewayError
+
+MSG_RATE_LIMITER_UNAVAILABLE = "The rate limiter is unavailable; retry shortly"
+
 
 class ApiKeyRateThrottle(SimpleRateThrottle):
-    """Requests per API key, counted in the shared cache; off unless GATEWAY_RATE_LIMIT is set."""
+    """Requests per API key in a fixed window, counted atomically in the shared cache (one Redis INCR per
+    request, so concurrent requests cannot overshoot); off unless GATEWAY_RATE_LIMIT is set.
+
+    When Redis is unavailable the count falls back to this process's memory (each worker then admits up to
+    the limit: fail open, the default), or with GATEWAY_RATE_LIMIT_FAIL_OPEN=false requests are refused
+    with 503 until Redis is back (fail closed)."""
 
     scope = "api_key"
 
@@ -15,7 +27,18 @@ class ApiKeyRateThrottle(SimpleRateThrottle):
         if self.rate is None:
             return True
         self.num_requests, self.duration = self.parse_rate(self.rate)
-        return super().allow_request(request, view)
+        self.key = self.get_cache_key(request, view)
+        if self.key is None:
+            return True
+        counted = window_incr(key=self.key, seconds=self.duration)
+        if not counted.shared and cache_uses_redis() and not settings.GATEWAY_RATE_LIMIT_FAIL_OPEN:
+            raise GatewayError(MSG_RATE_LIMITER_UNAVAILABLE, status=503,
+                               headers={"Retry-After": str(max(1, math.ceil(settings.REDIS_RETRY_SECONDS)))})
+        self.retry_after = counted.retry_after
+        return counted.count <= self.num_requests
+
+    def wait(self):
+        return getattr(self, "retry_after", None)
 
     def get_cache_key(self, request, view):
         if not getattr(request.user, "is_authenticated", False):

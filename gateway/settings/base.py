@@ -77,8 +77,17 @@ elif env.bool("DB_POOL", default=True):
     }
 
 REDIS_URL = env.str("REDIS_URL", default="")
+# Redis is an optimisation: on any Redis error the cache serves from process-local memory, logs the outage
+# once and tries Redis again after REDIS_RETRY_SECONDS (gateway/cache.py). Short timeouts, in seconds,
+# so that a dead or hung Redis cannot stall a request.
+REDIS_CONNECT_TIMEOUT = env.float("REDIS_CONNECT_TIMEOUT", default=0.25)
+REDIS_TIMEOUT = env.float("REDIS_TIMEOUT", default=0.5)
+REDIS_RETRY_SECONDS = env.float("REDIS_RETRY_SECONDS", default=5.0)
 if REDIS_URL:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+    CACHES = {"default": {
+        "BACKEND": "gateway.cache.ResilientRedisCache", "LOCATION": REDIS_URL, "RETRY_SECONDS": REDIS_RETRY_SECONDS,
+        "OPTIONS": {"socket_connect_timeout": REDIS_CONNECT_TIMEOUT, "socket_timeout": REDIS_TIMEOUT},
+    }}
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "gateway"}}
 
@@ -105,6 +114,8 @@ REQUEST_BODY_TIMEOUT_SECONDS = env.float("REQUEST_BODY_TIMEOUT_SECONDS", default
 
 # Per-API-key request rate, e.g. "600/min"; empty disables the throttle.
 GATEWAY_RATE_LIMIT = env.str("GATEWAY_RATE_LIMIT", default="")
+# While Redis is unavailable: true counts per process (each worker admits up to the limit), false answers 503.
+GATEWAY_RATE_LIMIT_FAIL_OPEN = env.bool("GATEWAY_RATE_LIMIT_FAIL_OPEN", default=True)
 
 # Keyring for secrets stored at rest: "kid:base64-32-byte-key,..."; the first is used to encrypt.
 GATEWAY_ENCRYPTION_KEYS = env.str("GATEWAY_ENCRYPTION_KEYS", default="")
