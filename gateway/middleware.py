@@ -14,7 +14,10 @@ before authentication, reads the body first:
   or, on a server that does not decode it, refused with 411.
 
 The view then parses the buffered body. No database connection is open while waiting: Django opens one
-lazily, and on PostgreSQL the pool gets each connection back at the end of the request that used it.
+lazily, and on PostgreSQL the pool gets each connection back at the end of the request that used it. That
+end comes only after the server has written the response, so once the view has answered, this middleware
+hands back the connections that would be closed at the end anyway (CONN_MAX_AGE 0, as with the pool): a
+client that reads its response slowly does not hold one either. (Streams release theirs themselves.)
 """
 
 import heapq
@@ -26,6 +29,7 @@ import threading
 import time
 
 from django.conf import settings
+from django.db import connections
 
 from gateway.errors import MSG_BODY_TOO_LARGE, error_json_response, is_api_path
 
@@ -108,7 +112,18 @@ class ApiBodyLimitMiddleware:
             refusal = buffer_body(request)
             if refusal is not None:
                 return refusal
+            response = self.get_response(request)
+            release_connections()
+            return response
         return self.get_response(request)
+
+
+def release_connections() -> None:
+    """Close (on PostgreSQL: return to the pool) the connections that the end of the request would close."""
+    for conn in connections.all(initialized_only=True):
+        if (conn.connection is not None and conn.vendor != "sqlite" and not conn.in_atomic_block
+                and conn.settings_dict.get("CONN_MAX_AGE") == 0):
+            conn.close()
 
 
 def buffer_body(request):
