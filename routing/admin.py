@@ -1,11 +1,33 @@
 from django import forms
 from django.contrib import admin
 
+from byok.shapes import operator_credential
+from gateway.admin_forms import ServiceValidatedForm
 from routing.models import AccountRoutingSettings, Endpoint, Model, Provider
-from routing.services import provider_credential_set
+from routing.services import (
+    account_routing_update,
+    endpoint_problems,
+    model_problems,
+    provider_credential_set,
+    provider_problems,
+)
 
 
-class ProviderForm(forms.ModelForm):
+class CatalogRowForm(ServiceValidatedForm):
+    """A catalog row checked by the loader's own rules (`routing.services.*_problems`)."""
+
+    problems = staticmethod(lambda values: [])
+
+    def clean(self):
+        cleaned = super().clean()
+        values = {name: value for name, value in cleaned.items() if name not in self.errors}
+        for field, message in self.problems(values):
+            self.add_field_error(field, message)
+        return cleaned
+
+
+class ProviderForm(CatalogRowForm):
+    problems = staticmethod(provider_problems)
     new_credential = forms.CharField(
         required=False, widget=forms.PasswordInput(render_value=False),
         help_text="Set or replace the operator's API key (stored encrypted; never shown again).",
@@ -17,9 +39,34 @@ class ProviderForm(forms.ModelForm):
         fields = ("slug", "name", "adapter", "credential_kind", "base_url", "api_key_env", "zdr", "retains_prompts",
                   "trains_on_prompts", "region", "status", "is_local_standin", "allow_private_network", "docs_url")
 
+    def clean(self):
+        cleaned = super().clean()
+        if cleaned.get("new_credential") and cleaned.get("credential_kind"):
+            # The same checks as a customer's key: printable, header-safe, sane length (never echoed back).
+            self.run_service_check(operator_credential, kind=cleaned["credential_kind"],
+                                   value=cleaned["new_credential"], shape_field="new_credential")
+        return cleaned
+
+
+class EndpointForm(CatalogRowForm):
+    problems = staticmethod(endpoint_problems)
+
+    class Meta:
+        model = Endpoint
+        fields = "__all__"
+
+
+class ModelForm(CatalogRowForm):
+    problems = staticmethod(model_problems)
+
+    class Meta:
+        model = Model
+        fields = "__all__"
+
 
 class EndpointInline(admin.TabularInline):
     model = Endpoint
+    form = EndpointForm
     extra = 0
     fields = ("model", "upstream_model", "price_prompt", "price_completion", "price_cached_input", "context_length",
               "max_completion_tokens", "enabled")
@@ -44,6 +91,7 @@ class ProviderAdmin(admin.ModelAdmin):
 
 class ModelEndpointInline(admin.TabularInline):
     model = Endpoint
+    form = EndpointForm
     extra = 1
     fields = ("provider", "upstream_model", "price_prompt", "price_completion", "price_cached_input",
               "price_request", "context_length", "max_completion_tokens", "quantization", "enabled")
@@ -51,6 +99,7 @@ class ModelEndpointInline(admin.TabularInline):
 
 @admin.register(Model)
 class ModelAdmin(admin.ModelAdmin):
+    form = ModelForm
     list_display = ("id", "name", "context_length", "created")
     search_fields = ("id", "name")
     inlines = [ModelEndpointInline]
@@ -58,13 +107,47 @@ class ModelAdmin(admin.ModelAdmin):
 
 @admin.register(Endpoint)
 class EndpointAdmin(admin.ModelAdmin):
+    form = EndpointForm
     list_display = ("model", "provider", "upstream_model", "price_prompt", "price_completion", "enabled")
     list_filter = ("enabled", "provider")
     search_fields = ("model__id", "provider__slug", "upstream_model")
 
 
+class AccountRoutingSettingsForm(ServiceValidatedForm):
+    """Validated by PATCH /routing/settings' serializer and saved by the same service."""
+
+    SETTINGS = ("allowed_providers", "ignored_providers", "enforce_zdr", "data_collection")
+
+    class Meta:
+        model = AccountRoutingSettings
+        fields = ("account", "allowed_providers", "ignored_providers", "enforce_zdr", "data_collection")
+
+    def clean(self):
+        cleaned = super().clean()
+        self.routing_changes = None
+        if self.errors:
+            return cleaned
+        from routing.serializers import AccountRoutingSettingsSerializer
+
+        data = {name: cleaned.get(name) for name in self.SETTINGS if name in self.fields}
+        for name in ("allowed_providers", "ignored_providers"):
+            if name in data and data[name] is None:
+                data[name] = []  # an emptied box: no restriction (the column holds a list, never null)
+        self.routing_changes = self.run_serializer(AccountRoutingSettingsSerializer(data=data))
+        return cleaned
+
+
 @admin.register(AccountRoutingSettings)
 class AccountRoutingSettingsAdmin(admin.ModelAdmin):
+    form = AccountRoutingSettingsForm
     list_display = ("account", "enforce_zdr", "data_collection", "allowed_providers", "ignored_providers")
     list_filter = ("enforce_zdr", "data_collection")
     search_fields = ("account__name",)
+
+    def get_readonly_fields(self, request, obj=None):
+        return ("account",) if obj else ()  # settings never move to another account
+
+    def save_model(self, request, obj, form, change):
+        saved = account_routing_update(account_id=obj.account_id, changes=form.routing_changes)
+        obj.pk, obj.updated_at = saved.pk, saved.updated_at
+        obj._state.adding = False

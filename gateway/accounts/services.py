@@ -6,8 +6,10 @@ from uuid import UUID
 from django.db import transaction
 
 from gateway.accounts.keys import key_generate, key_hash, key_mask
-from gateway.accounts.models import Account, ApiKey, KeyKind, Member, Workspace
+from gateway.accounts.models import Account, ApiKey, KeyKind, LimitReset, Member, Workspace
 from gateway.errors import GatewayError
+
+MAX_KEY_LIMIT = Decimal("1e12")  # the column is numeric(24, 12)
 
 
 @dataclass(frozen=True)
@@ -48,13 +50,9 @@ def api_key_create(
     include_byok_in_limit: bool = False,
     expires_at: datetime | None = None,
 ) -> IssuedKey:
-    workspace = _workspace_of(account_id=account_id, workspace_id=workspace_id)
-    creator = None
-    if creator_user_id is not None:
-        creator = Member.objects.filter(account_id=account_id, user_id=creator_user_id).first()
-        if creator is None:
-            raise GatewayError("creator_user_id: not a member of this account",
-                               metadata={"fields": {"creator_user_id": "not a member of this account"}})
+    workspace, creator = api_key_check(account_id=account_id, kind=kind, workspace_id=workspace_id,
+                                       creator_user_id=creator_user_id, limit=limit, limit_reset=limit_reset,
+                                       expires_at=expires_at)
     plaintext = key_generate(kind=kind)
     key = ApiKey.objects.create(
         hash=key_hash(plaintext), label=key_mask(plaintext), kind=kind, name=name, account_id=account_id,
@@ -64,10 +62,55 @@ def api_key_create(
     return IssuedKey(key=key, plaintext=plaintext)
 
 
+def api_key_check(
+    *,
+    account_id: UUID,
+    kind: str = KeyKind.INFERENCE,
+    workspace_id: UUID | None = None,
+    creator_user_id: str | None = None,
+    limit: Decimal | None = None,
+    limit_reset: str | None = None,
+    expires_at: datetime | None = None,
+) -> tuple[Workspace, Member | None]:
+    """Everything a new key must satisfy (the API and the admin both come here): its workspace and creator
+    belong to its account, its limit and expiry are valid. GatewayError (400) naming the field otherwise."""
+    if kind not in KeyKind.values:
+        raise _field_error("kind", f"must be one of {KeyKind.values}")
+    api_key_limit_check(limit=limit, limit_reset=limit_reset)
+    if expires_at is not None:
+        from django.utils import timezone
+
+        if expires_at <= timezone.now():
+            raise _field_error("expires_at", "must be in the future")
+    workspace = _workspace_of(account_id=account_id, workspace_id=workspace_id)
+    creator = None
+    if creator_user_id is not None:
+        creator = Member.objects.filter(account_id=account_id, user_id=creator_user_id).first()
+        if creator is None:
+            raise _field_error("creator_user_id", "not a member of this account")
+    return workspace, creator
+
+
+def api_key_limit_check(*, limit, limit_reset) -> None:
+    if limit is not None and (not isinstance(limit, Decimal | int) or isinstance(limit, bool)
+                              or not Decimal(limit).is_finite() or not 0 <= limit < MAX_KEY_LIMIT):
+        raise _field_error("limit", f"must be a number from 0 to less than {MAX_KEY_LIMIT:f} (USD), or null")
+    if limit_reset is not None and limit_reset not in LimitReset.values:
+        raise _field_error("limit_reset", f"must be one of {LimitReset.values} or null")
+
+
+def _field_error(field: str, message: str) -> GatewayError:
+    return GatewayError(f"{field}: {message}", metadata={"fields": {field: message}})
+
+
 _UPDATABLE = ("name", "disabled", "limit", "limit_reset", "include_byok_in_limit")
 
 
 def api_key_update(*, key: ApiKey, changes: dict) -> ApiKey:
+    """GatewayError (400) for a limit the API would refuse; nothing is saved then."""
+    if "limit" in changes or "limit_reset" in changes:
+        api_key_limit_check(limit=changes.get("limit", key.limit),
+                            limit_reset=changes.get("limit_reset", key.limit_reset))
     fields = [name for name in _UPDATABLE if name in changes]
     for name in fields:
         setattr(key, name, changes[name])
@@ -102,6 +145,5 @@ def _workspace_of(*, account_id: UUID, workspace_id: UUID | None) -> Workspace:
     workspaces = Workspace.objects.filter(account_id=account_id)
     workspace = (workspaces.filter(pk=workspace_id) if workspace_id else workspaces.filter(is_default=True)).first()
     if workspace is None:
-        raise GatewayError("workspace_id: no such workspace in this account",
-                           metadata={"fields": {"workspace_id": "no such workspace in this account"}})
+        raise _field_error("workspace_id", "no such workspace in this account")
     return workspace

@@ -1,17 +1,34 @@
+from decimal import Decimal
+
 from django import forms
 from django.contrib import admin
 
+from gateway.accounts.models import Account
 from gateway.billing.models import EntryKind, LedgerEntry, Reservation
 from gateway.billing.services import credits_topup
+
+MAX_ENTRY = Decimal("1000000000")  # one top-up or refund, USD
+MAX_BALANCE = Decimal("1e12")  # Account.balance is numeric(24, 12)
 
 
 class CreditTopUpForm(forms.ModelForm):
     kind = forms.ChoiceField(choices=[(EntryKind.TOPUP, "Top-up"), (EntryKind.REFUND, "Refund")])
-    amount = forms.DecimalField(max_digits=24, decimal_places=12, min_value=0.000000000001)
+    amount = forms.DecimalField(max_digits=24, decimal_places=12, min_value=Decimal("0.000000000001"),
+                                max_value=MAX_ENTRY, help_text=f"USD, more than 0 and at most {MAX_ENTRY:,}")
 
     class Meta:
         model = LedgerEntry
         fields = ("account", "kind", "amount", "note")
+
+    def clean(self):
+        """What `credits_topup` and the balance column would refuse, refused here (a form error, not a 500)."""
+        cleaned = super().clean()
+        account, amount = cleaned.get("account"), cleaned.get("amount")
+        if account is not None and amount is not None:
+            balance = Account.objects.filter(pk=account.pk).values_list("balance", flat=True).first()
+            if balance is not None and balance + amount >= MAX_BALANCE:
+                self.add_error("amount", f"the balance would exceed {MAX_BALANCE - Decimal('1e-12'):f} USD")
+        return cleaned
 
 
 @admin.register(LedgerEntry)
