@@ -2,14 +2,30 @@
 
 Pooled keep-alive connections, a connect and a read timeout on every call, no redirects, no proxies
 or credentials from the environment, and destinations checked at connect time: private, loopback,
-link-local and other non-global addresses are refused unless the operator allows them. The address
-that was checked is the one connected to (no second DNS lookup), so DNS rebinding cannot slip past.
+link-local and other non-global addresses (also when embedded in an IPv6 address) are refused unless the
+operator allows them. The address that was checked is the one connected to (no second DNS lookup), so DNS
+rebinding cannot slip past.
+
+Hostile or broken upstreams are bounded too. Every call has deadlines besides the per-read timeout: a
+streaming call's response head must arrive within `first_byte` seconds and the whole stream within
+`stream_max`; a non-streaming call (head and body) within `total`. A watchdog thread shuts the socket down
+when a deadline passes, so an upstream that trickles one byte just under the read timeout is cut on time.
+Non-streaming bodies are read incrementally up to a size cap, error bodies up to MAX_ERROR_BODY. Headers are
+checked before sending, and anything that fails while sending is a TransportError (an attempt failure), never
+an exception the caller does not expect.
 """
 
+import contextvars
+import heapq
 import ipaddress
+import itertools
 import json
+import os
+import re
 import socket
-from dataclasses import dataclass
+import threading
+import time
+from dataclasses import dataclass, replace
 from urllib.parse import urlencode
 
 import requests
@@ -20,15 +36,23 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import NewConnectionError
 from urllib3.util import connection as urllib3_connection
 
+MAX_ERROR_BODY = 64 * 1024  # an error body longer than this is cut (its message is all we keep)
+
 
 @dataclass(frozen=True)
 class Timeouts:
     connect: float
     read: float  # the longest wait for any byte, first or next
+    # Deadlines from the start of the call (None: the UPSTREAM_* setting).
+    first_byte: float | None = None  # streaming calls: until the response head has arrived
+    total: float | None = None  # non-streaming calls: head and body
+    stream_max: float | None = None  # streaming calls: head and the whole body
 
 
 class TransportError(Exception):
-    """The call did not produce an HTTP response. `kind`: timeout, connect, refused or protocol."""
+    """The call did not produce a usable HTTP response. `kind`: timeout, connect, refused, protocol, send (the
+    request could not be sent, e.g. a header that cannot be encoded) or too_large (the body exceeds the cap).
+    The message never holds request data."""
 
     def __init__(self, kind: str, message: str):
         super().__init__(message)
@@ -40,11 +64,49 @@ class DestinationRefused(NewConnectionError):
     pass
 
 
+# ---- destinations -----------------------------------------------------------------------------------------
+
+_NAT64_WELL_KNOWN = ipaddress.ip_network("64:ff9b::/96")  # RFC 6052: IPv4 in the last 32 bits
+_NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")  # RFC 8215: local-use translation: refused outright
+_IPV4_COMPATIBLE = ipaddress.ip_network("::/96")  # deprecated ::a.b.c.d (also :: and ::1)
+_IPV4_TRANSLATED = ipaddress.ip_network("::ffff:0:0:0/96")  # RFC 2765 ::ffff:0:a.b.c.d
+_SITE_LOCAL = ipaddress.ip_network("fec0::/10")  # deprecated, but routed inside some networks
+
+
+def _embedded_ipv4(ip: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses an IPv6 address carries (mapped, compatible, translated, NAT64, 6to4, Teredo)."""
+    low32 = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    if ip.ipv4_mapped:
+        return [ip.ipv4_mapped]
+    if ip in _IPV4_COMPATIBLE or ip in _IPV4_TRANSLATED or ip in _NAT64_WELL_KNOWN:
+        return [low32]
+    if ip.sixtofour:
+        return [ip.sixtofour]
+    if ip.teredo:
+        server, client = ip.teredo  # the client is the inverted last 32 bits
+        return [server, client]
+    return []
+
+
 def is_public_address(address: str) -> bool:
-    ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
-        ip = ip.ipv4_mapped
-    return ip.is_global and not ip.is_multicast
+    """Whether an outbound call may connect to this address: global unicast only, judged on the IPv4 address
+    an IPv6 form embeds (`::ffff:127.0.0.1`, `::127.0.0.1`, `64:ff9b::7f00:1`, `2002:7f00:1::`, Teredo)."""
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip in _NAT64_LOCAL or ip in _SITE_LOCAL or ip.is_multicast:
+            return False
+        embedded = _embedded_ipv4(ip)
+        if embedded:  # the translation and tunnel prefixes are global: the embedded address decides
+            return all(_ipv4_public(v4) for v4 in embedded)
+        return ip.is_global
+    return _ipv4_public(ip)
+
+
+def _ipv4_public(ip: ipaddress.IPv4Address) -> bool:
+    return ip.is_global and not ip.is_multicast and not ip.is_reserved and not ip.is_unspecified
 
 
 def _guarded_socket(conn: HTTPConnection) -> socket.socket:
@@ -65,28 +127,153 @@ def _guarded_socket(conn: HTTPConnection) -> socket.socket:
         raise NewConnectionError(conn, f"connection to {host} failed: {exc}") from exc
 
 
-class _GuardedHTTPConnection(HTTPConnection):
+# ---- deadlines --------------------------------------------------------------------------------------------
+
+
+class _Watch:
+    """One call's deadline over the connection it uses. `fired`: the deadline passed (the reader then raises a
+    timeout even if the cut looked like a normal end of body)."""
+
+    __slots__ = ("conn", "token", "fired", "done", "retries")
+
+    def __init__(self):
+        self.conn = None
+        self.token = 0
+        self.fired = False
+        self.done = False
+        self.retries = 0
+
+
+class _Watchdog:
+    """A single thread that shuts down the socket of any call whose deadline passed: cheap per call (a heap
+    entry), and it interrupts reads blocked inside http.client or urllib3 however they loop."""
+
+    def __init__(self):
+        self._reset()
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=self._reset)  # the thread and its lock do not survive a fork
+
+    def _reset(self):
+        self._cond = threading.Condition()
+        self._heap: list = []
+        self._dead = 0
+        self._seq = itertools.count()
+        self._thread = None
+
+    def arm(self, watch: _Watch, deadline: float) -> None:
+        with self._cond:
+            if watch.done:
+                return
+            if watch.token:
+                self._dead += 1  # the previous entry is stale
+            watch.token = next(self._seq) + 1
+            heapq.heappush(self._heap, (deadline, watch.token, watch))
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="upstream-deadlines", daemon=True)
+                self._thread.start()
+            elif self._heap[0][2] is watch:
+                self._cond.notify()
+
+    def disarm(self, watch: _Watch) -> None:
+        with self._cond:
+            if watch.done:
+                return
+            watch.done = True
+            self._dead += 1
+            if self._dead > 1024 and self._dead * 2 > len(self._heap):
+                self._heap = [entry for entry in self._heap if self._live(entry)]
+                heapq.heapify(self._heap)
+                self._dead = 0
+
+    def own(self, conn, watch: _Watch | None) -> None:
+        """`conn` is about to send `watch`'s request: from now on only that call's deadline may cut it."""
+        with self._cond:
+            conn._gateway_watch = watch
+            if watch is not None:
+                watch.conn = conn
+
+    @staticmethod
+    def _live(entry) -> bool:
+        _, token, watch = entry
+        return not watch.done and watch.token == token
+
+    def _run(self) -> None:
+        cond = self._cond
+        with cond:
+            while True:
+                while self._heap and not self._live(self._heap[0]):
+                    heapq.heappop(self._heap)
+                    self._dead = max(0, self._dead - 1)
+                if not self._heap:
+                    cond.wait()
+                    continue
+                deadline = self._heap[0][0]
+                now = time.monotonic()
+                if deadline > now:
+                    cond.wait(deadline - now)
+                    continue
+                _, _, watch = heapq.heappop(self._heap)
+                self._fire(watch)
+
+    def _fire(self, watch: _Watch) -> None:
+        conn = watch.conn
+        if conn is not None and getattr(conn, "_gateway_watch", None) is not watch:
+            return  # the call finished with this connection and another call uses it now
+        watch.fired = True
+        sock = getattr(conn, "sock", None) if conn is not None else None
+        if sock is None:
+            # Not connected yet (the connect timeout bounds that): look again shortly.
+            if watch.retries < 400:
+                watch.retries += 1
+                watch.token = next(self._seq) + 1
+                heapq.heappush(self._heap, (time.monotonic() + 0.05, watch.token, watch))
+            return
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
+WATCHDOG = _Watchdog()
+_current_watch: contextvars.ContextVar[_Watch | None] = contextvars.ContextVar("upstream_watch", default=None)
+
+
+class _WatchedHTTPConnection(HTTPConnection):
+    def request(self, *args, **kwargs):
+        WATCHDOG.own(self, _current_watch.get())
+        return super().request(*args, **kwargs)
+
+
+class _WatchedHTTPSConnection(HTTPSConnection):
+    def request(self, *args, **kwargs):
+        WATCHDOG.own(self, _current_watch.get())
+        return super().request(*args, **kwargs)
+
+
+class _GuardedHTTPConnection(_WatchedHTTPConnection):
     def _new_conn(self) -> socket.socket:
         return _guarded_socket(self)
 
 
-class _GuardedHTTPSConnection(HTTPSConnection):
+class _GuardedHTTPSConnection(_WatchedHTTPSConnection):
     def _new_conn(self) -> socket.socket:
         return _guarded_socket(self)
 
 
-class _GuardedHTTPPool(HTTPConnectionPool):
-    ConnectionCls = _GuardedHTTPConnection
+def _pool(base, connection_cls):
+    return type(f"_{connection_cls.__name__}Pool", (base,), {"ConnectionCls": connection_cls})
 
 
-class _GuardedHTTPSPool(HTTPSConnectionPool):
-    ConnectionCls = _GuardedHTTPSConnection
+class _Adapter(HTTPAdapter):
+    def __init__(self, *, guarded: bool, **kwargs):
+        plain, tls = ((_GuardedHTTPConnection, _GuardedHTTPSConnection) if guarded
+                      else (_WatchedHTTPConnection, _WatchedHTTPSConnection))
+        self._pools = {"http": _pool(HTTPConnectionPool, plain), "https": _pool(HTTPSConnectionPool, tls)}
+        super().__init__(**kwargs)
 
-
-class _GuardedAdapter(HTTPAdapter):
     def init_poolmanager(self, *args, **kwargs):
         super().init_poolmanager(*args, **kwargs)
-        self.poolmanager.pool_classes_by_scheme = {"http": _GuardedHTTPPool, "https": _GuardedHTTPSPool}
+        self.poolmanager.pool_classes_by_scheme = self._pools
 
 
 def _session(adapter: HTTPAdapter) -> requests.Session:
@@ -98,12 +285,38 @@ def _session(adapter: HTTPAdapter) -> requests.Session:
 
 
 _POOL = {"pool_connections": 64, "pool_maxsize": 1024, "max_retries": 0}
-_public_only = _session(_GuardedAdapter(**_POOL))
-_any_destination = _session(HTTPAdapter(**_POOL))
+_public_only = _session(_Adapter(guarded=True, **_POOL))
+_any_destination = _session(_Adapter(guarded=False, **_POOL))
 
 
 def default_timeouts() -> Timeouts:
-    return Timeouts(connect=settings.UPSTREAM_CONNECT_TIMEOUT, read=settings.UPSTREAM_READ_TIMEOUT)
+    return Timeouts(connect=settings.UPSTREAM_CONNECT_TIMEOUT, read=settings.UPSTREAM_READ_TIMEOUT,
+                    first_byte=settings.UPSTREAM_FIRST_BYTE_TIMEOUT, total=settings.UPSTREAM_TOTAL_TIMEOUT,
+                    stream_max=settings.UPSTREAM_STREAM_MAX_SECONDS)
+
+
+def _complete(timeouts: Timeouts | None) -> Timeouts:
+    defaults = default_timeouts()
+    if timeouts is None:
+        return defaults
+    return replace(timeouts, first_byte=timeouts.first_byte or defaults.first_byte,
+                   total=timeouts.total or defaults.total, stream_max=timeouts.stream_max or defaults.stream_max)
+
+
+# ---- requests ---------------------------------------------------------------------------------------------
+
+_HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_UNSENDABLE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]|[^\x00-\xff]")  # controls (HTAB is allowed) and non-Latin-1
+
+
+def _check_headers(headers: dict) -> None:
+    """Refuse what http.client would choke on or pass through (NUL, CR/LF, other controls, non-Latin-1)."""
+    for name, value in headers.items():
+        if not isinstance(name, str) or not _HEADER_NAME.fullmatch(name):
+            raise TransportError("send", "a request header name cannot be sent")
+        if not isinstance(value, str | bytes) or _UNSENDABLE.search(value if isinstance(value, str) else
+                                                                    value.decode("latin-1")):
+            raise TransportError("send", f"the {name} header holds characters that cannot be sent")
 
 
 def request(
@@ -117,9 +330,13 @@ def request(
     timeouts: Timeouts | None = None,
     stream: bool = False,
     allow_private: bool = False,
+    max_body: int | None = None,
 ) -> requests.Response:
-    """Send one request. The caller closes the response (always, for streams: in `finally`)."""
-    timeouts = timeouts or default_timeouts()
+    """Send one request. An error status (not 2xx) comes back with its body read (at most MAX_ERROR_BODY
+    bytes) and the connection released. A non-streaming success comes back with its body read (at most
+    `max_body`, default UPSTREAM_MAX_RESPONSE_BYTES, else TransportError `too_large`); a streaming one open:
+    read it with iter_body and always `close()` it (in `finally`)."""
+    timeouts = _complete(timeouts)
     private_ok = allow_private or settings.OUTBOUND_ALLOW_PRIVATE_NETWORKS
     session = _any_destination if private_ok else _public_only
     data = content
@@ -129,34 +346,138 @@ def request(
     elif form_body is not None:
         data = urlencode(form_body).encode()
         headers = {"Content-Type": "application/x-www-form-urlencoded", **headers}
+    _check_headers(headers)
+    started = time.monotonic()
+    watch = _Watch()
+    head_deadline = started + (timeouts.first_byte if stream else timeouts.total)
+    WATCHDOG.arm(watch, head_deadline)
+    context = _current_watch.set(watch)
     try:
-        return session.request(
-            method, url, headers=headers, data=data, timeout=(timeouts.connect, timeouts.read), stream=stream,
+        response = session.request(
+            method, url, headers=headers, data=data, timeout=(timeouts.connect, timeouts.read), stream=True,
             allow_redirects=False,
         )
-    except requests.exceptions.ConnectionError as exc:
+    except BaseException as exc:
+        WATCHDOG.disarm(watch)
+        if isinstance(exc, Exception):
+            raise _send_failure(exc, watch) from (None if _may_echo_request(exc) else exc)
+        raise
+    finally:
+        _current_watch.reset(context)
+    response.gateway_watch = watch
+    try:
+        if not 200 <= response.status_code < 300:
+            WATCHDOG.arm(watch, max(head_deadline, time.monotonic() + timeouts.read))
+            _read_body(response, MAX_ERROR_BODY, truncate=True)
+        elif not stream:
+            _read_body(response, max_body or settings.UPSTREAM_MAX_RESPONSE_BYTES, truncate=False)
+        else:
+            WATCHDOG.arm(watch, started + timeouts.stream_max)
+            return response
+    except BaseException:
+        close(response)
+        raise
+    WATCHDOG.disarm(watch)
+    return response
+
+
+def _may_echo_request(exc: Exception) -> bool:
+    """Exceptions whose text can quote a header value (a credential): their chain is dropped."""
+    return isinstance(exc, UnicodeError | ValueError | requests.exceptions.InvalidHeader) or not isinstance(
+        exc, requests.exceptions.RequestException)
+
+
+def _send_failure(exc: Exception, watch: _Watch) -> TransportError:
+    if isinstance(exc, TransportError):
+        return exc
+    if watch.fired:
+        return TransportError("timeout", "upstream exceeded its deadline")
+    if isinstance(exc, requests.exceptions.ConnectionError):
         if _caused_by(exc, DestinationRefused):
-            raise TransportError("refused", "destination address is not allowed") from exc
+            return TransportError("refused", "destination address is not allowed")
         if isinstance(exc, requests.exceptions.ConnectTimeout):
-            raise TransportError("timeout", "connection timed out") from exc
+            return TransportError("timeout", "connection timed out")
         if _caused_by(exc, TimeoutError) or "Read timed out" in str(exc):
-            raise TransportError("timeout", "upstream did not answer in time") from exc
-        raise TransportError("connect", "could not connect to upstream") from exc
-    except requests.exceptions.Timeout as exc:
-        raise TransportError("timeout", "upstream did not answer in time") from exc
-    except requests.exceptions.RequestException as exc:
-        raise TransportError("protocol", f"upstream request failed: {type(exc).__name__}") from exc
+            return TransportError("timeout", "upstream did not answer in time")
+        return TransportError("connect", "could not connect to upstream")
+    if isinstance(exc, requests.exceptions.Timeout):
+        return TransportError("timeout", "upstream did not answer in time")
+    if isinstance(exc, requests.exceptions.RequestException) and not isinstance(
+            exc, requests.exceptions.InvalidHeader | requests.exceptions.InvalidURL):
+        return TransportError("protocol", f"upstream request failed: {type(exc).__name__}")
+    # UnicodeEncodeError (a non-Latin-1 header), ValueError (invalid header characters), an invalid URL or
+    # header, or anything else raised while sending: the attempt failed; the next candidate may serve.
+    return TransportError("send", f"the request could not be sent ({type(exc).__name__})")
+
+
+def _read_body(response: requests.Response, limit: int, *, truncate: bool) -> None:
+    """Read the whole body into `response.content`, at most `limit` bytes (decoded)."""
+    declared = response.headers.get("Content-Length", "")
+    if not truncate and declared.isdigit() and int(declared) > limit:
+        raise TransportError("too_large", "upstream response exceeds the size limit")
+    body = bytearray()
+    for chunk in iter_body(response, 65536):
+        body += chunk
+        if len(body) > limit:
+            if truncate:
+                del body[limit:]
+                break
+            raise TransportError("too_large", "upstream response exceeds the size limit")
+    response._content = bytes(body)
+    response._content_consumed = True
 
 
 def iter_body(response: requests.Response, chunk_size: int = 16384):
-    """The body's bytes as they arrive; transport failures become TransportError."""
+    """The body's bytes as they arrive (each read returns what one receive brought, so events are not held
+    back waiting for a full chunk); transport failures and passed deadlines become TransportError."""
+    watch = getattr(response, "gateway_watch", None)
+    raw = response.raw
     try:
-        yield from response.raw.stream(chunk_size, decode_content=True)
+        if raw.chunked and raw.supports_chunked_reads():
+            yield from raw.read_chunked(chunk_size, decode_content=True)
+        else:
+            empty = 0
+            while empty < 3:  # read1 returns b"" at the end of the body (and closes it)
+                data = raw.read1(chunk_size, decode_content=True)
+                if data:
+                    empty = 0
+                    yield data
+                elif raw.closed or data is None:
+                    break
+                else:
+                    empty += 1
     except requests.exceptions.RequestException as exc:
-        raise TransportError("protocol", "upstream stream broke") from exc
+        raise _read_failure(exc, watch) from exc
+    except TransportError:
+        raise
     except Exception as exc:  # urllib3 ReadTimeoutError, ProtocolError (connection cut mid-body)
-        kind = "timeout" if "timed out" in str(exc).lower() else "protocol"
-        raise TransportError(kind, "upstream stream broke" if kind == "protocol" else "upstream stalled") from exc
+        raise _read_failure(exc, watch) from exc
+    if watch is not None and watch.fired:
+        raise TransportError("timeout", "upstream exceeded its deadline")
+
+
+def _read_failure(exc: Exception, watch: _Watch | None) -> TransportError:
+    if watch is not None and watch.fired:
+        return TransportError("timeout", "upstream exceeded its deadline")
+    if "timed out" in str(exc).lower():
+        return TransportError("timeout", "upstream stalled")
+    return TransportError("protocol", "upstream stream broke")
+
+
+def close(response: requests.Response) -> None:
+    """Release a response at once: its deadline, and the connection (shut down while a body is still being
+    read, which also wakes a thread blocked reading it)."""
+    watch = getattr(response, "gateway_watch", None)
+    if watch is not None:
+        WATCHDOG.disarm(watch)
+    connection = getattr(response.raw, "_connection", None)
+    sock = getattr(connection, "sock", None)
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+    response.close()
 
 
 def _caused_by(exc: BaseException, kind: type) -> bool:

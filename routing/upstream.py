@@ -1,11 +1,13 @@
 """One attempt against one endpoint: build the request, send it through routing.http, and return the
-canonical response or a stream of canonical events. Every failure becomes an UpstreamError."""
+canonical response or a stream of canonical events. Every failure becomes an UpstreamError, and every
+UpstreamError leaves the attempt scrubbed of the credentials that attempt sent (routing.redact): its text may
+come from the upstream, and it reaches the client, the logs and the generation record."""
 
 import json
-import socket
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 
 from byok.credentials import ProviderCredentials
 from routing import http
@@ -15,15 +17,21 @@ from routing.errors import UpstreamError
 from routing.providers.base import UpstreamRequest
 from routing.providers.registry import adapter_for
 from routing.providers.vertex.auth import vertex_credentials
+from routing.redact import request_secrets, scrub_error
 
-MAX_ERROR_BODY = 64 * 1024
+MAX_ERROR_BODY = http.MAX_ERROR_BODY
 
 TRANSPORT_ERRORS = {
     "timeout": ("timeout", "The provider did not answer in time"),
     "connect": ("provider_unavailable", "Could not connect to the provider"),
     "refused": ("provider_unavailable", "The provider's address is not allowed (private network)"),
     "protocol": ("provider_unavailable", "The connection to the provider broke"),
+    "send": ("provider_unavailable", "The request could not be sent to the provider"),
+    "too_large": ("provider_unavailable", "The provider sent an oversized response"),
 }
+# Credential fields of structured credentials (cloud platforms, Azure configs, service accounts).
+SECRET_FIELDS = ("api_key", "private_key", "private_key_id", "secretAccessKey", "accessKeyId", "sessionToken",
+                 "client_secret", "refresh_token", "access_token")
 
 
 def transport_error(exc: http.TransportError) -> UpstreamError:
@@ -31,14 +39,49 @@ def transport_error(exc: http.TransportError) -> UpstreamError:
     return UpstreamError(error_type=error_type, message=message, retryable=True)
 
 
+def credential_secrets(credentials: ProviderCredentials) -> tuple[str, ...]:
+    """The secret strings in a credential (the key itself and the secret fields of its structured parts)."""
+    values = [credentials.api_key]
+    mappings = []
+    if isinstance(credentials.extra, dict):
+        mappings += [credentials.extra, credentials.extra.get("azure_config")]
+    if (credentials.api_key or "").lstrip().startswith("{"):
+        try:
+            mappings.append(json.loads(credentials.api_key))
+        except ValueError:
+            pass
+    for mapping in mappings:
+        if isinstance(mapping, dict):
+            values += [mapping.get(name) for name in SECRET_FIELDS]
+    return tuple(value for value in values if isinstance(value, str) and value)
+
+
+@contextmanager
+def _scrubbed(secrets: tuple[str, ...]):
+    try:
+        yield
+    except UpstreamError as error:
+        scrub_error(error, secrets)
+        raise
+
+
 def build_upstream_request(
     *, endpoint: EndpointInfo, request: CanonicalRequest, credentials: ProviderCredentials
 ) -> UpstreamRequest:
     """The upstream request; credentials that need an exchange first (Vertex service accounts) get it here,
     so adapters stay pure. A failed exchange is an UpstreamError like any other attempt's failure."""
-    if endpoint.adapter == "vertex":
-        credentials = vertex_credentials(credentials)
-    return adapter_for(endpoint.adapter).build_request(request, base_url=endpoint.base_url, credentials=credentials)
+    secrets = credential_secrets(credentials)
+    with _scrubbed(secrets):
+        if endpoint.adapter == "vertex":
+            credentials = vertex_credentials(credentials)
+            secrets += credential_secrets(credentials)
+        built = adapter_for(endpoint.adapter).build_request(request, base_url=endpoint.base_url,
+                                                            credentials=credentials)
+    return replace(built, secrets=tuple(dict.fromkeys(built.secrets + secrets)))
+
+
+def attempt_secrets(upstream: UpstreamRequest) -> tuple[str, ...]:
+    return request_secrets(url=upstream.url, headers=upstream.headers, extra=upstream.secrets)
 
 
 def _send(endpoint: EndpointInfo, upstream: UpstreamRequest, *, stream: bool, timeouts: http.Timeouts | None):
@@ -50,12 +93,8 @@ def _send(endpoint: EndpointInfo, upstream: UpstreamRequest, *, stream: bool, ti
     except http.TransportError as exc:
         raise transport_error(exc) from exc
     if response.status_code >= 400 or response.status_code < 200:
-        try:
-            body = response.raw.read(MAX_ERROR_BODY, decode_content=True) if stream else response.content
-        except Exception:
-            body = b""
-        finally:
-            response.close()
+        body = response.content  # read by routing.http, at most MAX_ERROR_BODY bytes
+        http.close(response)
         raise adapter_for(endpoint.adapter).map_error(response.status_code, body, response.headers)
     return response
 
@@ -63,6 +102,11 @@ def _send(endpoint: EndpointInfo, upstream: UpstreamRequest, *, stream: bool, ti
 def call(
     *, endpoint: EndpointInfo, upstream: UpstreamRequest, timeouts: http.Timeouts | None = None
 ) -> CanonicalResponse:
+    with _scrubbed(attempt_secrets(upstream)):
+        return _call(endpoint=endpoint, upstream=upstream, timeouts=timeouts)
+
+
+def _call(*, endpoint: EndpointInfo, upstream: UpstreamRequest, timeouts: http.Timeouts | None):
     response = _send(endpoint, upstream, stream=False, timeouts=timeouts)
     try:
         body = response.json()
@@ -70,7 +114,7 @@ def call(
         raise UpstreamError(error_type="provider_unavailable", message="The provider sent an unreadable response",
                             retryable=True, status=response.status_code) from None
     finally:
-        response.close()
+        http.close(response)
     if not isinstance(body, dict):
         raise UpstreamError(error_type="provider_unavailable", message="The provider sent an unexpected response",
                             retryable=True, status=response.status_code)
@@ -88,32 +132,31 @@ class UpstreamStream:
     endpoint: EndpointInfo
     response: object
     opened_at: float = field(default_factory=time.monotonic)
+    secrets: tuple[str, ...] = field(default=(), repr=False)
 
     def events(self) -> Iterator[StreamEvent]:
         adapter = adapter_for(self.endpoint.adapter)
         try:
-            yield from adapter.stream_events(adapter.decode(http.iter_body(self.response)))
-        except http.TransportError as exc:
-            raise transport_error(exc) from exc
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise UpstreamError(error_type="provider_unavailable", message="The provider sent a malformed stream",
-                                retryable=True) from exc
+            with _scrubbed(self.secrets):
+                try:
+                    yield from adapter.stream_events(adapter.decode(http.iter_body(self.response)))
+                except http.TransportError as exc:
+                    raise transport_error(exc) from exc
+                except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
+                    raise UpstreamError(error_type="provider_unavailable",
+                                        message="The provider sent a malformed stream", retryable=True) from exc
         finally:
             self.close()
 
     def close(self) -> None:
         """Release the upstream connection at once, waking any thread blocked reading it."""
-        connection = getattr(self.response.raw, "_connection", None)
-        sock = getattr(connection, "sock", None)
-        if sock is not None:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-        self.response.close()
+        http.close(self.response)
 
 
 def open_stream(
     *, endpoint: EndpointInfo, upstream: UpstreamRequest, timeouts: http.Timeouts | None = None
 ) -> UpstreamStream:
-    return UpstreamStream(endpoint=endpoint, response=_send(endpoint, upstream, stream=True, timeouts=timeouts))
+    secrets = attempt_secrets(upstream)
+    with _scrubbed(secrets):
+        response = _send(endpoint, upstream, stream=True, timeouts=timeouts)
+    return UpstreamStream(endpoint=endpoint, response=response, secrets=secrets)

@@ -9,9 +9,8 @@ from typing import ClassVar
 from byok.credentials import ProviderCredentials
 from routing.canonical import CanonicalRequest, CanonicalResponse, StreamEvent
 from routing.errors import UpstreamError, error_type_for_status, is_retryable, parse_retry_after
+from routing.redact import SECRET_HEADERS
 from routing.sse import SSEEvent, decode_sse
-
-SECRET_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "x-goog-api-key"})
 
 
 @dataclass(frozen=True)
@@ -22,6 +21,8 @@ class UpstreamRequest:
     # The URL came from a customer's credential: the provider row's private-network switch does not apply.
     customer_url: bool = False
     content: bytes | None = field(default=None, repr=False)  # exact body bytes, when they were signed
+    # The credential material the request was built from (routing.upstream scrubs it from upstream text).
+    secrets: tuple[str, ...] = field(default=(), repr=False)
 
     def __repr__(self) -> str:
         shown = {k: ("***" if k.lower() in SECRET_HEADERS else v) for k, v in self.headers.items()}

@@ -8,6 +8,8 @@ import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from routing.sse import max_line_bytes, oversized_event
+
 STRING = 7
 
 
@@ -31,37 +33,53 @@ class FramingError(ValueError):
 
 def _headers(raw: bytes) -> dict[str, str]:
     headers, offset = {}, 0
-    while offset < len(raw):
-        name_length = raw[offset]
-        name = raw[offset + 1: offset + 1 + name_length].decode()
-        offset += 1 + name_length
-        kind = raw[offset]
-        offset += 1
-        if kind != STRING:
-            raise FramingError(f"unsupported header value type {kind}")
-        (value_length,) = struct.unpack(">H", raw[offset: offset + 2])
-        headers[name] = raw[offset + 2: offset + 2 + value_length].decode()
-        offset += 2 + value_length
+    try:
+        while offset < len(raw):
+            name_length = raw[offset]
+            name = raw[offset + 1: offset + 1 + name_length].decode()
+            offset += 1 + name_length
+            kind = raw[offset]
+            offset += 1
+            if kind != STRING:
+                raise FramingError(f"unsupported header value type {kind}")
+            (value_length,) = struct.unpack(">H", raw[offset: offset + 2])
+            headers[name] = raw[offset + 2: offset + 2 + value_length].decode()
+            offset += 2 + value_length
+    except (IndexError, struct.error, UnicodeDecodeError) as exc:
+        raise FramingError("malformed event-stream headers") from exc
     return headers
 
 
-def decode_event_stream(chunks: Iterable[bytes]) -> Iterator[StreamMessage]:
-    buffer = b""
+def decode_event_stream(chunks: Iterable[bytes], *, limit: int | None = None) -> Iterator[StreamMessage]:
+    """Messages as they complete. Linear in the bytes received (a message's bytes are consumed by offset, not
+    by re-slicing the buffer), and a frame longer than UPSTREAM_MAX_LINE_BYTES fails the attempt as soon as
+    its prelude announces it."""
+    limit = limit or max_line_bytes()
+    buffer = bytearray()
+    start = 0
     for chunk in chunks:
         buffer += chunk
-        while len(buffer) >= 12:
-            total, header_length, prelude_crc = struct.unpack(">III", buffer[:12])
-            if zlib.crc32(buffer[:8]) != prelude_crc:
+        while len(buffer) - start >= 12:
+            total, header_length, prelude_crc = struct.unpack_from(">III", buffer, start)
+            if zlib.crc32(buffer[start:start + 8]) != prelude_crc:
                 raise FramingError("event-stream prelude checksum mismatch")
-            if len(buffer) < total:
+            if total > limit:
+                raise oversized_event()
+            if total < 16 or header_length > total - 16:
+                raise FramingError("event-stream message lengths are inconsistent")
+            if len(buffer) - start < total:
                 break
-            message, buffer = buffer[:total], buffer[total:]
+            message = bytes(buffer[start:start + total])
+            start += total
             (message_crc,) = struct.unpack(">I", message[-4:])
             if zlib.crc32(message[:-4]) != message_crc:
                 raise FramingError("event-stream message checksum mismatch")
             headers = _headers(message[12: 12 + header_length])
             body = message[12 + header_length: -4]
             yield StreamMessage(headers=headers, payload=json.loads(body) if body else {})
+        if start:
+            del buffer[:start]
+            start = 0
 
 
 def encode_message(headers: dict[str, str], payload: dict) -> bytes:
