@@ -94,20 +94,35 @@ def test_dead_redis_inference_still_works_and_readyz_says_degraded(transactional
         gateway.stop()
 
 
+def test_database_down_is_still_not_ready(transactional_db):
+    # Given a gateway whose database and Redis are both unreachable (no pool: the connection fails at once)
+    gateway = LiveGateway(workers=1, threads=4, extra_env={
+        "DATABASE_URL": f"postgres://postgres@127.0.0.1:{free_port()}/nowhere", "DB_POOL": "false",
+        "REDIS_URL": f"redis://127.0.0.1:{free_port()}/0"})
+    try:
+        # Then /readyz is 503 for the database, and reports the cache as degraded
+        ready = requests.get(f"{gateway.url}/readyz", timeout=10)
+        assert ready.status_code == 503
+        assert ready.json()["checks"] == {"database": "unavailable", "cache": "degraded"}
+    finally:
+        gateway.stop()
+
+
 @pytest.fixture(scope="module")
 def redis_gateway(django_db_setup, django_db_blocker):
     """A private redis-server and a 2-worker gateway using it, with a rate limit of 20/min per key."""
     server = PrivateRedis()
     gateway = LiveGateway(workers=2, threads=16, extra_env={
         "REDIS_URL": server.url, "GATEWAY_RATE_LIMIT": "20/min", "REDIS_RETRY_SECONDS": str(RETRY_SECONDS)})
-    yield server, gateway
+    yield server, gateway, {"restarted_at": 0.0}
     gateway.stop()
     server.kill()
 
 
 def test_rate_limit_admits_exactly_the_limit_across_workers(transactional_db, standin_catalog, redis_gateway):
-    server, gateway = redis_gateway
-    time.sleep(RETRY_SECONDS + 0.2)  # whatever ran before, every worker is back on Redis
+    server, gateway, state = redis_gateway
+    # If the outage test ran before, every worker is back on Redis after its back-off
+    time.sleep(max(0.0, state["restarted_at"] + RETRY_SECONDS + 0.2 - time.monotonic()))
     mia = persona("mia")
     # When 100 requests of one key arrive at once, against a limit of 20 a minute
     barrier = threading.Barrier(100)
@@ -129,8 +144,7 @@ def test_rate_limit_admits_exactly_the_limit_across_workers(transactional_db, st
 
 
 def test_redis_dying_mid_flight_loses_and_double_bills_nothing(transactional_db, standin_catalog, redis_gateway):
-    server, gateway = redis_gateway
-    time.sleep(RETRY_SECONDS + 0.2)
+    server, gateway, state = redis_gateway
     nina, omar = persona("nina"), persona("omar")
     log_before = gateway_log(gateway).count("Redis unavailable")
     # Given slow JSON answers (2 s before the first byte) and slow streams (30 chunks, 100 ms apart) in flight
@@ -179,6 +193,7 @@ def test_redis_dying_mid_flight_loses_and_double_bills_nothing(transactional_db,
     assert 1 <= gateway_log(gateway).count("Redis unavailable") - log_before <= 2
     # When Redis comes back, after the back-off the gateway uses it again by itself
     server.start()
+    state["restarted_at"] = time.monotonic()
     time.sleep(RETRY_SECONDS + 0.2)
     paul = persona("paul")
     for _ in range(4):
