@@ -9,7 +9,7 @@ from gateway.accounts.keys import key_generate, key_hash, key_mask
 from gateway.accounts.models import Account, ApiKey, KeyKind, LimitReset, Member, Workspace
 from gateway.errors import GatewayError
 
-MAX_KEY_LIMIT = Decimal("1e12")  # the column is numeric(24, 12)
+MAX_KEY_LIMIT = Decimal("1000000000")  # USD, as POST/PATCH /keys (the column holds 12 integer digits)
 
 
 @dataclass(frozen=True)
@@ -93,8 +93,8 @@ def api_key_check(
 
 def api_key_limit_check(*, limit, limit_reset) -> None:
     if limit is not None and (not isinstance(limit, Decimal | int) or isinstance(limit, bool)
-                              or not Decimal(limit).is_finite() or not 0 <= limit < MAX_KEY_LIMIT):
-        raise _field_error("limit", f"must be a number from 0 to less than {MAX_KEY_LIMIT:f} (USD), or null")
+                              or not Decimal(limit).is_finite() or not 0 <= limit <= MAX_KEY_LIMIT):
+        raise _field_error("limit", f"must be a number from 0 to {MAX_KEY_LIMIT:f} (USD), or null")
     if limit_reset is not None and limit_reset not in LimitReset.values:
         raise _field_error("limit_reset", f"must be one of {LimitReset.values} or null")
 
