@@ -134,10 +134,11 @@ class _Watch:
     """One call's deadline over the connection it uses. `fired`: the deadline passed (the reader then raises a
     timeout even if the cut looked like a normal end of body)."""
 
-    __slots__ = ("conn", "token", "fired", "done", "retries")
+    __slots__ = ("conn", "sock", "token", "fired", "done", "retries")
 
     def __init__(self):
         self.conn = None
+        self.sock = None  # the socket the request went out on (http.client drops conn.sock for `close` answers)
         self.token = 0
         self.fired = False
         self.done = False
@@ -220,7 +221,7 @@ class _Watchdog:
         if conn is not None and getattr(conn, "_gateway_watch", None) is not watch:
             return  # the call finished with this connection and another call uses it now
         watch.fired = True
-        sock = getattr(conn, "sock", None) if conn is not None else None
+        sock = (getattr(conn, "sock", None) if conn is not None else None) or watch.sock
         if sock is None:
             # Not connected yet (the connect timeout bounds that): look again shortly.
             if watch.retries < 400:
@@ -240,14 +241,16 @@ _current_watch: contextvars.ContextVar[_Watch | None] = contextvars.ContextVar("
 
 class _WatchedHTTPConnection(HTTPConnection):
     def request(self, *args, **kwargs):
-        WATCHDOG.own(self, _current_watch.get())
-        return super().request(*args, **kwargs)
+        watch = _current_watch.get()
+        WATCHDOG.own(self, watch)
+        result = super().request(*args, **kwargs)
+        if watch is not None:
+            watch.sock = self.sock
+        return result
 
 
 class _WatchedHTTPSConnection(HTTPSConnection):
-    def request(self, *args, **kwargs):
-        WATCHDOG.own(self, _current_watch.get())
-        return super().request(*args, **kwargs)
+    request = _WatchedHTTPConnection.request
 
 
 class _GuardedHTTPConnection(_WatchedHTTPConnection):

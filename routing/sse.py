@@ -74,7 +74,7 @@ def iter_lines(chunks: Iterable[bytes], *, limit: int | None = None) -> Iterator
                     raise oversized_event()
                 yield buffer[start:cut].decode("utf-8", errors="replace")
                 start = scanned = match.end()
-        if end - start > limit:
+        if scanned - start > limit:  # the unfinished line (a CR waiting for its LF is not part of it)
             raise oversized_event()
         if start:
             del buffer[:start]  # cheap: CPython moves the start of a bytearray instead of copying
