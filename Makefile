@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint install
+.PHONY: run test lint install fuzz
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,3 +24,8 @@ test: $(STAMP)
 	DJANGO_SETTINGS_MODULE=gateway.settings.test $(BIN)/python manage.py makemigrations --check --dry-run
 	DJANGO_SETTINGS_MODULE=gateway.settings.test $(BIN)/python manage.py spectacular --validate --fail-on-warn --file /dev/null
 	$(BIN)/python -m pytest
+
+## Schemathesis against a live gateway (tests/test_schema_fuzz.py): all phases, 100 examples per operation.
+fuzz: $(STAMP)
+	FUZZ_PHASES=examples,coverage,fuzzing FUZZ_MAX_EXAMPLES=100 FUZZ_TIMEOUT=1800 \
+		$(BIN)/python -m pytest tests/test_schema_fuzz.py -p no:randomly

@@ -1,6 +1,7 @@
 import re
 
 from django.core.validators import RegexValidator
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from byok.models import SharedCapacity
@@ -79,9 +80,14 @@ class ByokFiltersMixin(serializers.Serializer):
         return value
 
 
+@extend_schema_field({"oneOf": [{"type": "string", "minLength": 1}, {"type": "object"}]})
+class CredentialField(fields.JSONField):
+    """The credential: a string, or an object for the providers whose credential is structured."""
+
+
 class ByokCreateRequestSerializer(ByokFiltersMixin):
     provider = fields.CharField(max_length=100)
-    key = fields.JSONField(help_text="The credential: a string, or for Azure/Bedrock/Vertex the JSON "
+    key = CredentialField(help_text="The credential: a string, or for Azure/Bedrock/Vertex the JSON "
                                           "(or its JSON string)")
     name = fields.CharField(max_length=200, required=False, allow_blank=True, default="")
     disabled = fields.BooleanField(required=False, default=False)
@@ -91,7 +97,7 @@ class ByokCreateRequestSerializer(ByokFiltersMixin):
 
 
 class ByokUpdateRequestSerializer(ByokFiltersMixin):
-    key = fields.JSONField(required=False, help_text="New credential material (rotated in place)")
+    key = CredentialField(required=False, help_text="New credential material (rotated in place)")
     name = fields.CharField(max_length=200, required=False, allow_blank=True)
     disabled = fields.BooleanField(required=False)
     is_fallback = fields.BooleanField(required=False)

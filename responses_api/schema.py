@@ -125,7 +125,7 @@ class TextFormatSchema(OpenApiSerializerExtension):
 
     def map_serializer(self, auto_schema, direction):
         schema = auto_schema._map_serializer(self.target_class, direction, bypass_extensions=True)
-        schema["anyOf"] = [{"properties": {"type": {"type": "string", "enum": ["text", "json_object"]}}},
-                           {"properties": {"type": {"type": "string", "enum": ["json_schema"]}},
-                            "required": ["name", "schema"]}]
+        # (enums under `not`: drf-spectacular turns a bare `enum` into the component of the whole choice set)
+        schema["anyOf"] = [{"properties": {"type": {"not": {"enum": ["json_schema"]}}}},
+                           {"required": ["name", "schema"]}]
         return schema

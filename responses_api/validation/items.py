@@ -196,9 +196,11 @@ def _item_kind(item) -> tuple[str | None, dict | str | None]:
     if not isinstance(item, dict):
         return None, "must be an object"
     kind = item.get("type") or ("message" if "role" in item else None)
+    if not isinstance(kind, str):
+        return None, {"type": "must be a string"}
     if kind in UNSUPPORTED_ITEMS:
         return None, {"type": UNSUPPORTED_ITEMS[kind]}
-    if not isinstance(kind, str) or kind not in ITEM_CHECKS:
+    if kind not in ITEM_CHECKS:
         return None, {"type": f'"{kind}" is not a supported input item type; expected one of {sorted(ITEM_CHECKS)}'}
     return kind, None
 
