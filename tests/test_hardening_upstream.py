@@ -103,6 +103,28 @@ def test_scrub_removes_sent_credentials_and_key_shapes_but_keeps_prose():
     assert scrub(prose) == prose
 
 
+def test_every_credential_an_attempt_sends_is_known_to_the_scrubber():
+    from routing.upstream import attempt_secrets
+
+    secret_access_key = "wJalrXUtnFEMIbK7MDENGbPxRfiCYzEXAMPLEKEY"
+    bedrock = build_upstream_request(
+        endpoint=standin_endpoint(type("S", (), {"url": "http://127.0.0.1:9"}), adapter="bedrock"),
+        request=canonical_ask(), credentials=ProviderCredentials(api_key="", is_byok=True, extra={
+            "accessKeyId": "AKIDEXAMPLEKEYID", "secretAccessKey": secret_access_key, "region": "us-west-2"}))
+    secrets = attempt_secrets(bedrock)
+    signature = bedrock.headers["Authorization"].rsplit("Signature=", 1)[1]
+    assert {"AKIDEXAMPLEKEYID", secret_access_key, signature, bedrock.headers["Authorization"]} <= set(secrets)
+    echoed = f"SignatureDoesNotMatch: {bedrock.headers['Authorization']} secret {secret_access_key}"
+    cleaned = scrub(echoed, secrets)
+    assert "AKIDEXAMPLEKEYID" not in cleaned and signature not in cleaned and secret_access_key not in cleaned
+    azure = build_upstream_request(
+        endpoint=standin_endpoint(type("S", (), {"url": "http://127.0.0.1:9"}), adapter="azure"),
+        request=canonical_ask(), credentials=ProviderCredentials(api_key="azure-key-value", is_byok=True, extra={
+            "azure_config": {"endpoint_url": "https://r.openai.azure.com/x?api-version=1&sig=query-sig-value",
+                             "api_key": "azure-key-value"}}))
+    assert {"azure-key-value", "query-sig-value"} <= set(attempt_secrets(azure))
+
+
 class EchoHandler(BaseHTTPRequestHandler):
     """A hostile upstream: every error body (and an in-band stream error) quotes the credentials it received.
     Paths: /echo/<status>/v1/... (an error with that status) and /echo-stream/v1/... (content, then an
