@@ -60,11 +60,15 @@ def shapes(mib: float, over: bool) -> dict[str, bytes]:
             {"role": "user", "content": _fill(part, mib, cap(limits.MAX_CONTENT_PARTS))}]},
         "function calls": {"model": "a/b", "input": _fill(call, mib, cap(limits.MAX_INPUT_ITEMS))},
         "one long string": {"model": "a/b", "input": "x" * int(mib * MIB)},
-        "nesting at the limit": {"model": "a/b", "input": "hi", "tools": [
-            {"type": "function", "name": "f", "parameters": deep}]},
+        "tools nested to the limit": {"model": "a/b", "input": "hi", "tools": [
+            {"type": "function", "name": f"f{i}", "parameters": deep} for i in range(limits.MAX_TOOLS)]},
     }
     encoded = {name: json.dumps(body).encode() for name, body in bodies.items()}
     if over:
+        count = int(mib * MIB / 3)
+        encoded["empty arrays [[],[],...]"] = b'{"model": "a/b", "input": [' + b",".join([b"[]"] * count) + b"]}"
+        encoded["metadata keys"] = json.dumps({"model": "a/b", "input": "hi", "metadata": {
+            f"k{i}": "v" for i in range(int(mib * MIB / 14))}}).encode()
         encoded["too deep (100,000 levels)"] = b'{"model": "a/b", "input": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
     return encoded
 
