@@ -359,7 +359,7 @@ def test_an_unexpected_failure_releases_the_hold(alice, standin_catalog, monkeyp
 
 def test_a_key_credit_limit_is_enforced_end_to_end(alice, standin_catalog):
     client = alice.client(management=True)
-    created = client.post("/api/v1/keys", {"name": "capped", "limit": "0.005", "limit_reset": "daily"},
+    created = client.post("/api/v1/keys", {"name": "capped", "limit": 0.005, "limit_reset": "daily"},
                           format="json").json()
     capped = APIClient()
     capped.credentials(HTTP_AUTHORIZATION=f"Bearer {created['key']}")
