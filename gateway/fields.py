@@ -161,14 +161,6 @@ class DateTimeField(_PlainGetValue, serializers.DateTimeField):
         return super().to_internal_value(value)
 
 
-class URLField(CharField):
-    """An http(s) URL string (DRF's URLField regex, with the strict string checks first)."""
-
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        self.validators.append(serializers.URLField().validators[-1])
-
-
 class DictField(_PlainGetValue, serializers.DictField):
     def to_internal_value(self, data):
         if not isinstance(data, dict):
