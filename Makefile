@@ -25,7 +25,7 @@ test: $(STAMP)
 	DJANGO_SETTINGS_MODULE=gateway.settings.test $(BIN)/python manage.py spectacular --validate --fail-on-warn --file /dev/null
 	$(BIN)/python -m pytest
 
-## Schemathesis against a live gateway (tests/test_schema_fuzz.py): all phases, 100 examples per operation.
+## Schemathesis against a live gateway (tests/e2e/test_schema_fuzz.py): all phases, 100 examples per operation.
 fuzz: $(STAMP)
 	FUZZ_PHASES=examples,coverage,fuzzing FUZZ_MAX_EXAMPLES=100 FUZZ_TIMEOUT=1800 \
-		$(BIN)/python -m pytest tests/test_schema_fuzz.py -p no:randomly
+		$(BIN)/python -m pytest tests/e2e/test_schema_fuzz.py -p no:randomly

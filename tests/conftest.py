@@ -151,3 +151,49 @@ def live_gateway(django_db_setup, django_db_blocker):
     gateway = LiveGateway()
     yield gateway
     gateway.stop()
+
+
+@pytest.fixture
+def multi(db, standin):
+    """Four stand-in providers (tests.support.PROVIDERS) serving multi/model at different prices and policies."""
+    from routing.models import Provider
+    from routing.services import catalog_load, provider_credential_set
+    from tests.support import PROVIDERS
+
+    catalog_load(data={
+        "providers": [{"slug": slug, "name": slug.title(), "adapter": "openai_chat", "base_url": f"{standin.url}/v1",
+                       "zdr": zdr, "retains_prompts": retains, "trains_on_prompts": trains,
+                       "allow_private_network": True}
+                      for slug, (_, zdr, retains, trains, *_rest) in PROVIDERS.items()],
+        "models": [{"id": "multi/model", "name": "Multi", "context_length": 16000, "endpoints": [
+            {"provider": slug, "upstream_model": f"m-{slug}", "pricing": {"prompt": price, "completion": price},
+             "quantization": quant, "supported_parameters": params, "service_tiers": tiers}
+            for slug, (price, _z, _r, _t, quant, params, tiers) in PROVIDERS.items()]}],
+    })
+    for provider in Provider.objects.filter(slug__in=PROVIDERS):
+        provider_credential_set(provider=provider, plaintext=f"sk-{provider.slug}")
+    standin.clear()
+    return standin
+
+
+@pytest.fixture
+def providers(db):
+    """Catalog providers with each credential kind (OpenAI, Azure, Bedrock, Vertex) and one model."""
+    from routing.models import Provider
+    from routing.services import catalog_load
+
+    catalog_load(data={
+        "providers": [
+            {"slug": "openai", "name": "OpenAI", "adapter": "openai_responses", "base_url": "https://api.openai.com/v1"},
+            {"slug": "azure", "name": "Azure", "adapter": "openai_chat", "credential_kind": "azure",
+             "base_url": "https://example.openai.azure.com"},
+            {"slug": "amazon-bedrock", "name": "Bedrock", "adapter": "anthropic", "credential_kind": "bedrock",
+             "base_url": "https://bedrock-runtime.us-east-1.amazonaws.com"},
+            {"slug": "google-vertex", "name": "Vertex", "adapter": "anthropic", "credential_kind": "vertex",
+             "base_url": "https://us-central1-aiplatform.googleapis.com"},
+        ],
+        "models": [{"id": "openai/gpt-4o", "name": "GPT-4o", "context_length": 128000, "endpoints": [
+            {"provider": "openai", "upstream_model": "gpt-4o", "pricing": {"prompt": 2.5, "completion": 10}}]}],
+    })
+    return Provider.objects.all()
+

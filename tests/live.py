@@ -1,12 +1,14 @@
 """A real gunicorn gateway on a loopback port, sharing the test database (for SDK and HTTP tests)."""
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import redis as redis_client
 import requests
 from django.conf import settings
 from django.db import connection
@@ -74,3 +76,36 @@ class LiveGateway:
             self.process.kill()
         self.log.close()
         Path(self.log.name).unlink(missing_ok=True)
+
+
+REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
+
+
+class PrivateRedis:
+    """A redis-server of our own on a loopback port, to kill and restart mid-test."""
+
+    def __init__(self, port: int | None = None):
+        self.port = port or free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.process = None
+        self.start()
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                if self.client().ping():
+                    return
+            except redis_client.RedisError:
+                time.sleep(0.05)
+        raise RuntimeError("the private redis-server did not start")
+
+    def client(self) -> redis_client.Redis:
+        return redis_client.Redis.from_url(self.url, socket_connect_timeout=1, socket_timeout=1)
+
+    def kill(self) -> None:
+        self.process.kill()
+        self.process.wait(timeout=10)

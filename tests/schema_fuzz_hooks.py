@@ -1,4 +1,4 @@
-"""Schemathesis hooks for tests/test_schema_fuzz.py and `make fuzz` (SCHEMATHESIS_HOOKS=tests.schema_fuzz_hooks).
+"""Schemathesis hooks for tests/e2e/test_schema_fuzz.py and `make fuzz` (SCHEMATHESIS_HOOKS=tests.schema_fuzz_hooks).
 
 - Auth: each operation gets the key kind it needs (inference for /responses, management for the rest),
   from GW_FUZZ_INFERENCE_KEY and GW_FUZZ_MANAGEMENT_KEY.

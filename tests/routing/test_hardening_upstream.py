@@ -28,8 +28,7 @@ from routing.redact import REDACTED, request_secrets, scrub
 from routing.services import catalog_load, provider_credential_set
 from routing.upstream import build_upstream_request, call, open_stream
 from tests.conftest import Persona, assert_error_envelope, standin_endpoint
-from tests.test_routing_preferences import PROVIDERS, multi  # noqa: F401  (fixture)
-from tests.test_upstream_standin import ask as canonical_ask
+from tests.support import ask as canonical_ask
 
 # ---- 3. the outbound address guard ------------------------------------------------------------------------
 
@@ -198,7 +197,7 @@ def assert_no_credentials(*texts, keys=(BYOK_KEY, OPERATOR_KEY, ANTHROPIC_KEY)):
             assert key not in text and key[:12] not in text, f"{key} leaked: {text[:300]}"
 
 
-def test_upstream_text_never_carries_the_credentials_sent(alice, multi, echo_server, caplog):  # noqa: F811
+def test_upstream_text_never_carries_the_credentials_sent(alice, multi, echo_server, caplog):
     caplog.set_level(logging.DEBUG)
     provider_credential_set(provider=Provider.objects.get(slug="alpha"), plaintext=OPERATOR_KEY)
     add_byok(alice, "alpha", BYOK_KEY)
@@ -272,7 +271,7 @@ def test_in_band_stream_error_text_is_scrubbed_at_the_attempt(echo_server):
 
 @pytest.mark.parametrize("bad", ["sk-al\x01pha", "sk-\x00alpha", "sk-alpha\r\nX-Injected: 1", "sk-ключ-alpha",
                                  "sk-alpha\x7f"])
-def test_unsendable_credential_fails_the_attempt_and_the_next_endpoint_serves(alice, multi, bad):  # noqa: F811
+def test_unsendable_credential_fails_the_attempt_and_the_next_endpoint_serves(alice, multi, bad):
     provider = Provider.objects.get(slug="alpha")  # a row from before credentials were checked: sealed as is
     sealed = seal(bad, aad=f"provider:{provider.pk}")
     provider.credential_sealed, provider.credential_key_id = sealed.blob, sealed.key_id

@@ -15,8 +15,7 @@ from byok.shapes import MAX_SECRET_CHARS, ParsedCredential, ShapeError, parse_cr
 from routing.models import Provider
 from routing.services import CatalogError, catalog_load, provider_credential_set
 from tests.conftest import assert_error_envelope
-from tests.test_byok_api import DEPLOYMENT, SERVICE_ACCOUNT
-from tests.test_byok_api import providers as providers  # noqa: PLC0414 -- the fixture, re-exported
+from tests.support import DEPLOYMENT, SERVICE_ACCOUNT
 
 CATALOG_CONFIG = {"api_key": "azure-catalog-key-123", "resource_name": "acme-ai"}
 ACCESS_KEYS = {"accessKeyId": "AKIAABCDEFGHIJKLMNOP", "secretAccessKey": "s" * 40, "region": "us-east-1"}

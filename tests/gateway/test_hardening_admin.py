@@ -17,7 +17,6 @@ from byok.shapes import parse_credential
 from gateway.accounts.models import Account, ApiKey, Member, Workspace
 from gateway.billing.models import LedgerEntry
 from routing.models import AccountRoutingSettings, Endpoint, Model, Provider
-from tests.test_byok_api import providers as providers  # noqa: PLC0414 -- the fixture, re-exported
 
 
 @pytest.fixture

@@ -11,27 +11,20 @@ from byok.credentials import ProviderCredentials
 from routing import http
 from routing.accumulate import accumulate
 from routing.canonical import (
-    CanonicalRequest,
     FunctionTool,
-    Message,
     OutputFunctionCall,
     OutputMessage,
     OutputReasoning,
     ReasoningConfig,
     TextDelta,
-    TextPart,
 )
 from routing.errors import UpstreamError
 from routing.upstream import build_upstream_request, call, open_stream
 from tests.conftest import standin_endpoint
+from tests.support import ask
 
 KINDS = ["openai_chat", "openai_responses", "anthropic"]
 CREDS = ProviderCredentials(api_key="sk-standin-good")
-
-
-def ask(text: str = "Hello", *, stream: bool = False, **fields) -> CanonicalRequest:
-    return CanonicalRequest(model="standin-echo", input=(Message(role="user", content=(TextPart(text),)),),
-                            stream=stream, **fields)
 
 
 def run(server, kind, request, *, script="", creds=CREDS, timeouts=None):

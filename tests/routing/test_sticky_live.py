@@ -12,7 +12,7 @@ from gateway.billing.models import Generation
 from routing.models import Endpoint
 from tests.conftest import Persona
 from tests.live import LiveGateway
-from tests.test_routing_preferences import PROVIDERS, multi, point  # noqa: F401  (fixture)
+from tests.support import point
 
 pytestmark = pytest.mark.live
 REDIS_URL = "redis://127.0.0.1:6379/3"
@@ -29,7 +29,7 @@ def shared_redis():
     connection.flushdb()
 
 
-def test_session_sticks_across_instances_sharing_redis(transactional_db, multi, shared_redis):  # noqa: F811
+def test_session_sticks_across_instances_sharing_redis(transactional_db, multi, shared_redis):
     # Given four equally priced endpoints, so load balancing alone would spread a session over them
     for endpoint in Endpoint.objects.filter(model_id="multi/model"):
         endpoint.price_prompt = endpoint.price_completion = Decimal(1)

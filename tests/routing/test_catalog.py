@@ -16,7 +16,7 @@ from routing.selectors import endpoints_for_model, provider_credentials
 from routing.services import CatalogError, catalog_load, provider_credential_set
 from tests.conftest import assert_error_envelope
 
-STANDIN_CATALOG = str(Path(__file__).parents[1] / "routing" / "catalog" / "standin.yaml")
+STANDIN_CATALOG = str(Path(__file__).parents[2] / "routing" / "catalog" / "standin.yaml")
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from gateway.billing.fees import BYOK_MONTHLY_ALLOWANCE
 from gateway.billing.models import EntryKind, Generation, LedgerEntry
 from routing.models import Provider
 from tests.conftest import Persona, assert_error_envelope
-from tests.test_routing_preferences import PROVIDERS, multi, point  # noqa: F401  (fixture)
+from tests.support import PROVIDERS, point
 
 
 def add_key(persona: Persona, provider: str, key: str, **fields) -> dict:
@@ -45,7 +45,7 @@ def credentials_seen(server) -> list[str]:
     return [r["credential"] for r in server.requests_for("/chat/completions")]
 
 
-def test_prioritized_keys_in_order_then_shared_then_fallback(alice, multi):  # noqa: F811
+def test_prioritized_keys_in_order_then_shared_then_fallback(alice, multi):
     add_key(alice, "alpha", "byok-alpha-1")
     add_key(alice, "alpha", "byok-alpha-2")
     add_key(alice, "alpha", "byok-alpha-fb", is_fallback=True)
@@ -72,7 +72,7 @@ def test_prioritized_keys_in_order_then_shared_then_fallback(alice, multi):  # n
     assert attempts(response)[-1] == ("alpha", 200, True)
 
 
-def test_shared_capacity_levels(alice, multi):  # noqa: F811
+def test_shared_capacity_levels(alice, multi):
     point(multi, "alpha", "key=sk-alpha")  # only the operator's key works on alpha
     never = add_key(alice, "alpha", "byok-never", shared_capacity="never")
     body = assert_error_envelope(ask(alice), 502)  # the key fails; shared is never tried
@@ -101,7 +101,7 @@ def test_shared_capacity_levels(alice, multi):  # noqa: F811
     assert ask(alice).status_code == 200 and credentials_seen(multi) == ["byok-never", "sk-alpha"]
 
 
-def test_filters_by_model_api_key_and_member(alice, multi):  # noqa: F811
+def test_filters_by_model_api_key_and_member(alice, multi):
     Member.objects.create(account_id=alice.account_id, user_id="user_7")
     member_key = api_key_create(account_id=alice.account_id, name="member's", creator_user_id="user_7")
     add_key(alice, "alpha", "byok-for-member", allowed_user_ids=["user_7"])
@@ -125,7 +125,7 @@ def test_filters_by_model_api_key_and_member(alice, multi):  # noqa: F811
     assert credentials_seen(multi) == ["byok-for-key", "byok-for-other-model"]
 
 
-def test_provider_order_with_partial_byok(alice, multi):  # noqa: F811
+def test_provider_order_with_partial_byok(alice, multi):
     add_key(alice, "beta", "byok-beta")
     for slug in ("alpha", "beta"):
         point(multi, slug, "status=500")
@@ -133,7 +133,7 @@ def test_provider_order_with_partial_byok(alice, multi):  # noqa: F811
     assert credentials_seen(multi) == ["byok-beta", "sk-alpha", "sk-beta"]
 
 
-def test_data_policies_apply_before_byok(alice, multi):  # noqa: F811
+def test_data_policies_apply_before_byok(alice, multi):
     add_key(alice, "beta", "byok-beta")  # beta retains prompts and is not ZDR
     response = ask(alice, provider={"zdr": True, "only": ["beta"]})
     body = assert_error_envelope(response, 404)
@@ -143,7 +143,7 @@ def test_data_policies_apply_before_byok(alice, multi):  # noqa: F811
     assert credentials_seen(multi) == ["sk-alpha"]
 
 
-def test_fee_and_free_allowance(alice, multi):  # noqa: F811
+def test_fee_and_free_allowance(alice, multi):
     add_key(alice, "alpha", "byok-alpha")
     # Within the monthly allowance: no fee.
     first = ask(alice)
@@ -166,7 +166,7 @@ def test_fee_and_free_allowance(alice, multi):  # noqa: F811
     assert not generation.is_byok and generation.cost == generation.upstream_cost
 
 
-def test_byok_metadata(alice, multi):  # noqa: F811
+def test_byok_metadata(alice, multi):
     add_key(alice, "alpha", "byok-alpha")
     body = ask(alice).json()
     assert body["usage"]["is_byok"] is True
@@ -179,7 +179,7 @@ def test_byok_metadata(alice, multi):  # noqa: F811
 SENTINEL = "sk-SENTINEL-7f3a9c2e5b1d-DO-NOT-LEAK"
 
 
-def test_no_plaintext_in_responses_logs_or_database(alice, multi, caplog, capfd):  # noqa: F811
+def test_no_plaintext_in_responses_logs_or_database(alice, multi, caplog, capfd):
     caplog.set_level(logging.DEBUG)
     seen = []
     created = alice.client(management=True).post("/api/v1/byok", {"provider": "alpha", "key": SENTINEL},
@@ -225,7 +225,7 @@ KEY_A = "a:" + base64.urlsafe_b64encode(b"A" * 32).decode()
 KEY_B = "b:" + base64.urlsafe_b64encode(b"B" * 32).decode()
 
 
-def test_key_rotation(alice, multi):  # noqa: F811
+def test_key_rotation(alice, multi):
     with override_settings(GATEWAY_ENCRYPTION_KEYS=KEY_A):
         from routing.services import provider_credential_set
 
@@ -245,7 +245,7 @@ def test_key_rotation(alice, multi):  # noqa: F811
         assert credentials_seen(multi) == ["byok-alpha-rotating", "byok-alpha-rotating", "sk-alpha"]
 
 
-def test_staff_see_masked_keys_and_disable_them(alice, multi):  # noqa: F811
+def test_staff_see_masked_keys_and_disable_them(alice, multi):
     from django.contrib.auth.models import User
     from django.test import Client
 

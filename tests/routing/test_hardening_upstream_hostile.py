@@ -26,8 +26,7 @@ from routing.selectors import endpoints_for_model
 from routing.sse import MSG_OVERSIZED, decode_sse, iter_lines
 from routing.upstream import build_upstream_request, call, open_stream
 from tests.conftest import assert_error_envelope, standin_endpoint
-from tests.test_routing_preferences import PROVIDERS, multi  # noqa: F401  (fixture)
-from tests.test_upstream_standin import ask
+from tests.support import ask
 
 MiB = 1024 * 1024
 CAP = 1 * MiB
@@ -196,7 +195,7 @@ def test_a_body_over_the_cap_fails_the_attempt_without_reading_it_whole(hostile,
 
 
 @override_settings(UPSTREAM_MAX_LINE_BYTES=CAP, UPSTREAM_MAX_RESPONSE_BYTES=CAP)
-def test_hostile_endpoint_falls_back_to_the_next_one_or_502(alice, multi, hostile):  # noqa: F811
+def test_hostile_endpoint_falls_back_to_the_next_one_or_502(alice, multi, hostile):
     client = alice.client()
     for stream, script in ((False, "big-body/close"), (True, "giant-line/close")):
         for endpoint in endpoints_for_model(model_id="multi/model"):  # forget the previous round's failures

@@ -19,7 +19,7 @@ from tests.conftest import Persona
 from tests.schema_fuzz_hooks import schemathesis_command
 
 pytestmark = pytest.mark.live
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 def run_fuzz(api: str, persona: Persona, *, max_examples: int, phases: str,
              timeout: float) -> subprocess.CompletedProcess:
     env = {**os.environ, "SCHEMATHESIS_HOOKS": "tests.schema_fuzz_hooks",

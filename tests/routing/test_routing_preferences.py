@@ -15,39 +15,7 @@ from routing.preferences import Preferences
 from routing.selectors import endpoints_for_model
 from routing.services import catalog_load, provider_credential_set
 from tests.conftest import assert_error_envelope
-
-# slug: (price per M prompt = completion, zdr, retains, trains, quantization, params, tiers)
-PROVIDERS = {
-    "alpha": (1, True, False, False, "fp8", ["temperature", "tools", "tool_choice", "max_tokens"],
-              ["default", "priority", "flex"]),
-    "beta": (2, False, True, False, "bf16", ["temperature", "max_tokens"], []),
-    "gamma/us": (3, True, False, False, "fp16", ["temperature", "tools", "max_tokens", "response_format"], []),
-    "gamma/eu": (4, False, True, True, "fp16", ["temperature", "tools", "max_tokens", "response_format"], []),
-}
-
-
-@pytest.fixture
-def multi(db, standin):
-    catalog_load(data={
-        "providers": [{"slug": slug, "name": slug.title(), "adapter": "openai_chat", "base_url": f"{standin.url}/v1",
-                       "zdr": zdr, "retains_prompts": retains, "trains_on_prompts": trains,
-                       "allow_private_network": True}
-                      for slug, (_, zdr, retains, trains, *_rest) in PROVIDERS.items()],
-        "models": [{"id": "multi/model", "name": "Multi", "context_length": 16000, "endpoints": [
-            {"provider": slug, "upstream_model": f"m-{slug}", "pricing": {"prompt": price, "completion": price},
-             "quantization": quant, "supported_parameters": params, "service_tiers": tiers}
-            for slug, (price, _z, _r, _t, quant, params, tiers) in PROVIDERS.items()]}],
-    })
-    for provider in Provider.objects.filter(slug__in=PROVIDERS):
-        provider_credential_set(provider=provider, plaintext=f"sk-{provider.slug}")
-    standin.clear()
-    return standin
-
-
-def point(server, slug: str, script: str = "") -> None:
-    provider = Provider.objects.get(slug=slug)
-    provider.base_url = f"{server.url}{'/s/' + script if script else ''}/v1"
-    provider.save()
+from tests.support import PROVIDERS, point
 
 
 def tried(client, **body) -> list[str]:

@@ -18,8 +18,7 @@ from gateway.accounts.models import Account
 from gateway.accounts.services import account_provision
 from gateway.billing.models import EntryKind, Generation, LedgerEntry, Reservation, ReservationStatus
 from tests.conftest import Persona, assert_error_envelope
-from tests.live import LiveGateway, free_port
-from tests.test_hardening_cache import PrivateRedis
+from tests.live import LiveGateway, PrivateRedis, free_port
 
 pytestmark = pytest.mark.live
 RETRY_SECONDS = 1

@@ -5,51 +5,17 @@ caller. The rate-limit counter is atomic (item 15), and fails open or closed as 
 import logging
 import shutil
 import socket
-import subprocess
 import threading
 import time
 from collections import Counter
 
 import pytest
-import redis as redis_client
 from django.test import Client, override_settings
 
 from gateway.accounts.throttling import MSG_RATE_LIMITER_UNAVAILABLE
 from gateway.cache import ResilientRedisCache, list_push, lists_get, window_incr
 from tests.conftest import assert_error_envelope
-from tests.live import free_port
-
-REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
-
-
-class PrivateRedis:
-    """A redis-server of our own on a loopback port, to kill and restart mid-test."""
-
-    def __init__(self, port: int | None = None):
-        self.port = port or free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.process = None
-        self.start()
-
-    def start(self) -> None:
-        self.process = subprocess.Popen(
-            [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                if self.client().ping():
-                    return
-            except redis_client.RedisError:
-                time.sleep(0.05)
-        raise RuntimeError("the private redis-server did not start")
-
-    def client(self) -> redis_client.Redis:
-        return redis_client.Redis.from_url(self.url, socket_connect_timeout=1, socket_timeout=1)
-
-    def kill(self) -> None:
-        self.process.kill()
-        self.process.wait(timeout=10)
+from tests.live import REDIS_SERVER, PrivateRedis, free_port
 
 
 @pytest.fixture

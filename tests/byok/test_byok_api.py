@@ -7,39 +7,8 @@ import pytest
 
 from byok.models import ByokKey
 from gateway.accounts.models import ApiKey, Member
-from routing.models import Provider
-from routing.services import catalog_load
 from tests.conftest import assert_error_envelope
-
-SERVICE_ACCOUNT = {
-    "type": "service_account", "project_id": "proj-1", "private_key_id": "abcdef0123456789abcdef",
-    "private_key": "-----BEGIN PRIVATE KEY-----\nMIIEv...\n-----END PRIVATE KEY-----\n",
-    "client_email": "gw@proj-1.iam.gserviceaccount.com", "client_id": "1234567890",
-    "auth_uri": "https://accounts.google.com/o/oauth2/auth", "token_uri": "https://oauth2.googleapis.com/token",
-    "auth_provider_x509_cert_url": "https://www.googleapis.com/oauth2/v1/certs",
-    "client_x509_cert_url": "https://www.googleapis.com/robot/v1/metadata/x509/gw", "universe_domain": "googleapis.com",
-}
-DEPLOYMENT = {"endpoint_url": "https://acme.openai.azure.com/openai/deployments/gpt4o/chat/completions"
-                              "?api-version=2024-10-21", "api_key": "azure-secret-key-123456", "model_id": "gpt4o",
-              "model_slug": "openai/gpt-4o"}
-
-
-@pytest.fixture
-def providers(db):
-    catalog_load(data={
-        "providers": [
-            {"slug": "openai", "name": "OpenAI", "adapter": "openai_responses", "base_url": "https://api.openai.com/v1"},
-            {"slug": "azure", "name": "Azure", "adapter": "openai_chat", "credential_kind": "azure",
-             "base_url": "https://example.openai.azure.com"},
-            {"slug": "amazon-bedrock", "name": "Bedrock", "adapter": "anthropic", "credential_kind": "bedrock",
-             "base_url": "https://bedrock-runtime.us-east-1.amazonaws.com"},
-            {"slug": "google-vertex", "name": "Vertex", "adapter": "anthropic", "credential_kind": "vertex",
-             "base_url": "https://us-central1-aiplatform.googleapis.com"},
-        ],
-        "models": [{"id": "openai/gpt-4o", "name": "GPT-4o", "context_length": 128000, "endpoints": [
-            {"provider": "openai", "upstream_model": "gpt-4o", "pricing": {"prompt": 2.5, "completion": 10}}]}],
-    })
-    return Provider.objects.all()
+from tests.support import DEPLOYMENT, SERVICE_ACCOUNT
 
 
 def create(client, **body):
