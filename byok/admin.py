@@ -2,6 +2,7 @@ from django.contrib import admin
 
 from byok import services
 from byok.models import ByokKey
+from byok.serializers import ByokUpdateRequestSerializer
 from gateway.admin_forms import ServiceValidatedForm
 
 EDITABLE = ("name", "disabled", "is_fallback", "sort_order", "shared_capacity", *services.FILTERS)
@@ -20,8 +21,6 @@ class ByokKeyForm(ServiceValidatedForm):
         self.byok_changes = {}
         if self.errors:
             return cleaned
-        from byok.serializers import ByokUpdateRequestSerializer
-
         data = {name: cleaned.get(name) for name in self.changed_data if name in EDITABLE}
         serializer = ByokUpdateRequestSerializer(data=data, context={"account_id": self.instance.account_id})
         changes = self.run_serializer(serializer)

@@ -3,6 +3,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from byok import selectors, services
+from byok.catalog import catalog_lookups
 from byok.serializers import (
     ByokCreateRequestSerializer,
     ByokDeletedSerializer,
@@ -13,6 +14,7 @@ from byok.serializers import (
     byok_record,
 )
 from byok.shapes import ShapeError, parse_credential
+from gateway.accounts.models import Workspace
 from gateway.accounts.permissions import IsManagementKey
 from gateway.api import error_responses
 from gateway.errors import GatewayError
@@ -21,9 +23,7 @@ BYOK_ID = OpenApiParameter("byok_id", str, OpenApiParameter.PATH, description="B
 
 
 def _provider_kind(slug: str) -> str:
-    from routing.selectors import provider_credential_kind
-
-    kind = provider_credential_kind(provider_slug=slug)
+    kind = catalog_lookups().provider_credential_kind(slug)
     if kind is None:
         raise GatewayError(f"provider: unknown provider {slug!r}", metadata={"fields": {"provider": "unknown"}})
     return kind
@@ -37,8 +37,6 @@ def _credential(kind: str, value):
 
 
 def _workspace(request, workspace_id):
-    from gateway.accounts.models import Workspace
-
     if workspace_id is None:
         return request.user.workspace_id
     if not Workspace.objects.filter(pk=workspace_id, account_id=request.user.account_id).exists():

@@ -4,8 +4,10 @@ from django.core.validators import RegexValidator
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from byok.catalog import catalog_lookups
 from byok.models import SharedCapacity
 from gateway import fields
+from gateway.accounts.models import ApiKey, Member
 
 MAX_FILTER_ENTRIES = 100
 KEY_HASH = re.compile(r"^[0-9a-f]{64}$")
@@ -47,8 +49,6 @@ class ByokFiltersMixin(serializers.Serializer):
         malformed = [h for h in value if not KEY_HASH.match(h)]
         if malformed:
             raise serializers.ValidationError("each entry must be exactly 64 lowercase hexadecimal characters")
-        from gateway.accounts.models import ApiKey
-
         live = set(ApiKey.objects.filter(account_id=self.context["account_id"], hash__in=value, disabled=False)
                    .values_list("hash", flat=True))
         unknown = [h for h in value if h not in live]
@@ -60,9 +60,8 @@ class ByokFiltersMixin(serializers.Serializer):
     def validate_allowed_models(self, value):
         if value is None:
             return value
-        from routing.selectors import model_exists
-
-        bad = [m for m in value if not MODEL_ID.match(m) or not model_exists(model_id=m)]
+        model_exists = catalog_lookups().model_exists
+        bad = [m for m in value if not MODEL_ID.match(m) or not model_exists(m)]
         if bad:
             raise serializers.ValidationError(f"unknown model ids: {bad[:5]}")
         return value
@@ -70,8 +69,6 @@ class ByokFiltersMixin(serializers.Serializer):
     def validate_allowed_user_ids(self, value):
         if value is None:
             return value
-        from gateway.accounts.models import Member
-
         members = set(Member.objects.filter(account_id=self.context["account_id"], user_id__in=value)
                       .values_list("user_id", flat=True))
         unknown = [u for u in value if u not in members]

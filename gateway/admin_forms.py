@@ -11,22 +11,20 @@ class ServiceValidatedForm(forms.ModelForm):
     this form's; an error for a field the form does not show goes to the top of the form."""
 
     field_aliases: dict[str, str] = {}
+    # An app's own "bad input" exceptions besides GatewayError (e.g. routing's CatalogError, byok's ShapeError),
+    # declared by the app's admin form so this module knows no app: the error goes on the exception's `field`
+    # when it names one, else on the `error_field` given to `run_service_check`.
+    service_errors: tuple[type[Exception], ...] = ()
 
-    def run_service_check(self, check, *args, shape_field: str | None = None, **kwargs):
-        """`check(...)`'s result, or None with its errors added to the form (a credential's ShapeError on
-        `shape_field`)."""
-        from byok.shapes import ShapeError
-        from routing.services import CatalogError
-
+    def run_service_check(self, check, *args, error_field: str | None = None, **kwargs):
+        """`check(...)`'s result, or None with its errors added to the form."""
         try:
             return check(*args, **kwargs)
         except GatewayError as exc:
             fields = list((exc.metadata or {}).get("fields") or {})
             self.add_field_error(fields[0] if fields else None, exc.message)
-        except CatalogError as exc:
-            self.add_field_error(exc.field, str(exc))
-        except ShapeError as exc:
-            self.add_field_error(shape_field, str(exc))
+        except self.service_errors as exc:
+            self.add_field_error(getattr(exc, "field", None) or error_field, str(exc))
         return None
 
     def run_serializer(self, serializer) -> dict | None:

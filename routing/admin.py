@@ -1,10 +1,11 @@
 from django import forms
 from django.contrib import admin
 
-from byok.shapes import operator_credential
+from byok.shapes import ShapeError, operator_credential
 from gateway.admin_forms import ServiceValidatedForm
 from routing.models import AccountRoutingSettings, Endpoint, Model, Provider
 from routing.services import (
+    CatalogError,
     account_routing_update,
     endpoint_problems,
     model_problems,
@@ -17,6 +18,7 @@ class CatalogRowForm(ServiceValidatedForm):
     """A catalog row checked by the loader's own rules (`routing.services.*_problems`)."""
 
     problems = staticmethod(lambda values: [])
+    service_errors = (CatalogError,)
 
     def clean(self):
         cleaned = super().clean()
@@ -28,6 +30,7 @@ class CatalogRowForm(ServiceValidatedForm):
 
 class ProviderForm(CatalogRowForm):
     problems = staticmethod(provider_problems)
+    service_errors = (CatalogError, ShapeError)
     new_credential = forms.CharField(
         required=False, widget=forms.PasswordInput(render_value=False),
         help_text="Set or replace the operator's API key (stored encrypted; never shown again).",
@@ -44,7 +47,7 @@ class ProviderForm(CatalogRowForm):
         if cleaned.get("new_credential") and cleaned.get("credential_kind"):
             # The same checks as a customer's key: printable, header-safe, sane length (never echoed back).
             self.run_service_check(operator_credential, kind=cleaned["credential_kind"],
-                                   value=cleaned["new_credential"], shape_field="new_credential")
+                                   value=cleaned["new_credential"], error_field="new_credential")
         return cleaned
 
 

@@ -6,7 +6,8 @@ from decimal import Decimal
 import pytest
 from rest_framework.test import APIClient
 
-from gateway.accounts.services import ProvisionedAccount, account_provision
+from gateway.accounts.services import ProvisionedAccount
+from gateway.billing.provisioning import account_provision
 
 
 @pytest.fixture(autouse=True)

@@ -4,7 +4,7 @@ from rest_framework import serializers
 
 from gateway import fields
 from gateway.accounts.models import ApiKey, LimitReset
-from gateway.billing.selectors import key_usage, key_usage_in_window
+from gateway.accounts.usage import key_usage_readers
 
 MAX_KEY_LIMIT = Decimal("1000000000")  # USD; the column holds 12 integer digits
 
@@ -40,10 +40,11 @@ class ApiKeyRecordSerializer(KeyUsageFieldsSerializer):
 
 
 def api_key_record(key: ApiKey) -> dict:
-    usage = key_usage(key_id=key.pk)
+    readers = key_usage_readers()
+    usage = readers.usage(key.pk)
     remaining = None
     if key.limit is not None:
-        remaining = max(key.limit - key_usage_in_window(key=key), 0)
+        remaining = max(key.limit - readers.usage_in_window(key), 0)
     return ApiKeyRecordSerializer(
         {
             "hash": key.hash, "name": key.name, "label": key.label, "is_management_key": key.kind == "management",

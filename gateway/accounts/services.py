@@ -123,24 +123,6 @@ def api_key_delete(*, key: ApiKey) -> None:
     key.delete()
 
 
-def account_provision(*, name: str, plan: str, credits: Decimal, reuse: bool = False) -> ProvisionedAccount:
-    """An account with its default workspace, credits, one inference key and one management key."""
-    from gateway.billing.services import credits_topup
-
-    with transaction.atomic():
-        account = Account.objects.filter(name=name).first() if reuse else None
-        if account is None:
-            account = account_create(name=name, plan=plan)
-            if credits > 0:
-                credits_topup(account_id=account.id, amount=credits, note="initial credits")
-        workspace = Workspace.objects.get(account=account, is_default=True)
-        inference = api_key_create(account_id=account.id, name=f"{name} inference key")
-        management = api_key_create(account_id=account.id, name=f"{name} management key", kind=KeyKind.MANAGEMENT)
-    return ProvisionedAccount(
-        account_id=account.id, workspace_id=workspace.id, inference_key=inference, management_key=management
-    )
-
-
 def _workspace_of(*, account_id: UUID, workspace_id: UUID | None) -> Workspace:
     workspaces = Workspace.objects.filter(account_id=account_id)
     workspace = (workspaces.filter(pk=workspace_id) if workspace_id else workspaces.filter(is_default=True)).first()

@@ -8,6 +8,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from gateway.accounts.models import ApiKey, LimitReset
+from gateway.accounts.usage import KeyUsage
 from gateway.billing.models import EntryKind, LedgerEntry
 
 ZERO = Decimal(0)
@@ -18,18 +19,6 @@ class CreditsSummary:
     total_credits: Decimal
     total_usage: Decimal
     balance: Decimal
-
-
-@dataclass(frozen=True)
-class KeyUsage:
-    usage: Decimal
-    usage_daily: Decimal
-    usage_weekly: Decimal
-    usage_monthly: Decimal
-    byok_usage: Decimal
-    byok_usage_daily: Decimal
-    byok_usage_weekly: Decimal
-    byok_usage_monthly: Decimal
 
 
 def window_starts(now: datetime | None = None) -> dict[str, datetime]:

@@ -11,8 +11,8 @@ from django.db import connection, connections
 from django.db.models import Sum
 
 from gateway.accounts.models import Account, ApiKey
-from gateway.accounts.services import account_provision
 from gateway.billing.models import LedgerEntry
+from gateway.billing.provisioning import account_provision
 from gateway.billing.selectors import credits_summary
 from gateway.billing.services import (
     MSG_INSUFFICIENT,

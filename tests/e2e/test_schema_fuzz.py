@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from gateway.accounts.services import account_provision, api_key_create
+from gateway.accounts.services import api_key_create
+from gateway.billing.provisioning import account_provision
 from tests.conftest import Persona
 from tests.schema_fuzz_hooks import schemathesis_command
 

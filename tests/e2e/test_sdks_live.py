@@ -8,7 +8,7 @@ import pytest
 from openai import OpenAI
 from openrouter import OpenRouter
 
-from gateway.accounts.services import account_provision
+from gateway.billing.provisioning import account_provision
 from tests.conftest import Persona
 
 pytestmark = pytest.mark.live

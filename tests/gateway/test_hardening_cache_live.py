@@ -15,8 +15,8 @@ from django.db.models import Sum
 
 from gateway.accounts.keys import key_hash
 from gateway.accounts.models import Account
-from gateway.accounts.services import account_provision
 from gateway.billing.models import EntryKind, Generation, LedgerEntry, Reservation, ReservationStatus
+from gateway.billing.provisioning import account_provision
 from tests.conftest import Persona, assert_error_envelope
 from tests.live import LiveGateway, PrivateRedis, free_port
 

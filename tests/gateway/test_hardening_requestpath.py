@@ -10,7 +10,7 @@ from decimal import Decimal
 import pytest
 import requests
 
-from gateway.accounts.services import account_provision
+from gateway.billing.provisioning import account_provision
 from tests.conftest import Persona
 
 pytestmark = pytest.mark.live

@@ -6,8 +6,8 @@ from decimal import Decimal
 import pytest
 import requests
 
-from gateway.accounts.services import account_provision
 from gateway.billing.models import EntryKind, Generation, LedgerEntry
+from gateway.billing.provisioning import account_provision
 from tests.conftest import Persona
 
 pytestmark = pytest.mark.live

@@ -207,7 +207,7 @@ def test_control_characters_in_path_parameters_are_404(alice, path):
 
 @pytest.mark.live
 def test_control_characters_in_paths_over_the_wire(live_gateway, transactional_db):
-    from gateway.accounts.services import account_provision
+    from gateway.billing.provisioning import account_provision
 
     key = account_provision(name="wire", plan="payg", credits=Decimal("1")).management_key.plaintext
     for path in ("/api/v1/keys/a%00b", "/api/v1/models/a%00/b/endpoints", "/api/v1/byok/%00",

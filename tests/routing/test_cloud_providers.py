@@ -70,7 +70,7 @@ def test_byok_service_account_routes_through_vertex(db, standin):
                     "endpoints": [{"provider": "google-vertex", "upstream_model": "claude-sonnet-4-5@20250929",
                                    "pricing": {"prompt": 3, "completion": 15}}]}],
     })
-    from gateway.accounts.services import account_provision
+    from gateway.billing.provisioning import account_provision
 
     gina = Persona(account_provision(name="gina", plan="payg", credits=Decimal("1")))
     created = gina.client(management=True).post("/api/v1/byok", {
@@ -115,7 +115,7 @@ def test_byok_bedrock_access_key_routes_with_sigv4(db, standin):
                                    "upstream_model": "us.anthropic.claude-sonnet-4-5-20250929-v1:0",
                                    "pricing": {"prompt": 3, "completion": 15}}]}],
     })
-    from gateway.accounts.services import account_provision
+    from gateway.billing.provisioning import account_provision
 
     hana = Persona(account_provision(name="hana", plan="payg", credits=Decimal("1")))
     created = hana.client(management=True).post("/api/v1/byok", {"provider": "amazon-bedrock", "key": {

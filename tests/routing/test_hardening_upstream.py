@@ -395,7 +395,7 @@ def test_a_forged_service_account_never_gets_the_victims_token(db, standin, toke
                     "endpoints": [{"provider": "google-vertex", "upstream_model": "claude-sonnet-4-5@20250929",
                                    "pricing": {"prompt": 3, "completion": 15}}]}],
     })
-    from gateway.accounts.services import account_provision
+    from gateway.billing.provisioning import account_provision
 
     victim = Persona(account_provision(name="victim", plan="payg", credits=Decimal("1")))
     attacker = Persona(account_provision(name="attacker", plan="payg", credits=Decimal("1")))

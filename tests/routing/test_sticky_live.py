@@ -7,8 +7,8 @@ import pytest
 import redis as redis_client
 import requests
 
-from gateway.accounts.services import account_provision
 from gateway.billing.models import Generation
+from gateway.billing.provisioning import account_provision
 from routing.models import Endpoint
 from tests.conftest import Persona
 from tests.live import LiveGateway

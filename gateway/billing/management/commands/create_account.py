@@ -4,7 +4,7 @@ from decimal import Decimal, InvalidOperation
 from django.core.management.base import BaseCommand, CommandError
 
 from gateway.accounts.models import Plan
-from gateway.accounts.services import account_provision
+from gateway.billing.provisioning import account_provision
 
 
 class Command(BaseCommand):
