@@ -3,35 +3,29 @@
 import logging
 import math
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
-
-from django.db import connection, transaction
 
 from gateway.accounts.authentication import Caller
 from gateway.billing import services as credits
 from gateway.billing.fees import byok_fee, byok_month_to_date
-from gateway.billing.generations import (
-    GenerationRecord,
-    ProviderAttempt,
-    generation_create,
-    generation_id_new,
-)
+from gateway.billing.generations import GenerationRecord, generation_id_new
 from gateway.billing.models import Generation
 from gateway.errors import GatewayError
 from responses_api.errors import final_error
 from responses_api.metadata import attach_error_metadata, gateway_metadata, requested_models
 from responses_api.normalize import Prepared, prepare, truncate_to_fit
 from responses_api.render import ResultShell, output_items, usage_block
-from routing import upstream
-from routing.canonical import CanonicalResponse, FilePart, Message, Usage
-from routing.errors import UpstreamError
-from routing.health import health_record, sticky_get, sticky_key, sticky_set
+from routing.attempts import AttemptRecord, AttemptSequence, AttemptsFailed
+from routing.canonical import CanonicalRequest, CanonicalResponse, FilePart, Message, Usage
+from routing.catalog import EndpointInfo
+from routing.errors import ErrorType, UpstreamError
+from routing.health import sticky_get, sticky_key
 from routing.preferences import account_defaults, preferences_build
 from routing.pricing import max_cost, usage_cost, usage_cost_split
 from routing.providers.anthropic.request import EFFORT_BUDGET, MIN_THINKING_BUDGET
 from routing.selection import Candidate, RoutePlan, RoutingCaller, endpoints_for_request
+from routing.selectors import endpoints_for_model
 from routing.snapshot import current_snapshot
 
 logger = logging.getLogger(__name__)
@@ -55,9 +49,16 @@ class RequestContext:
     want_metadata: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class Settled:
+    charged: Decimal  # what the balance paid
+    list_cost: Decimal  # the list price of the usage (the BYOK fee's basis)
+
+
 @dataclass
 class ResponseRun:
-    """One /responses request across its attempts."""
+    """One /responses request: what was asked (prepared), the plan, the hold, and its attempt sequence
+    (routing.attempts). Pricing and the one settlement (`close`) are here; rendering is in render/streaming."""
 
     ctx: RequestContext
     prepared: Prepared
@@ -65,36 +66,40 @@ class ResponseRun:
     reservation: credits.ReservationHandle
     generation_id: str = field(default_factory=generation_id_new)
     started: float = field(default_factory=time.monotonic)
-    attempts: list[ProviderAttempt] = field(default_factory=list)
-    served: Candidate | None = None
-    next_candidate: int = 0
     usage_anomaly: dict | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self.shell = ResultShell(id="resp_" + self.generation_id.removeprefix("gen-"), created_at=int(time.time()),
                                  requested_model=self.plan.requested, data=self.prepared.data)
+        self.sequence = self.new_sequence()
+        self.settled: Settled | None = None  # set once, by `close`
+
+    def new_sequence(self) -> AttemptSequence:
+        """A fresh pass over the plan's candidates (one per request today; a server-tool loop makes more)."""
+        return AttemptSequence(candidates=self.plan.candidates, request_for=self.request_for,
+                               bound_usage=self.bound_usage, sticky_key=self.sticky_key if self.ctx.session_id else "")
 
     @property
     def stream(self) -> bool:
         return self.prepared.canonical.stream
+
+    @property
+    def attempts(self) -> list[AttemptRecord]:
+        return self.sequence.attempts
+
+    @property
+    def served(self) -> Candidate | None:
+        return self.sequence.served
 
     def metadata(self) -> dict | None:
         if not self.ctx.want_metadata:
             return None
         return gateway_metadata(plan=self.plan, attempts=self.attempts, served=self.served)
 
-    def candidates_left(self) -> Iterator[Candidate]:
-        while self.next_candidate < len(self.plan.candidates):
-            candidate = self.plan.candidates[self.next_candidate]
-            self.next_candidate += 1
-            yield candidate
-
-    def upstream_request(self, candidate: Candidate):
+    def request_for(self, candidate: Candidate) -> CanonicalRequest:
         # A service tier reaches only endpoints that offer it (`fast` was already made `priority`).
         tier = self.plan.service_tier if self.plan.service_tier in candidate.endpoint.service_tiers else None
-        canonical = replace(self.prepared.canonical, model=candidate.endpoint.upstream_model, service_tier=tier)
-        return upstream.build_upstream_request(endpoint=candidate.endpoint, request=canonical,
-                                               credentials=candidate.credentials)
+        return replace(self.prepared.canonical, model=candidate.endpoint.upstream_model, service_tier=tier)
 
     def bound_usage(self, usage: Usage, candidate: Candidate) -> Usage:
         """The provider's usage when plausible for this request; otherwise clamped (negatives to 0, counts above
@@ -112,69 +117,54 @@ class ResponseRun:
                            candidate.endpoint.provider_slug, "; ".join(reasons), self.usage_anomaly["billed"])
         return bounded
 
-    def record_attempt(self, candidate: Candidate, started: float, error: UpstreamError | None,
-                       usage: Usage | None = None, ttft_s: float | None = None) -> None:
-        elapsed = time.monotonic() - started
-        if error is None or error.retryable:  # bad input says nothing about the endpoint's health
-            generating = elapsed - (ttft_s or 0)
-            throughput = usage.output_tokens / generating if usage and usage.output_tokens and generating > 0 \
-                else None
-            health_record(endpoint_id=candidate.endpoint.id, ok=error is None, latency_s=elapsed, ttft_s=ttft_s,
-                          throughput=throughput)
-        self.attempts.append(ProviderAttempt(
-            provider_name=candidate.endpoint.provider_slug, status=200 if error is None else error.status,
-            latency_ms=int((time.monotonic() - started) * 1000), is_byok=candidate.is_byok,
-            endpoint_id=candidate.endpoint.id, model_permaslug=candidate.endpoint.model_id,
-            error_type=error.error_type if error else None,
-        ))
-
-    def fail(self, error: UpstreamError) -> GatewayError:
-        credits.credits_release(reservation=self.reservation)
-        self.write_generation(status="failed", error_type=error.error_type)
+    def fail(self, error: UpstreamError | None) -> GatewayError:
+        """No candidate served: give the hold back, record the failure, and the error to answer with."""
+        assert error is not None, "a plan always has a candidate"
+        self.close(status="failed", error_type=error.error_type)
         failure = final_error(error, attempts=self.attempts, gateway_metadata=self.metadata())
         failure.headers["X-Generation-Id"] = self.generation_id
         return failure
-
-    def remember_session(self) -> None:
-        if self.ctx.session_id and self.served:
-            sticky_set(key=self.sticky_key, endpoint_id=self.served.endpoint.id)
 
     @property
     def sticky_key(self) -> str:
         return sticky_key(account_id=self.ctx.caller.account_id, session_id=self.ctx.session_id,
                           model=self.plan.requested)
 
-    def price(self, usage: Usage) -> tuple[Decimal, Decimal]:
-        """(what to charge, list-price cost): the list price on shared capacity, the BYOK fee on a key."""
-        list_cost = usage_cost(endpoint=self.served.endpoint, usage=usage)
-        if not self.served.is_byok:
-            return list_cost, list_cost
-        fee = byok_fee(list_cost=list_cost, plan=self.ctx.caller.plan,
-                       month_to_date=byok_month_to_date(account_id=self.ctx.caller.account_id))
-        return fee, list_cost
-
-    def price_bounded(self, usage: Usage) -> tuple[Decimal, Decimal]:
-        """`price`, never above the hold when the provider's usage was implausible (and clamped)."""
-        cost, list_cost = self.price(usage)
+    def price(self, usage: Usage, served: Candidate) -> tuple[Decimal, Decimal]:
+        """(what to charge, list-price cost): the list price on shared capacity, the BYOK fee on a key; never
+        above the hold when the provider's usage was implausible (and clamped)."""
+        cost = list_cost = usage_cost(endpoint=served.endpoint, usage=usage)
+        if served.is_byok:
+            cost = byok_fee(list_cost=list_cost, plan=self.ctx.caller.plan,
+                            month_to_date=byok_month_to_date(account_id=self.ctx.caller.account_id))
         if self.usage_anomaly is not None:
             cost = min(cost, self.reservation.amount)
         return cost, list_cost
 
-    def charge(self, cost: Decimal) -> Decimal:
-        return credits.credits_settle(reservation=self.reservation, cost=cost, generation_id=self.generation_id,
-                                      is_byok=self.served.is_byok).charged
-
-    def settle(self, usage: Usage) -> tuple[Decimal, Decimal]:
-        cost, list_cost = self.price_bounded(usage)
-        return self.charge(cost), list_cost
-
-    def write_generation(self, *, status: str, usage: Usage | None = None, cost=Decimal(0), upstream_cost=Decimal(0),
-                         finish_reason: str = "", error_type: str = "", upstream_id: str | None = None,
-                         ttft_ms: int | None = None, cancelled: bool = False) -> None:
+    def close(self, *, status: str, served: Candidate | None = None, usage: Usage | None = None,
+              finish_reason: str = "", error_type: str = "", upstream_id: str | None = None,
+              ttft_ms: int | None = None, cancelled: bool = False) -> Settled:
+        """Settle and record, once (billing's `generation_settle`: one transaction). With `served`, the usage is
+        charged to the hold; without, the hold is given back."""
+        assert self.settled is None, "a request is settled once"
         usage = usage or Usage()
-        endpoint = self.served.endpoint if self.served else None
+        cost = list_cost = Decimal(0)
+        if served is not None:
+            cost, list_cost = self.price(usage, served)
+        charged = credits.generation_settle(reservation=self.reservation, charge=served is not None,
+                                            record=self._record(
+            status=status, served=served, usage=usage, cost=cost, upstream_cost=list_cost,
+            finish_reason=finish_reason, error_type=error_type, upstream_id=upstream_id, ttft_ms=ttft_ms,
+            cancelled=cancelled))
+        self.settled = Settled(charged=charged, list_cost=list_cost)
+        return self.settled
+
+    def _record(self, *, status: str, served: Candidate | None, usage: Usage, cost: Decimal,
+                upstream_cost: Decimal, finish_reason: str, error_type: str, upstream_id: str | None,
+                ttft_ms: int | None, cancelled: bool) -> GenerationRecord:
+        endpoint = served.endpoint if served else None
         latency = int((time.monotonic() - self.started) * 1000)
-        generation_create(record=GenerationRecord(
+        return GenerationRecord(
             id=self.generation_id, account_id=self.ctx.caller.account_id, api_key_id=self.ctx.caller.key_id,
             workspace_id=self.ctx.caller.workspace_id, requested_model=self.plan.requested,
             model=endpoint.model_id if endpoint else "", provider=endpoint.provider_slug if endpoint else "",
@@ -182,19 +172,20 @@ class ResponseRun:
             finish_reason=finish_reason, error_type=error_type, tokens_input=usage.input_tokens,
             tokens_cached=usage.cached_tokens, tokens_cache_write=usage.cache_write_tokens,
             tokens_output=usage.output_tokens, tokens_reasoning=usage.reasoning_tokens, cost=cost,
-            upstream_cost=upstream_cost, is_byok=bool(self.served and self.served.is_byok), streamed=self.stream,
+            upstream_cost=upstream_cost, is_byok=bool(served and served.is_byok), streamed=self.stream,
             cancelled=cancelled, latency_ms=latency, ttft_ms=ttft_ms,
             generation_time_ms=latency - ttft_ms if ttft_ms is not None else None,
             session_id=self.ctx.session_id, service_tier=self.prepared.canonical.service_tier or "",
             provider_responses=tuple(self.attempts), usage_anomaly=self.usage_anomaly,
-        ))
+        )
 
-    def result(self, response: CanonicalResponse, *, items: list[dict], charged: Decimal, list_cost: Decimal):
+    def result(self, response: CanonicalResponse, *, served: Candidate, items: list[dict],
+               settled: Settled) -> dict:
         return self.shell.render(
-            status=response.status, model=self.served.endpoint.model_id, output=items,
-            usage=usage_block(response.usage, cost=float(charged), is_byok=self.served.is_byok,
-                              upstream_cost=(float(list_cost), *map(float, usage_cost_split(
-                                  endpoint=self.served.endpoint, usage=response.usage)))),
+            status=response.status, model=served.endpoint.model_id, output=items,
+            usage=usage_block(response.usage, cost=float(settled.charged), is_byok=served.is_byok,
+                              upstream_cost=(float(settled.list_cost), *map(float, usage_cost_split(
+                                  endpoint=served.endpoint, usage=response.usage)))),
             incomplete_reason=response.incomplete_reason, service_tier=response.service_tier,
             metadata=self.metadata(),
         )
@@ -264,9 +255,7 @@ def _reservation_amount(*, plan: RoutePlan, prepared: Prepared, caller: Caller) 
     return worst
 
 
-def _catalog_endpoints(models: list[str]):
-    from routing.selectors import endpoints_for_model
-
+def _catalog_endpoints(models: list[str]) -> list[EndpointInfo]:
     return [endpoint for model in models for endpoint in endpoints_for_model(model_id=model)]
 
 
@@ -287,41 +276,22 @@ def response_abandon(run: ResponseRun) -> None:
     """An unexpected failure: give the hold back (unless it was settled) and record the failure."""
     logger.exception("request %s failed unexpectedly", run.generation_id)
     try:
-        credits.credits_release(reservation=run.reservation)
-        if not Generation.objects.filter(pk=run.generation_id).exists():
-            run.write_generation(status="failed", error_type="server")
+        if run.settled is not None or Generation.objects.filter(pk=run.generation_id).exists():
+            return  # settled and recorded: the failure came later
+        run.close(status="failed", error_type=ErrorType.SERVER)
     except Exception:
         logger.exception("could not release the reservation of %s", run.generation_id)
 
 
 def _create_json(run: ResponseRun) -> dict:
-    release_db_connection()  # an upstream call may take minutes: do not hold a pooled connection meanwhile
-    last_error = None
-    for candidate in run.candidates_left():
-        started = time.monotonic()
-        try:
-            response = upstream.call(endpoint=candidate.endpoint, upstream=run.upstream_request(candidate))
-        except UpstreamError as error:
-            run.record_attempt(candidate, started, error)
-            last_error = error
-            if not error.retryable:
-                break
-            continue
-        response = replace(response, usage=run.bound_usage(response.usage, candidate))
-        run.record_attempt(candidate, started, None, usage=response.usage)
-        run.served = candidate
-        run.remember_session()
-        cost, list_cost = run.price_bounded(response.usage)
-        with transaction.atomic():  # the charge and its generation record commit together
-            # The record first: the settlement's balance update is the last statement, so the account row
-            # (written by every request of the account) stays locked as briefly as possible.
-            run.write_generation(status=response.status, usage=response.usage, cost=cost, upstream_cost=list_cost,
-                                 finish_reason=response.incomplete_reason or "stop", upstream_id=response.upstream_id)
-            charged = run.charge(cost)
-            if charged != cost:  # the balance could not cover it all (see credits_settle)
-                Generation.objects.filter(pk=run.generation_id).update(cost=charged)
-        return run.result(response, items=output_items(response), charged=charged, list_cost=list_cost)
-    raise run.fail(last_error)
+    try:
+        served = run.sequence.call()
+    except AttemptsFailed as failed:
+        raise run.fail(failed.error) from None
+    response = served.response
+    settled = run.close(status=response.status, served=served.candidate, usage=response.usage,
+                        finish_reason=response.incomplete_reason or "stop", upstream_id=response.upstream_id)
+    return run.result(response, served=served.candidate, items=output_items(response), settled=settled)
 
 
 @dataclass(frozen=True)
@@ -394,9 +364,3 @@ def _reported(value):
     if isinstance(value, float) and math.isfinite(value) and value == int(value):
         return int(value)
     return repr(value)[:40]
-
-
-def release_db_connection() -> None:
-    """Return this thread's database connection (to the pool on PostgreSQL); Django reopens it on demand."""
-    if not connection.in_atomic_block:
-        connection.close()

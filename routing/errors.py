@@ -1,15 +1,35 @@
 """Typed upstream errors: what went wrong, whether another endpoint may be tried, and when."""
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 
-# `error_type` values are the API's ApiErrorType vocabulary (the SDKs know no others).
+
+class ErrorType(StrEnum):
+    """`error_type` values: the API's ApiErrorType vocabulary (the SDKs know no others). A StrEnum, so each
+    member is its string on the wire, in JSON and in the database."""
+
+    INVALID_REQUEST = "invalid_request"
+    AUTHENTICATION = "authentication"
+    PAYMENT_REQUIRED = "payment_required"
+    PERMISSION_DENIED = "permission_denied"
+    NOT_FOUND = "not_found"
+    TIMEOUT = "timeout"
+    PAYLOAD_TOO_LARGE = "payload_too_large"
+    UNPROCESSABLE = "unprocessable"
+    RATE_LIMIT_EXCEEDED = "rate_limit_exceeded"
+    PROVIDER_OVERLOADED = "provider_overloaded"
+    PROVIDER_UNAVAILABLE = "provider_unavailable"
+    CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded"
+    CONTENT_POLICY_VIOLATION = "content_policy_violation"
+    SERVER = "server"
 
 
 @dataclass(eq=False)  # not frozen: Python sets __traceback__ & co. on exceptions as they travel
 class UpstreamError(Exception):
     """An upstream attempt that failed. `message` is safe to show; it never holds credentials."""
 
-    error_type: str
+    error_type: str  # an ErrorType (a StrEnum, so plain strings from adapters compare equal)
     message: str
     retryable: bool
     status: int | None = None  # the upstream HTTP status, None for transport failures
@@ -20,28 +40,19 @@ class UpstreamError(Exception):
         return f"{self.error_type} ({self.status}): {self.message}"
 
 
-def error_type_for_status(status: int) -> str:
-    if status == 400:
-        return "invalid_request"
-    if status == 401:
-        return "authentication"
-    if status == 402:
-        return "payment_required"
-    if status == 403:
-        return "permission_denied"
-    if status == 404:
-        return "not_found"
-    if status in (408, 504, 524):
-        return "timeout"
-    if status == 413:
-        return "payload_too_large"
-    if status == 422:
-        return "unprocessable"
-    if status == 429:
-        return "rate_limit_exceeded"
-    if status in (503, 529):
-        return "provider_overloaded"
-    return "provider_unavailable" if status >= 500 else "invalid_request"
+STATUS_ERROR_TYPES: dict[int, ErrorType] = {
+    400: ErrorType.INVALID_REQUEST, 401: ErrorType.AUTHENTICATION, 402: ErrorType.PAYMENT_REQUIRED,
+    403: ErrorType.PERMISSION_DENIED, 404: ErrorType.NOT_FOUND, 408: ErrorType.TIMEOUT, 504: ErrorType.TIMEOUT,
+    524: ErrorType.TIMEOUT, 413: ErrorType.PAYLOAD_TOO_LARGE, 422: ErrorType.UNPROCESSABLE,
+    429: ErrorType.RATE_LIMIT_EXCEEDED, 503: ErrorType.PROVIDER_OVERLOADED, 529: ErrorType.PROVIDER_OVERLOADED,
+}
+
+
+def error_type_for_status(status: int) -> ErrorType:
+    known = STATUS_ERROR_TYPES.get(status)
+    if known is not None:
+        return known
+    return ErrorType.PROVIDER_UNAVAILABLE if status >= 500 else ErrorType.INVALID_REQUEST
 
 
 # Statuses after which another endpoint may succeed: provider-side failures, rate limits, and
@@ -54,7 +65,7 @@ def is_retryable(status: int) -> bool:
     return status in RETRYABLE_STATUSES
 
 
-def parse_retry_after(headers) -> float | None:
+def parse_retry_after(headers: Mapping[str, str]) -> float | None:
     """Seconds from `retry-after` (seconds form) or `retry-after-ms`; None when absent or unparseable."""
     value = headers.get("retry-after-ms")
     if value:

@@ -26,6 +26,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, replace
+from typing import ClassVar
 from urllib.parse import urlencode
 
 import requests
@@ -33,7 +34,7 @@ from django.conf import settings
 from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
-from urllib3.exceptions import NewConnectionError
+from urllib3.exceptions import NewConnectionError, ReadTimeoutError
 from urllib3.util import connection as urllib3_connection
 
 MAX_ERROR_BODY = 64 * 1024  # an error body longer than this is cut (its message is all we keep)
@@ -50,14 +51,42 @@ class Timeouts:
 
 
 class TransportError(Exception):
-    """The call did not produce a usable HTTP response. `kind`: timeout, connect, refused, protocol, send (the
-    request could not be sent, e.g. a header that cannot be encoded) or too_large (the body exceeds the cap).
-    The message never holds request data."""
+    """The call did not produce a usable HTTP response; the subclass says how (`kind` names it: timeout,
+    connect, refused, protocol, send, too_large). The message never holds request data."""
 
-    def __init__(self, kind: str, message: str):
+    kind: ClassVar[str] = "protocol"
+
+    def __init__(self, message: str):
         super().__init__(message)
-        self.kind = kind
         self.message = message
+
+
+class ConnectTimeout(TransportError):
+    kind = "timeout"  # no connection within the connect timeout
+
+
+class ReadTimeout(TransportError):
+    kind = "timeout"  # connected, but the answer (or the next bytes) did not come in time, or a deadline passed
+
+
+class ConnectFailed(TransportError):
+    kind = "connect"  # no connection (refused by the peer, unreachable, name not resolved)
+
+
+class ConnectionRefused(TransportError):
+    kind = "refused"  # the destination is not allowed (private network)
+
+
+class ConnectionReset(TransportError):
+    kind = "protocol"  # the connection broke (reset, cut mid-body, malformed HTTP)
+
+
+class SendFailed(TransportError):
+    kind = "send"  # the request could not be sent (a header that cannot be encoded, an invalid URL)
+
+
+class ResponseTooLarge(TransportError):
+    kind = "too_large"  # the body exceeds the cap
 
 
 class DestinationRefused(NewConnectionError):
@@ -316,10 +345,10 @@ def _check_headers(headers: dict) -> None:
     """Refuse what http.client would choke on or pass through (NUL, CR/LF, other controls, non-Latin-1)."""
     for name, value in headers.items():
         if not isinstance(name, str) or not _HEADER_NAME.fullmatch(name):
-            raise TransportError("send", "a request header name cannot be sent")
+            raise SendFailed("a request header name cannot be sent")
         if not isinstance(value, str | bytes) or _UNSENDABLE.search(value if isinstance(value, str) else
                                                                     value.decode("latin-1")):
-            raise TransportError("send", f"the {name} header holds characters that cannot be sent")
+            raise SendFailed(f"the {name} header holds characters that cannot be sent")
 
 
 def request(
@@ -384,6 +413,9 @@ def request(
     return response
 
 
+TIMEOUTS = (TimeoutError, ReadTimeoutError)  # socket.timeout is TimeoutError
+
+
 def _may_echo_request(exc: Exception) -> bool:
     """Exceptions whose text can quote a header value (a credential): their chain is dropped."""
     return isinstance(exc, UnicodeError | ValueError | requests.exceptions.InvalidHeader) or not isinstance(
@@ -394,30 +426,30 @@ def _send_failure(exc: Exception, watch: _Watch) -> TransportError:
     if isinstance(exc, TransportError):
         return exc
     if watch.fired:
-        return TransportError("timeout", "upstream exceeded its deadline")
+        return ReadTimeout("upstream exceeded its deadline")
     if isinstance(exc, requests.exceptions.ConnectionError):
         if _caused_by(exc, DestinationRefused):
-            return TransportError("refused", "destination address is not allowed")
+            return ConnectionRefused("destination address is not allowed")
         if isinstance(exc, requests.exceptions.ConnectTimeout):
-            return TransportError("timeout", "connection timed out")
-        if _caused_by(exc, TimeoutError) or "Read timed out" in str(exc):
-            return TransportError("timeout", "upstream did not answer in time")
-        return TransportError("connect", "could not connect to upstream")
+            return ConnectTimeout("connection timed out")
+        if _caused_by(exc, TIMEOUTS):
+            return ReadTimeout("upstream did not answer in time")
+        return ConnectFailed("could not connect to upstream")
     if isinstance(exc, requests.exceptions.Timeout):
-        return TransportError("timeout", "upstream did not answer in time")
+        return ReadTimeout("upstream did not answer in time")
     if isinstance(exc, requests.exceptions.RequestException) and not isinstance(
             exc, requests.exceptions.InvalidHeader | requests.exceptions.InvalidURL):
-        return TransportError("protocol", f"upstream request failed: {type(exc).__name__}")
+        return ConnectionReset(f"upstream request failed: {type(exc).__name__}")
     # UnicodeEncodeError (a non-Latin-1 header), ValueError (invalid header characters), an invalid URL or
     # header, or anything else raised while sending: the attempt failed; the next candidate may serve.
-    return TransportError("send", f"the request could not be sent ({type(exc).__name__})")
+    return SendFailed(f"the request could not be sent ({type(exc).__name__})")
 
 
 def _read_body(response: requests.Response, limit: int, *, truncate: bool) -> None:
     """Read the whole body into `response.content`, at most `limit` bytes (decoded)."""
     declared = response.headers.get("Content-Length", "")
     if not truncate and declared.isdigit() and int(declared) > limit:
-        raise TransportError("too_large", "upstream response exceeds the size limit")
+        raise ResponseTooLarge("upstream response exceeds the size limit")
     body = bytearray()
     for chunk in iter_body(response, 65536):
         body += chunk
@@ -425,7 +457,7 @@ def _read_body(response: requests.Response, limit: int, *, truncate: bool) -> No
             if truncate:
                 del body[limit:]
                 break
-            raise TransportError("too_large", "upstream response exceeds the size limit")
+            raise ResponseTooLarge("upstream response exceeds the size limit")
     response._content = bytes(body)
     response._content_consumed = True
 
@@ -456,15 +488,15 @@ def iter_body(response: requests.Response, chunk_size: int = 16384):
     except Exception as exc:  # urllib3 ReadTimeoutError, ProtocolError (connection cut mid-body)
         raise _read_failure(exc, watch) from exc
     if watch is not None and watch.fired:
-        raise TransportError("timeout", "upstream exceeded its deadline")
+        raise ReadTimeout("upstream exceeded its deadline")
 
 
 def _read_failure(exc: Exception, watch: _Watch | None) -> TransportError:
     if watch is not None and watch.fired:
-        return TransportError("timeout", "upstream exceeded its deadline")
-    if "timed out" in str(exc).lower():
-        return TransportError("timeout", "upstream stalled")
-    return TransportError("protocol", "upstream stream broke")
+        return ReadTimeout("upstream exceeded its deadline")
+    if _caused_by(exc, TIMEOUTS):
+        return ReadTimeout("upstream stalled")
+    return ConnectionReset("upstream stream broke")
 
 
 def close(response: requests.Response) -> None:
@@ -483,7 +515,7 @@ def close(response: requests.Response) -> None:
     response.close()
 
 
-def _caused_by(exc: BaseException, kind: type) -> bool:
+def _caused_by(exc: BaseException, kind: type | tuple[type, ...]) -> bool:
     seen = set()
     stack = [exc]
     while stack:

@@ -13,21 +13,23 @@ from byok.credentials import ProviderCredentials
 from routing import http
 from routing.canonical import CanonicalRequest, CanonicalResponse, StreamEvent
 from routing.catalog import EndpointInfo
-from routing.errors import UpstreamError
+from routing.errors import ErrorType, UpstreamError
 from routing.providers.base import UpstreamRequest
 from routing.providers.registry import adapter_for
-from routing.providers.vertex.auth import vertex_credentials
 from routing.redact import request_secrets, scrub_error
 
 MAX_ERROR_BODY = http.MAX_ERROR_BODY
 
-TRANSPORT_ERRORS = {
-    "timeout": ("timeout", "The provider did not answer in time"),
-    "connect": ("provider_unavailable", "Could not connect to the provider"),
-    "refused": ("provider_unavailable", "The provider's address is not allowed (private network)"),
-    "protocol": ("provider_unavailable", "The connection to the provider broke"),
-    "send": ("provider_unavailable", "The request could not be sent to the provider"),
-    "too_large": ("provider_unavailable", "The provider sent an oversized response"),
+# Each transport failure as the client sees it (by the exception's type; routing.http raises them).
+TRANSPORT_ERRORS: dict[type[http.TransportError], tuple[ErrorType, str]] = {
+    http.ConnectTimeout: (ErrorType.TIMEOUT, "The provider did not answer in time"),
+    http.ReadTimeout: (ErrorType.TIMEOUT, "The provider did not answer in time"),
+    http.ConnectFailed: (ErrorType.PROVIDER_UNAVAILABLE, "Could not connect to the provider"),
+    http.ConnectionRefused: (ErrorType.PROVIDER_UNAVAILABLE,
+                             "The provider's address is not allowed (private network)"),
+    http.ConnectionReset: (ErrorType.PROVIDER_UNAVAILABLE, "The connection to the provider broke"),
+    http.SendFailed: (ErrorType.PROVIDER_UNAVAILABLE, "The request could not be sent to the provider"),
+    http.ResponseTooLarge: (ErrorType.PROVIDER_UNAVAILABLE, "The provider sent an oversized response"),
 }
 # Credential fields of structured credentials (cloud platforms, Azure configs, service accounts).
 SECRET_FIELDS = ("api_key", "private_key", "private_key_id", "secretAccessKey", "accessKeyId", "sessionToken",
@@ -35,7 +37,7 @@ SECRET_FIELDS = ("api_key", "private_key", "private_key_id", "secretAccessKey", 
 
 
 def transport_error(exc: http.TransportError) -> UpstreamError:
-    error_type, message = TRANSPORT_ERRORS.get(exc.kind, TRANSPORT_ERRORS["protocol"])
+    error_type, message = TRANSPORT_ERRORS.get(type(exc), TRANSPORT_ERRORS[http.ConnectionReset])
     return UpstreamError(error_type=error_type, message=message, retryable=True)
 
 
@@ -68,15 +70,15 @@ def _scrubbed(secrets: tuple[str, ...]):
 def build_upstream_request(
     *, endpoint: EndpointInfo, request: CanonicalRequest, credentials: ProviderCredentials
 ) -> UpstreamRequest:
-    """The upstream request; credentials that need an exchange first (Vertex service accounts) get it here,
-    so adapters stay pure. A failed exchange is an UpstreamError like any other attempt's failure."""
+    """The upstream request; credentials that need an exchange first get it from the adapter's
+    `prepare_credentials` hook. A failed exchange is an UpstreamError like any other attempt's failure."""
     secrets = credential_secrets(credentials)
+    adapter = adapter_for(endpoint.adapter)
     with _scrubbed(secrets):
-        if endpoint.adapter == "vertex":
-            credentials = vertex_credentials(credentials)
-            secrets += credential_secrets(credentials)
-        built = adapter_for(endpoint.adapter).build_request(request, base_url=endpoint.base_url,
-                                                            credentials=credentials)
+        prepared = adapter.prepare_credentials(credentials)
+        if prepared is not credentials:
+            secrets += credential_secrets(prepared)
+        built = adapter.build_request(request, base_url=endpoint.base_url, credentials=prepared)
     return replace(built, secrets=tuple(dict.fromkeys(built.secrets + secrets)))
 
 

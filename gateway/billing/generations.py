@@ -17,8 +17,10 @@ def generation_id_new() -> str:
     return "gen-" + "".join(secrets.choice(_ALPHABET) for _ in range(28))
 
 
-@dataclass(frozen=True)
-class ProviderAttempt:
+@dataclass(frozen=True, slots=True)
+class AttemptRecord:
+    """One attempt of a request, as `provider_responses` stores it (routing.attempts records them)."""
+
     provider_name: str
     status: int | None
     latency_ms: int
@@ -26,6 +28,9 @@ class ProviderAttempt:
     endpoint_id: int | None = None
     model_permaslug: str = ""
     error_type: str | None = None
+
+
+ProviderAttempt = AttemptRecord  # the former name
 
 
 @dataclass(frozen=True)
@@ -57,7 +62,7 @@ class GenerationRecord:
     generation_time_ms: int | None = None
     session_id: str = ""
     service_tier: str = ""
-    provider_responses: tuple[ProviderAttempt, ...] = field(default_factory=tuple)
+    provider_responses: tuple[AttemptRecord, ...] = field(default_factory=tuple)
     usage_anomaly: dict | None = None  # see Generation.usage_anomaly
 
 

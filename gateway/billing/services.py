@@ -11,7 +11,8 @@ from django.db.models import F
 from django.utils import timezone
 
 from gateway.accounts.models import Account, ApiKey
-from gateway.billing.models import EntryKind, LedgerEntry, Reservation, ReservationStatus
+from gateway.billing.generations import GenerationRecord, generation_create
+from gateway.billing.models import EntryKind, Generation, LedgerEntry, Reservation, ReservationStatus
 from gateway.billing.selectors import key_usage_in_window
 from gateway.errors import GatewayError, PaymentRequired
 
@@ -180,6 +181,24 @@ def _settle_in_one_statement(*, reservation: ReservationHandle, cost: Decimal, g
     if closed:
         return Settlement(reservation_id=reservation.id, charged=cost, shortfall=Decimal(0))
     return None
+
+
+def generation_settle(*, reservation: ReservationHandle, record: GenerationRecord, charge: bool) -> Decimal:
+    """The one way a request's billing ends (JSON or stream, served, failed, cut or cancelled): in ONE
+    transaction, write its generation record and either charge `record.cost` against the hold (`charge`) or
+    give the hold back. The record is written first: the settlement's balance update is the last statement,
+    so the account row (written by every request of the account) stays locked as briefly as possible.
+    Returns what was charged (less than `record.cost` when the balance could not cover it all)."""
+    with transaction.atomic():
+        generation_create(record=record)
+        if not charge:
+            credits_release(reservation=reservation)
+            return Decimal(0)
+        charged = credits_settle(reservation=reservation, cost=record.cost, generation_id=record.id,
+                                 is_byok=record.is_byok).charged
+        if charged != record.cost:
+            Generation.objects.filter(pk=record.id).update(cost=charged)
+        return charged
 
 
 def credits_release(*, reservation: ReservationHandle) -> None:

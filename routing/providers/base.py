@@ -32,10 +32,12 @@ class UpstreamRequest:
 class ProviderAdapter(ABC):
     kind: ClassVar[str]
     docs_url: ClassVar[str] = ""
-    supports_streaming: ClassVar[bool] = True
-    supports_tools: ClassVar[bool] = True
-    supports_reasoning: ClassVar[bool] = True
     reasoning_format: ClassVar[str] = "unknown"
+
+    def prepare_credentials(self, credentials: ProviderCredentials) -> ProviderCredentials:
+        """Credentials as `build_request` needs them. Identity, unless the provider needs an exchange first (a
+        Vertex service account becomes a bearer token); a failed exchange raises UpstreamError."""
+        return credentials
 
     @abstractmethod
     def build_request(

@@ -2,8 +2,10 @@
 `streamRawPredict`, with `anthropic_version` in the body instead of `model`, and an OAuth bearer token.
 https://cloud.google.com/vertex-ai/generative-ai/docs/partner-models/claude/use-claude"""
 
+from byok.credentials import ProviderCredentials
 from routing.providers.anthropic.adapter import AnthropicAdapter
 from routing.providers.base import UpstreamRequest
+from routing.providers.vertex.auth import vertex_credentials
 
 VERTEX_ANTHROPIC_VERSION = "vertex-2023-10-16"
 GOOGLE_HOST = "aiplatform.googleapis.com"
@@ -19,6 +21,9 @@ def vertex_base(base_url: str, region: str) -> str:
 class VertexAnthropicAdapter(AnthropicAdapter):
     kind = "vertex"
     docs_url = "https://cloud.google.com/vertex-ai/generative-ai/docs/partner-models/claude/use-claude"
+
+    def prepare_credentials(self, credentials: ProviderCredentials) -> ProviderCredentials:
+        return vertex_credentials(credentials)  # a service account's token exchange (cached)
 
     def build_request(self, request, *, base_url, credentials):
         anthropic = super().build_request(request, base_url=base_url, credentials=credentials)

@@ -1,0 +1,267 @@
+"""The attempt engine: the one fallback loop. An `AttemptSequence` tries a plan's candidates in order, records
+each attempt (health, latency, `provider_responses`), decides retryable vs final, remembers the served
+endpoint for the session, and returns a complete canonical response (`call`) or an open canonical event stream
+(`open_stream`) that still falls back to the next candidate while nothing was sent to the client.
+
+A sequence holds only its own state: create one per attempt sequence (several per request, or several in
+parallel, share nothing mutable)."""
+
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from typing import Final, TypeVar
+
+from django.db import connection
+
+from gateway.billing.generations import AttemptRecord
+from routing import upstream
+from routing.accumulate import Accumulator
+from routing.canonical import (
+    CanonicalRequest,
+    CanonicalResponse,
+    Finished,
+    ResponseStarted,
+    StreamEvent,
+    Usage,
+    UsageReported,
+)
+from routing.errors import ErrorType, UpstreamError
+from routing.health import health_record, sticky_set
+from routing.providers.base import UpstreamRequest
+from routing.selection import Candidate
+
+__all__ = ["WAITING", "AttemptRecord", "AttemptSequence", "AttemptStream", "AttemptsFailed", "Served",
+           "release_db_connection"]
+
+NOT_CONTENT: Final = (ResponseStarted, UsageReported, Finished)
+T = TypeVar("T")
+
+
+class _Waiting:
+    """Yielded by `AttemptStream.events()` while the first content is awaited (time for a keep-alive)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "WAITING"
+
+
+WAITING: Final = _Waiting()
+
+
+class AttemptsFailed(Exception):
+    """No candidate served. `error` is the last attempt's (None only when no candidate was left to try)."""
+
+    def __init__(self, error: UpstreamError | None):
+        super().__init__(str(error))
+        self.error = error
+
+
+@dataclass(frozen=True, slots=True)
+class Served:
+    candidate: Candidate
+    response: CanonicalResponse  # usage already bounded
+
+
+@dataclass(frozen=True, slots=True)
+class _Opened:
+    candidate: Candidate
+    stream: upstream.UpstreamStream
+    upstream_body: dict
+    started: float
+
+
+def release_db_connection() -> None:
+    """Return this thread's database connection (to the pool on PostgreSQL); Django reopens it on demand."""
+    if not connection.in_atomic_block:
+        connection.close()
+
+
+def _unbounded(usage: Usage, candidate: Candidate) -> Usage:
+    return usage
+
+
+class AttemptSequence:
+    """One pass over the candidates. `request_for` builds the canonical request one candidate is sent (its
+    model and service tier); `bound_usage` makes a provider's reported usage plausible before it is recorded;
+    `sticky_key` (when set) remembers the endpoint that served."""
+
+    def __init__(self, *, candidates: Sequence[Candidate], request_for: Callable[[Candidate], CanonicalRequest],
+                 bound_usage: Callable[[Usage, Candidate], Usage] = _unbounded, sticky_key: str = "") -> None:
+        self._remaining = iter(candidates)
+        self._request_for = request_for
+        self._bound_usage = bound_usage
+        self._sticky_key = sticky_key
+        self.attempts: list[AttemptRecord] = []
+        self.served: Candidate | None = None
+
+    # ---- the loop ----
+    def _attempt(self, action: Callable[[Candidate, UpstreamRequest], T]) -> tuple[Candidate, UpstreamRequest, T,
+                                                                                    float]:
+        """The first candidate `action` succeeds with; raises AttemptsFailed when none is left or one failed
+        for good (a non-retryable error: bad input fails the same way everywhere)."""
+        release_db_connection()  # an upstream call may take minutes: do not hold a pooled connection meanwhile
+        last_error = None
+        for candidate in self._remaining:
+            started = time.monotonic()
+            try:
+                request = upstream.build_upstream_request(endpoint=candidate.endpoint,
+                                                          request=self._request_for(candidate),
+                                                          credentials=candidate.credentials)
+                return candidate, request, action(candidate, request), started
+            except UpstreamError as error:
+                self.record(candidate, started, error)
+                last_error = error
+                if not error.retryable:
+                    break
+        raise AttemptsFailed(last_error)
+
+    def record(self, candidate: Candidate, started: float, error: UpstreamError | None,
+               usage: Usage | None = None, ttft_s: float | None = None) -> None:
+        elapsed = time.monotonic() - started
+        if error is None or error.retryable:  # bad input says nothing about the endpoint's health
+            generating = elapsed - (ttft_s or 0)
+            throughput = usage.output_tokens / generating if usage and usage.output_tokens and generating > 0 \
+                else None
+            health_record(endpoint_id=candidate.endpoint.id, ok=error is None, latency_s=elapsed, ttft_s=ttft_s,
+                          throughput=throughput)
+        self.attempts.append(AttemptRecord(
+            provider_name=candidate.endpoint.provider_slug, status=200 if error is None else error.status,
+            latency_ms=int((time.monotonic() - started) * 1000), is_byok=candidate.is_byok,
+            endpoint_id=candidate.endpoint.id, model_permaslug=candidate.endpoint.model_id,
+            error_type=error.error_type if error else None,
+        ))
+
+    def _succeeded(self, candidate: Candidate, started: float, response: CanonicalResponse,
+                   ttft_s: float | None = None) -> CanonicalResponse:
+        response = replace(response, usage=self._bound_usage(response.usage, candidate))
+        self.record(candidate, started, None, usage=response.usage, ttft_s=ttft_s)
+        self.served = candidate
+        if self._sticky_key:
+            sticky_set(key=self._sticky_key, endpoint_id=candidate.endpoint.id)
+        return response
+
+    # ---- the two ways to call ----
+    def call(self) -> Served:
+        """A complete response from the first candidate that gives one."""
+        candidate, _, response, started = self._attempt(
+            lambda candidate, request: upstream.call(endpoint=candidate.endpoint, upstream=request))
+        return Served(candidate=candidate, response=self._succeeded(candidate, started, response))
+
+    def _open(self) -> _Opened:
+        candidate, request, stream, started = self._attempt(
+            lambda candidate, request: upstream.open_stream(endpoint=candidate.endpoint, upstream=request))
+        return _Opened(candidate=candidate, stream=stream, upstream_body=request.body, started=started)
+
+    def open_stream(self, *, keepalive_interval: float, committed: Callable[[], bool] | None = None
+                    ) -> "AttemptStream":
+        """The first candidate that answers with 200, as a stream; raises AttemptsFailed."""
+        return AttemptStream(self, self._open(), keepalive_interval=keepalive_interval, committed=committed)
+
+
+class AttemptStream:
+    """An open canonical event stream. `events()` yields canonical events (and WAITING while the first content
+    is awaited); a failure before anything was committed to the client moves on to the next candidate, a later
+    or final one is raised as UpstreamError. `committed` says whether content reached the client (default:
+    a content event was yielded). Always `close()`."""
+
+    def __init__(self, sequence: AttemptSequence, opened: _Opened, *, keepalive_interval: float,
+                 committed: Callable[[], bool] | None) -> None:
+        self._sequence = sequence
+        self._opened: _Opened | None = opened
+        self._interval = keepalive_interval
+        self._committed = committed or (lambda: self.first_content_at is not None)
+        self.upstream_body = opened.upstream_body  # the first attempt's body (for debug echo)
+        self.candidate: Candidate = opened.candidate  # the attempt under way (or the last one)
+        self.accumulator = Accumulator()  # the fold of the current attempt's events
+        self.first_content_at: float | None = None
+        self.response: CanonicalResponse | None = None  # set when the stream completed (usage bounded)
+
+    def events(self) -> Iterator[StreamEvent | _Waiting]:
+        while self._opened is not None:
+            opened = self._opened
+            try:
+                yield from self._relay(opened)
+                return
+            except UpstreamError as error:
+                self._sequence.record(opened.candidate, opened.started, error)
+                opened.stream.close()
+                if self._committed() or not error.retryable:
+                    raise
+                self.accumulator = Accumulator()
+                try:
+                    self._opened = self._sequence._open()
+                except AttemptsFailed as failed:
+                    self._opened = None
+                    raise (failed.error or error) from None
+                self.candidate = self._opened.candidate
+
+    def _relay(self, opened: _Opened) -> Iterator[StreamEvent | _Waiting]:
+        events = opened.stream.events()
+        ended = False
+        for kind, event in _until_first_content(events, self._interval):
+            if kind == "waiting":
+                yield WAITING
+            elif kind == "event":
+                assert event is not None
+                yield self._add(event)
+            else:
+                ended = kind == "end"
+        if not ended:
+            for event in events:
+                yield self._add(event)
+        if not self.accumulator.has_output() and self.accumulator.finished is None:
+            raise UpstreamError(error_type=ErrorType.PROVIDER_UNAVAILABLE,
+                                message="The provider's stream had no output", retryable=True)
+        ttft_s = self.first_content_at - opened.started if self.first_content_at is not None else None
+        self.response = self._sequence._succeeded(opened.candidate, opened.started, self.accumulator.response(),
+                                                  ttft_s=ttft_s)
+
+    def _add(self, event: StreamEvent) -> StreamEvent:
+        if self.first_content_at is None and not isinstance(event, NOT_CONTENT):
+            self.first_content_at = time.monotonic()
+        self.accumulator.add(event)
+        return event
+
+    def close(self) -> None:
+        if self._opened is not None:
+            self._opened.stream.close()
+
+
+def _until_first_content(events: Iterator[StreamEvent], interval: float
+                         ) -> Iterator[tuple[str, StreamEvent | None]]:
+    """Pull upstream events in a helper thread until the first content event (or the end), yielding
+    ("waiting", None) while waiting and ("event", e) for each event; the caller then reads `events` itself.
+    The helper stops before the caller resumes, so the iterator is never used by two threads at once."""
+    box: queue.Queue[tuple[str, object]] = queue.Queue()
+
+    def pull() -> None:
+        try:
+            for event in events:
+                box.put(("event", event))
+                if not isinstance(event, NOT_CONTENT):
+                    break
+            else:
+                box.put(("end", None))
+                return
+            box.put(("first", None))
+        except BaseException as exc:  # handed over to the generator's thread
+            box.put(("error", exc))
+
+    threading.Thread(target=pull, name="first-content", daemon=True).start()
+    while True:
+        try:
+            kind, value = box.get(timeout=interval)
+        except queue.Empty:
+            yield "waiting", None
+            continue
+        if kind == "error":
+            assert isinstance(value, BaseException)
+            raise value
+        if kind == "event":
+            yield "event", value  # type: ignore[misc]
+            continue
+        yield kind, None  # "first" (content has begun) or "end" (the upstream finished)
+        return
