@@ -85,6 +85,11 @@ def unseal(sealed: Sealed, *, aad: str) -> str:
     return plaintext.decode("utf-8", "surrogatepass")
 
 
+def reseal(sealed: Sealed, *, aad: str) -> Sealed:
+    """The same secret sealed under the keyring's newest key (the plaintext does not leave this module)."""
+    return seal(unseal(sealed, aad=aad), aad=aad)
+
+
 def mask_secret(secret: str, *, keep: int = 4) -> str:
     """A label for a secret: its first and last few characters, never more than a third of it."""
     keep = max(1, min(keep, len(secret) // 6))

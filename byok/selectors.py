@@ -1,4 +1,6 @@
-"""BYOK reads. `byok_credentials` is the one place a stored key is decrypted."""
+"""BYOK reads. This module is the one place a stored secret is decrypted for use: a customer's key
+(`byok_credentials`) or an operator's provider credential (`operator_credentials`), each just before the
+attempt that sends it."""
 
 from dataclasses import dataclass
 from uuid import UUID
@@ -26,6 +28,7 @@ class ByokKeyInfo:
     allowed_api_key_hashes: tuple[str, ...] | None
     allowed_user_ids: tuple[str, ...] | None
     shared_capacity: str
+    kind: str = "api_key"
 
     def applies(self, *, model_id: str, api_key_hash: str, user_id: str | None) -> bool:
         """Rule 4: every active filter must match."""
@@ -56,12 +59,25 @@ def byok_key_get(*, account_id: UUID, key_id: UUID) -> ByokKey:
 def byok_keys_for_routing(*, account_id: UUID, workspace_id: UUID) -> list[ByokKeyInfo]:
     rows = ByokKey.objects.filter(account_id=account_id, workspace_id=workspace_id, disabled=False).only(
         "id", "provider", "is_fallback", "sort_order", "allowed_models", "allowed_api_key_hashes",
-        "allowed_user_ids", "shared_capacity", "created_at").order_by("sort_order", "created_at")
+        "allowed_user_ids", "shared_capacity", "kind", "created_at").order_by("sort_order", "created_at")
     return [ByokKeyInfo(
         id=row.id, provider=row.provider, is_fallback=row.is_fallback, sort_order=row.sort_order,
         allowed_models=_tuple(row.allowed_models), allowed_api_key_hashes=_tuple(row.allowed_api_key_hashes),
-        allowed_user_ids=_tuple(row.allowed_user_ids), shared_capacity=row.shared_capacity,
+        allowed_user_ids=_tuple(row.allowed_user_ids), shared_capacity=row.shared_capacity, kind=row.kind,
     ) for row in rows]
+
+
+def byok_key_serves(*, key: ByokKeyInfo, model_id: str) -> bool:
+    """Whether the key has credentials for this model, known without decrypting it except for Azure keys (whose
+    per-deployment configs are sealed): those are decrypted to look, and the plaintext is dropped at once."""
+    if key.kind != "azure":
+        return True
+    return byok_credentials(key_id=key.id, model_id=model_id) is not None
+
+
+def operator_credentials(*, provider_id: int, key_id: str, sealed: bytes) -> ProviderCredentials:
+    """An operator's sealed provider credential, decrypted for the attempt about to send it."""
+    return ProviderCredentials(api_key=unseal(Sealed(key_id=key_id, blob=sealed), aad=f"provider:{provider_id}"))
 
 
 def byok_credentials(*, key_id: UUID, model_id: str) -> ProviderCredentials | None:

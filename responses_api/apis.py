@@ -5,19 +5,10 @@ from rest_framework.views import APIView
 
 from gateway.accounts.permissions import IsInferenceKey
 from gateway.api import error_responses
+from responses_api import pipeline
 from responses_api.metadata import view_error_metadata
 from responses_api.schema import ResponseResultSerializer, ResponseStreamEventSerializer
-from responses_api.service import RequestContext, response_create_json, response_prepare
-from responses_api.streaming import response_open_stream
 from responses_api.validation.request import ResponseCreateRequestSerializer
-
-METADATA_HEADERS = ("HTTP_X_GATEWAY_METADATA", "HTTP_X_GATEWAY_EXPERIMENTAL_METADATA")
-
-
-def request_context(request, data: dict) -> RequestContext:
-    want_metadata = any(request.META.get(name, "").strip().lower() == "enabled" for name in METADATA_HEADERS)
-    session_id = data.get("session_id") or request.META.get("HTTP_X_SESSION_ID", "")[:256]
-    return RequestContext(caller=request.user, session_id=session_id, want_metadata=want_metadata)
 
 
 class ResponseCreateApi(APIView):
@@ -45,15 +36,13 @@ class ResponseCreateApi(APIView):
         },
     )
     def post(self, request):
-        serializer = ResponseCreateRequestSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        data = serializer.validated_data
-        run = response_prepare(ctx=request_context(request, data), data=data)
-        headers = {"X-Generation-Id": run.generation_id}
+        """The life of the request is responses_api.pipeline, top to bottom."""
+        data = pipeline.validate(request)
+        run = pipeline.prepare_run(ctx=pipeline.authenticate(request, data), data=data)
         if run.stream:
-            response = StreamingHttpResponse(response_open_stream(run=run), content_type="text/event-stream")
+            response = StreamingHttpResponse(pipeline.respond_stream(run), content_type="text/event-stream")
             response["Cache-Control"] = "no-cache"
             response["X-Accel-Buffering"] = "no"
             response["X-Generation-Id"] = run.generation_id
             return response
-        return Response(response_create_json(run=run), headers=headers)
+        return Response(pipeline.respond_json(run), headers={"X-Generation-Id": run.generation_id})

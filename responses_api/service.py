@@ -3,8 +3,11 @@
 import logging
 import math
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
+from typing import TYPE_CHECKING
 
 from gateway.accounts.authentication import Caller
 from gateway.billing import services as credits
@@ -15,8 +18,8 @@ from gateway.errors import GatewayError
 from responses_api.errors import final_error
 from responses_api.metadata import attach_error_metadata, gateway_metadata, requested_models
 from responses_api.normalize import Prepared, prepare, truncate_to_fit
-from responses_api.render import ResultShell, output_items, usage_block
-from routing.attempts import AttemptRecord, AttemptSequence, AttemptsFailed
+from responses_api.render import ResultShell, usage_block
+from routing.attempts import AttemptRecord, AttemptSequence
 from routing.canonical import CanonicalRequest, CanonicalResponse, FilePart, Message, Usage
 from routing.catalog import EndpointInfo
 from routing.errors import ErrorType, UpstreamError
@@ -27,6 +30,9 @@ from routing.providers.anthropic.request import EFFORT_BUDGET, MIN_THINKING_BUDG
 from routing.selection import Candidate, RoutePlan, RoutingCaller, endpoints_for_request
 from routing.selectors import endpoints_for_model
 from routing.snapshot import current_snapshot
+
+if TYPE_CHECKING:
+    from responses_api.stages import StageEntry
 
 logger = logging.getLogger(__name__)
 DEFAULT_RESERVED_OUTPUT_TOKENS = 4096
@@ -67,6 +73,7 @@ class ResponseRun:
     generation_id: str = field(default_factory=generation_id_new)
     started: float = field(default_factory=time.monotonic)
     usage_anomaly: dict | None = None
+    pipeline: list["StageEntry"] = field(default_factory=list)  # the stages that ran (gateway_metadata)
 
     def __post_init__(self) -> None:
         self.shell = ResultShell(id="resp_" + self.generation_id.removeprefix("gen-"), created_at=int(time.time()),
@@ -94,7 +101,10 @@ class ResponseRun:
     def metadata(self) -> dict | None:
         if not self.ctx.want_metadata:
             return None
-        return gateway_metadata(plan=self.plan, attempts=self.attempts, served=self.served)
+        metadata = gateway_metadata(plan=self.plan, attempts=self.attempts, served=self.served)
+        if self.pipeline:  # only when a stage ran: without stages the output is as before
+            metadata["pipeline"] = [entry.as_dict() for entry in self.pipeline]
+        return metadata
 
     def request_for(self, candidate: Candidate) -> CanonicalRequest:
         # A service tier reaches only endpoints that offer it (`fast` was already made `priority`).
@@ -191,12 +201,13 @@ class ResponseRun:
         )
 
 
-def response_prepare(*, ctx: RequestContext, data: dict) -> ResponseRun:
-    """Validate against the catalog, plan the attempts and hold credits. Raises GatewayError (400/402/404/503),
-    with gateway_metadata when the caller asked for it."""
+@contextmanager
+def error_metadata(*, ctx: RequestContext, data: dict) -> Iterator[list[RoutePlan]]:
+    """A GatewayError raised before the attempts (400/402/404/503) gets gateway_metadata when the caller asked
+    for it: the plan's, once there is one (append it to the yielded list), else the requested models'."""
     planned: list[RoutePlan] = []
     try:
-        return _prepare(ctx=ctx, data=data, planned=planned)
+        yield planned
     except GatewayError as error:
         if ctx.want_metadata and error.gateway_metadata is None:
             if planned:
@@ -207,7 +218,8 @@ def response_prepare(*, ctx: RequestContext, data: dict) -> ResponseRun:
         raise
 
 
-def _prepare(*, ctx: RequestContext, data: dict, planned: list) -> ResponseRun:
+def response_normalize(*, ctx: RequestContext, data: dict) -> Prepared:
+    """The validated body as the canonical request (models, input estimate; truncated to fit when asked)."""
     if data.get("prompt"):
         raise GatewayError(MSG_PROMPT_NOT_FOUND.format(id=data["prompt"]["id"]), status=404)
     prepared = prepare(data=data, account_id=str(ctx.caller.account_id))
@@ -215,6 +227,12 @@ def _prepare(*, ctx: RequestContext, data: dict, planned: list) -> ResponseRun:
         widest = max((e.context_length for e in _catalog_endpoints(prepared.models)), default=0)
         if widest and prepared.estimated_input_tokens > widest:
             prepared = truncate_to_fit(prepared, context_length=widest)
+    return prepared
+
+
+def response_plan(*, ctx: RequestContext, prepared: Prepared) -> RoutePlan:
+    """The candidates to try, in order (routing.selection); nothing is decrypted here."""
+    data = prepared.data
     snapshot = current_snapshot()
     prefs = preferences_build(provider=data.get("provider"), route=data.get("route"),
                               service_tier=data.get("service_tier"), suffix=prepared.suffix,
@@ -224,15 +242,18 @@ def _prepare(*, ctx: RequestContext, data: dict, planned: list) -> ResponseRun:
         sticky = sticky_get(key=sticky_key(account_id=ctx.caller.account_id, session_id=ctx.session_id,
                                            model=prepared.models[0]))
     caller = ctx.caller
-    plan = endpoints_for_request(
+    return endpoints_for_request(
         models=prepared.models, estimated_input_tokens=prepared.estimated_input_tokens, prefs=prefs,
         used_params=prepared.used_params, sticky_endpoint_id=sticky,
         caller=RoutingCaller(account_id=caller.account_id, workspace_id=caller.workspace_id,
                              api_key_hash=caller.key_hash, user_id=caller.creator_user_id),
         snapshot=snapshot,
     )
-    planned.append(plan)
-    amount = _reservation_amount(plan=plan, prepared=prepared, caller=caller)
+
+
+def response_hold(*, ctx: RequestContext, prepared: Prepared, plan: RoutePlan) -> ResponseRun:
+    """Hold the worst case over the plan's candidates (402 when the balance or the key's limit cannot)."""
+    amount = _reservation_amount(plan=plan, prepared=prepared, caller=ctx.caller)
     reservation = credits.credits_reserve(account_id=ctx.caller.account_id, amount=amount,
                                           api_key_id=ctx.caller.key_id, key_has_limit=ctx.caller.has_limit)
     return ResponseRun(ctx=ctx, prepared=prepared, plan=plan, reservation=reservation)
@@ -262,16 +283,6 @@ def _catalog_endpoints(models: list[str]) -> list[EndpointInfo]:
 # ---- non-streaming -------------------------------------------------------------------------------
 
 
-def response_create_json(*, run: ResponseRun) -> dict:
-    try:
-        return _create_json(run)
-    except GatewayError:
-        raise
-    except Exception:
-        response_abandon(run)
-        raise
-
-
 def response_abandon(run: ResponseRun) -> None:
     """An unexpected failure: give the hold back (unless it was settled) and record the failure."""
     logger.exception("request %s failed unexpectedly", run.generation_id)
@@ -281,17 +292,6 @@ def response_abandon(run: ResponseRun) -> None:
         run.close(status="failed", error_type=ErrorType.SERVER)
     except Exception:
         logger.exception("could not release the reservation of %s", run.generation_id)
-
-
-def _create_json(run: ResponseRun) -> dict:
-    try:
-        served = run.sequence.call()
-    except AttemptsFailed as failed:
-        raise run.fail(failed.error) from None
-    response = served.response
-    settled = run.close(status=response.status, served=served.candidate, usage=response.usage,
-                        finish_reason=response.incomplete_reason or "stop", upstream_id=response.upstream_id)
-    return run.result(response, served=served.candidate, items=output_items(response), settled=settled)
 
 
 @dataclass(frozen=True)

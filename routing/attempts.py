@@ -109,7 +109,7 @@ class AttemptSequence:
             try:
                 request = upstream.build_upstream_request(endpoint=candidate.endpoint,
                                                           request=self._request_for(candidate),
-                                                          credentials=candidate.credentials)
+                                                          credentials=candidate.credentials())
                 return candidate, request, action(candidate, request), started
             except UpstreamError as error:
                 self.record(candidate, started, error)

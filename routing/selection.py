@@ -1,17 +1,18 @@
 """Which endpoints a request tries, in what order: `endpoints_for_request`."""
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from uuid import UUID
 
 from byok.credentials import ProviderCredentials
 from byok.models import SharedCapacity
-from byok.selectors import ByokKeyInfo, byok_credentials, byok_keys_for_routing
+from byok.selectors import ByokKeyInfo, byok_credentials, byok_key_serves, byok_keys_for_routing
 from gateway.errors import GatewayError
 from routing.catalog import EndpointInfo
+from routing.errors import ErrorType, UpstreamError
 from routing.health import endpoint_stats
 from routing.ordering import order_endpoints
 from routing.preferences import Preferences
-from routing.selectors import endpoints_for_model, model_exists, provider_credentials
+from routing.selectors import endpoints_for_model, model_exists, provider_credentials, provider_has_credentials
 from routing.snapshot import CatalogSnapshot, current_snapshot
 
 MSG_UNKNOWN_MODEL = "Model {model} not found"
@@ -21,16 +22,29 @@ MSG_FILTERED = "No endpoint of {models} satisfies the request's routing constrai
 DATA_POLICIES = {"data_policy:zdr", "data_policy:training"}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Candidate:
-    """One attempt the fallback loop may make: an endpoint and the credentials to call it with."""
+    """One attempt the attempt engine may make: an endpoint and a reference to the credentials to call it with
+    (a BYOK key id, or none for the operator's credential of the endpoint's provider). Nothing is decrypted
+    while planning: `credentials()` asks byok just before the attempt."""
 
     endpoint: EndpointInfo
-    credentials: ProviderCredentials = field(repr=False)
+    byok_key_id: UUID | None = None
 
     @property
     def is_byok(self) -> bool:
-        return self.credentials.is_byok
+        return self.byok_key_id is not None
+
+    def credentials(self) -> ProviderCredentials:
+        """Decrypted now, for this attempt (raises SecretsError rather than return an empty key)."""
+        if self.byok_key_id is not None:
+            found = byok_credentials(key_id=self.byok_key_id, model_id=self.endpoint.model_id)
+        else:
+            found = provider_credentials(provider_slug=self.endpoint.provider_slug)
+        if found is None:  # removed since the plan was made
+            raise UpstreamError(error_type=ErrorType.AUTHENTICATION, retryable=True,
+                                message="The credentials for this provider are no longer configured")
+        return found
 
 
 @dataclass(frozen=True)
@@ -77,7 +91,7 @@ def endpoints_for_request(
         raise availability_error(status=404, code="model_not_found", models=models,
                                  message=MSG_UNKNOWN_MODEL.format(model=models[0]))
     available, groups, excluded = [], [], set()
-    credentials: dict[str, ProviderCredentials | None] = {}
+    credentials: dict[str, bool] = {}
     for model in known:
         group = []
         for endpoint in endpoints_for_model(model_id=model, snapshot=snapshot):
@@ -86,7 +100,7 @@ def endpoints_for_request(
                 excluded.add("context_length")
                 continue
             if endpoint.provider_slug not in credentials:
-                credentials[endpoint.provider_slug] = provider_credentials(
+                credentials[endpoint.provider_slug] = provider_has_credentials(
                     provider_slug=endpoint.provider_slug, snapshot=snapshot)
             group.append(endpoint)
         groups.append(group)
@@ -122,15 +136,13 @@ def _arrange(endpoints, *, partition, keys: list[ByokKeyInfo], caller, credentia
                         and k.applies(model_id=endpoint.model_id, api_key_hash=caller.api_key_hash,
                                       user_id=caller.user_id)]
             for key in matching:
-                key_credentials = byok_credentials(key_id=key.id, model_id=endpoint.model_id)
-                if key_credentials is not None:
+                if byok_key_serves(key=key, model_id=endpoint.model_id):
                     (fallback if key.is_fallback else prioritized).append(
-                        Candidate(endpoint=endpoint, credentials=key_credentials))
-            operator = credentials.get(endpoint.provider_slug)
-            if operator is None:
+                        Candidate(endpoint=endpoint, byok_key_id=key.id))
+            if not credentials.get(endpoint.provider_slug):
                 excluded.add("credentials")
             elif _shared_allowed(endpoint, keys):
-                shared.append(Candidate(endpoint=endpoint, credentials=operator))
+                shared.append(Candidate(endpoint=endpoint))
             else:
                 excluded.add("byok_only")
         candidates += prioritized + shared + fallback

@@ -5,7 +5,7 @@ import os
 from django.db.models import Prefetch, Q, QuerySet
 
 from byok.credentials import ProviderCredentials
-from byok.crypto import Sealed, unseal
+from byok.selectors import operator_credentials
 from routing.catalog import EndpointInfo, env_name
 from routing.models import Endpoint, Model, Provider, ProviderStatus
 from routing.snapshot import CatalogSnapshot, current_snapshot
@@ -24,9 +24,17 @@ def model_exists(*, model_id: str, snapshot: CatalogSnapshot | None = None) -> b
     return model_id in (snapshot or current_snapshot()).models
 
 
+def provider_has_credentials(*, provider_slug: str, snapshot: CatalogSnapshot | None = None) -> bool:
+    """Whether `provider_credentials` has something to return (nothing is decrypted to know)."""
+    if os.environ.get(env_name(provider_slug, "API_KEY")):
+        return True
+    secret = (snapshot or current_snapshot()).secrets.get(provider_slug)
+    return secret is not None and bool(secret.sealed or (secret.env_var and os.environ.get(secret.env_var)))
+
+
 def provider_credentials(*, provider_slug: str, snapshot: CatalogSnapshot | None = None) -> ProviderCredentials | None:
-    """The operator's credential for shared capacity: env override, sealed value, or the named env var.
-    Sealed values are decrypted here, per call; the plaintext is not kept."""
+    """The operator's credential for shared capacity: env override, sealed value (decrypted by byok, per call;
+    the plaintext is not kept), or the named env var."""
     override = os.environ.get(env_name(provider_slug, "API_KEY"))
     if override:
         return ProviderCredentials(api_key=override)
@@ -34,8 +42,7 @@ def provider_credentials(*, provider_slug: str, snapshot: CatalogSnapshot | None
     if secret is None:
         return None
     if secret.sealed:
-        sealed = Sealed(key_id=secret.key_id, blob=secret.sealed)
-        return ProviderCredentials(api_key=unseal(sealed, aad=f"provider:{secret.provider_id}"))
+        return operator_credentials(provider_id=secret.provider_id, key_id=secret.key_id, sealed=secret.sealed)
     if secret.env_var and os.environ.get(secret.env_var):
         return ProviderCredentials(api_key=os.environ[secret.env_var])
     return None

@@ -7,7 +7,7 @@ from urllib.parse import urlsplit
 
 from django.db import transaction
 
-from byok.crypto import seal
+from byok.crypto import Sealed, current_key_id, reseal, seal
 from byok.shapes import MAX_URL_CHARS, ShapeError, check_text, operator_credential
 from routing.models import AdapterKind, Endpoint, Model, Provider
 
@@ -223,13 +223,10 @@ def account_routing_update(*, account_id, changes: dict):
 
 def provider_reseal_all() -> int:
     """Re-encrypt every operator credential under the keyring's newest key; returns how many changed."""
-    from byok.crypto import Sealed, current_key_id, unseal
-
     newest, changed = current_key_id(), 0
     for provider in Provider.objects.exclude(credential_sealed=None).exclude(credential_key_id=newest):
-        aad = f"provider:{provider.pk}"
-        plaintext = unseal(Sealed(key_id=provider.credential_key_id, blob=bytes(provider.credential_sealed)), aad=aad)
-        sealed = seal(plaintext, aad=aad)
+        sealed = reseal(Sealed(key_id=provider.credential_key_id, blob=bytes(provider.credential_sealed)),
+                        aad=f"provider:{provider.pk}")
         provider.credential_sealed, provider.credential_key_id = sealed.blob, sealed.key_id
         provider.save(update_fields=["credential_sealed", "credential_key_id", "updated_at"])
         changed += 1

@@ -1,0 +1,113 @@
+"""The life of one POST /responses request, top to bottom. Each step is one call; the modules named do it.
+
+authenticate (gateway.accounts, by the view's permission) -> validate (responses_api.validation) -> normalize
+to the canonical request (responses_api.normalize) -> pre-stages (responses_api.stages: guardrails, request
+plugins) -> plan (routing.selection) -> hold credits (gateway.billing) -> run attempts (routing.attempts, the
+one fallback loop) -> post-stages (response plugins, server-tool loop) -> settle + record (gateway.billing's
+generation_settle, one transaction) -> render (responses_api.render for JSON, responses_api.streaming for SSE).
+"""
+
+from collections.abc import Iterator
+from dataclasses import replace
+
+from rest_framework.request import Request
+
+from gateway.errors import GatewayError
+from responses_api.metadata import metadata_requested
+from responses_api.normalize import Prepared
+from responses_api.render import output_items
+from responses_api.service import (
+    RequestContext,
+    ResponseRun,
+    error_metadata,
+    response_abandon,
+    response_hold,
+    response_normalize,
+    response_plan,
+)
+from responses_api.stages import POST_STAGES, PRE_STAGES, Block, StageEntry
+from responses_api.streaming import response_open_stream
+from responses_api.validation.request import ResponseCreateRequestSerializer
+from routing.attempts import AttemptsFailed
+from routing.canonical import CanonicalResponse
+
+
+def authenticate(request: Request, data: dict) -> RequestContext:
+    """The caller (authenticated by the view's permission), its session for sticky routing, and whether it
+    asked for gateway_metadata."""
+    session_id = data.get("session_id") or request.META.get("HTTP_X_SESSION_ID", "")[:256]
+    return RequestContext(caller=request.user, session_id=session_id, want_metadata=metadata_requested(request.META))
+
+
+def validate(request: Request) -> dict:
+    serializer = ResponseCreateRequestSerializer(data=request.data)
+    serializer.is_valid(raise_exception=True)
+    data: dict = serializer.validated_data
+    return data
+
+
+def prepare_run(*, ctx: RequestContext, data: dict) -> ResponseRun:
+    """normalize -> pre-stages -> plan -> hold. Errors here are HTTP errors (with gateway_metadata if asked)."""
+    with error_metadata(ctx=ctx, data=data) as planned:
+        prepared = response_normalize(ctx=ctx, data=data)
+        prepared, ran = pre_stages(prepared, ctx)
+        plan = response_plan(ctx=ctx, prepared=prepared)
+        planned.append(plan)
+        run = response_hold(ctx=ctx, prepared=prepared, plan=plan)
+    run.pipeline += ran
+    return run
+
+
+def pre_stages(prepared: Prepared, ctx: RequestContext) -> tuple[Prepared, list[StageEntry]]:
+    ran: list[StageEntry] = []
+    for stage in PRE_STAGES:
+        result = stage(prepared.canonical, ctx)
+        if isinstance(result, Block):
+            raise result.error(stage.name)
+        ran.append(StageEntry(stage=stage.name, outcome="passed" if result is prepared.canonical else "changed"))
+        prepared = replace(prepared, canonical=result)
+    return prepared, ran
+
+
+def post_stages(run: ResponseRun, response: CanonicalResponse) -> CanonicalResponse | GatewayError:
+    for stage in POST_STAGES:
+        result = stage(response, run.ctx)
+        if isinstance(result, Block):
+            run.pipeline.append(StageEntry(stage=stage.name, outcome="blocked"))
+            return result.error(stage.name)
+        run.pipeline.append(StageEntry(stage=stage.name, outcome="passed" if result is response else "changed"))
+        response = result
+    return response
+
+
+def respond_json(run: ResponseRun) -> dict:
+    try:
+        return _respond_json(run)
+    except GatewayError:
+        raise
+    except Exception:
+        response_abandon(run)
+        raise
+
+
+def _respond_json(run: ResponseRun) -> dict:
+    """run attempts -> post-stages -> settle + record -> render."""
+    try:
+        served = run.sequence.call()
+    except AttemptsFailed as failed:
+        raise run.fail(failed.error) from None
+    response = post_stages(run, served.response)
+    blocked = response if isinstance(response, GatewayError) else None
+    if not isinstance(response, CanonicalResponse):
+        response = served.response
+    settled = run.close(status=response.status, served=served.candidate, usage=response.usage,
+                        finish_reason=response.incomplete_reason or "stop", upstream_id=response.upstream_id)
+    if blocked is not None:  # the tokens were generated: billed, then refused
+        raise blocked
+    return run.result(response, served=served.candidate, items=output_items(response), settled=settled)
+
+
+def respond_stream(run: ResponseRun) -> Iterator[bytes]:
+    """run attempts (the first 200 before answering) -> relay -> settle + record -> SSE (post-stages: none on
+    streams yet; a stage that needs the whole response would buffer here)."""
+    return response_open_stream(run=run)
