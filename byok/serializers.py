@@ -107,7 +107,7 @@ class ByokRecordSerializer(serializers.Serializer):
     id = serializers.UUIDField()
     provider = serializers.CharField()
     workspace_id = serializers.UUIDField()
-    label = serializers.CharField(help_text="Masked key; the full key is never returned")
+    label = serializers.CharField(help_text="Masked key; the full key is never returned")  # type: ignore[assignment]  # shadows Field.label
     name = serializers.CharField(allow_blank=True)
     disabled = serializers.BooleanField()
     is_fallback = serializers.BooleanField()
@@ -120,11 +120,11 @@ class ByokRecordSerializer(serializers.Serializer):
 
 
 class ByokEnvelopeSerializer(serializers.Serializer):
-    data = ByokRecordSerializer()
+    data = ByokRecordSerializer()  # type: ignore[assignment]  # the envelope's field shadows Serializer.data
 
 
 class ByokListSerializer(serializers.Serializer):
-    data = ByokRecordSerializer(many=True)
+    data = ByokRecordSerializer(many=True)  # type: ignore[assignment]  # the envelope's field shadows Serializer.data
     total_count = serializers.IntegerField()
 
 

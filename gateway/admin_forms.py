@@ -1,6 +1,8 @@
 """Admin forms that validate through the services and serializers the API uses, in the form's `clean`, so the
 admin can save nothing the API would refuse and a service's refusal is an error on the page, never a 500."""
 
+from typing import Any
+
 from django import forms
 
 from gateway.errors import GatewayError
@@ -15,6 +17,10 @@ class ServiceValidatedForm(forms.ModelForm):
     # declared by the app's admin form so this module knows no app: the error goes on the exception's `field`
     # when it names one, else on the `error_field` given to `run_service_check`.
     service_errors: tuple[type[Exception], ...] = ()
+
+    def clean(self) -> dict[str, Any]:
+        super().clean()
+        return self.cleaned_data
 
     def run_service_check(self, check, *args, error_field: str | None = None, **kwargs):
         """`check(...)`'s result, or None with its errors added to the form."""
@@ -38,7 +44,8 @@ class ServiceValidatedForm(forms.ModelForm):
         return None
 
     def add_field_error(self, name: str | None, message: str) -> None:
-        name = self.field_aliases.get(name, name)
+        if name is not None:
+            name = self.field_aliases.get(name, name)
         if name is not None and name not in self.fields:
             name = None
         if name is not None and name in self.errors:

@@ -23,6 +23,7 @@ import math
 import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from django.core.cache import caches
 from django.core.cache.backends.base import BaseCache
@@ -165,7 +166,7 @@ class Shared:
     breaker: Breaker
     local: LocMemCache
     extras: LocalExtras
-    script: object = None
+    script: Any = None  # redis-py's registered Lua script, made on first use
 
 
 _SHARED: dict[tuple, Shared] = {}
@@ -175,6 +176,11 @@ _LOCMEM_EXTRAS: dict[str, LocalExtras] = {}
 
 class ResilientRedisCache(RedisCache):
     """Django's RedisCache, falling back to process-local memory while Redis is unavailable."""
+
+    # Set by RedisCache.__init__ (private there, so not in django-stubs).
+    _servers: list[str]
+    _options: dict[str, Any]
+    _class: type
 
     def __init__(self, server, params):
         super().__init__(server, params)

@@ -123,8 +123,9 @@ def api_exception_handler(exc: Exception, context: dict) -> Response:
         message, metadata = _validation_response(exc)
     elif isinstance(exc, exceptions.APIException):
         status, message = exc.status_code, str(exc.detail)
-        if getattr(exc, "wait", None) is not None:
-            headers["Retry-After"] = str(int(exc.wait))
+        wait = getattr(exc, "wait", None)
+        if wait is not None:
+            headers["Retry-After"] = str(int(wait))
     elif isinstance(exc, Http404):
         status, message = 404, MSG_NOT_FOUND
     elif isinstance(exc, PermissionDenied):
@@ -134,8 +135,9 @@ def api_exception_handler(exc: Exception, context: dict) -> Response:
         logger.exception("Unhandled error in %s", type(view).__name__ if view else "view")
         status, message = 500, MSG_INTERNAL
     body = error_body(status, message, metadata)
-    if getattr(exc, "gateway_metadata", None) is not None:
-        body["gateway_metadata"] = exc.gateway_metadata
+    gateway_metadata = getattr(exc, "gateway_metadata", None)
+    if gateway_metadata is not None:
+        body["gateway_metadata"] = gateway_metadata
     response = Response(body, status=status)
     for name, value in headers.items():
         response[name] = value

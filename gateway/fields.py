@@ -57,6 +57,8 @@ def check_text(value: str) -> None:
 class _PlainGetValue:
     """Read a field as sent: a present empty query parameter is "" (DRF's HTML-form handling drops it)."""
 
+    field_name: str | None  # set by DRF's Field.bind
+
     def get_value(self, dictionary):
         return dictionary.get(self.field_name, empty)
 
@@ -139,7 +141,8 @@ class MoneyField(_PlainGetValue, serializers.DecimalField):
             raise serializers.ValidationError(MSG_NUMBER)
         if self.max_value is not None and data > self.max_value:
             raise serializers.ValidationError(f"must be at most {self.max_value}")
-        return super().to_internal_value(str(Decimal(repr(data)).quantize(Decimal(1).scaleb(-self.decimal_places))))
+        step = Decimal(1).scaleb(-(self.decimal_places or 0))
+        return super().to_internal_value(str(Decimal(repr(data)).quantize(step)))
 
     def to_representation(self, value):
         return float(value)

@@ -20,7 +20,7 @@ from gunicorn.workers.gthread import ThreadWorker
 MSG_INTERNAL = "Internal server error"
 
 # (error class, status, reason phrase, message), first match wins: subclasses before their bases.
-PROTOCOL_ERRORS: tuple[tuple[type, int, str, str], ...] = (
+PROTOCOL_ERRORS: tuple[tuple[type | tuple[type, ...], int, str, str], ...] = (
     (errors.InvalidResponseHeader, 500, "Internal Server Error", MSG_INTERNAL),
     (errors.InvalidResponseHeaderName, 500, "Internal Server Error", MSG_INTERNAL),
     (errors.LimitRequestLine, 414, "URI Too Long", "The request line (method and URL) is too long"),

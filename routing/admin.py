@@ -1,9 +1,12 @@
+from collections.abc import Callable
+
 from django import forms
 from django.contrib import admin
 
 from byok.shapes import ShapeError, operator_credential
 from gateway.admin_forms import ServiceValidatedForm
 from routing.models import AccountRoutingSettings, Endpoint, Model, Provider
+from routing.serializers import AccountRoutingSettingsSerializer
 from routing.services import (
     CatalogError,
     account_routing_update,
@@ -17,8 +20,8 @@ from routing.services import (
 class CatalogRowForm(ServiceValidatedForm):
     """A catalog row checked by the loader's own rules (`routing.services.*_problems`)."""
 
-    problems = staticmethod(lambda values: [])
-    service_errors = (CatalogError,)
+    problems: Callable[[dict], list[tuple[str, str]]] = staticmethod(lambda values: [])
+    service_errors: tuple[type[Exception], ...] = (CatalogError,)
 
     def clean(self):
         cleaned = super().clean()
@@ -130,8 +133,6 @@ class AccountRoutingSettingsForm(ServiceValidatedForm):
         self.routing_changes = None
         if self.errors:
             return cleaned
-        from routing.serializers import AccountRoutingSettingsSerializer
-
         data = {name: cleaned.get(name) for name in self.SETTINGS if name in self.fields}
         for name in ("allowed_providers", "ignored_providers"):
             if name in data and data[name] is None:

@@ -67,6 +67,8 @@ class Model(models.Model):
     supported_parameters = models.JSONField(default=list, blank=True)
     tokenizer = models.CharField(max_length=40, blank=True)
 
+    live_endpoints: list["Endpoint"]  # set by the selectors' Prefetch(to_attr="live_endpoints")
+
     class Meta:
         ordering = ["id"]
 

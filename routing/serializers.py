@@ -1,7 +1,10 @@
 from rest_framework import serializers
 
 from gateway import fields
+from routing.models import Provider
+from routing.preferences import slug_matches
 from routing.pricing import per_token
+from routing.selectors import cheapest
 
 
 class ModelArchitectureSerializer(serializers.Serializer):
@@ -56,7 +59,7 @@ class ListLinksSerializer(serializers.Serializer):
 
 
 class ModelListSerializer(serializers.Serializer):
-    data = ModelRecordSerializer(many=True)
+    data = ModelRecordSerializer(many=True)  # type: ignore[assignment]  # the envelope's field shadows Serializer.data
     total_count = serializers.IntegerField()
     links = ListLinksSerializer()
 
@@ -110,7 +113,7 @@ class ModelEndpointsSerializer(serializers.Serializer):
 
 
 class ModelEndpointsEnvelopeSerializer(serializers.Serializer):
-    data = ModelEndpointsSerializer()
+    data = ModelEndpointsSerializer()  # type: ignore[assignment]  # the envelope's field shadows Serializer.data
 
 
 class ProviderRecordSerializer(serializers.Serializer):
@@ -125,7 +128,7 @@ class ProviderRecordSerializer(serializers.Serializer):
 
 
 class ProviderListSerializer(serializers.Serializer):
-    data = ProviderRecordSerializer(many=True)
+    data = ProviderRecordSerializer(many=True)  # type: ignore[assignment]  # the envelope's field shadows Serializer.data
 
 
 def architecture(model) -> dict:
@@ -146,9 +149,8 @@ def endpoint_pricing(endpoint) -> dict:
 
 
 def model_record(model) -> dict:
-    from routing.selectors import cheapest
-
     top = cheapest(model.live_endpoints)
+    assert top is not None, "the catalog lists only models with a live endpoint"
     return ModelRecordSerializer({
         "id": model.id, "canonical_slug": model.id, "name": model.name, "created": model.created,
         "description": model.description, "context_length": model.context_length,
@@ -182,9 +184,6 @@ class AccountRoutingSettingsSerializer(serializers.Serializer):
     data_collection = fields.ChoiceField(choices=["allow", "deny"], required=False)
 
     def _known(self, slugs: list[str]) -> list[str]:
-        from routing.models import Provider
-        from routing.preferences import slug_matches
-
         known = list(Provider.objects.values_list("slug", flat=True))
         unknown = [s for s in slugs if not any(slug_matches(s, k) for k in known)]
         if unknown:
@@ -199,4 +198,4 @@ class AccountRoutingSettingsSerializer(serializers.Serializer):
 
 
 class AccountRoutingEnvelopeSerializer(serializers.Serializer):
-    data = AccountRoutingSettingsSerializer()
+    data = AccountRoutingSettingsSerializer()  # type: ignore[assignment]  # the envelope's field shadows Serializer.data

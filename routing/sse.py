@@ -86,7 +86,8 @@ def iter_lines(chunks: Iterable[bytes], *, limit: int | None = None) -> Iterator
 
 def decode_sse(chunks: Iterable[bytes], *, limit: int | None = None) -> Iterator[SSEEvent]:
     limit = limit or max_line_bytes()
-    event_type, data_lines, size = "", [], 0
+    event_type, size = "", 0
+    data_lines: list[str] = []
     for line in iter_lines(chunks, limit=limit):
         if line == "":
             if data_lines:

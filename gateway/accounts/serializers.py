@@ -12,7 +12,7 @@ MAX_KEY_LIMIT = Decimal("1000000000")  # USD; the column holds 12 integer digits
 class KeyUsageFieldsSerializer(serializers.Serializer):
     """Limit and usage fields shared by key records and the current key's metadata (UTC windows)."""
 
-    label = serializers.CharField(help_text="Masked key: prefix and last characters.")
+    label = serializers.CharField(help_text="Masked key: prefix and last characters.")  # type: ignore[assignment]  # shadows Field.label
     is_management_key = serializers.BooleanField()
     limit = serializers.FloatField(allow_null=True)
     limit_remaining = serializers.FloatField(allow_null=True)
@@ -58,16 +58,16 @@ def api_key_record(key: ApiKey) -> dict:
 
 
 class ApiKeyEnvelopeSerializer(serializers.Serializer):
-    data = ApiKeyRecordSerializer()
+    data = ApiKeyRecordSerializer()  # type: ignore[assignment]  # the envelope's field shadows Serializer.data
 
 
 class ApiKeyListSerializer(serializers.Serializer):
-    data = ApiKeyRecordSerializer(many=True)
+    data = ApiKeyRecordSerializer(many=True)  # type: ignore[assignment]  # the envelope's field shadows Serializer.data
     total_count = serializers.IntegerField()
 
 
 class ApiKeyCreatedSerializer(serializers.Serializer):
-    data = ApiKeyRecordSerializer()
+    data = ApiKeyRecordSerializer()  # type: ignore[assignment]  # the envelope's field shadows Serializer.data
     key = serializers.CharField(help_text="The plaintext key. Shown only in this response; store it now.")
 
 
@@ -115,4 +115,4 @@ class CurrentKeySerializer(KeyUsageFieldsSerializer):
 
 
 class CurrentKeyEnvelopeSerializer(serializers.Serializer):
-    data = CurrentKeySerializer()
+    data = CurrentKeySerializer()  # type: ignore[assignment]  # the envelope's field shadows Serializer.data

@@ -26,16 +26,17 @@ class ApiKeyRateThrottle(SimpleRateThrottle):
         self.rate = self.get_rate()
         if self.rate is None:
             return True
-        self.num_requests, self.duration = self.parse_rate(self.rate)
+        num_requests, duration = self.parse_rate(self.rate)
+        self.num_requests, self.duration = num_requests, duration
         self.key = self.get_cache_key(request, view)
-        if self.key is None:
+        if self.key is None or num_requests is None or duration is None:
             return True
-        counted = window_incr(key=self.key, seconds=self.duration)
+        counted = window_incr(key=self.key, seconds=duration)
         if not counted.shared and cache_uses_redis() and not settings.GATEWAY_RATE_LIMIT_FAIL_OPEN:
             raise GatewayError(MSG_RATE_LIMITER_UNAVAILABLE, status=503,
                                headers={"Retry-After": str(max(1, math.ceil(settings.REDIS_RETRY_SECONDS)))})
         self.retry_after = counted.retry_after
-        return counted.count <= self.num_requests
+        return counted.count <= num_requests
 
     def wait(self):
         return getattr(self, "retry_after", None)

@@ -22,7 +22,8 @@ class CreditTopUpForm(forms.ModelForm):
 
     def clean(self):
         """What `credits_topup` and the balance column would refuse, refused here (a form error, not a 500)."""
-        cleaned = super().clean()
+        super().clean()
+        cleaned = self.cleaned_data
         account, amount = cleaned.get("account"), cleaned.get("amount")
         if account is not None and amount is not None:
             balance = Account.objects.filter(pk=account.pk).values_list("balance", flat=True).first()

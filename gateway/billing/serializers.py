@@ -9,7 +9,7 @@ class CreditsSerializer(serializers.Serializer):
 
 
 class CreditsEnvelopeSerializer(serializers.Serializer):
-    data = CreditsSerializer()
+    data = CreditsSerializer()  # type: ignore[assignment]  # the envelope's field shadows Serializer.data
 
 
 class ProviderResponseSerializer(serializers.Serializer):
@@ -55,7 +55,7 @@ class GenerationSerializer(serializers.Serializer):
 
 
 class GenerationEnvelopeSerializer(serializers.Serializer):
-    data = GenerationSerializer()
+    data = GenerationSerializer()  # type: ignore[assignment]  # the envelope's field shadows Serializer.data
 
 
 class GenerationQuerySerializer(serializers.Serializer):

@@ -6,6 +6,9 @@ They apply the same strict JSON rules as `gateway.fields` and collect errors per
 callers turn them into one ValidationError whose paths read like `input[3].content[0].text`.
 """
 
+from collections.abc import Mapping
+from typing import Any
+
 from rest_framework import serializers
 
 from gateway.fields import MSG_ARRAY, MSG_BOOLEAN, MSG_OBJECT, MSG_STRING
@@ -21,7 +24,7 @@ class Fields:
 
     def __init__(self, source: dict):
         self.source = source
-        self.errors: dict[str, str] = {}
+        self.errors: dict[str, object] = {}  # a message, or a nested error detail
         self.out: dict = {}
 
     def text(self, name: str, *, required=False, null=False, blank=False, max_length=None, default=MISSING):
@@ -116,8 +119,8 @@ def check_count(value: list, limit: int, what: str) -> None:
         raise serializers.ValidationError(f"at most {limit} {what} (got {len(value)})")
 
 
-def raise_indexed(errors: dict[int, object]) -> None:
+def raise_indexed(errors: Mapping[int, object]) -> None:
     """Raise the first MAX_ERRORS per-entry errors, keyed by position (paths like `[3].role`)."""
     if errors:
-        first = dict(list(errors.items())[:MAX_ERRORS])
+        first: Any = dict(list(errors.items())[:MAX_ERRORS])  # DRF takes integer keys too (list positions)
         raise serializers.ValidationError(first)

@@ -2,6 +2,8 @@
 their outputs, reasoning, replayed assistant output). Validated by plain functions (see checks.py),
 after the count limits."""
 
+from typing import cast
+
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -143,7 +145,7 @@ def _output_value(value) -> str | None:
         texts = [part.get("text") for part in value if isinstance(part, dict)
                  and part.get("type") in ("input_text", "output_text")]
         if len(texts) == len(value) and all(isinstance(text, str) for text in texts):
-            return "".join(texts)
+            return "".join(cast(list[str], texts))
     return None
 
 
@@ -210,7 +212,7 @@ def validate_items(items: list) -> list[dict]:
     cleaned, errors = [], {}
     for index, item in enumerate(items):
         kind, error = _item_kind(item)
-        if error is not None:
+        if kind is None:
             errors[index] = error
             continue
         fields = Fields(item)

@@ -106,7 +106,8 @@ class ReasoningSerializer(serializers.Serializer):
                                      required=False, allow_null=True)
     summary = fields.ChoiceField(choices=["auto", "concise", "detailed"], required=False, allow_null=True)
     mode = fields.ChoiceField(choices=["standard", "pro"], required=False, allow_null=True)
-    context = fields.ChoiceField(choices=["auto", "all_turns", "current_turn"], required=False, allow_null=True)
+    context = fields.ChoiceField(  # type: ignore[assignment]  # the spec's field shadows Field.context
+        choices=["auto", "all_turns", "current_turn"], required=False, allow_null=True)
     enabled = fields.BooleanField(required=False, allow_null=True, default=None)
     max_tokens = fields.IntegerField(min_value=0, required=False, allow_null=True)
 

@@ -11,18 +11,17 @@ MAX_PATTERNS, MAX_PATTERN_CHARS, MAX_PATTERNS_TOTAL = 1024, 1024, 65536
 COST_TIERS = ("low", "medium", "high", "xhigh", "max")
 
 
-def _patterns(value: list[str]) -> list[str]:
+def _patterns(value: list[str]) -> None:
     if len(value) > MAX_PATTERNS:
         raise serializers.ValidationError(f"at most {MAX_PATTERNS} items")
     if any(len(item) > MAX_PATTERN_CHARS for item in value):
         raise serializers.ValidationError(f"each item at most {MAX_PATTERN_CHARS} characters")
     if sum(len(item) for item in value) > MAX_PATTERNS_TOTAL:
         raise serializers.ValidationError(f"at most {MAX_PATTERNS_TOTAL} characters in total")
-    return value
 
 
 class PluginBase(serializers.Serializer):
-    id = fields.CharField()
+    id: serializers.Field = fields.CharField()  # each plugin narrows it to its own id
     enabled = fields.BooleanField(required=False, default=True)
 
 
@@ -104,10 +103,10 @@ class FusionPluginSerializer(PluginBase):
     model = fields.CharField(required=False)
     max_tool_calls = fields.IntegerField(min_value=1, max_value=16, required=False, default=4)
     preset = fields.ChoiceField(choices=["general-high", "general-budget", "general-fast"], required=False)
-    tools = FusionToolSerializer(many=True, required=False, max_length=8)
+    tools = FusionToolSerializer(many=True, required=False, max_length=8)  # type: ignore[call-arg]  # for the ListSerializer
 
 
-PLUGIN_SERIALIZERS = {
+PLUGIN_SERIALIZERS: dict[str, type[serializers.Serializer]] = {
     "auto-router": AutoRouterPluginSerializer,
     "auto-beta-router": AutoBetaRouterPluginSerializer,
     "moderation": ModerationPluginSerializer,
@@ -122,7 +121,7 @@ PLUGIN_SERIALIZERS = {
 
 
 PLUGINS_FIELD_SCHEMA = PolymorphicProxySerializer(
-    component_name="Plugin", serializers=PLUGIN_SERIALIZERS, resource_type_field_name="id", many=True)
+    component_name="Plugin", serializers={**PLUGIN_SERIALIZERS}, resource_type_field_name="id", many=True)
 
 
 @extend_schema_field(PLUGINS_FIELD_SCHEMA)

@@ -1,6 +1,7 @@
 """The Responses request body (spec "Response request")."""
 
 import copy
+from typing import ClassVar
 
 from rest_framework import serializers
 
@@ -74,12 +75,14 @@ class ResponseCreateRequestSerializer(serializers.Serializer):
     trace = TraceSerializer(required=False)
     truncation = fields.ChoiceField(choices=["auto", "disabled"], required=False, allow_null=True)
 
+    _pristine_fields: ClassVar[dict[str, serializers.Field]]  # set by get_fields on first use
+
     def get_fields(self):
         """DRF deep-copies every declared field (and nested serializer) for each request, which is a good
         share of a request's CPU here. Deep-copy once per process, then hand each request shallow copies:
         binding only sets attributes on the copy, and no field of this serializer keeps per-request state."""
         cls = type(self)
-        pristine = cls.__dict__.get("_pristine_fields")
+        pristine = cls.__dict__.get("_pristine_fields")  # this class's own, not a base class's
         if pristine is None:
             pristine = super().get_fields()
             cls._pristine_fields = pristine

@@ -60,7 +60,8 @@ class ToolsField(serializers.Field):
         if not isinstance(data, list):
             raise serializers.ValidationError("must be an array of tool definitions")
         check_count(data, MAX_TOOLS, "tools")
-        cleaned, errors = [], {}
+        cleaned: list[dict] = []
+        errors: dict[int, object] = {}
         for index, tool in enumerate(data):
             if not isinstance(tool, dict):
                 errors[index] = "must be an object"

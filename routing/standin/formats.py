@@ -5,6 +5,7 @@ import json
 import time
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -285,7 +286,7 @@ def _converse_usage(plan: Plan) -> dict:
 
 
 def converse_body(plan: Plan) -> dict:
-    content = []
+    content: list[dict[str, Any]] = []
     if plan.reasoning:
         content.append({"reasoningContent": {"reasoningText": {"text": plan.reasoning, "signature": "standin-sig"}}})
     if plan.text:

@@ -5,6 +5,7 @@ endpoint (a `/s/<k=v,k=v>/` path prefix in the provider's base URL) and per requ
 import json
 import re
 from dataclasses import dataclass, fields, replace
+from typing import Any
 from urllib.parse import unquote
 
 DIRECTIVE = re.compile(r"<<standin (\{.*?\})>>", re.DOTALL)
@@ -34,7 +35,7 @@ class Script:
 
     def merged(self, overrides: dict) -> "Script":
         known = {f.name: f.type for f in fields(self)}
-        clean = {}
+        clean: dict[str, Any] = {}
         for name, value in overrides.items():
             if name not in known:
                 continue

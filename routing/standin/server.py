@@ -70,6 +70,7 @@ class StandinServer(ThreadingHTTPServer):
     @property
     def url(self) -> str:
         host, port = self.server_address[:2]
+        assert isinstance(host, str)  # an AF_INET server
         return f"http://{host}:{port}"
 
     def requests_for(self, suffix: str = "") -> list[dict]:
