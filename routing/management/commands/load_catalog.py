@@ -19,10 +19,10 @@ class Command(BaseCommand):
             try:
                 data = yaml.safe_load(Path(path).read_text())
             except (OSError, yaml.YAMLError) as exc:
-                raise CommandError(f"{path}: {exc}")
+                raise CommandError(f"{path}: {exc}") from exc
             try:
                 result = catalog_load(data=data or {})
             except CatalogError as exc:
-                raise CommandError(f"{path}: {exc}")
+                raise CommandError(f"{path}: {exc}") from exc
             self.stdout.write(f"{path}: {result.providers} providers, {result.models} models, "
                               f"{result.endpoints} endpoints")

@@ -13,6 +13,6 @@ class Command(BaseCommand):
         try:
             keys, providers = byok_reseal_all(), provider_reseal_all()
         except SecretsError as exc:
-            raise CommandError(str(exc))
+            raise CommandError(str(exc)) from exc
         self.stdout.write(f"re-encrypted {keys} BYOK keys and {providers} provider credentials "
                           f"under key {current_key_id()!r}")

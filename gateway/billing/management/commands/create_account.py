@@ -25,7 +25,7 @@ class Command(BaseCommand):
         try:
             credits = Decimal(options["credits"])
         except InvalidOperation:
-            raise CommandError("--credits must be a number")
+            raise CommandError("--credits must be a number") from None
         if credits < 0:
             raise CommandError("--credits must not be negative")
         provisioned = account_provision(

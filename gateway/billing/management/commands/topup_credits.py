@@ -1,4 +1,5 @@
 import json
+import uuid
 from decimal import Decimal, InvalidOperation
 
 from django.core.management.base import BaseCommand, CommandError
@@ -21,12 +22,12 @@ class Command(BaseCommand):
         try:
             amount = Decimal(options["amount"])
         except InvalidOperation:
-            raise CommandError("amount must be a number")
+            raise CommandError("amount must be a number") from None
         account = _find(options["account"])
         try:
             credits_topup(account_id=account.id, amount=amount, note=options["note"])
         except GatewayError as exc:
-            raise CommandError(exc.message)
+            raise CommandError(exc.message) from exc
         summary = credits_summary(account_id=account.id)
         self.stdout.write(json.dumps({
             "account_id": str(account.id), "balance": str(summary.balance),
@@ -35,14 +36,12 @@ class Command(BaseCommand):
 
 
 def _find(ref: str) -> Account:
-    import uuid
-
     try:
         account = Account.objects.filter(pk=uuid.UUID(ref)).first()
     except ValueError:
         matches = list(Account.objects.filter(name=ref)[:2])
         if len(matches) > 1:
-            raise CommandError(f"more than one account is named {ref!r}; use its id")
+            raise CommandError(f"more than one account is named {ref!r}; use its id") from None
         account = matches[0] if matches else None
     if account is None:
         raise CommandError(f"no account {ref!r}")
