@@ -1,13 +1,14 @@
-"""Shared fixtures. Personas: alice (funded account), bob_other_account (a second, unrelated account)."""
+"""Shared fixtures (plain helpers are in tests/support.py). Personas: alice (funded account),
+bob_other_account (a second, unrelated account)."""
 
-from dataclasses import dataclass
 from decimal import Decimal
 
 import pytest
-from rest_framework.test import APIClient
 
-from gateway.accounts.services import ProvisionedAccount
 from gateway.billing.provisioning import account_provision
+
+# The last three moved to tests/support.py; still importable from here for tests written against the old layout.
+from tests.support import STANDIN_KEY, Persona, assert_error_envelope, point_provider, standin_endpoint  # noqa: F401
 
 
 @pytest.fixture(autouse=True)
@@ -37,28 +38,6 @@ def _no_stray_outbound_http(monkeypatch):
     monkeypatch.setattr(socket.socket, "connect", guarded_connect)
 
 
-@dataclass(frozen=True)
-class Persona:
-    provisioned: ProvisionedAccount
-
-    @property
-    def account_id(self):
-        return self.provisioned.account_id
-
-    @property
-    def api_key(self) -> str:
-        return self.provisioned.inference_key.plaintext
-
-    @property
-    def management_key(self) -> str:
-        return self.provisioned.management_key.plaintext
-
-    def client(self, *, management: bool = False) -> APIClient:
-        client = APIClient()
-        client.credentials(HTTP_AUTHORIZATION=f"Bearer {self.management_key if management else self.api_key}")
-        return client
-
-
 @pytest.fixture
 def alice(db) -> Persona:
     return Persona(account_provision(name="alice", plan="payg", credits=Decimal("10")))
@@ -67,17 +46,6 @@ def alice(db) -> Persona:
 @pytest.fixture
 def bob_other_account(db) -> Persona:
     return Persona(account_provision(name="bob", plan="enterprise", credits=Decimal("5")))
-
-
-def assert_error_envelope(response, status: int) -> dict:
-    """The spec's Error body: error.code equals the HTTP status, a message, optional metadata."""
-    assert response.status_code == status, response.content
-    body = response.json()
-    assert set(body) <= {"error", "user_id", "gateway_metadata"}
-    assert body["error"]["code"] == status
-    assert isinstance(body["error"]["message"], str) and body["error"]["message"]
-    assert isinstance(body["error"].get("metadata", {}), dict)
-    return body
 
 
 @pytest.fixture(scope="session")
@@ -89,28 +57,6 @@ def standin():
     yield server
     server.shutdown()
     server.server_close()
-
-
-def standin_endpoint(server, *, adapter: str, script: str = "", allow_private: bool = True, **overrides):
-    """An EndpointInfo pointing at the stand-in, with an optional `/s/<script>/` behaviour prefix."""
-    from decimal import Decimal
-
-    from routing.catalog import EndpointInfo
-
-    prefix = f"/s/{script}" if script else ""
-    fields = dict(
-        id=0, model_id="standin/echo", provider_slug=f"standin-{adapter}", provider_name="Stand-in",
-        adapter=adapter, base_url=f"{server.url}{prefix}/v1", upstream_model="standin-echo",
-        price_prompt=Decimal("1"), price_completion=Decimal("2"), price_cached_input=None, price_cache_write=None,
-        price_reasoning=None, price_request=Decimal("0"), context_length=32768, max_completion_tokens=4096,
-        quantization="unknown", supported_parameters=(), service_tiers=(), zdr=True, retains_prompts=False,
-        trains_on_prompts=False, region="local", allow_private_network=allow_private, is_local_standin=True,
-    )
-    fields.update(overrides)
-    return EndpointInfo(**fields)
-
-
-STANDIN_KEY = "sk-standin-operator-key"
 
 
 @pytest.fixture
@@ -132,16 +78,6 @@ def standin_catalog(db, standin):
         provider_credential_set(provider=provider, plaintext=STANDIN_KEY)
     standin.clear()
     return standin
-
-
-def point_provider(slug: str, server, script: str = "") -> None:
-    """Give one stand-in provider a scripted behaviour (`/s/<script>/` prefix)."""
-    from routing.models import Provider
-
-    prefix = f"/s/{script}" if script else ""
-    provider = Provider.objects.get(slug=slug)
-    provider.base_url = f"{server.url}{prefix}/v1"
-    provider.save()
 
 
 @pytest.fixture(scope="session")

@@ -1,8 +1,74 @@
-"""Plain helpers shared by test modules (fixtures live in conftest.py): catalog data, scripted stand-in
-behaviours and canonical requests."""
+"""Plain helpers shared by test modules (fixtures live in conftest.py): personas, the error envelope check,
+catalog data, stand-in endpoints and scripted behaviours, canonical requests."""
 
+from dataclasses import dataclass
+from decimal import Decimal
+
+from rest_framework.test import APIClient
+
+from gateway.accounts.services import ProvisionedAccount
 from routing.canonical import CanonicalRequest, Message, TextPart
+from routing.catalog import EndpointInfo
 from routing.models import Provider
+
+STANDIN_KEY = "sk-standin-operator-key"
+
+
+@dataclass(frozen=True)
+class Persona:
+    provisioned: ProvisionedAccount
+
+    @property
+    def account_id(self):
+        return self.provisioned.account_id
+
+    @property
+    def api_key(self) -> str:
+        return self.provisioned.inference_key.plaintext
+
+    @property
+    def management_key(self) -> str:
+        return self.provisioned.management_key.plaintext
+
+    def client(self, *, management: bool = False) -> APIClient:
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {self.management_key if management else self.api_key}")
+        return client
+
+
+def assert_error_envelope(response, status: int) -> dict:
+    """The spec's Error body: error.code equals the HTTP status, a message, optional metadata."""
+    assert response.status_code == status, response.content
+    body = response.json()
+    assert set(body) <= {"error", "user_id", "gateway_metadata"}
+    assert body["error"]["code"] == status
+    assert isinstance(body["error"]["message"], str) and body["error"]["message"]
+    assert isinstance(body["error"].get("metadata", {}), dict)
+    return body
+
+
+def standin_endpoint(server, *, adapter: str, script: str = "", allow_private: bool = True, **overrides):
+    """An EndpointInfo pointing at the stand-in, with an optional `/s/<script>/` behaviour prefix."""
+    prefix = f"/s/{script}" if script else ""
+    fields = dict(
+        id=0, model_id="standin/echo", provider_slug=f"standin-{adapter}", provider_name="Stand-in",
+        adapter=adapter, base_url=f"{server.url}{prefix}/v1", upstream_model="standin-echo",
+        price_prompt=Decimal("1"), price_completion=Decimal("2"), price_cached_input=None, price_cache_write=None,
+        price_reasoning=None, price_request=Decimal("0"), context_length=32768, max_completion_tokens=4096,
+        quantization="unknown", supported_parameters=(), service_tiers=(), zdr=True, retains_prompts=False,
+        trains_on_prompts=False, region="local", allow_private_network=allow_private, is_local_standin=True,
+    )
+    fields.update(overrides)
+    return EndpointInfo(**fields)
+
+
+def point_provider(slug: str, server, script: str = "") -> None:
+    """Give one stand-in provider a scripted behaviour (`/s/<script>/` prefix)."""
+    prefix = f"/s/{script}" if script else ""
+    provider = Provider.objects.get(slug=slug)
+    provider.base_url = f"{server.url}{prefix}/v1"
+    provider.save()
+
 
 # slug: (price per M prompt = completion, zdr, retains, trains, quantization, params, tiers)
 PROVIDERS = {

@@ -8,7 +8,7 @@ from rest_framework.test import APIClient
 
 from gateway.accounts.models import ApiKey
 from gateway.errors import MSG_INVALID_KEY, MSG_MANAGEMENT_ONLY, MSG_MISSING_AUTH
-from tests.conftest import assert_error_envelope
+from tests.support import assert_error_envelope
 
 MANAGEMENT_PATHS = ["/api/v1/keys", "/api/v1/credits"]
 

@@ -7,7 +7,7 @@ from decimal import Decimal
 from gateway.accounts.keys import KEY_PREFIX, key_generate, key_hash, key_mask
 from gateway.accounts.models import ApiKey, Member
 from gateway.billing.services import credits_reserve, credits_settle
-from tests.conftest import assert_error_envelope
+from tests.support import assert_error_envelope
 
 
 def test_generated_keys_have_prefix_kind_and_256_bits():

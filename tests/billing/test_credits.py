@@ -23,7 +23,7 @@ from gateway.billing.services import (
     credits_topup,
 )
 from gateway.errors import PaymentRequired
-from tests.conftest import Persona
+from tests.support import Persona
 
 
 def ledger_sum(account_id) -> Decimal:

@@ -14,7 +14,7 @@ from gateway.accounts.models import Account
 from gateway.billing.models import EntryKind, Generation, LedgerEntry, Reservation
 from routing.models import Provider
 from routing.services import provider_credential_set
-from tests.conftest import assert_error_envelope, point_provider
+from tests.support import assert_error_envelope, point_provider
 
 PROVIDERS = ["standin-chat", "standin-responses", "standin-anthropic"]
 HUGE = {"input_tokens": 1_000_000_000, "output_tokens": 1_000_000_000}

@@ -7,8 +7,7 @@ import pytest
 
 from byok.models import ByokKey
 from gateway.accounts.models import ApiKey, Member
-from tests.conftest import assert_error_envelope
-from tests.support import DEPLOYMENT, SERVICE_ACCOUNT
+from tests.support import DEPLOYMENT, SERVICE_ACCOUNT, assert_error_envelope
 
 
 def create(client, **body):

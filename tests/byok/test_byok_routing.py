@@ -17,8 +17,7 @@ from gateway.accounts.services import api_key_create
 from gateway.billing.fees import BYOK_MONTHLY_ALLOWANCE
 from gateway.billing.models import EntryKind, Generation, LedgerEntry
 from routing.models import Provider
-from tests.conftest import Persona, assert_error_envelope
-from tests.support import PROVIDERS, point
+from tests.support import PROVIDERS, Persona, assert_error_envelope, point
 
 
 def add_key(persona: Persona, provider: str, key: str, **fields) -> dict:

@@ -14,8 +14,7 @@ from byok.selectors import byok_credentials
 from byok.shapes import MAX_SECRET_CHARS, ParsedCredential, ShapeError, parse_credential
 from routing.models import Provider
 from routing.services import CatalogError, catalog_load, provider_credential_set
-from tests.conftest import assert_error_envelope
-from tests.support import DEPLOYMENT, SERVICE_ACCOUNT
+from tests.support import DEPLOYMENT, SERVICE_ACCOUNT, assert_error_envelope
 
 CATALOG_CONFIG = {"api_key": "azure-catalog-key-123", "resource_name": "acme-ai"}
 ACCESS_KEYS = {"accessKeyId": "AKIAABCDEFGHIJKLMNOP", "secretAccessKey": "s" * 40, "region": "us-east-1"}

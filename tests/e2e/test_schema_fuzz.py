@@ -16,8 +16,8 @@ import pytest
 
 from gateway.accounts.services import api_key_create
 from gateway.billing.provisioning import account_provision
-from tests.conftest import Persona
 from tests.schema_fuzz_hooks import schemathesis_command
+from tests.support import Persona
 
 pytestmark = pytest.mark.live
 ROOT = Path(__file__).parents[2]

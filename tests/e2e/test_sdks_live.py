@@ -9,7 +9,7 @@ from openai import OpenAI
 from openrouter import OpenRouter
 
 from gateway.billing.provisioning import account_provision
-from tests.conftest import Persona
+from tests.support import Persona
 
 pytestmark = pytest.mark.live
 

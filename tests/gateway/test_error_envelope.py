@@ -7,7 +7,7 @@ from django.test import Client, override_settings
 from rest_framework.test import APIClient
 
 from gateway.errors import MSG_INTERNAL
-from tests.conftest import assert_error_envelope
+from tests.support import assert_error_envelope
 
 
 def test_malformed_json_is_400(alice):

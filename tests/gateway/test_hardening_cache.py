@@ -14,8 +14,8 @@ from django.test import Client, override_settings
 
 from gateway.accounts.throttling import MSG_RATE_LIMITER_UNAVAILABLE
 from gateway.cache import ResilientRedisCache, list_push, lists_get, window_incr
-from tests.conftest import assert_error_envelope
 from tests.live import REDIS_SERVER, PrivateRedis, free_port
+from tests.support import assert_error_envelope
 
 
 @pytest.fixture

@@ -17,8 +17,8 @@ from gateway.accounts.keys import key_hash
 from gateway.accounts.models import Account
 from gateway.billing.models import EntryKind, Generation, LedgerEntry, Reservation, ReservationStatus
 from gateway.billing.provisioning import account_provision
-from tests.conftest import Persona, assert_error_envelope
 from tests.live import LiveGateway, PrivateRedis, free_port
+from tests.support import Persona, assert_error_envelope
 
 pytestmark = pytest.mark.live
 RETRY_SECONDS = 1

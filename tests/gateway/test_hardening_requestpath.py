@@ -11,7 +11,7 @@ import pytest
 import requests
 
 from gateway.billing.provisioning import account_provision
-from tests.conftest import Persona
+from tests.support import Persona
 
 pytestmark = pytest.mark.live
 

@@ -8,7 +8,7 @@ import requests
 
 from gateway.billing.models import EntryKind, Generation, LedgerEntry
 from gateway.billing.provisioning import account_provision
-from tests.conftest import Persona
+from tests.support import Persona
 
 pytestmark = pytest.mark.live
 

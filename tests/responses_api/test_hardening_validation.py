@@ -12,7 +12,7 @@ import pytest
 
 from gateway.parsers import json_depth
 from responses_api.validation.limits import MAX_CONTENT_PARTS, MAX_INPUT_ITEMS, MAX_JSON_DEPTH, MAX_TOOLS
-from tests.conftest import assert_error_envelope
+from tests.support import assert_error_envelope
 
 BASE = {"model": "standin/echo", "input": "Hi"}
 ZERO_UUID = "00000000-0000-0000-0000-000000000000"

@@ -12,7 +12,7 @@ from rest_framework.test import APIClient
 from gateway.accounts.models import Account
 from gateway.billing.models import EntryKind, Generation, LedgerEntry
 from routing.services import catalog_load
-from tests.conftest import assert_error_envelope, point_provider
+from tests.support import assert_error_envelope, point_provider
 
 PROVIDERS = ["standin-chat", "standin-responses", "standin-anthropic"]
 

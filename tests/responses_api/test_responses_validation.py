@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from gateway.errors import _flatten_validation
 from responses_api.validation.request import ResponseCreateRequestSerializer
-from tests.conftest import assert_error_envelope
+from tests.support import assert_error_envelope
 
 BASE = {"model": "standin/echo", "input": "Hi"}
 

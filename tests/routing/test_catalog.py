@@ -14,7 +14,7 @@ from byok.crypto import mask_secret
 from routing.models import Endpoint, Model, Provider
 from routing.selectors import endpoints_for_model, provider_credentials
 from routing.services import CatalogError, catalog_load, provider_credential_set
-from tests.conftest import assert_error_envelope
+from tests.support import assert_error_envelope
 
 STANDIN_CATALOG = str(Path(__file__).parents[2] / "routing" / "catalog" / "standin.yaml")
 

@@ -14,7 +14,7 @@ from django.test import override_settings
 from routing.errors import UpstreamError
 from routing.providers.vertex import auth
 from routing.services import catalog_load
-from tests.conftest import Persona
+from tests.support import Persona
 
 PRIVATE_KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)
 PEM = PRIVATE_KEY.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,

@@ -27,7 +27,7 @@ from routing.providers.vertex import auth
 from routing.redact import REDACTED, request_secrets, scrub
 from routing.services import catalog_load, provider_credential_set
 from routing.upstream import build_upstream_request, call, open_stream
-from tests.conftest import Persona, assert_error_envelope, standin_endpoint
+from tests.support import Persona, assert_error_envelope, standin_endpoint
 from tests.support import ask as canonical_ask
 
 # ---- 3. the outbound address guard ------------------------------------------------------------------------

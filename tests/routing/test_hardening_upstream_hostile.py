@@ -25,8 +25,7 @@ from routing.providers.bedrock.eventstream import decode_event_stream, event
 from routing.selectors import endpoints_for_model
 from routing.sse import MSG_OVERSIZED, decode_sse, iter_lines
 from routing.upstream import build_upstream_request, call, open_stream
-from tests.conftest import assert_error_envelope, standin_endpoint
-from tests.support import ask
+from tests.support import ask, assert_error_envelope, standin_endpoint
 
 MiB = 1024 * 1024
 CAP = 1 * MiB

@@ -14,8 +14,7 @@ from routing.ordering import order_endpoints
 from routing.preferences import Preferences
 from routing.selectors import endpoints_for_model
 from routing.services import catalog_load, provider_credential_set
-from tests.conftest import assert_error_envelope
-from tests.support import PROVIDERS, point
+from tests.support import PROVIDERS, assert_error_envelope, point
 
 
 def tried(client, **body) -> list[str]:
@@ -234,7 +233,7 @@ def test_sticky_sessions_in_process(alice):
 
 
 def test_inverse_square_price_distribution():
-    from tests.conftest import standin_endpoint
+    from tests.support import standin_endpoint
 
     class Server:
         url = "http://127.0.0.1:1"

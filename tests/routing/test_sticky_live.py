@@ -10,9 +10,8 @@ import requests
 from gateway.billing.models import Generation
 from gateway.billing.provisioning import account_provision
 from routing.models import Endpoint
-from tests.conftest import Persona
 from tests.live import LiveGateway
-from tests.support import point
+from tests.support import Persona, point
 
 pytestmark = pytest.mark.live
 REDIS_URL = "redis://127.0.0.1:6379/3"

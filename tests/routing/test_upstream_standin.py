@@ -20,8 +20,7 @@ from routing.canonical import (
 )
 from routing.errors import UpstreamError
 from routing.upstream import build_upstream_request, call, open_stream
-from tests.conftest import standin_endpoint
-from tests.support import ask
+from tests.support import ask, standin_endpoint
 
 KINDS = ["openai_chat", "openai_responses", "anthropic"]
 CREDS = ProviderCredentials(api_key="sk-standin-good")
@@ -166,7 +165,7 @@ def test_loopback_destination_refused_unless_allowed(standin):
 
 
 def test_connection_refused_is_retryable():
-    from tests.conftest import standin_endpoint as make
+    from tests.support import standin_endpoint as make
 
     class Closed:
         url = "http://127.0.0.1:9"  # discard port: nothing listens
