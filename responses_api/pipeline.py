@@ -13,6 +13,7 @@ from dataclasses import replace
 from rest_framework.request import Request
 
 from gateway.errors import GatewayError
+from responses_api import stages
 from responses_api.metadata import metadata_requested
 from responses_api.normalize import Prepared
 from responses_api.render import output_items
@@ -25,7 +26,7 @@ from responses_api.service import (
     response_normalize,
     response_plan,
 )
-from responses_api.stages import POST_STAGES, PRE_STAGES, Block, StageEntry
+from responses_api.stages import Block, StageEntry
 from responses_api.streaming import response_open_stream
 from responses_api.validation.request import ResponseCreateRequestSerializer
 from routing.attempts import AttemptsFailed
@@ -60,22 +61,24 @@ def prepare_run(*, ctx: RequestContext, data: dict) -> ResponseRun:
 
 def pre_stages(prepared: Prepared, ctx: RequestContext) -> tuple[Prepared, list[StageEntry]]:
     ran: list[StageEntry] = []
-    for stage in PRE_STAGES:
+    for stage in stages.PRE_STAGES:
         result = stage(prepared.canonical, ctx)
         if isinstance(result, Block):
-            raise result.error(stage.name)
-        ran.append(StageEntry(stage=stage.name, outcome="passed" if result is prepared.canonical else "changed"))
+            raise result.error()
+        ran.append(StageEntry(type=stage.type, name=stage.name,
+                              outcome="passed" if result is prepared.canonical else "changed"))
         prepared = replace(prepared, canonical=result)
     return prepared, ran
 
 
 def post_stages(run: ResponseRun, response: CanonicalResponse) -> CanonicalResponse | GatewayError:
-    for stage in POST_STAGES:
+    for stage in stages.POST_STAGES:
         result = stage(response, run.ctx)
         if isinstance(result, Block):
-            run.pipeline.append(StageEntry(stage=stage.name, outcome="blocked"))
-            return result.error(stage.name)
-        run.pipeline.append(StageEntry(stage=stage.name, outcome="passed" if result is response else "changed"))
+            run.pipeline.append(StageEntry(type=stage.type, name=stage.name, outcome="blocked"))
+            return result.error()
+        run.pipeline.append(StageEntry(type=stage.type, name=stage.name,
+                                       outcome="passed" if result is response else "changed"))
         response = result
     return response
 

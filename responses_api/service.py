@@ -102,8 +102,7 @@ class ResponseRun:
         if not self.ctx.want_metadata:
             return None
         metadata = gateway_metadata(plan=self.plan, attempts=self.attempts, served=self.served)
-        if self.pipeline:  # only when a stage ran: without stages the output is as before
-            metadata["pipeline"] = [entry.as_dict() for entry in self.pipeline]
+        metadata["pipeline"] = [entry.as_dict() for entry in self.pipeline]  # [] when no stage ran
         return metadata
 
     def request_for(self, candidate: Candidate) -> CanonicalRequest:

@@ -1,7 +1,7 @@
 """The stage interface of the request pipeline (responses_api.pipeline). A stage is a named callable: a
 pre-stage gets the canonical request before routing and returns it (changed or not) or a Block; a post-stage
 gets the canonical response before settlement and returns it or a Block. Each stage that runs adds one
-`StageEntry` to `gateway_metadata.pipeline`."""
+`StageEntry` to `gateway_metadata.pipeline` (the spec's entry: `type`, `name`, `summary`, and `data`)."""
 
 from dataclasses import dataclass
 from typing import Literal, Protocol
@@ -17,26 +17,28 @@ class Block:
 
     message: str
     status: int = 400
+    metadata: dict | None = None  # the error's `metadata` (a guardrail: its `patterns`)
 
-    def error(self, stage: str) -> GatewayError:
-        return GatewayError(self.message, status=self.status, metadata={"pipeline": {"stage": stage,
-                                                                                     "blocked": True}})
+    def error(self) -> GatewayError:
+        return GatewayError(self.message, status=self.status, metadata=self.metadata)
 
 
 @dataclass(frozen=True, slots=True)
 class StageEntry:
     """One line of `gateway_metadata.pipeline`."""
 
-    stage: str
+    type: str  # the stage's kind: guardrail, request_plugin, response_plugin, server_tools
+    name: str
     outcome: Literal["passed", "changed", "blocked"]
 
     def as_dict(self) -> dict:
-        return {"stage": self.stage, "outcome": self.outcome}
+        return {"type": self.type, "name": self.name, "summary": self.outcome, "data": {}}
 
 
 class PreStage(Protocol):
     """Guardrails, request plugins: before routing, so a changed request is what gets planned and held."""
 
+    type: str
     name: str
 
     def __call__(self, request: CanonicalRequest, ctx: RequestContext) -> CanonicalRequest | Block: ...
@@ -45,6 +47,7 @@ class PreStage(Protocol):
 class PostStage(Protocol):
     """Response plugins, the server-tool loop: after the attempts, before settlement and rendering."""
 
+    type: str
     name: str
 
     def __call__(self, response: CanonicalResponse, ctx: RequestContext) -> CanonicalResponse | Block: ...

@@ -1,0 +1,96 @@
+"""The request pipeline (responses_api.pipeline): stages run in order and say so in gateway_metadata.pipeline
+(an empty list when no stage ran, as before); a blocking pre-stage is a 4xx before any hold or
+upstream call; byok decrypts a candidate's key only when that candidate is tried."""
+
+from dataclasses import replace
+
+import pytest
+
+import byok.selectors
+from gateway.billing.models import Generation, Reservation
+from responses_api import stages
+from responses_api.stages import Block
+from tests.conftest import assert_error_envelope
+
+METADATA = {"HTTP_X_GATEWAY_METADATA": "enabled"}
+
+
+def add_key(persona, provider: str, key: str, **fields) -> None:
+    response = persona.client(management=True).post("/api/v1/byok", {"provider": provider, "key": key, **fields},
+                                                     format="json")
+    assert response.status_code == 201, response.content
+
+
+def ask(client, **body):
+    return client.post("/api/v1/responses", {"model": "standin/echo", "input": "Hello",
+                                             "provider": {"sort": "price"}, **body}, format="json", **METADATA)
+
+
+class Instruct:
+    type, name = "request_plugin", "instruct"
+
+    def __call__(self, request, ctx):
+        return replace(request, instructions="Be brief")
+
+
+class Watch:
+    type, name = "response_plugin", "watch"
+
+    def __call__(self, response, ctx):
+        return response
+
+
+class Refuse:
+    type, name = "guardrail", "refuse"
+
+    def __call__(self, request, ctx):
+        return Block("This request is not allowed here", status=403, metadata={"patterns": ["secret"]})
+
+
+@pytest.fixture
+def configured(monkeypatch):
+    def install(pre=(), post=()):
+        monkeypatch.setattr(stages, "PRE_STAGES", list(pre))
+        monkeypatch.setattr(stages, "POST_STAGES", list(post))
+    return install
+
+
+def test_no_stage_an_empty_pipeline(alice, standin_catalog):
+    response = ask(alice.client())
+    assert response.status_code == 200
+    assert response.json()["gateway_metadata"]["pipeline"] == []
+
+
+def test_stages_run_in_order_and_are_listed(alice, standin_catalog, configured):
+    configured(pre=[Instruct()], post=[Watch()])
+    response = ask(alice.client())
+    assert response.status_code == 200
+    assert response.json()["gateway_metadata"]["pipeline"] == [
+        {"type": "request_plugin", "name": "instruct", "summary": "changed", "data": {}},
+        {"type": "response_plugin", "name": "watch", "summary": "passed", "data": {}}]
+    sent = standin_catalog.requests_for("/chat/completions")[-1]["body"]
+    assert sent["messages"][0] == {"role": "system", "content": "Be brief"}  # the changed request was sent
+
+
+def test_a_blocking_pre_stage_is_a_4xx_before_hold_and_upstream(alice, standin_catalog, configured):
+    configured(pre=[Refuse()])
+    before = len(standin_catalog.requests_for("/chat/completions"))
+    body = assert_error_envelope(ask(alice.client()), 403)
+    assert body["error"]["message"] == "This request is not allowed here"
+    assert body["error"]["metadata"]["patterns"] == ["secret"]
+    assert len(standin_catalog.requests_for("/chat/completions")) == before
+    assert not Reservation.objects.filter(account_id=alice.account_id).exists()
+    assert not Generation.objects.filter(account_id=alice.account_id).exists()
+
+
+def test_keys_are_decrypted_only_for_the_candidates_tried(alice, multi, monkeypatch):
+    add_key(alice, "alpha", "byok-alpha-1")
+    add_key(alice, "alpha", "byok-alpha-2")
+    add_key(alice, "alpha", "byok-alpha-fb", is_fallback=True)
+    opened = []
+    real = byok.selectors.unseal
+    monkeypatch.setattr(byok.selectors, "unseal", lambda sealed, aad: opened.append(aad) or real(sealed, aad=aad))
+    response = alice.client().post("/api/v1/responses", {"model": "multi/model", "input": "Hi",
+                                                         "provider": {"only": ["alpha"]}}, format="json")
+    assert response.status_code == 200 and response.json()["usage"]["is_byok"] is True
+    assert len(opened) == 1 and opened[0].startswith("byok:")  # the first key only: it served
