@@ -1,5 +1,6 @@
 from decimal import Decimal
 
+from django.utils import timezone
 from rest_framework import serializers
 
 from gateway import fields
@@ -93,8 +94,6 @@ class ApiKeyCreateRequestSerializer(serializers.Serializer):
     workspace_id = fields.UUIDField(required=False, allow_null=True)
 
     def validate_expires_at(self, value):
-        from django.utils import timezone
-
         if value is not None and value <= timezone.now():
             raise serializers.ValidationError("must be in the future")
         return value

@@ -4,6 +4,7 @@ from decimal import Decimal
 from uuid import UUID
 
 from django.db import transaction
+from django.utils import timezone
 
 from gateway.accounts.keys import key_generate, key_hash, key_mask
 from gateway.accounts.models import Account, ApiKey, KeyKind, LimitReset, Member, Workspace
@@ -78,8 +79,6 @@ def api_key_check(
         raise _field_error("kind", f"must be one of {KeyKind.values}")
     api_key_limit_check(limit=limit, limit_reset=limit_reset)
     if expires_at is not None:
-        from django.utils import timezone
-
         if expires_at <= timezone.now():
             raise _field_error("expires_at", "must be in the future")
     workspace = _workspace_of(account_id=account_id, workspace_id=workspace_id)

@@ -7,6 +7,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from routing.providers.bedrock.eventstream import event, exception
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -299,8 +301,6 @@ def converse_body(plan: Plan) -> dict:
 
 
 def converse_stream(plan: Plan) -> tuple[list[bytes], bytes]:
-    from routing.providers.bedrock.eventstream import event
-
     out = [event("messageStart", {"role": "assistant"})]
     index = 0
     if plan.reasoning:
@@ -327,7 +327,5 @@ def converse_stream(plan: Plan) -> tuple[list[bytes], bytes]:
 
 
 def converse_stream_error(status: int) -> bytes:
-    from routing.providers.bedrock.eventstream import exception
-
     kind = {429: "throttlingException", 400: "validationException"}.get(status, "internalServerException")
     return exception(kind, "stand-in failure")

@@ -3,10 +3,12 @@ of our adapters, with scripted behaviour (see script.py). Used by the tests, the
 `make run`, so the gateway answers real requests without any provider key."""
 
 import json
+import sys
 import threading
 import time
 from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs
 
 from routing.standin import formats
 from routing.standin.script import Script, directive, parse_path
@@ -61,8 +63,6 @@ class StandinServer(ThreadingHTTPServer):
         self.lock = threading.Lock()
 
     def handle_error(self, request, client_address):
-        import sys
-
         if isinstance(sys.exc_info()[1], ConnectionError):
             return  # the client hung up (timeouts, disconnect tests): expected, not an error
         super().handle_error(request, client_address)
@@ -151,8 +151,6 @@ class StandinHandler(BaseHTTPRequestHandler):
 
     def _token(self) -> None:
         """An OAuth token endpoint (JWT bearer grant) for service-account credentials."""
-        from urllib.parse import parse_qs
-
         form = parse_qs(self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode())
         with self.server.lock:
             self.server.received.append({"path": "/token", "credential": "", "body": form, "headers": {}})
