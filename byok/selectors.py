@@ -87,12 +87,13 @@ def byok_credentials(*, key_id: UUID, model_id: str) -> ProviderCredentials | No
     material = unseal(Sealed(key_id=row.key_id, blob=bytes(row.sealed)), aad=f"byok:{row.id}")
     parsed = restore(kind=row.kind, material=material)
     if row.kind == "azure":
-        config = azure_config_for(parsed.extra, model_id=model_id)
+        config = azure_config_for(parsed.extra if isinstance(parsed.extra, list) else [], model_id=model_id)
         if config is None:
             return None
         return ProviderCredentials(api_key=config["api_key"], is_byok=True, byok_key_id=row.id,
                                    extra={"azure_config": config})
-    return ProviderCredentials(api_key=parsed.api_key, is_byok=True, byok_key_id=row.id, extra=parsed.extra or {})
+    extra = parsed.extra if isinstance(parsed.extra, dict) else {}
+    return ProviderCredentials(api_key=parsed.api_key, is_byok=True, byok_key_id=row.id, extra=extra)
 
 
 def azure_config_for(configs: list[dict], *, model_id: str) -> dict | None:

@@ -84,7 +84,8 @@ def attach_error_metadata(exc: BaseException, *, requested: str, models=()) -> N
     """Give an error without gateway_metadata the unplanned account (the caller checked the opt-in)."""
     if getattr(exc, "gateway_metadata", None) is None:
         try:
-            exc.gateway_metadata = unplanned_metadata(requested=requested, models=models, reason=error_reason(exc))
+            metadata = unplanned_metadata(requested=requested, models=models, reason=error_reason(exc))
+            exc.gateway_metadata = metadata  # type: ignore[attr-defined]
         except AttributeError:  # an exception type that refuses attributes: answered without it
             pass
 
@@ -95,8 +96,9 @@ def requested_models(data) -> tuple[str, list[str]]:
         return "", []
     from routing.preferences import split_model_suffix
 
-    names = [data.get("model")] + (data.get("models") if isinstance(data.get("models"), list) else [])
-    names = [name[:256] for name in names if isinstance(name, str) and name]
+    listed = data.get("models")
+    given: list[object] = [data.get("model"), *(listed if isinstance(listed, list) else [])]
+    names = [name[:256] for name in given if isinstance(name, str) and name]
     return (names[0] if names else ""), [split_model_suffix(name)[0] for name in names]
 
 

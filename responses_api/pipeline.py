@@ -9,9 +9,11 @@ generation_settle, one transaction) -> render (responses_api.render for JSON, re
 
 from collections.abc import Iterator
 from dataclasses import replace
+from typing import cast
 
 from rest_framework.request import Request
 
+from gateway.accounts.authentication import Caller
 from gateway.errors import GatewayError
 from responses_api import stages
 from responses_api.metadata import metadata_requested
@@ -37,7 +39,8 @@ def authenticate(request: Request, data: dict) -> RequestContext:
     """The caller (authenticated by the view's permission), its session for sticky routing, and whether it
     asked for gateway_metadata."""
     session_id = data.get("session_id") or request.META.get("HTTP_X_SESSION_ID", "")[:256]
-    return RequestContext(caller=request.user, session_id=session_id, want_metadata=metadata_requested(request.META))
+    caller = cast(Caller, request.user)  # IsInferenceKey let only an inference key's caller through
+    return RequestContext(caller=caller, session_id=session_id, want_metadata=metadata_requested(request.META))
 
 
 def validate(request: Request) -> dict:

@@ -190,11 +190,11 @@ class ResponseRun:
 
     def result(self, response: CanonicalResponse, *, served: Candidate, items: list[dict],
                settled: Settled) -> dict:
+        input_cost, output_cost = usage_cost_split(endpoint=served.endpoint, usage=response.usage)
         return self.shell.render(
             status=response.status, model=served.endpoint.model_id, output=items,
             usage=usage_block(response.usage, cost=float(settled.charged), is_byok=served.is_byok,
-                              upstream_cost=(float(settled.list_cost), *map(float, usage_cost_split(
-                                  endpoint=served.endpoint, usage=response.usage)))),
+                              upstream_cost=(float(settled.list_cost), float(input_cost), float(output_cost))),
             incomplete_reason=response.incomplete_reason, service_tier=response.service_tier,
             metadata=self.metadata(),
         )

@@ -3,6 +3,7 @@
 completed (or incomplete, or failed)."""
 
 import json
+from typing import Any
 
 from responses_api.render import function_call_item, message_item, new_id, reasoning_item
 from routing.canonical import (
@@ -28,7 +29,9 @@ class StreamRenderer:
     def __init__(self) -> None:
         self.sequence = 0
         self.items: list[dict] = []
-        self.open: dict | None = None  # {"kind", "index", "id", ...state}
+        # The item being streamed, None between items: {"kind", "index", "id", ...state} (Any: its keys vary
+        # by kind, and every use is guarded by `_is_open`).
+        self.open: Any = None
         self.content_started = False
 
     def event(self, kind: str, **fields) -> bytes:

@@ -144,7 +144,7 @@ def _guarded_socket(conn: HTTPConnection) -> socket.socket:
         infos = socket.getaddrinfo(host, conn.port, type=socket.SOCK_STREAM)
     except socket.gaierror as exc:
         raise NewConnectionError(conn, f"cannot resolve {host}: {exc}") from exc
-    addresses = [info[4][0] for info in infos]
+    addresses = [str(info[4][0]) for info in infos]
     if not addresses or not all(is_public_address(address) for address in addresses):
         raise DestinationRefused(conn, f"destination {host} is not a public address")
     try:
@@ -327,6 +327,11 @@ def default_timeouts() -> Timeouts:
                     stream_max=settings.UPSTREAM_STREAM_MAX_SECONDS)
 
 
+def _seconds(deadline: float | None) -> float:
+    assert deadline is not None, "completed by _complete"
+    return deadline
+
+
 def _complete(timeouts: Timeouts | None) -> Timeouts:
     defaults = default_timeouts()
     if timeouts is None:
@@ -381,7 +386,7 @@ def request(
     _check_headers(headers)
     started = time.monotonic()
     watch = _Watch()
-    head_deadline = started + (timeouts.first_byte if stream else timeouts.total)
+    head_deadline = started + _seconds(timeouts.first_byte if stream else timeouts.total)
     WATCHDOG.arm(watch, head_deadline)
     context = _current_watch.set(watch)
     try:
@@ -396,7 +401,7 @@ def request(
         raise
     finally:
         _current_watch.reset(context)
-    response.gateway_watch = watch
+    response.gateway_watch = watch  # type: ignore[attr-defined]  # read by iter_body and close
     try:
         if not 200 <= response.status_code < 300:
             WATCHDOG.arm(watch, max(head_deadline, time.monotonic() + timeouts.read))
@@ -404,7 +409,7 @@ def request(
         elif not stream:
             _read_body(response, max_body or settings.UPSTREAM_MAX_RESPONSE_BYTES, truncate=False)
         else:
-            WATCHDOG.arm(watch, started + timeouts.stream_max)
+            WATCHDOG.arm(watch, started + _seconds(timeouts.stream_max))
             return response
     except BaseException:
         close(response)
@@ -517,7 +522,7 @@ def close(response: requests.Response) -> None:
 
 def _caused_by(exc: BaseException, kind: type | tuple[type, ...]) -> bool:
     seen = set()
-    stack = [exc]
+    stack: list[BaseException | None] = [exc]
     while stack:
         current = stack.pop()
         if current is None or id(current) in seen:

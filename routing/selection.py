@@ -130,7 +130,9 @@ def _arrange(endpoints, *, partition, keys: list[ByokKeyInfo], caller, credentia
             sections.append([endpoint])
     candidates: list[Candidate] = []
     for section in sections:
-        prioritized, shared, fallback = [], [], []
+        prioritized: list[Candidate] = []
+        shared: list[Candidate] = []
+        fallback: list[Candidate] = []
         for endpoint in section:
             matching = [k for k in keys if k.provider == endpoint.provider_slug and caller is not None
                         and k.applies(model_id=endpoint.model_id, api_key_hash=caller.api_key_hash,

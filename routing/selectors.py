@@ -1,6 +1,7 @@
 """Catalog reads."""
 
 import os
+from collections.abc import Sequence
 
 from django.db.models import Prefetch, Q, QuerySet
 
@@ -49,8 +50,8 @@ def provider_credentials(*, provider_slug: str, snapshot: CatalogSnapshot | None
 
 
 def models_list(
-    *, q: str = "", supported_parameters: list[str] = (), input_modalities: list[str] = (),
-    output_modalities: list[str] = (), providers: list[str] = (),
+    *, q: str = "", supported_parameters: Sequence[str] = (), input_modalities: Sequence[str] = (),
+    output_modalities: Sequence[str] = (), providers: Sequence[str] = (),
 ) -> list[Model]:
     endpoints = routable_endpoints().order_by("price_prompt", "price_completion", "id")
     models = Model.objects.filter(endpoints__in=routable_endpoints()).distinct().prefetch_related(

@@ -8,6 +8,9 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from typing import Any
+
+import requests
 
 from byok.credentials import ProviderCredentials
 from routing import http
@@ -43,8 +46,8 @@ def transport_error(exc: http.TransportError) -> UpstreamError:
 
 def credential_secrets(credentials: ProviderCredentials) -> tuple[str, ...]:
     """The secret strings in a credential (the key itself and the secret fields of its structured parts)."""
-    values = [credentials.api_key]
-    mappings = []
+    values: list[object] = [credentials.api_key]
+    mappings: list[object] = []
     if isinstance(credentials.extra, dict):
         mappings += [credentials.extra, credentials.extra.get("azure_config")]
     if (credentials.api_key or "").lstrip().startswith("{"):
@@ -88,8 +91,9 @@ def attempt_secrets(upstream: UpstreamRequest) -> tuple[str, ...]:
 
 def _send(endpoint: EndpointInfo, upstream: UpstreamRequest, *, stream: bool, timeouts: http.Timeouts | None):
     try:
-        body = {"content": upstream.content} if upstream.content is not None else {"json_body": upstream.body}
-        response = http.request("POST", upstream.url, headers=upstream.headers, **body,
+        payload: dict[str, Any] = {"content": upstream.content} if upstream.content is not None \
+            else {"json_body": upstream.body}
+        response = http.request("POST", upstream.url, headers=upstream.headers, **payload,
                                 timeouts=timeouts, stream=stream,
                                 allow_private=endpoint.allow_private_network and not upstream.customer_url)
     except http.TransportError as exc:
@@ -132,7 +136,7 @@ class UpstreamStream:
     """An open upstream stream. Iterate `events()`; always `close()` (it releases the connection)."""
 
     endpoint: EndpointInfo
-    response: object
+    response: requests.Response
     opened_at: float = field(default_factory=time.monotonic)
     secrets: tuple[str, ...] = field(default=(), repr=False)
 

@@ -11,7 +11,7 @@ from gateway.billing.models import Generation
 from gateway.billing.selectors import window_starts
 
 BYOK_FEE_RATE = Decimal("0.05")
-BYOK_MONTHLY_ALLOWANCE = {Plan.PAY_AS_YOU_GO: Decimal(25_000), Plan.ENTERPRISE: Decimal(200_000)}
+BYOK_MONTHLY_ALLOWANCE: dict[str, Decimal] = {Plan.PAY_AS_YOU_GO: Decimal(25_000), Plan.ENTERPRISE: Decimal(200_000)}
 
 
 def byok_month_to_date(*, account_id: UUID) -> Decimal:

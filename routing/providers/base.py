@@ -4,13 +4,17 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar, Literal
 
 from byok.credentials import ProviderCredentials
 from routing.canonical import CanonicalRequest, CanonicalResponse, StreamEvent
 from routing.errors import UpstreamError, error_type_for_status, is_retryable, parse_retry_after
 from routing.redact import SECRET_HEADERS
 from routing.sse import SSEEvent, decode_sse
+
+ResponseStatus = Literal["completed", "incomplete"]
+# An upstream stop reason as (status, incomplete reason).
+StopMapping = dict[str, tuple[ResponseStatus, str | None]]
 
 
 @dataclass(frozen=True)
@@ -61,7 +65,7 @@ class ProviderAdapter(ABC):
     def map_error(self, status: int, body: bytes, headers: Mapping[str, str]) -> UpstreamError:
         """Default mapping for JSON error bodies of the `{"error": {"message", "type", "code"}}` family."""
         message, code = error_details(body)
-        error_type = error_type_for_status(status)
+        error_type: str = error_type_for_status(status)
         retryable = is_retryable(status)
         if code == "context_length_exceeded" or _mentions_context_length(message):
             error_type, retryable = "context_length_exceeded", True
@@ -109,7 +113,7 @@ def bearer(credentials: ProviderCredentials) -> dict[str, str]:
     return {"Authorization": f"Bearer {credentials.api_key}"}
 
 
-def drop_none(mapping: dict) -> dict:
+def drop_none(mapping: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in mapping.items() if value is not None}
 
 

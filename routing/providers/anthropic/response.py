@@ -8,6 +8,7 @@ from routing.canonical import (
     CanonicalResponse,
     Finished,
     OutputFunctionCall,
+    OutputItem,
     OutputMessage,
     OutputReasoning,
     ReasoningDelta,
@@ -22,9 +23,9 @@ from routing.canonical import (
 )
 from routing.errors import UpstreamError
 from routing.providers.anthropic.request import FORMAT
-from routing.providers.base import stream_cut_error
+from routing.providers.base import StopMapping, stream_cut_error
 
-STOP = {
+STOP: StopMapping = {
     "end_turn": ("completed", None),
     "stop_sequence": ("completed", None),
     "tool_use": ("completed", None),
@@ -61,7 +62,9 @@ def usage(raw: dict | None, output_tokens: int | None = None) -> Usage:
 
 
 def parse(body: dict) -> CanonicalResponse:
-    output, texts, calls = [], [], []
+    output: list[OutputItem] = []
+    texts: list[str] = []
+    calls: list[OutputFunctionCall] = []
     for block in body.get("content") or []:
         kind = block.get("type")
         if kind == "thinking":
@@ -86,7 +89,7 @@ def parse(body: dict) -> CanonicalResponse:
 
 def stream_error(payload: dict) -> UpstreamError:
     error = payload.get("error") or {}
-    error_type, retryable = ERROR_TYPES.get(error.get("type"), ("provider_unavailable", True))
+    error_type, retryable = ERROR_TYPES.get(str(error.get("type")), ("provider_unavailable", True))
     return UpstreamError(error_type=error_type, message=str(error.get("message") or "Provider returned error")[:500],
                          retryable=retryable, provider_code=error.get("type"))
 

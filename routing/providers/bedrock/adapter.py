@@ -56,7 +56,8 @@ class BedrockAdapter(ProviderAdapter):
         message, _ = error_details(body)
         error_header = next((v for k, v in headers.items() if k.lower() == "x-amzn-errortype"), "")
         code = error_header.split(":", 1)[0] or None
-        error_type, retryable = error_type_for_status(status), is_retryable(status)
+        error_type: str = error_type_for_status(status)
+        retryable = is_retryable(status)
         if status == 424:  # ModelErrorException: the model failed; another endpoint may not
             error_type, retryable = "provider_unavailable", True
         if "too long" in message.lower() or "input is too long" in message.lower():

@@ -3,6 +3,7 @@ https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_Converse.htm
 
 import json
 import re
+from typing import Any
 
 from routing.canonical import (
     CanonicalRequest,
@@ -79,12 +80,12 @@ def build_body(request: CanonicalRequest) -> dict:
     system, messages = system_and_messages(request)
     inference = drop_none({"maxTokens": request.max_output_tokens, "temperature": request.temperature,
                            "topP": request.top_p})
-    extra = {}
+    extra: dict[str, Any] = {}
     reasoning = request.reasoning
     thinking_allowed = not (request.tools and forces_tool(request.tool_choice))  # as on Anthropic's own API
     if thinking_allowed and reasoning and reasoning.enabled is not False and reasoning.effort != "none" and (
             reasoning.effort or reasoning.max_tokens or reasoning.enabled):
-        budget = max(MIN_THINKING_BUDGET, reasoning.max_tokens or EFFORT_BUDGET.get(reasoning.effort or "medium"))
+        budget = max(MIN_THINKING_BUDGET, reasoning.max_tokens or EFFORT_BUDGET[reasoning.effort or "medium"])
         extra["thinking"] = {"type": "enabled", "budget_tokens": budget}
         inference.pop("temperature", None)
         if inference.get("topP", 1) < 0.95:

@@ -8,6 +8,7 @@ from routing.canonical import (
     CanonicalResponse,
     Finished,
     OutputFunctionCall,
+    OutputItem,
     OutputMessage,
     OutputReasoning,
     ReasoningDelta,
@@ -21,11 +22,11 @@ from routing.canonical import (
     UsageReported,
 )
 from routing.errors import UpstreamError, error_type_for_status
-from routing.providers.base import stream_cut_error
+from routing.providers.base import StopMapping, stream_cut_error
 from routing.providers.bedrock.eventstream import StreamMessage
 from routing.providers.bedrock.request import FORMAT
 
-STOP = {
+STOP: StopMapping = {
     "end_turn": ("completed", None),
     "tool_use": ("completed", None),
     "stop_sequence": ("completed", None),
@@ -48,7 +49,9 @@ def usage(raw: dict | None) -> Usage:
 
 
 def parse(body: dict) -> CanonicalResponse:
-    output, texts, calls = [], [], []
+    output: list[OutputItem] = []
+    texts: list[str] = []
+    calls: list[OutputFunctionCall] = []
     for block in ((body.get("output") or {}).get("message") or {}).get("content") or []:
         if "text" in block:
             texts.append(block["text"])

@@ -8,6 +8,7 @@ from routing.canonical import (
     CanonicalResponse,
     Finished,
     OutputFunctionCall,
+    OutputItem,
     OutputMessage,
     OutputReasoning,
     ReasoningDelta,
@@ -21,11 +22,11 @@ from routing.canonical import (
     UsageReported,
 )
 from routing.errors import UpstreamError
-from routing.providers.base import error_details, stream_cut_error
+from routing.providers.base import StopMapping, error_details, stream_cut_error
 from routing.sse import SSEEvent
 
 # finish_reason -> (status, incomplete reason)
-FINISH = {
+FINISH: StopMapping = {
     "stop": ("completed", None),
     "tool_calls": ("completed", None),
     "function_call": ("completed", None),
@@ -55,7 +56,7 @@ def _reasoning_text(holder: dict) -> str | None:
 def parse(body: dict) -> CanonicalResponse:
     choice = (body.get("choices") or [{}])[0]
     message = choice.get("message") or {}
-    output = []
+    output: list[OutputItem] = []
     reasoning = _reasoning_text(message)
     if reasoning:
         output.append(OutputReasoning(content=(reasoning,)))

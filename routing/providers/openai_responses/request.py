@@ -1,6 +1,8 @@
 """Canonical request -> OpenAI Responses body (stateless: store is false, reasoning travels encrypted).
 https://platform.openai.com/docs/api-reference/responses/create"""
 
+from typing import Any
+
 from routing.canonical import (
     CanonicalRequest,
     FilePart,
@@ -51,7 +53,7 @@ def build_body(request: CanonicalRequest) -> dict:
     reasoning = None
     if request.reasoning and request.reasoning.enabled is not False:
         reasoning = drop_none({"effort": request.reasoning.effort, "summary": request.reasoning.summary}) or None
-    body = {
+    body: dict[str, Any] = {
         "model": request.model,
         "input": [item for item in map(_item, request.input) if item is not None],
         "instructions": request.instructions,

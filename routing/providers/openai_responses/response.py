@@ -22,7 +22,7 @@ from routing.canonical import (
     UsageReported,
 )
 from routing.errors import UpstreamError
-from routing.providers.base import stream_cut_error
+from routing.providers.base import ResponseStatus, stream_cut_error
 from routing.providers.openai_responses.request import FORMAT
 
 
@@ -36,7 +36,7 @@ def usage(raw: dict | None) -> Usage:
     )
 
 
-def _status(body: dict) -> tuple[str, str | None]:
+def _status(body: dict) -> tuple[ResponseStatus, str | None]:
     if body.get("status") == "incomplete":
         return "incomplete", (body.get("incomplete_details") or {}).get("reason") or "max_output_tokens"
     return "completed", None

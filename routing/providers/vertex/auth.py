@@ -14,7 +14,7 @@ import threading
 import time
 
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import padding
+from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from byok.credentials import ProviderCredentials
 from routing import http
@@ -38,6 +38,8 @@ def signed_assertion(account: dict, *, now: int) -> str:
     signing_input = f"{_b64(json.dumps(header).encode())}.{_b64(json.dumps(claims).encode())}"
     try:
         key = serialization.load_pem_private_key(str(account.get("private_key") or "").encode(), password=None)
+        if not isinstance(key, rsa.RSAPrivateKey):
+            raise TypeError("RS256 needs an RSA key")
         signature = key.sign(signing_input.encode(), padding.PKCS1v15(), hashes.SHA256())
     except (ValueError, TypeError, AttributeError, UnicodeError) as exc:
         raise UpstreamError(error_type="authentication", message="The service account's private key is unusable",
