@@ -1,4 +1,5 @@
-"""POST /responses: plan the attempts, hold credits, call upstream with fallback, settle, record."""
+"""The steps of POST /responses that responses_api.pipeline calls: normalize, plan, hold (`response_*`), and
+the request's state across them (`ResponseRun`: its attempt sequence, pricing, and the one settlement)."""
 
 import logging
 import math
