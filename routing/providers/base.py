@@ -36,7 +36,6 @@ class UpstreamRequest:
 class ProviderAdapter(ABC):
     kind: ClassVar[str]
     docs_url: ClassVar[str] = ""
-    reasoning_format: ClassVar[str] = "unknown"
 
     def prepare_credentials(self, credentials: ProviderCredentials) -> ProviderCredentials:
         """Credentials as `build_request` needs them. Identity, unless the provider needs an exchange first (a

@@ -14,7 +14,6 @@ NATURAL_STATUS = {"invalid_request_error": 400, "authentication_error": 401, "pe
 class AnthropicAdapter(ProviderAdapter):
     kind = "anthropic"
     docs_url = "https://docs.anthropic.com/en/api/messages"
-    reasoning_format = messages_request.FORMAT
 
     def build_request(self, request, *, base_url, credentials):
         headers = {"x-api-key": credentials.api_key, "anthropic-version": messages_request.API_VERSION}

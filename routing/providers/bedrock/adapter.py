@@ -24,7 +24,6 @@ class BedrockAdapter(ProviderAdapter):
 
     kind = "bedrock"
     docs_url = "https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_Converse.html"
-    reasoning_format = converse_request.FORMAT
 
     def build_request(self, request, *, base_url, credentials):
         extra = credentials.extra if isinstance(credentials.extra, dict) else {}

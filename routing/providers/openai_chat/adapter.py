@@ -8,7 +8,6 @@ class OpenAIChatAdapter(ProviderAdapter):
 
     kind = "openai_chat"
     docs_url = "https://platform.openai.com/docs/api-reference/chat"
-    reasoning_format = "unknown"
 
     def build_request(self, request, *, base_url, credentials):
         return UpstreamRequest(url=f"{base_url}/chat/completions", body=chat_request.build_body(request),

@@ -6,7 +6,6 @@ from routing.providers.openai_responses import response as responses_response
 class OpenAIResponsesAdapter(ProviderAdapter):
     kind = "openai_responses"
     docs_url = "https://platform.openai.com/docs/api-reference/responses"
-    reasoning_format = responses_request.FORMAT
 
     def build_request(self, request, *, base_url, credentials):
         return UpstreamRequest(url=f"{base_url}/responses", body=responses_request.build_body(request),
