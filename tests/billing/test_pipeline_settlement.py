@@ -11,7 +11,7 @@ from gateway.accounts.models import Account
 from gateway.billing.generations import GenerationRecord, generation_id_new
 from gateway.billing.models import EntryKind, Generation, LedgerEntry, Reservation, ReservationStatus
 from gateway.billing.services import credits_reserve, generation_settle
-from tests.conftest import point_provider
+from tests.support import point_provider
 
 PROVIDERS = ["standin-chat", "standin-responses", "standin-anthropic"]
 

@@ -10,7 +10,7 @@ import byok.selectors
 from gateway.billing.models import Generation, Reservation
 from responses_api import stages
 from responses_api.stages import Block
-from tests.conftest import assert_error_envelope
+from tests.support import assert_error_envelope
 
 METADATA = {"HTTP_X_GATEWAY_METADATA": "enabled"}
 
