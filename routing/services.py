@@ -225,7 +225,7 @@ def provider_reseal_all() -> int:
     """Re-encrypt every operator credential under the keyring's newest key; returns how many changed."""
     newest, changed = current_key_id(), 0
     for provider in Provider.objects.exclude(credential_sealed=None).exclude(credential_key_id=newest):
-        sealed = reseal(Sealed(key_id=provider.credential_key_id, blob=bytes(provider.credential_sealed)),
+        sealed = reseal(Sealed(key_id=provider.credential_key_id, blob=bytes(provider.credential_sealed or b"")),
                         aad=f"provider:{provider.pk}")
         provider.credential_sealed, provider.credential_key_id = sealed.blob, sealed.key_id
         provider.save(update_fields=["credential_sealed", "credential_key_id", "updated_at"])
