@@ -102,14 +102,15 @@ class AttemptSequence:
                                                                                     float]:
         """The first candidate `action` succeeds with; raises AttemptsFailed when none is left or one failed
         for good (a non-retryable error: bad input fails the same way everywhere)."""
-        release_db_connection()  # an upstream call may take minutes: do not hold a pooled connection meanwhile
         last_error = None
         for candidate in self._remaining:
             started = time.monotonic()
             try:
+                credentials = candidate.credentials()  # decrypted now, for this attempt only (byok)
+                release_db_connection()  # an upstream call may take minutes: do not hold a pooled connection
                 request = upstream.build_upstream_request(endpoint=candidate.endpoint,
                                                           request=self._request_for(candidate),
-                                                          credentials=candidate.credentials())
+                                                          credentials=credentials)
                 return candidate, request, action(candidate, request), started
             except UpstreamError as error:
                 self.record(candidate, started, error)

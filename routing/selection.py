@@ -1,6 +1,6 @@
 """Which endpoints a request tries, in what order: `endpoints_for_request`."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from uuid import UUID
 
 from byok.credentials import ProviderCredentials
@@ -30,6 +30,9 @@ class Candidate:
 
     endpoint: EndpointInfo
     byok_key_id: UUID | None = None
+    # The catalog snapshot the plan was made from: where the operator's (sealed) credential is found without
+    # another catalog read at attempt time.
+    snapshot: CatalogSnapshot | None = field(default=None, repr=False, compare=False)
 
     @property
     def is_byok(self) -> bool:
@@ -40,7 +43,7 @@ class Candidate:
         if self.byok_key_id is not None:
             found = byok_credentials(key_id=self.byok_key_id, model_id=self.endpoint.model_id)
         else:
-            found = provider_credentials(provider_slug=self.endpoint.provider_slug)
+            found = provider_credentials(provider_slug=self.endpoint.provider_slug, snapshot=self.snapshot)
         if found is None:  # removed since the plan was made
             raise UpstreamError(error_type=ErrorType.AUTHENTICATION, retryable=True,
                                 message="The credentials for this provider are no longer configured")
@@ -113,7 +116,7 @@ def endpoints_for_request(
         keys = snapshot.cached(("byok", caller.account_id, caller.workspace_id), lambda: byok_keys_for_routing(
             account_id=caller.account_id, workspace_id=caller.workspace_id))
     candidates = _arrange(ordering.endpoints, partition=prefs.partition, keys=keys, caller=caller,
-                          credentials=credentials, excluded=excluded)
+                          credentials=credentials, excluded=excluded, snapshot=snapshot)
     if not candidates:
         raise _nothing_left(known=known, models=models, available=available, excluded=excluded,
                             estimated_input_tokens=estimated_input_tokens)
@@ -121,7 +124,8 @@ def endpoints_for_request(
                      basis=ordering.basis, service_tier=prefs.service_tier)
 
 
-def _arrange(endpoints, *, partition, keys: list[ByokKeyInfo], caller, credentials, excluded) -> tuple:
+def _arrange(endpoints, *, partition, keys: list[ByokKeyInfo], caller, credentials, excluded,
+             snapshot: CatalogSnapshot) -> tuple:
     sections: list[list[EndpointInfo]] = []
     for endpoint in endpoints:  # one section per model, or one for all with `partition: none`
         if sections and (partition == "none" or sections[-1][0].model_id == endpoint.model_id):
@@ -144,7 +148,7 @@ def _arrange(endpoints, *, partition, keys: list[ByokKeyInfo], caller, credentia
             if not credentials.get(endpoint.provider_slug):
                 excluded.add("credentials")
             elif _shared_allowed(endpoint, keys):
-                shared.append(Candidate(endpoint=endpoint))
+                shared.append(Candidate(endpoint=endpoint, snapshot=snapshot))
             else:
                 excluded.add("byok_only")
         candidates += prioritized + shared + fallback
