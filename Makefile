@@ -18,11 +18,12 @@ install: $(STAMP)
 run: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/run.sh
 
-## The whole suite: lint, the layers contract, migration and schema drift checks, tests (SQLite unless
+## The whole suite: lint, the layers contract, types, migration and schema drift checks, tests (SQLite unless
 ## DATABASE_URL is set).
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
+	$(BIN)/mypy
 	DJANGO_SETTINGS_MODULE=gateway.settings.test $(BIN)/python manage.py makemigrations --check --dry-run
 	DJANGO_SETTINGS_MODULE=gateway.settings.test $(BIN)/python manage.py spectacular --validate --fail-on-warn --file /dev/null
 	$(BIN)/python -m pytest
