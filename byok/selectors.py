@@ -82,8 +82,10 @@ def operator_credentials(*, provider_id: int, key_id: str, sealed: bytes) -> Pro
 
 def byok_credentials(*, key_id: UUID, model_id: str) -> ProviderCredentials | None:
     """Decrypt one key for the request about to use it (fails loudly with SecretsError, never returns an
-    empty key). None when the key has nothing for this model (an Azure key with no config for it)."""
-    row = ByokKey.objects.only("id", "kind", "sealed", "key_id").get(pk=key_id)
+    empty key). None when the key is gone or has nothing for this model (an Azure key with no config for it)."""
+    row = ByokKey.objects.only("id", "kind", "sealed", "key_id").filter(pk=key_id).first()
+    if row is None:  # deleted since the request was planned
+        return None
     material = unseal(Sealed(key_id=row.key_id, blob=bytes(row.sealed)), aad=f"byok:{row.id}")
     parsed = restore(kind=row.kind, material=material)
     if row.kind == "azure":
