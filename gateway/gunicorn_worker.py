@@ -6,10 +6,20 @@ itself, before the application runs, with an HTML page. This worker answers the 
 gunicorn chooses with the spec's error body instead. The messages are fixed per error class: nothing the
 client sent is echoed or logged (a malformed header line may hold a credential).
 
+It also gives the request line and headers a total deadline (REQUEST_HEADER_TIMEOUT_SECONDS, default 10):
+gunicorn reads them with blocking reads and no deadline of its own, so clients dripping a header byte a
+second could hold every worker thread. When the deadline passes, a watchdog shuts the socket's read side;
+the parser then sees the end of the stream and the connection is closed. The application's body deadline
+(gateway/middleware.py) takes over from there.
+
 Imported by the gunicorn master (gateway/gunicorn_conf.py): it must not import Django.
 """
 
 import json
+import os
+import socket
+import threading
+import time
 from datetime import datetime
 
 from gunicorn import util
@@ -69,8 +79,72 @@ def error_response_bytes(status: int, reason: str, message: str) -> bytes:
     return head.encode("latin-1") + body
 
 
+def header_timeout() -> float:
+    try:
+        return max(float(os.environ.get("REQUEST_HEADER_TIMEOUT_SECONDS", "10")), 0.1)
+    except ValueError:
+        return 10.0
+
+
+class HeaderDeadlines:
+    """Sockets whose request head must be in by a deadline; one polling thread shuts the late ones."""
+
+    TICK = 0.1
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._watched: dict[int, tuple[float, socket.socket]] = {}
+        self._thread: threading.Thread | None = None
+
+    def watch(self, sock: socket.socket, deadline: float) -> None:
+        with self._lock:
+            self._watched[id(sock)] = (deadline, sock)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="header-deadlines", daemon=True)
+                self._thread.start()
+
+    def unwatch(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._watched.pop(id(sock), None)
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(self.TICK)
+            now = time.monotonic()
+            with self._lock:
+                late = [key for key, (deadline, _) in self._watched.items() if deadline <= now]
+                socks = [self._watched.pop(key)[1] for key in late]
+            for sock in socks:
+                try:
+                    sock.shutdown(socket.SHUT_RD)
+                except OSError:
+                    pass
+
+
 class JsonErrorThreadWorker(ThreadWorker):
-    """gthread, with protocol errors in the JSON error body (same status codes as gunicorn's own)."""
+    """gthread, with protocol errors in the JSON error body (same status codes as gunicorn's own) and a total
+    deadline for each request's line and headers."""
+
+    header_deadlines = HeaderDeadlines()
+
+    def handle(self, conn):
+        self.header_deadlines.watch(conn.sock, time.monotonic() + header_timeout())
+        try:
+            return super().handle(conn)
+        finally:
+            self.header_deadlines.unwatch(conn.sock)
+
+    def handle_request(self, req, conn):
+        self.header_deadlines.unwatch(conn.sock)  # the head is in: the body has the application's deadline
+        return super().handle_request(req, conn)
+
+    def handle_http2(self, conn):
+        self.header_deadlines.unwatch(conn.sock)
+        return super().handle_http2(conn)
+
+    def handle_h2c_upgrade(self, conn, req, settings):
+        self.header_deadlines.unwatch(conn.sock)
+        return super().handle_h2c_upgrade(conn, req, settings)
 
     def handle_error(self, req, client, addr, exc):
         request_start = datetime.now()
