@@ -88,13 +88,22 @@ def decode_sse(chunks: Iterable[bytes], *, limit: int | None = None) -> Iterator
     limit = limit or max_line_bytes()
     event_type, size = "", 0
     data_lines: list[str] = []
+    idle = 0  # bytes of blank lines and comments since the last event: a flood of them is bounded too
     for line in iter_lines(chunks, limit=limit):
         if line == "":
             if data_lines:
                 yield SSEEvent(event=event_type or "message", data="\n".join(data_lines))
+                idle = 0
+            else:
+                idle += 1
+                if idle > limit:
+                    raise oversized_event()
             event_type, data_lines, size = "", [], 0
             continue
         if line.startswith(":"):
+            idle += len(line) + 1
+            if idle > limit:
+                raise oversized_event()
             continue
         name, _, value = line.partition(":")
         value = value[1:] if value.startswith(" ") else value

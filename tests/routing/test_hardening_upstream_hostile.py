@@ -329,3 +329,47 @@ def test_json_caps_do_not_touch_normal_answers(standin):
         upstream = build_upstream_request(endpoint=endpoint, request=ask(),
                                           credentials=ProviderCredentials(api_key="sk-standin-good"))
         assert call(endpoint=endpoint, upstream=upstream).status == "completed"
+
+
+def test_a_flood_of_blank_lines_and_comments_is_capped():
+    """Blank lines and comments dispatch nothing: without a cap, a compressed flood of them (a few hundred KB of
+    gzip) kept a worker parsing for minutes."""
+    consumed = []
+
+    def flood(piece):
+        while True:
+            consumed.append(1)
+            yield piece
+
+    for piece in (b"\n" * 16384, b":\n" * 8192, b": keep-alive\r\n\r\n" * 1000):
+        consumed.clear()
+        with pytest.raises(UpstreamError, match="oversized"):
+            list(decode_sse(flood(piece), limit=CAP))
+        assert len(consumed) <= 2 * CAP // len(piece) + 2  # (a CRLF counts as one)
+    # Keep-alive comments between real events never add up.
+    normal = (b": ping\n\n" * 100 + b"data: {}\n\n") * 50
+    assert len(list(decode_sse([normal], limit=2000))) == 50
+
+
+def gzip_newlines(arg):
+    bomb = _gzip_newlines()
+    yield SSE_HEAD + b"Content-Encoding: gzip\r\nConnection: close\r\n\r\n" + bomb
+
+
+@functools.cache
+def _gzip_newlines() -> bytes:
+    return gzip.compress(b": x\n" * (64 * MiB), compresslevel=9)  # 256 MiB of comments in ~250 KB
+
+
+SCRIPTS["gzip-newlines"] = gzip_newlines
+
+
+def test_a_compressed_stream_stops_at_its_deadline_even_when_already_received(hostile):
+    """The watchdog shuts the socket down at the deadline, but a gzip body already received keeps decoding:
+    the reader checks the deadline itself."""
+    _gzip_newlines()
+    with override_settings(UPSTREAM_MAX_LINE_BYTES=10 * 1024 * MiB):  # the idle cap out of the way
+        error, elapsed = attempt(hostile, "gzip-newlines/x", stream=True,
+                                 timeouts=http.Timeouts(connect=1, read=1, first_byte=1.5, total=1.5, stream_max=1.5))
+    assert error.error_type == "timeout"
+    assert elapsed < 6, elapsed
