@@ -7,11 +7,11 @@ times, however the stream is chunked), and a line or an event's data longer than
 the attempt instead of growing without bound.
 """
 
-import json
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from routing import jsonsafe
 from routing.errors import UpstreamError
 
 DEFAULT_MAX_LINE_BYTES = 8 * 1024 * 1024
@@ -25,7 +25,7 @@ class SSEEvent:
     data: str
 
     def json(self):
-        return json.loads(self.data)
+        return jsonsafe.loads(self.data)
 
 
 def max_line_bytes() -> int:

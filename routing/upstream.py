@@ -13,7 +13,7 @@ from typing import Any
 import requests
 
 from byok.credentials import ProviderCredentials
-from routing import http
+from routing import http, jsonsafe
 from routing.canonical import CanonicalRequest, CanonicalResponse, StreamEvent
 from routing.catalog import EndpointInfo
 from routing.errors import ErrorType, UpstreamError
@@ -115,8 +115,8 @@ def call(
 def _call(*, endpoint: EndpointInfo, upstream: UpstreamRequest, timeouts: http.Timeouts | None):
     response = _send(endpoint, upstream, stream=False, timeouts=timeouts)
     try:
-        body = response.json()
-    except (ValueError, json.JSONDecodeError):
+        body = jsonsafe.loads(response.content)
+    except ValueError:
         raise UpstreamError(error_type="provider_unavailable", message="The provider sent an unreadable response",
                             retryable=True, status=response.status_code) from None
     finally:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from byok.credentials import ProviderCredentials
+from routing import jsonsafe
 from routing.canonical import CanonicalRequest, CanonicalResponse, StreamEvent
 from routing.errors import UpstreamError, error_type_for_status, is_retryable, parse_retry_after
 from routing.redact import SECRET_HEADERS
@@ -80,7 +81,7 @@ class ProviderAdapter(ABC):
 def error_details(body: bytes) -> tuple[str, str | None]:
     """(message, code) from an upstream error body; a generic message when it is not JSON."""
     try:
-        payload = json.loads(body or b"{}")
+        payload = jsonsafe.loads(body or b"{}")
     except ValueError:
         return "Provider returned error", None
     error = payload.get("error") if isinstance(payload, dict) else None

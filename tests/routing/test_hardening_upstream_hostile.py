@@ -373,3 +373,71 @@ def test_a_compressed_stream_stops_at_its_deadline_even_when_already_received(ho
                                  timeouts=http.Timeouts(connect=1, read=1, first_byte=1.5, total=1.5, stream_max=1.5))
     assert error.error_type == "timeout"
     assert elapsed < 6, elapsed
+
+
+# ---- JSON the standard parser lets through --------------------------------------------------------------
+
+DEEP = b"[" * 100_000 + b"]" * 100_000
+
+
+def json_answer(kind: str):
+    bodies = {
+        "deep-ok": (200, b'{"choices": ' + DEEP + b"}"),
+        "deep-error": (400, b'{"error": ' + DEEP + b"}"),
+        "surrogate-ok": (200, b'{"id": "c1", "choices": [{"index": 0, "message": {"role": "assistant", '
+                              b'"content": "a\\ud800b\\udfff"}, "finish_reason": "stop"}], '
+                              b'"usage": {"prompt_tokens": 5, "completion_tokens": 3}}'),
+        "surrogate-error": (400, b'{"error": {"message": "bad \\udc00 thing", "code": "x\\ud800"}}'),
+        "surrogate-stream": (200, b'data: {"id": "c1", "choices": [{"index": 0, "delta": {"content": "a\\ud800b"}}]}'
+                                  b'\n\ndata: {"id": "c1", "choices": [{"index": 0, "delta": {}, '
+                                  b'"finish_reason": "stop"}]}\n\ndata: [DONE]\n\n'),
+        "deep-stream": (200, b"data: " + DEEP + b"\n\n"),
+    }
+    status, body = bodies[kind]
+    kind_header = b"text/event-stream" if kind.endswith("stream") else b"application/json"
+    yield (f"HTTP/1.1 {status} X\r\nContent-Type: ".encode() + kind_header
+           + f"\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body)
+
+
+SCRIPTS["json"] = json_answer
+
+
+@pytest.mark.parametrize("kind,stream", [("deep-ok", False), ("deep-error", False), ("deep-error", True),
+                                         ("deep-stream", True), ("surrogate-error", False)])
+def test_deep_or_invalid_unicode_upstream_json_is_an_attempt_failure(hostile, kind, stream):
+    """JSON nested past the recursion limit was a RecursionError (500); an escaped lone surrogate in an error
+    message was rendered into the client's error body (UnicodeEncodeError, 500)."""
+    error, _ = attempt(hostile, f"json/{kind}", stream=stream)
+    error.message.encode("utf-8")
+    str(error.provider_code or "").encode("utf-8")
+    if kind == "surrogate-error":
+        assert error.status == 400 and error.message == "bad \ufffd thing" and error.provider_code == "x\ufffd"
+    elif kind == "deep-error":
+        assert error.status == 400 and error.message == "Provider returned error"
+    else:
+        assert error.retryable
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_lone_surrogates_in_upstream_text_become_replacement_characters(hostile, stream):
+    endpoint = standin_endpoint(hostile, adapter="openai_chat",
+                                base_url=f"{hostile.url}/json/surrogate-{'stream' if stream else 'ok'}/v1")
+    upstream = build_upstream_request(endpoint=endpoint, request=ask(stream=stream),
+                                      credentials=ProviderCredentials(api_key="sk-hostile-test"))
+    if stream:
+        text = "".join(getattr(event, "text", "") for event in
+                       open_stream(endpoint=endpoint, upstream=upstream).events())
+    else:
+        text = call(endpoint=endpoint, upstream=upstream).output[0].text
+    assert text == ("a\ufffdb" if stream else "a\ufffdb\ufffd")
+
+
+def test_jsonsafe_keeps_valid_text_and_pairs():
+    from routing import jsonsafe
+
+    assert jsonsafe.loads(b'{"a": "\\ud83d\\ude00 \\u00e9", "\\ud800k": ["\\udc00"]}') == {
+        "a": "\U0001F600 \u00e9", "\ufffdk": ["\ufffd"]}
+    assert jsonsafe.loads('"\\\\ud800"') == "\\ud800"  # an escaped backslash, not a surrogate
+    assert jsonsafe.loads(b'{"a": "\xff"}') == {"a": "\ufffd"}  # invalid UTF-8, as requests decoded it
+    with pytest.raises(ValueError):
+        jsonsafe.loads(DEEP)

@@ -1,5 +1,5 @@
-import json
 
+from routing import jsonsafe
 from routing.errors import UpstreamError, error_type_for_status, is_retryable, parse_retry_after
 from routing.providers.anthropic import request as messages_request
 from routing.providers.anthropic import response as messages_response
@@ -30,7 +30,7 @@ class AnthropicAdapter(ProviderAdapter):
         """Anthropic errors: {"type": "error", "error": {"type", "message"}}; 529 is overloaded.
         https://docs.anthropic.com/en/api/errors"""
         try:
-            payload = json.loads(body or b"{}")
+            payload = jsonsafe.loads(body or b"{}")
         except ValueError:
             payload = {}
         error = payload.get("error") if isinstance(payload, dict) else None

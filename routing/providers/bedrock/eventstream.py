@@ -8,6 +8,7 @@ import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from routing import jsonsafe
 from routing.sse import max_line_bytes, oversized_event
 
 STRING = 7
@@ -76,7 +77,7 @@ def decode_event_stream(chunks: Iterable[bytes], *, limit: int | None = None) ->
                 raise FramingError("event-stream message checksum mismatch")
             headers = _headers(message[12: 12 + header_length])
             body = message[12 + header_length: -4]
-            yield StreamMessage(headers=headers, payload=json.loads(body) if body else {})
+            yield StreamMessage(headers=headers, payload=jsonsafe.loads(body) if body else {})
         if start:
             del buffer[:start]
             start = 0

@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from byok.credentials import ProviderCredentials
-from routing import http
+from routing import http, jsonsafe
 from routing.errors import UpstreamError
 
 SCOPE = "https://www.googleapis.com/auth/cloud-platform"
@@ -80,7 +80,7 @@ def access_token(account: dict, *, owner: str = "operator") -> str:
         raise UpstreamError(error_type="provider_unavailable", message="Could not reach the token endpoint",
                             retryable=True) from exc
     try:
-        payload = response.json() if response.status_code == 200 else {}
+        payload = jsonsafe.loads(response.content) if response.status_code == 200 else {}
     except ValueError:
         payload = {}
     finally:
