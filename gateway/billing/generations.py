@@ -1,16 +1,20 @@
 """Generation records: written once per request, read by `GET /generation`."""
 
+import re
 import secrets
 import string
 from dataclasses import asdict, dataclass, field
 from decimal import Decimal
 from uuid import UUID
 
+from django.db.models import CharField, TextField
+
 from gateway.billing.models import Generation
 from gateway.errors import NotFound
 
 _ALPHABET = string.ascii_letters + string.digits
 MSG_GENERATION_NOT_FOUND = "Generation not found"
+_SURROGATES = re.compile("[\ud800-\udfff]")
 
 
 def generation_id_new() -> str:
@@ -67,9 +71,22 @@ class GenerationRecord:
 
 
 def generation_create(*, record: GenerationRecord) -> Generation:
-    data = asdict(record)
+    data = _storable(asdict(record))
     data["provider_responses"] = [asdict(attempt) for attempt in record.provider_responses]
     return Generation.objects.create(**data)
+
+
+def _storable(data: dict) -> dict:
+    """Text fields as the database takes them. Some come from the upstream (its response id): a NUL, a lone
+    surrogate or a value longer than the column would fail the insert after the request was charged, losing the
+    record (streams) or turning a served answer into a 500 (JSON)."""
+    for model_field in Generation._meta.concrete_fields:
+        if not isinstance(model_field, CharField | TextField) or data.get(model_field.name) is None:
+            continue
+        value = data[model_field.name]
+        value = _SURROGATES.sub("\ufffd", (value if isinstance(value, str) else str(value)).replace("\x00", ""))
+        data[model_field.name] = value[:model_field.max_length] if model_field.max_length else value
+    return data
 
 
 def generation_get(*, account_id: UUID, generation_id: str) -> Generation:

@@ -232,3 +232,19 @@ def test_not_before_authentication(standin_catalog):
     assert "gateway_metadata" not in assert_error_envelope(ask(client, headers=METADATA), 401)
     client.credentials(HTTP_AUTHORIZATION="Bearer sk-or-v1-" + "0" * 64)
     assert "gateway_metadata" not in assert_error_envelope(ask(client, headers=METADATA), 401)
+
+
+@pytest.mark.parametrize("upstream_id", ["abc\x00def", "i" * 300, "a\ud800b", {"a": 1}])
+def test_upstream_text_on_the_generation_record_is_storable(alice, upstream_id):
+    """The upstream's response id is stored on the record: a NUL, a lone surrogate or more than the column holds
+    failed the insert after the charge (a JSON answer became a 500; a stream was charged without a record)."""
+    from gateway.billing.generations import GenerationRecord, generation_create, generation_id_new
+
+    record = generation_create(record=GenerationRecord(
+        id=generation_id_new(), account_id=alice.account_id, api_key_id=None, workspace_id=None,
+        requested_model="standin/echo", upstream_id=upstream_id, finish_reason="stop\x00" * 100))
+    stored = Generation.objects.get(pk=record.pk)
+    assert "\x00" not in stored.upstream_id and len(stored.upstream_id) <= 256
+    assert stored.upstream_id.encode("utf-8")
+    assert stored.upstream_id == {"abc\x00def": "abcdef", "a\ud800b": "a\ufffdb"}.get(
+        upstream_id if isinstance(upstream_id, str) else "", stored.upstream_id)
