@@ -141,8 +141,14 @@ class MoneyField(_PlainGetValue, serializers.DecimalField):
             raise serializers.ValidationError(MSG_NUMBER)
         if self.max_value is not None and data > self.max_value:
             raise serializers.ValidationError(f"must be at most {self.max_value}")
+        if self.min_value is not None and data < self.min_value:  # before quantize: a huge negative overflows it
+            raise serializers.ValidationError(f"must be at least {self.min_value}")
         step = Decimal(1).scaleb(-(self.decimal_places or 0))
-        return super().to_internal_value(str(Decimal(repr(data)).quantize(step)))
+        try:
+            value = Decimal(repr(data)).quantize(step)
+        except ArithmeticError:  # decimal.InvalidOperation: more digits than the context holds
+            raise serializers.ValidationError(f"must have at most {self.max_digits} digits") from None
+        return super().to_internal_value(str(value))
 
     def to_representation(self, value):
         return float(value)

@@ -146,6 +146,16 @@ def test_byok_patch_is_strict_too(alice, providers):
     assert client.patch(path, {"disabled": True, "sort_order": 0}, format="json").status_code == 200
 
 
+@pytest.mark.parametrize("limit", [-9223372036854775809, -1e20, -1, -0.5, 1e300])
+def test_an_out_of_range_key_limit_is_400_not_500(alice, limit):
+    """A negative limit with more digits than the decimal context holds overflowed quantize() (500) before the
+    minimum was checked."""
+    client = alice.client(management=True)
+    assert "limit" in fields_of(client.post("/api/v1/keys", {"name": "k", "limit": limit}, format="json"))
+    created = client.post("/api/v1/keys", {"name": "k2"}, format="json").json()["data"]["hash"]
+    assert "limit" in fields_of(client.patch(f"/api/v1/keys/{created}", {"limit": limit}, format="json"))
+
+
 def test_a_valid_key_limit_is_a_json_number(alice):
     created = alice.client(management=True).post("/api/v1/keys", {"name": " spaced ", "limit": 2.5}, format="json")
     assert created.status_code == 201, created.content
