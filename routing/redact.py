@@ -16,6 +16,8 @@ REDACTED = "[redacted]"
 MAX_MESSAGE = 2000  # characters of upstream text kept
 MIN_EXACT = 4  # shorter credentials are removed only as whole words (scrubbing "ab" everywhere mangles prose)
 MIN_TAIL = 6  # a text cut in the middle of a credential loses the credential's first characters too
+FRAGMENT = 10  # a run of this many characters of a secret is removed wherever it appears
+MIN_FRAGMENT_SECRET = 16  # ... for secrets (or '/'-separated parts of them) at least this long
 
 _CREDENTIAL_PARAM = re.compile(r"key|token|secret|sig|auth|credential|password|code", re.IGNORECASE)
 _SIGV4_PARTS = re.compile(r"(?:Credential|Signature)=([^,\s]+)")
@@ -58,6 +60,8 @@ def request_secrets(*, url: str, headers: dict, extra: Iterable[str] = ()) -> tu
 def scrub(text: str, secrets: Iterable[str] = ()) -> str:
     if not text:
         return text
+    secrets = tuple(secrets)
+    text = _cut_fragments(text, secrets)
     for secret in secrets:
         if len(secret) < MIN_EXACT:
             text = re.sub(rf"(?<![A-Za-z0-9_\-]){re.escape(secret)}(?![A-Za-z0-9_\-])", REDACTED, text)
@@ -71,6 +75,34 @@ def scrub(text: str, secrets: Iterable[str] = ()) -> str:
         text = pattern.sub(replacement, text)
     text = _AFTER_WORD.sub(_redact_token, text)
     return text[:MAX_MESSAGE]
+
+
+def _cut_fragments(text: str, secrets: tuple[str, ...]) -> str:
+    """Any run of FRAGMENT or more characters of a long secret (any case), wherever it is: an upstream that echoes
+    half a key ("sk-abc...") or its tail ("...xyz123") leaks part of it. Secrets are split on '/' and whitespace
+    first, so the non-secret parts of structured values (a SigV4 scope: date, region, service) are not used."""
+    pieces = {piece.lower() for secret in secrets for piece in re.split(r"[/\s]+", secret)
+              if len(piece) >= MIN_FRAGMENT_SECRET}
+    if not pieces or len(text) < FRAGMENT:
+        return text
+    grams = {piece[i:i + FRAGMENT] for piece in pieces for i in range(len(piece) - FRAGMENT + 1)}
+    lowered = text.lower()
+    covered = bytearray(len(text))
+    for start in range(len(text) - FRAGMENT + 1):
+        if lowered[start:start + FRAGMENT] in grams:
+            covered[start:start + FRAGMENT] = b"\x01" * FRAGMENT
+    if not any(covered):
+        return text
+    out, index = [], 0
+    while index < len(text):
+        if covered[index]:
+            while index < len(text) and covered[index]:
+                index += 1
+            out.append(REDACTED)
+        else:
+            out.append(text[index])
+            index += 1
+    return "".join(out)
 
 
 def _cut_tail(text: str, secret: str) -> str:

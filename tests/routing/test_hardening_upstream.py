@@ -409,3 +409,19 @@ def test_a_forged_service_account_never_gets_the_victims_token(db, standin, toke
     assert response.status_code >= 400 and response.json()["error"]
     assert len(standin.requests_for(":rawPredict")) == 1, "the attacker's request never reached Vertex"
     assert token_server.exchanges == 2
+
+
+def test_partial_echoes_of_a_credential_are_scrubbed():
+    """An upstream that echoes half a key, its tail, or the key in another case leaked that part; a run of 10
+    characters of a long secret is now removed anywhere. Non-secret parts of structured values are kept."""
+    key = "myBYOKsecretValue12345"
+    secrets = request_secrets(url="https://x.test/v1", headers={"Authorization": f"Bearer {key}"},
+                              extra=("AKIDEXAMPLEKEYID12345/20260101/us-west-2/bedrock/aws4_request",))
+    for echoed in (f"Invalid key {key[:11]}...", f"Invalid key ...{key[-12:]}", f"key {key.lower()}",
+                   f"key {key.upper()}!", f"X{key[3:-3]}X"):
+        cleaned = scrub(echoed, secrets)
+        assert REDACTED in cleaned, echoed
+        for size in range(10, len(key) + 1):
+            assert not any(key[i:i + size].lower() in cleaned.lower() for i in range(len(key) - size + 1)), cleaned
+    prose = "Model not available in us-west-2 on 20260101 (aws4_request); the key 'temperature' is invalid."
+    assert scrub(prose, secrets) == prose
