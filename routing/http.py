@@ -147,13 +147,17 @@ def _guarded_socket(conn: HTTPConnection) -> socket.socket:
     addresses = [str(info[4][0]) for info in infos]
     if not addresses or not all(is_public_address(address) for address in addresses):
         raise DestinationRefused(conn, f"destination {host} is not a public address")
-    try:
-        return urllib3_connection.create_connection(
-            (addresses[0], conn.port), conn.timeout, source_address=conn.source_address,
-            socket_options=conn.socket_options,
-        )
-    except OSError as exc:
-        raise NewConnectionError(conn, f"connection to {host} failed: {exc}") from exc
+    last_error: OSError | None = None
+    # The checked addresses in turn (one may be down, or IPv6 unrouted); at most 3, each within the connect timeout.
+    for address in list(dict.fromkeys(addresses))[:3]:
+        try:
+            return urllib3_connection.create_connection(
+                (address, conn.port), conn.timeout, source_address=conn.source_address,
+                socket_options=conn.socket_options,
+            )
+        except OSError as exc:
+            last_error = exc
+    raise NewConnectionError(conn, f"connection to {host} failed: {last_error}") from last_error
 
 
 # ---- deadlines --------------------------------------------------------------------------------------------

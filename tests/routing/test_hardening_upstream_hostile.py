@@ -441,3 +441,32 @@ def test_jsonsafe_keeps_valid_text_and_pairs():
     assert jsonsafe.loads(b'{"a": "\xff"}') == {"a": "\ufffd"}  # invalid UTF-8, as requests decoded it
     with pytest.raises(ValueError):
         jsonsafe.loads(DEEP)
+
+
+def test_the_guarded_connection_tries_every_checked_address(monkeypatch):
+    """Only the first resolved address was tried: a host whose first address is down (or an AAAA record on a host
+    without IPv6 routing) failed every call although its other address answered."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    dead = socket.create_server(("127.0.0.2", 0))  # bound, never listening again: refused
+    dead_port_closed = dead.getsockname()[1]
+    dead.close()
+
+    real_getaddrinfo = socket.getaddrinfo
+
+    def resolve(host, port_, *args, **kwargs):
+        if host != "two-addresses.test":
+            return real_getaddrinfo(host, port_, *args, **kwargs)
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.2", port_)),
+                (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port_))]
+
+    monkeypatch.setattr(http, "is_public_address", lambda address: True)
+    monkeypatch.setattr(http.socket, "getaddrinfo", resolve)
+    conn = http._GuardedHTTPConnection("two-addresses.test", port, timeout=2)
+    try:
+        sock = http._guarded_socket(conn)
+        assert sock.getpeername() == ("127.0.0.1", port)
+        sock.close()
+    finally:
+        listener.close()
+    assert dead_port_closed
