@@ -482,13 +482,13 @@ def iter_body(response: requests.Response, chunk_size: int = 16384):
                 # The deadline is checked per chunk too: a compressed body already received (a gzip bomb)
                 # keeps decoding after the watchdog shut the socket down.
                 if watch is not None and watch.fired:
-                    raise TransportError("timeout", "upstream exceeded its deadline")
+                    raise ReadTimeout("upstream exceeded its deadline")
                 yield data
         else:
             empty = 0
             while empty < 3:  # read1 returns b"" at the end of the body (and closes it)
                 if watch is not None and watch.fired:
-                    raise TransportError("timeout", "upstream exceeded its deadline")
+                    raise ReadTimeout("upstream exceeded its deadline")
                 data = raw.read1(chunk_size, decode_content=True)
                 if data:
                     empty = 0

@@ -8,6 +8,7 @@ becomes a ValueError; the second is replaced by U+FFFD."""
 
 import json
 import re
+from typing import Any
 
 REPLACEMENT = "\ufffd"
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abcdefABCDEF]")
@@ -15,18 +16,19 @@ _SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89abcdefABCDEF]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def loads(data: str | bytes | bytearray):
+def loads(data: str | bytes | bytearray) -> Any:
     """`json.loads` for upstream text (bytes: UTF-8, UTF-16 or UTF-32; invalid UTF-8 is decoded with U+FFFD)."""
     try:
         try:
             value = json.loads(data)
         except UnicodeDecodeError:
+            assert not isinstance(data, str)  # only bytes can fail to decode
             data = bytes(data).decode("utf-8", errors="replace")
             value = json.loads(data)
     except RecursionError:
         raise ValueError("the JSON is nested too deeply") from None
-    pattern = _SURROGATE_ESCAPE if isinstance(data, str) else _SURROGATE_ESCAPE_BYTES
-    if pattern.search(data):
+    found = _SURROGATE_ESCAPE.search(data) if isinstance(data, str) else _SURROGATE_ESCAPE_BYTES.search(data)
+    if found:
         value = clean(value)
     return value
 
@@ -35,14 +37,14 @@ def clean_text(text: str) -> str:
     return _SURROGATE.sub(REPLACEMENT, text)
 
 
-def clean(value):
+def clean(value: Any) -> Any:
     """`value` with every lone surrogate in its strings (keys too) replaced; iterative, so depth is no issue."""
     if isinstance(value, str):
         return clean_text(value)
     if not isinstance(value, dict | list):
         return value
     root = [value]
-    stack = [(root, 0)]
+    stack: list[tuple[Any, Any]] = [(root, 0)]
     while stack:
         holder, key = stack.pop()
         item = holder[key]
