@@ -22,6 +22,7 @@ run: $(STAMP)
 ## DATABASE_URL is set).
 test: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 	$(BIN)/mypy
 	DJANGO_SETTINGS_MODULE=gateway.settings.test $(BIN)/python manage.py makemigrations --check --dry-run

@@ -81,8 +81,13 @@ def percentiles(values: list[float]) -> dict:
     def pick(q):
         return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000, 2)
 
-    return {"n": len(values), "p50_ms": pick(0.5), "p95_ms": pick(0.95), "p99_ms": pick(0.99),
-            "mean_ms": round(statistics.fmean(values) * 1000, 2)}
+    return {
+        "n": len(values),
+        "p50_ms": pick(0.5),
+        "p95_ms": pick(0.95),
+        "p99_ms": pick(0.99),
+        "mean_ms": round(statistics.fmean(values) * 1000, 2),
+    }
 
 
 class Stack:
@@ -94,9 +99,13 @@ class Stack:
         self.standin_port, self.gateway_port = free_port(), free_port()
         database_url = args.database_url or f"sqlite:///{self.tmp.name}/bench.sqlite3"
         self.env = {
-            **os.environ, "DJANGO_SETTINGS_MODULE": "gateway.settings.base", "DATABASE_URL": database_url,
-            "SECRET_KEY": "benchmark-secret-key-" + "x" * 40, "STANDIN_API_KEY": "standin-bench-key",
-            "GATEWAY_ENCRYPTION_KEYS": "b1:" + "B" * 43 + "=", "LOG_LEVEL": "WARNING",
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "gateway.settings.base",
+            "DATABASE_URL": database_url,
+            "SECRET_KEY": "benchmark-secret-key-" + "x" * 40,
+            "STANDIN_API_KEY": "standin-bench-key",
+            "GATEWAY_ENCRYPTION_KEYS": "b1:" + "B" * 43 + "=",
+            "LOG_LEVEL": "WARNING",
             "DB_POOL_MAX_SIZE": str(args.db_pool),
         }
         for name in ("CHAT", "RESPONSES", "ANTHROPIC"):
@@ -104,23 +113,58 @@ class Stack:
         self.processes = []
 
     def manage(self, *command: str) -> str:
-        return subprocess.run([PYTHON, "manage.py", *command], cwd=ROOT, env=self.env, check=True,
-                              capture_output=True, text=True).stdout
+        return subprocess.run(
+            [PYTHON, "manage.py", *command], cwd=ROOT, env=self.env, check=True, capture_output=True, text=True
+        ).stdout
 
     def start(self) -> None:
         self.manage("migrate", "--noinput")
         self.manage("load_catalog", "routing/catalog/standin.yaml")
         account = json.loads(self.manage("create_account", "--name", f"bench-{os.getpid()}", "--credits", "1000000"))
         self.api_key = account["api_key"]
-        self.processes.append(subprocess.Popen(
-            [PYTHON, "manage.py", "standin_provider", "--port", str(self.standin_port), "--chunks", "20",
-             "--interval-ms", str(self.args.chunk_interval_ms)],
-            cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        self.processes.append(
+            subprocess.Popen(
+                [
+                    PYTHON,
+                    "manage.py",
+                    "standin_provider",
+                    "--port",
+                    str(self.standin_port),
+                    "--chunks",
+                    "20",
+                    "--interval-ms",
+                    str(self.args.chunk_interval_ms),
+                ],
+                cwd=ROOT,
+                env=self.env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
         self.gunicorn = subprocess.Popen(
-            [PYTHON, "-m", "gunicorn", "-c", "python:gateway.gunicorn_conf", "gateway.wsgi:application",
-             "--bind", f"127.0.0.1:{self.gateway_port}", "--workers", str(self.args.workers),
-             "--threads", str(self.args.threads), "--backlog", "4096", "--timeout", "120"],
-            cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            [
+                PYTHON,
+                "-m",
+                "gunicorn",
+                "-c",
+                "python:gateway.gunicorn_conf",
+                "gateway.wsgi:application",
+                "--bind",
+                f"127.0.0.1:{self.gateway_port}",
+                "--workers",
+                str(self.args.workers),
+                "--threads",
+                str(self.args.threads),
+                "--backlog",
+                "4096",
+                "--timeout",
+                "120",
+            ],
+            cwd=ROOT,
+            env=self.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         self.processes.append(self.gunicorn)
         wait_http(self.standin_port)
         wait_http(self.gateway_port, "/healthz")
@@ -173,12 +217,24 @@ def sequential(port: int, request: tuple, count: int) -> list[float]:
 # ---- 2. concurrent streams -------------------------------------------------------------------------
 
 
-async def one_stream(port: int, request: tuple, marker: bytes, start: asyncio.Event, *,
-                     first_token_only: bool = False, on_first_token=None) -> tuple[float | None, bool]:
+async def one_stream(
+    port: int,
+    request: tuple,
+    marker: bytes,
+    start: asyncio.Event,
+    *,
+    first_token_only: bool = False,
+    on_first_token=None,
+) -> tuple[float | None, bool]:
     path, body, headers = request
     payload = json.dumps(body).encode()
-    head = [f"POST {path} HTTP/1.1", "Host: 127.0.0.1", "Content-Type: application/json",
-            f"Content-Length: {len(payload)}", "Connection: close"] + [f"{k}: {v}" for k, v in headers.items()]
+    head = [
+        f"POST {path} HTTP/1.1",
+        "Host: 127.0.0.1",
+        "Content-Type: application/json",
+        f"Content-Length: {len(payload)}",
+        "Connection: close",
+    ] + [f"{k}: {v}" for k, v in headers.items()]
     await start.wait()
     started = time.perf_counter()
     ttft, writer = None, None
@@ -216,17 +272,24 @@ async def concurrent_streams(port: int, request: tuple, marker: bytes, count: in
     start.set()
     results = await asyncio.gather(*tasks)
     ttfts = [ttft for ttft, _ in results if ttft is not None]
-    return {**percentiles(ttfts), "completed": sum(ok for _, ok in results), "of": count,
-            "wall_s": round(time.perf_counter() - began, 2)}
+    return {
+        **percentiles(ttfts),
+        "completed": sum(ok for _, ok in results),
+        "of": count,
+        "wall_s": round(time.perf_counter() - began, 2),
+    }
 
 
-async def probes_while_held(port: int, held_request: tuple, probe_request: tuple, marker: bytes, count: int,
-                            probes: int) -> dict:
+async def probes_while_held(
+    port: int, held_request: tuple, probe_request: tuple, marker: bytes, count: int, probes: int
+) -> dict:
     """Hold `count` long streams open (each streaming), then measure the time to first token of `probes`
     further requests, one after another: the cost of carrying that many streams."""
     start, started = asyncio.Event(), []
-    held = [asyncio.create_task(one_stream(port, held_request, marker, start,
-                                           on_first_token=lambda: started.append(1))) for _ in range(count)]
+    held = [
+        asyncio.create_task(one_stream(port, held_request, marker, start, on_first_token=lambda: started.append(1)))
+        for _ in range(count)
+    ]
     start.set()
     deadline = time.perf_counter() + 60
     while len(started) < count and time.perf_counter() < deadline:
@@ -261,8 +324,10 @@ def main() -> None:
 
     stack = Stack(args)
     stack.start()
-    results = {"config": {k: v for k, v in vars(args).items() if k != "database_url"},
-               "database": "postgresql" if args.database_url.startswith("postgres") else "sqlite"}
+    results = {
+        "config": {k: v for k, v in vars(args).items() if k != "database_url"},
+        "database": "postgresql" if args.database_url.startswith("postgres") else "sqlite",
+    }
     try:
         # Warm up both paths (imports, pools, caches).
         sequential(stack.standin_port, direct_request(False), 20)
@@ -274,22 +339,41 @@ def main() -> None:
         through = sequential(stack.gateway_port, gateway_request(stack, False), args.requests)
         cpu_per_request = (cpu_seconds(workers) - cpu_before) / args.requests
         results["non_streaming"] = {
-            "direct": percentiles(direct), "gateway": percentiles(through),
+            "direct": percentiles(direct),
+            "gateway": percentiles(through),
             "added_p50_ms": round((statistics.median(through) - statistics.median(direct)) * 1000, 2),
             "gateway_cpu_ms_per_request": round(cpu_per_request * 1000, 2),
         }
         results["streams"] = {}
         for count in map(int, args.streams.split(",")):
-            direct_streams = asyncio.run(concurrent_streams(
-                stack.standin_port, direct_request(True), b'"content":"H', count))
-            gateway_streams = asyncio.run(concurrent_streams(
-                stack.gateway_port, gateway_request(stack, True), b"response.output_text.delta", count))
-            direct_probes = asyncio.run(probes_while_held(
-                stack.standin_port, direct_request(True, "Hello" + LONG), direct_request(True), b'"content":"H',
-                count, args.probes))
-            gateway_probes = asyncio.run(probes_while_held(
-                stack.gateway_port, gateway_request(stack, True, "Hello" + LONG), gateway_request(stack, True),
-                b"response.output_text.delta", count, args.probes))
+            direct_streams = asyncio.run(
+                concurrent_streams(stack.standin_port, direct_request(True), b'"content":"H', count)
+            )
+            gateway_streams = asyncio.run(
+                concurrent_streams(
+                    stack.gateway_port, gateway_request(stack, True), b"response.output_text.delta", count
+                )
+            )
+            direct_probes = asyncio.run(
+                probes_while_held(
+                    stack.standin_port,
+                    direct_request(True, "Hello" + LONG),
+                    direct_request(True),
+                    b'"content":"H',
+                    count,
+                    args.probes,
+                )
+            )
+            gateway_probes = asyncio.run(
+                probes_while_held(
+                    stack.gateway_port,
+                    gateway_request(stack, True, "Hello" + LONG),
+                    gateway_request(stack, True),
+                    b"response.output_text.delta",
+                    count,
+                    args.probes,
+                )
+            )
             results["streams"][str(count)] = {
                 "burst": {"direct": direct_streams, "gateway": gateway_streams},
                 "probe_while_held": {"direct": direct_probes, "gateway": gateway_probes},

@@ -42,7 +42,7 @@ def _fill(unit: dict, mib: float, cap: int | None) -> list:
 def shapes(mib: float, over: bool) -> dict[str, bytes]:
     from responses_api.validation import limits
 
-    cap = (lambda n: None if over else n)  # noqa: E731
+    cap = lambda n: None if over else n  # noqa: E731
     message = {"role": "user", "content": "hi"}
     tool = {"type": "function", "name": "f", "parameters": {"type": "object", "properties": {}}}
     part = {"type": "input_text", "text": "hi"}
@@ -56,19 +56,25 @@ def shapes(mib: float, over: bool) -> dict[str, bytes]:
     bodies = {
         "small input items": {"model": "a/b", "input": _fill(message, mib, cap(limits.MAX_INPUT_ITEMS))},
         "tools": {"model": "a/b", "input": "hi", "tools": tools},
-        "content parts": {"model": "a/b", "input": [
-            {"role": "user", "content": _fill(part, mib, cap(limits.MAX_CONTENT_PARTS))}]},
+        "content parts": {
+            "model": "a/b",
+            "input": [{"role": "user", "content": _fill(part, mib, cap(limits.MAX_CONTENT_PARTS))}],
+        },
         "function calls": {"model": "a/b", "input": _fill(call, mib, cap(limits.MAX_INPUT_ITEMS))},
         "one long string": {"model": "a/b", "input": "x" * int(mib * MIB)},
-        "tools nested to the limit": {"model": "a/b", "input": "hi", "tools": [
-            {"type": "function", "name": f"f{i}", "parameters": deep} for i in range(limits.MAX_TOOLS)]},
+        "tools nested to the limit": {
+            "model": "a/b",
+            "input": "hi",
+            "tools": [{"type": "function", "name": f"f{i}", "parameters": deep} for i in range(limits.MAX_TOOLS)],
+        },
     }
     encoded = {name: json.dumps(body).encode() for name, body in bodies.items()}
     if over:
         count = int(mib * MIB / 3)
         encoded["empty arrays [[],[],...]"] = b'{"model": "a/b", "input": [' + b",".join([b"[]"] * count) + b"]}"
-        encoded["metadata keys"] = json.dumps({"model": "a/b", "input": "hi", "metadata": {
-            f"k{i}": "v" for i in range(int(mib * MIB / 14))}}).encode()
+        encoded["metadata keys"] = json.dumps(
+            {"model": "a/b", "input": "hi", "metadata": {f"k{i}": "v" for i in range(int(mib * MIB / 14))}}
+        ).encode()
         encoded["too deep (100,000 levels)"] = b'{"model": "a/b", "input": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
     return encoded
 

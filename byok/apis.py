@@ -40,36 +40,52 @@ def _workspace(request, workspace_id):
     if workspace_id is None:
         return request.user.workspace_id
     if not Workspace.objects.filter(pk=workspace_id, account_id=request.user.account_id).exists():
-        raise GatewayError("workspace_id: no such workspace in this account",
-                           metadata={"fields": {"workspace_id": "not found"}})
+        raise GatewayError(
+            "workspace_id: no such workspace in this account", metadata={"fields": {"workspace_id": "not found"}}
+        )
     return workspace_id
 
 
 class ByokListCreateApi(APIView):
     permission_classes = [IsManagementKey]
 
-    @extend_schema(operation_id="listByokKeys", tags=["BYOK"], parameters=[ByokListQuerySerializer],
-                   responses={200: ByokListSerializer, **error_responses(400, 401, 403, 429, 500)})
+    @extend_schema(
+        operation_id="listByokKeys",
+        tags=["BYOK"],
+        parameters=[ByokListQuerySerializer],
+        responses={200: ByokListSerializer, **error_responses(400, 401, 403, 429, 500)},
+    )
     def get(self, request):
         query = ByokListQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         params = query.validated_data
-        keys = selectors.byok_keys_list(account_id=request.user.account_id, provider=params.get("provider"),
-                                        workspace_id=params.get("workspace_id"))
-        page = keys[params["offset"]: params["offset"] + params["limit"]]
+        keys = selectors.byok_keys_list(
+            account_id=request.user.account_id, provider=params.get("provider"), workspace_id=params.get("workspace_id")
+        )
+        page = keys[params["offset"] : params["offset"] + params["limit"]]
         return Response({"data": [byok_record(key) for key in page], "total_count": keys.count()})
 
-    @extend_schema(operation_id="createByokKey", tags=["BYOK"], request=ByokCreateRequestSerializer,
-                   responses={201: ByokEnvelopeSerializer, **error_responses(400, 401, 403, 429, 500)})
+    @extend_schema(
+        operation_id="createByokKey",
+        tags=["BYOK"],
+        request=ByokCreateRequestSerializer,
+        responses={201: ByokEnvelopeSerializer, **error_responses(400, 401, 403, 429, 500)},
+    )
     def post(self, request):
         body = ByokCreateRequestSerializer(data=request.data, context={"account_id": request.user.account_id})
         body.is_valid(raise_exception=True)
         data = body.validated_data
         kind = _provider_kind(data["provider"])
         key = services.byok_key_create(
-            account_id=request.user.account_id, workspace_id=_workspace(request, data.get("workspace_id")),
-            provider=data["provider"], kind=kind, credential=_credential(kind, data["key"]), name=data["name"],
-            disabled=data["disabled"], is_fallback=data["is_fallback"], shared_capacity=data["shared_capacity"],
+            account_id=request.user.account_id,
+            workspace_id=_workspace(request, data.get("workspace_id")),
+            provider=data["provider"],
+            kind=kind,
+            credential=_credential(kind, data["key"]),
+            name=data["name"],
+            disabled=data["disabled"],
+            is_fallback=data["is_fallback"],
+            shared_capacity=data["shared_capacity"],
             filters={name: data.get(name) for name in services.FILTERS},
         )
         return Response({"data": byok_record(key)}, status=201)
@@ -78,15 +94,24 @@ class ByokListCreateApi(APIView):
 class ByokDetailApi(APIView):
     permission_classes = [IsManagementKey]
 
-    @extend_schema(operation_id="getByokKey", tags=["BYOK"], parameters=[BYOK_ID],
-                   responses={200: ByokEnvelopeSerializer, **error_responses(401, 403, 404, 429, 500)})
+    @extend_schema(
+        operation_id="getByokKey",
+        tags=["BYOK"],
+        parameters=[BYOK_ID],
+        responses={200: ByokEnvelopeSerializer, **error_responses(401, 403, 404, 429, 500)},
+    )
     def get(self, request, byok_id):
-        return Response({"data": byok_record(selectors.byok_key_get(account_id=request.user.account_id,
-                                                                    key_id=byok_id))})
+        return Response(
+            {"data": byok_record(selectors.byok_key_get(account_id=request.user.account_id, key_id=byok_id))}
+        )
 
-    @extend_schema(operation_id="updateByokKey", tags=["BYOK"], parameters=[BYOK_ID],
-                   request=ByokUpdateRequestSerializer,
-                   responses={200: ByokEnvelopeSerializer, **error_responses(400, 401, 403, 404, 429, 500)})
+    @extend_schema(
+        operation_id="updateByokKey",
+        tags=["BYOK"],
+        parameters=[BYOK_ID],
+        request=ByokUpdateRequestSerializer,
+        responses={200: ByokEnvelopeSerializer, **error_responses(400, 401, 403, 404, 429, 500)},
+    )
     def patch(self, request, byok_id):
         key = selectors.byok_key_get(account_id=request.user.account_id, key_id=byok_id)
         body = ByokUpdateRequestSerializer(data=request.data, context={"account_id": request.user.account_id})
@@ -96,8 +121,12 @@ class ByokDetailApi(APIView):
         key = services.byok_key_update(key=key, changes=changes, credential=credential)
         return Response({"data": byok_record(key)})
 
-    @extend_schema(operation_id="deleteByokKey", tags=["BYOK"], parameters=[BYOK_ID],
-                   responses={200: ByokDeletedSerializer, **error_responses(401, 403, 404, 429, 500)})
+    @extend_schema(
+        operation_id="deleteByokKey",
+        tags=["BYOK"],
+        parameters=[BYOK_ID],
+        responses={200: ByokDeletedSerializer, **error_responses(401, 403, 404, 429, 500)},
+    )
     def delete(self, request, byok_id):
         services.byok_key_delete(key=selectors.byok_key_get(account_id=request.user.account_id, key_id=byok_id))
         return Response({"deleted": True})

@@ -16,7 +16,9 @@ class ProviderCredentials:
     extra: dict = field(default_factory=dict, repr=False)  # structured credentials (cloud platforms)
 
     def __repr__(self) -> str:
-        return (f"ProviderCredentials(api_key={mask_secret(self.api_key) if self.api_key else ''!r}, "
-                f"is_byok={self.is_byok}, byok_key_id={self.byok_key_id})")
+        return (
+            f"ProviderCredentials(api_key={mask_secret(self.api_key) if self.api_key else ''!r}, "
+            f"is_byok={self.is_byok}, byok_key_id={self.byok_key_id})"
+        )
 
     __str__ = __repr__

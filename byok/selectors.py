@@ -40,8 +40,7 @@ class ByokKeyInfo:
 
 
 def byok_keys_list(*, account_id: UUID, provider: str | None = None, workspace_id: UUID | None = None) -> QuerySet:
-    keys = ByokKey.objects.filter(account_id=account_id).order_by("provider", "is_fallback", "sort_order",
-                                                                  "created_at")
+    keys = ByokKey.objects.filter(account_id=account_id).order_by("provider", "is_fallback", "sort_order", "created_at")
     if provider:
         keys = keys.filter(provider=provider)
     if workspace_id:
@@ -57,14 +56,36 @@ def byok_key_get(*, account_id: UUID, key_id: UUID) -> ByokKey:
 
 
 def byok_keys_for_routing(*, account_id: UUID, workspace_id: UUID) -> list[ByokKeyInfo]:
-    rows = ByokKey.objects.filter(account_id=account_id, workspace_id=workspace_id, disabled=False).only(
-        "id", "provider", "is_fallback", "sort_order", "allowed_models", "allowed_api_key_hashes",
-        "allowed_user_ids", "shared_capacity", "kind", "created_at").order_by("sort_order", "created_at")
-    return [ByokKeyInfo(
-        id=row.id, provider=row.provider, is_fallback=row.is_fallback, sort_order=row.sort_order,
-        allowed_models=_tuple(row.allowed_models), allowed_api_key_hashes=_tuple(row.allowed_api_key_hashes),
-        allowed_user_ids=_tuple(row.allowed_user_ids), shared_capacity=row.shared_capacity, kind=row.kind,
-    ) for row in rows]
+    rows = (
+        ByokKey.objects.filter(account_id=account_id, workspace_id=workspace_id, disabled=False)
+        .only(
+            "id",
+            "provider",
+            "is_fallback",
+            "sort_order",
+            "allowed_models",
+            "allowed_api_key_hashes",
+            "allowed_user_ids",
+            "shared_capacity",
+            "kind",
+            "created_at",
+        )
+        .order_by("sort_order", "created_at")
+    )
+    return [
+        ByokKeyInfo(
+            id=row.id,
+            provider=row.provider,
+            is_fallback=row.is_fallback,
+            sort_order=row.sort_order,
+            allowed_models=_tuple(row.allowed_models),
+            allowed_api_key_hashes=_tuple(row.allowed_api_key_hashes),
+            allowed_user_ids=_tuple(row.allowed_user_ids),
+            shared_capacity=row.shared_capacity,
+            kind=row.kind,
+        )
+        for row in rows
+    ]
 
 
 def byok_key_serves(*, key: ByokKeyInfo, model_id: str) -> bool:
@@ -92,8 +113,9 @@ def byok_credentials(*, key_id: UUID, model_id: str) -> ProviderCredentials | No
         config = azure_config_for(parsed.extra if isinstance(parsed.extra, list) else [], model_id=model_id)
         if config is None:
             return None
-        return ProviderCredentials(api_key=config["api_key"], is_byok=True, byok_key_id=row.id,
-                                   extra={"azure_config": config})
+        return ProviderCredentials(
+            api_key=config["api_key"], is_byok=True, byok_key_id=row.id, extra={"azure_config": config}
+        )
     extra = parsed.extra if isinstance(parsed.extra, dict) else {}
     return ProviderCredentials(api_key=parsed.api_key, is_byok=True, byok_key_id=row.id, extra=extra)
 

@@ -20,8 +20,14 @@ class NullableFilterField(fields.ListField):
     def __init__(self, *, pattern: re.Pattern | None = None, pattern_message: str = "", **kwargs):
         self.pattern, self.pattern_message = pattern, pattern_message
         validators = [RegexValidator(pattern, pattern_message)] if pattern else []  # (also the schema's pattern)
-        super().__init__(child=fields.CharField(max_length=256, validators=validators), min_length=1,
-                         max_length=MAX_FILTER_ENTRIES, allow_null=True, required=False, **kwargs)
+        super().__init__(
+            child=fields.CharField(max_length=256, validators=validators),
+            min_length=1,
+            max_length=MAX_FILTER_ENTRIES,
+            allow_null=True,
+            required=False,
+            **kwargs,
+        )
 
     def to_internal_value(self, data):
         if not isinstance(data, list):
@@ -36,11 +42,16 @@ class NullableFilterField(fields.ListField):
 
 
 class ByokFiltersMixin(serializers.Serializer):
-    allowed_models = NullableFilterField(pattern=MODEL_ID, pattern_message="each entry must be a model id author/slug",
-                                         help_text="Model ids; null = all models")
+    allowed_models = NullableFilterField(
+        pattern=MODEL_ID,
+        pattern_message="each entry must be a model id author/slug",
+        help_text="Model ids; null = all models",
+    )
     allowed_api_key_hashes = NullableFilterField(
-        pattern=KEY_HASH, pattern_message="each entry must be exactly 64 lowercase hexadecimal characters",
-        help_text="SHA-256 hashes of this account's API keys; null = all")
+        pattern=KEY_HASH,
+        pattern_message="each entry must be exactly 64 lowercase hexadecimal characters",
+        help_text="SHA-256 hashes of this account's API keys; null = all",
+    )
     allowed_user_ids = NullableFilterField(help_text="Member user ids of this account; null = all members")
 
     def validate_allowed_api_key_hashes(self, value):
@@ -49,12 +60,16 @@ class ByokFiltersMixin(serializers.Serializer):
         malformed = [h for h in value if not KEY_HASH.match(h)]
         if malformed:
             raise serializers.ValidationError("each entry must be exactly 64 lowercase hexadecimal characters")
-        live = set(ApiKey.objects.filter(account_id=self.context["account_id"], hash__in=value, disabled=False)
-                   .values_list("hash", flat=True))
+        live = set(
+            ApiKey.objects.filter(account_id=self.context["account_id"], hash__in=value, disabled=False).values_list(
+                "hash", flat=True
+            )
+        )
         unknown = [h for h in value if h not in live]
         if unknown:
             raise serializers.ValidationError(
-                f"{len(unknown)} hash(es) do not belong to a live API key of this account")
+                f"{len(unknown)} hash(es) do not belong to a live API key of this account"
+            )
         return value
 
     def validate_allowed_models(self, value):
@@ -69,8 +84,11 @@ class ByokFiltersMixin(serializers.Serializer):
     def validate_allowed_user_ids(self, value):
         if value is None:
             return value
-        members = set(Member.objects.filter(account_id=self.context["account_id"], user_id__in=value)
-                      .values_list("user_id", flat=True))
+        members = set(
+            Member.objects.filter(account_id=self.context["account_id"], user_id__in=value).values_list(
+                "user_id", flat=True
+            )
+        )
         unknown = [u for u in value if u not in members]
         if unknown:
             raise serializers.ValidationError(f"not members of this account: {unknown[:5]}")
@@ -84,8 +102,9 @@ class CredentialField(fields.JSONField):
 
 class ByokCreateRequestSerializer(ByokFiltersMixin):
     provider = fields.CharField(max_length=100)
-    key = CredentialField(help_text="The credential: a string, or for Azure/Bedrock/Vertex the JSON "
-                                          "(or its JSON string)")
+    key = CredentialField(
+        help_text="The credential: a string, or for Azure/Bedrock/Vertex the JSON (or its JSON string)"
+    )
     name = fields.CharField(max_length=200, required=False, allow_blank=True, default="")
     disabled = fields.BooleanField(required=False, default=False)
     is_fallback = fields.BooleanField(required=False, default=False)
@@ -98,8 +117,9 @@ class ByokUpdateRequestSerializer(ByokFiltersMixin):
     name = fields.CharField(max_length=200, required=False, allow_blank=True)
     disabled = fields.BooleanField(required=False)
     is_fallback = fields.BooleanField(required=False)
-    sort_order = fields.IntegerField(required=False, min_value=0,
-                                          help_text="New position within its section; the others shift")
+    sort_order = fields.IntegerField(
+        required=False, min_value=0, help_text="New position within its section; the others shift"
+    )
     shared_capacity = fields.ChoiceField(choices=SharedCapacity.choices, required=False)
 
 
@@ -140,10 +160,20 @@ class ByokDeletedSerializer(serializers.Serializer):
 
 
 def byok_record(key) -> dict:
-    return ByokRecordSerializer({
-        "id": key.id, "provider": key.provider, "workspace_id": key.workspace_id, "label": key.label,
-        "name": key.name, "disabled": key.disabled, "is_fallback": key.is_fallback,
-        "allowed_models": key.allowed_models, "allowed_api_key_hashes": key.allowed_api_key_hashes,
-        "allowed_user_ids": key.allowed_user_ids, "sort_order": key.sort_order,
-        "shared_capacity": key.shared_capacity, "created_at": key.created_at,
-    }).data
+    return ByokRecordSerializer(
+        {
+            "id": key.id,
+            "provider": key.provider,
+            "workspace_id": key.workspace_id,
+            "label": key.label,
+            "name": key.name,
+            "disabled": key.disabled,
+            "is_fallback": key.is_fallback,
+            "allowed_models": key.allowed_models,
+            "allowed_api_key_hashes": key.allowed_api_key_hashes,
+            "allowed_user_ids": key.allowed_user_ids,
+            "sort_order": key.sort_order,
+            "shared_capacity": key.shared_capacity,
+            "created_at": key.created_at,
+        }
+    ).data

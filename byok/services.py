@@ -19,18 +19,37 @@ def _seal_into(key: ByokKey, credential: ParsedCredential) -> None:
 
 
 def _section(key: ByokKey):
-    return ByokKey.objects.filter(account_id=key.account_id, workspace_id=key.workspace_id, provider=key.provider,
-                                  is_fallback=key.is_fallback)
+    return ByokKey.objects.filter(
+        account_id=key.account_id, workspace_id=key.workspace_id, provider=key.provider, is_fallback=key.is_fallback
+    )
 
 
-def byok_key_create(*, account_id: UUID, workspace_id: UUID, provider: str, kind: str, credential: ParsedCredential,
-                    name: str = "", disabled: bool = False, is_fallback: bool = False, shared_capacity: str = "always",
-                    filters: dict | None = None) -> ByokKey:
+def byok_key_create(
+    *,
+    account_id: UUID,
+    workspace_id: UUID,
+    provider: str,
+    kind: str,
+    credential: ParsedCredential,
+    name: str = "",
+    disabled: bool = False,
+    is_fallback: bool = False,
+    shared_capacity: str = "always",
+    filters: dict | None = None,
+) -> ByokKey:
     """A new key, last in its section (Prioritized or Fallback) of its provider."""
     with transaction.atomic():
-        key = ByokKey(account_id=account_id, workspace_id=workspace_id, provider=provider, kind=kind, name=name,
-                      disabled=disabled, is_fallback=is_fallback, shared_capacity=shared_capacity,
-                      **{name_: (filters or {}).get(name_) for name_ in FILTERS})
+        key = ByokKey(
+            account_id=account_id,
+            workspace_id=workspace_id,
+            provider=provider,
+            kind=kind,
+            name=name,
+            disabled=disabled,
+            is_fallback=is_fallback,
+            shared_capacity=shared_capacity,
+            **{name_: (filters or {}).get(name_) for name_ in FILTERS},
+        )
         key.sort_order = _section(key).count()
         _seal_into(key, credential)
         key.save()

@@ -31,8 +31,16 @@ GCP_REGION = re.compile(r"^[a-z]+-[a-z]+\d+$")
 BUCKET = re.compile(r"^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$")
 EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 VERTEX_REQUIRED = ("type", "project_id", "private_key_id", "private_key", "client_email")
-VERTEX_OPTIONAL = ("client_id", "auth_uri", "token_uri", "auth_provider_x509_cert_url", "client_x509_cert_url",
-                   "universe_domain", "region", "bucket")
+VERTEX_OPTIONAL = (
+    "client_id",
+    "auth_uri",
+    "token_uri",
+    "auth_provider_x509_cert_url",
+    "client_x509_cert_url",
+    "universe_domain",
+    "region",
+    "bucket",
+)
 VERTEX_URLS = ("auth_uri", "token_uri", "auth_provider_x509_cert_url", "client_x509_cert_url")
 GCP_PROJECT = re.compile(r"[a-z0-9][a-z0-9.:_-]*")  # a URL path segment: no '/', '?', '#' or '%'
 HEADER_SAFE = re.compile(r"[\x21-\x7e]*")  # visible ASCII: what a header value or URL may carry
@@ -125,8 +133,9 @@ def _json(value, expected: type, what: str):
     return value
 
 
-def _string(config: dict, name: str, where: str, *, cap: int = MAX_FIELD_CHARS, multiline: bool = False,
-            text: bool = True) -> str:
+def _string(
+    config: dict, name: str, where: str, *, cap: int = MAX_FIELD_CHARS, multiline: bool = False, text: bool = True
+) -> str:
     """A required string field, checked as text (`text=False`: the caller matches it against a pattern of
     visible ASCII characters, whose message is more precise)."""
     value = config.get(name)
@@ -167,8 +176,10 @@ def _azure(value) -> ParsedCredential:
         if not isinstance(config, dict):
             raise ShapeError(f"{where} must be an object")
         if "endpoint_url" in config and "resource_name" in config:
-            raise ShapeError(f"{where} mixes a catalog config (resource_name) and a per-deployment config "
-                             "(endpoint_url); use one per entry")
+            raise ShapeError(
+                f"{where} mixes a catalog config (resource_name) and a per-deployment config "
+                "(endpoint_url); use one per entry"
+            )
         if "endpoint_url" in config:
             _azure_deployment(config, where)
         elif "resource_name" in config:
@@ -176,8 +187,9 @@ def _azure(value) -> ParsedCredential:
         else:
             raise ShapeError(f"{where} needs resource_name (catalog config) or endpoint_url (per-deployment config)")
     material = json.dumps(configs, separators=(",", ":"), sort_keys=True)
-    return ParsedCredential(material=material, label=mask_secret(configs[0]["api_key"]),
-                            api_key=configs[0]["api_key"], extra=configs)
+    return ParsedCredential(
+        material=material, label=mask_secret(configs[0]["api_key"]), api_key=configs[0]["api_key"], extra=configs
+    )
 
 
 def _azure_catalog(config: dict, where: str) -> None:
@@ -198,8 +210,7 @@ def _azure_deployment(config: dict, where: str) -> None:
         raise ShapeError(f"{where} has unknown fields {sorted(unknown)} for a per-deployment config")
     _string(config, "api_key", where, cap=MAX_SECRET_CHARS)
     _string(config, "model_id", where)
-    url = _url(_string(config, "endpoint_url", where, cap=MAX_URL_CHARS), f"{where}.endpoint_url",
-               schemes=("https",))
+    url = _url(_string(config, "endpoint_url", where, cap=MAX_URL_CHARS), f"{where}.endpoint_url", schemes=("https",))
     if not url.path.rstrip("/").endswith("/chat/completions"):
         raise ShapeError(f"{where}.endpoint_url must be the full deployment URL ending in /chat/completions")
     if "api-version" not in parse_qs(url.query):
@@ -259,8 +270,9 @@ def _vertex(value) -> ParsedCredential:
     if config.get("bucket") is not None:
         config["bucket"] = _bucket(config["bucket"])
     material = json.dumps(config, separators=(",", ":"), sort_keys=True)
-    return ParsedCredential(material=material, label=mask_secret(config["private_key_id"]),
-                            api_key=config["private_key_id"], extra=config)
+    return ParsedCredential(
+        material=material, label=mask_secret(config["private_key_id"]), api_key=config["private_key_id"], extra=config
+    )
 
 
 def _bucket(value: str) -> str:

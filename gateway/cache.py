@@ -84,8 +84,12 @@ class Breaker:
                 return
             self.degraded_since = time.monotonic()
             self.outages += 1
-        logger.warning("shared cache: Redis unavailable (%s: %s); serving from process-local memory, retrying "
-                       "every %g s", type(exc).__name__, exc, self.retry_seconds)
+        logger.warning(
+            "shared cache: Redis unavailable (%s: %s); serving from process-local memory, retrying every %g s",
+            type(exc).__name__,
+            exc,
+            self.retry_seconds,
+        )
 
     def succeeded(self) -> None:
         if self.degraded_since is None:
@@ -110,7 +114,9 @@ class Breaker:
         return {
             "state": "degraded" if since is not None else "ok",
             "degraded_for_s": round(time.monotonic() - since, 1) if since is not None else None,
-            "errors": self.errors, "outages": self.outages, "fallback_operations": self.fallback_operations,
+            "errors": self.errors,
+            "outages": self.outages,
+            "fallback_operations": self.fallback_operations,
             "last_error": self.last_error or None,
         }
 
@@ -150,7 +156,7 @@ class LocalExtras:
     def list_push(self, cache: BaseCache, key: str, item, *, max_items: int, timeout: int) -> None:
         with self.lists_lock:
             items = cache.get(key) or []
-            items = [*items[len(items) - max_items + 1:], item] if max_items > 1 else [item]
+            items = [*items[len(items) - max_items + 1 :], item] if max_items > 1 else [item]
             cache.set(key, items, timeout=timeout)
 
     @staticmethod
@@ -195,8 +201,10 @@ class ResilientRedisCache(RedisCache):
                 _SHARED[identity] = Shared(
                     client=self._class(self._servers, **self._options),
                     breaker=Breaker(retry_seconds=self._retry_seconds),
-                    local=LocMemCache(f"gateway-fallback:{identity!r}", {"TIMEOUT": self._timeout_param,
-                                                                         "OPTIONS": {"MAX_ENTRIES": 10000}}),
+                    local=LocMemCache(
+                        f"gateway-fallback:{identity!r}",
+                        {"TIMEOUT": self._timeout_param, "OPTIONS": {"MAX_ENTRIES": 10000}},
+                    ),
                     extras=LocalExtras(),
                 )
             return _SHARED[identity]
@@ -224,8 +232,10 @@ class ResilientRedisCache(RedisCache):
         return on_local()
 
     def _call(self, name: str, *args, **kwargs):
-        return self._resilient(lambda: getattr(super(ResilientRedisCache, self), name)(*args, **kwargs),
-                               lambda: getattr(self.shared.local, name)(*args, **kwargs))
+        return self._resilient(
+            lambda: getattr(super(ResilientRedisCache, self), name)(*args, **kwargs),
+            lambda: getattr(self.shared.local, name)(*args, **kwargs),
+        )
 
     def add(self, *args, **kwargs):
         return self._call("add", *args, **kwargs)
@@ -264,6 +274,7 @@ class ResilientRedisCache(RedisCache):
 
     def window_incr(self, key: str, seconds: float) -> tuple[int, float, bool]:
         """(count, seconds left in the window, counted in Redis)."""
+
         def on_redis():
             made = self.make_and_validate_key(key)
             client = self._cache.get_client(made, write=True)
@@ -283,8 +294,10 @@ class ResilientRedisCache(RedisCache):
             pipeline.expire(made, timeout)
             pipeline.execute()
 
-        self._resilient(on_redis, lambda: self.shared.extras.list_push(self.shared.local, key, item,
-                                                                       max_items=max_items, timeout=timeout))
+        self._resilient(
+            on_redis,
+            lambda: self.shared.extras.list_push(self.shared.local, key, item, max_items=max_items, timeout=timeout),
+        )
 
     def lists_get(self, keys: list[str]) -> dict[str, list]:
         def on_redis():

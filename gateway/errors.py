@@ -1,6 +1,6 @@
 """The one place that turns every error under /api/v1 into the spec's Error body.
 
-    {"error": {"code": <HTTP status>, "message": "...", "metadata": {...}}, "user_id": null}
+{"error": {"code": <HTTP status>, "message": "...", "metadata": {...}}, "user_id": null}
 """
 
 import logging

@@ -34,10 +34,18 @@ PROTOCOL_ERRORS: tuple[tuple[type | tuple[type, ...], int, str, str], ...] = (
     (errors.InvalidResponseHeader, 500, "Internal Server Error", MSG_INTERNAL),
     (errors.InvalidResponseHeaderName, 500, "Internal Server Error", MSG_INTERNAL),
     (errors.LimitRequestLine, 414, "URI Too Long", "The request line (method and URL) is too long"),
-    (errors.LimitRequestHeaders, 431, "Request Header Fields Too Large",
-     "The request's header fields are too large or too many"),
-    (errors.UnsupportedTransferCoding, 501, "Not Implemented",
-     "Unsupported Transfer-Encoding (only chunked is supported)"),
+    (
+        errors.LimitRequestHeaders,
+        431,
+        "Request Header Fields Too Large",
+        "The request's header fields are too large or too many",
+    ),
+    (
+        errors.UnsupportedTransferCoding,
+        501,
+        "Not Implemented",
+        "Unsupported Transfer-Encoding (only chunked is supported)",
+    ),
     (errors.ExpectationFailed, 417, "Expectation Failed", "Unsupported Expect header (only 100-continue)"),
     (errors.ForbiddenProxyRequest, 403, "Forbidden", "Request forbidden"),
     (errors.ConfigurationProblem, 500, "Internal Server Error", MSG_INTERNAL),
@@ -47,10 +55,18 @@ PROTOCOL_ERRORS: tuple[tuple[type | tuple[type, ...], int, str, str], ...] = (
     (errors.ObsoleteFolding, 400, "Bad Request", "Obsolete line folding in a header is not allowed"),
     (errors.InvalidHeaderName, 400, "Bad Request", "Invalid character in a header name"),
     (errors.InvalidHeader, 400, "Bad Request", "Invalid header"),
-    ((errors.InvalidChunkSize, errors.ChunkMissingTerminator, errors.InvalidChunkExtension), 400, "Bad Request",
-     "Malformed chunked request body"),
-    ((errors.InvalidProxyLine, errors.InvalidProxyHeader, errors.InvalidSchemeHeaders, errors.InvalidH2CPreface),
-     400, "Bad Request", "Malformed request"),
+    (
+        (errors.InvalidChunkSize, errors.ChunkMissingTerminator, errors.InvalidChunkExtension),
+        400,
+        "Bad Request",
+        "Malformed chunked request body",
+    ),
+    (
+        (errors.InvalidProxyLine, errors.InvalidProxyHeader, errors.InvalidSchemeHeaders, errors.InvalidH2CPreface),
+        400,
+        "Bad Request",
+        "Malformed request",
+    ),
 )
 
 # InvalidHeader names the offending header; these two are worth telling apart (and hold nothing secret).
@@ -74,8 +90,10 @@ def classify(exc: BaseException) -> tuple[int, str, str]:
 
 def error_response_bytes(status: int, reason: str, message: str) -> bytes:
     body = json.dumps({"error": {"code": status, "message": message}, "user_id": None}).encode()
-    head = (f"HTTP/1.1 {status} {reason}\r\nConnection: close\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\n\r\n")
+    head = (
+        f"HTTP/1.1 {status} {reason}\r\nConnection: close\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    )
     return head.encode("latin-1") + body
 
 

@@ -28,5 +28,7 @@ def readyz(request):
     cache = cache_status(probe=True)
     checks["cache"] = cache["state"]
     ready = checks["database"] == "ok"
-    return JsonResponse({"status": "ok" if ready else "unavailable", "checks": checks, "details": {"cache": cache}},
-                        status=200 if ready else 503)
+    return JsonResponse(
+        {"status": "ok" if ready else "unavailable", "checks": checks, "details": {"cache": cache}},
+        status=200 if ready else 503,
+    )

@@ -121,8 +121,12 @@ class ApiBodyLimitMiddleware:
 def release_connections() -> None:
     """Close (on PostgreSQL: return to the pool) the connections that the end of the request would close."""
     for conn in connections.all(initialized_only=True):
-        if (conn.connection is not None and conn.vendor != "sqlite" and not conn.in_atomic_block
-                and conn.settings_dict.get("CONN_MAX_AGE") == 0):
+        if (
+            conn.connection is not None
+            and conn.vendor != "sqlite"
+            and not conn.in_atomic_block
+            and conn.settings_dict.get("CONN_MAX_AGE") == 0
+        ):
             conn.close()
 
 

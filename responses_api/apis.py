@@ -19,19 +19,30 @@ class ResponseCreateApi(APIView):
         return super().handle_exception(exc)
 
     @extend_schema(
-        operation_id="createResponses", tags=["Responses"], request=ResponseCreateRequestSerializer,
+        operation_id="createResponses",
+        tags=["Responses"],
+        request=ResponseCreateRequestSerializer,
         parameters=[
-            OpenApiParameter("X-Gateway-Metadata", str, OpenApiParameter.HEADER, enum=["enabled", "disabled"],
-                             description="`enabled` adds gateway_metadata "
-                                         "(legacy alias X-Gateway-Experimental-Metadata)"),
-            OpenApiParameter("x-session-id", str, OpenApiParameter.HEADER,
-                             description="Sticky routing key when the body has no session_id"),
+            OpenApiParameter(
+                "X-Gateway-Metadata",
+                str,
+                OpenApiParameter.HEADER,
+                enum=["enabled", "disabled"],
+                description="`enabled` adds gateway_metadata (legacy alias X-Gateway-Experimental-Metadata)",
+            ),
+            OpenApiParameter(
+                "x-session-id",
+                str,
+                OpenApiParameter.HEADER,
+                description="Sticky routing key when the body has no session_id",
+            ),
         ],
         responses={
             (200, "application/json"): ResponseResultSerializer,
             (200, "text/event-stream"): OpenApiResponse(
                 ResponseStreamEventSerializer,
-                description="With stream: true, server-sent events (`data: <event>`), ending with `data: [DONE]`."),
+                description="With stream: true, server-sent events (`data: <event>`), ending with `data: [DONE]`.",
+            ),
             **error_responses(400, 401, 402, 403, 404, 408, 413, 422, 429, 500, 502, 503, 524, 529),
         },
     )

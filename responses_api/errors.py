@@ -29,8 +29,9 @@ def final_error(error: UpstreamError, *, attempts: list, gateway_metadata: dict 
     metadata = {
         "error_type": error.error_type,
         "provider_name": attempts[-1].provider_name if attempts else None,
-        "previous_errors": [{"provider": a.provider_name, "status": a.status, "code": a.error_type}
-                            for a in attempts[:-1]],
+        "previous_errors": [
+            {"provider": a.provider_name, "status": a.status, "code": a.error_type} for a in attempts[:-1]
+        ],
     }
     if error.provider_code and status < 500:
         metadata["provider_code"] = error.provider_code

@@ -18,15 +18,20 @@ def metadata_requested(meta: dict) -> bool:
 def gateway_metadata(*, plan: RoutePlan, attempts: list[ProviderAttempt], served: Candidate | None) -> dict:
     attempt_number = len(attempts)  # 1-based number of the attempt that served (or the last one)
     available = [
-        {"model": endpoint.model_id, "provider": endpoint.provider_slug,
-         "selected": bool(served and endpoint.id == served.endpoint.id)}
+        {
+            "model": endpoint.model_id,
+            "provider": endpoint.provider_slug,
+            "selected": bool(served and endpoint.id == served.endpoint.id),
+        }
         for endpoint in plan.available
     ]
     strategy = plan.strategy if attempt_number <= 1 else "fallback"
     if served:
         failed = ", ".join(f"{a.provider_name} {a.status or a.error_type}" for a in attempts[:-1])
-        summary = (f"Served by {served.endpoint.provider_slug} ({served.endpoint.model_id}) on attempt "
-                   f"{attempt_number} of {len(plan.candidates)}" + (f" after: {failed}" if failed else ""))
+        summary = (
+            f"Served by {served.endpoint.provider_slug} ({served.endpoint.model_id}) on attempt "
+            f"{attempt_number} of {len(plan.candidates)}" + (f" after: {failed}" if failed else "")
+        )
     else:
         summary = f"All {len(attempts)} attempts failed" if attempts else "No attempt was made"
     if plan.basis:
@@ -39,8 +44,7 @@ def gateway_metadata(*, plan: RoutePlan, attempts: list[ProviderAttempt], served
         "attempt": attempt_number,
         "is_byok": bool(served and served.is_byok),
         "endpoints": {"total": len(plan.available), "available": available},
-        "attempts": [{"provider": a.provider_name, "model": a.model_permaslug, "status": a.status}
-                     for a in attempts],
+        "attempts": [{"provider": a.provider_name, "model": a.model_permaslug, "status": a.status} for a in attempts],
         "pipeline": [],
     }
 
@@ -53,8 +57,10 @@ def unplanned_metadata(*, requested: str, models: list[str] | tuple = (), reason
         from routing.selectors import endpoints_for_model
 
         for model in dict.fromkeys(models or ([requested] if requested else [])):
-            available += [{"model": endpoint.model_id, "provider": endpoint.provider_slug, "selected": False}
-                          for endpoint in endpoints_for_model(model_id=model)]
+            available += [
+                {"model": endpoint.model_id, "provider": endpoint.provider_slug, "selected": False}
+                for endpoint in endpoints_for_model(model_id=model)
+            ]
     except Exception:  # the error being answered matters more than this detail
         logger.exception("could not list the endpoints for gateway_metadata")
     return {

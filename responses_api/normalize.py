@@ -45,8 +45,12 @@ def _part(part: dict):
         return TextPart(text=part["refusal"])
     if kind == "input_image":
         return ImagePart(url=part.get("image_url") or part["file_id"], detail=part.get("detail") or "auto")
-    return FilePart(filename=part.get("filename"), file_data=part.get("file_data"), file_url=part.get("file_url"),
-                    file_id=part.get("file_id"))
+    return FilePart(
+        filename=part.get("filename"),
+        file_data=part.get("file_data"),
+        file_url=part.get("file_url"),
+        file_id=part.get("file_id"),
+    )
 
 
 def _item(item: dict) -> Item:
@@ -54,14 +58,16 @@ def _item(item: dict) -> Item:
     if kind == "message":
         return Message(role=item["role"], content=tuple(_part(part) for part in item["content"]))
     if kind == "function_call":
-        return FunctionCall(call_id=item["call_id"], name=item["name"], arguments=item["arguments"],
-                            id=item.get("id"))
+        return FunctionCall(call_id=item["call_id"], name=item["name"], arguments=item["arguments"], id=item.get("id"))
     if kind == "function_call_output":
         return FunctionCallOutput(call_id=item["call_id"], output=item["output"])
     return Reasoning(
-        id=item.get("id"), summary=tuple(p["text"] for p in item.get("summary") or []),
-        content=tuple(p["text"] for p in item.get("content") or []), signature=item.get("signature"),
-        encrypted_content=item.get("encrypted_content"), format=item.get("format"),
+        id=item.get("id"),
+        summary=tuple(p["text"] for p in item.get("summary") or []),
+        content=tuple(p["text"] for p in item.get("content") or []),
+        signature=item.get("signature"),
+        encrypted_content=item.get("encrypted_content"),
+        format=item.get("format"),
     )
 
 
@@ -96,8 +102,19 @@ def safety_hash(*, account_id: str, value: str | None) -> str:
 
 def used_parameters(data: dict) -> frozenset[str]:
     """The catalog's parameter names that this request uses (for `provider.require_parameters`)."""
-    used = {name for name in ("temperature", "top_p", "top_k", "frequency_penalty", "presence_penalty",
-                              "parallel_tool_calls", "top_logprobs") if data.get(name) is not None}
+    used = {
+        name
+        for name in (
+            "temperature",
+            "top_p",
+            "top_k",
+            "frequency_penalty",
+            "presence_penalty",
+            "parallel_tool_calls",
+            "top_logprobs",
+        )
+        if data.get(name) is not None
+    }
     if data.get("max_output_tokens") is not None:
         used.add("max_tokens")
     if any(tool["type"] == "function" for tool in data.get("tools") or []):
@@ -118,15 +135,21 @@ def used_parameters(data: dict) -> frozenset[str]:
 def prepare(*, data: dict, account_id: str) -> Prepared:
     from routing.preferences import split_model_suffix
 
-    requested = ([data["model"]] if data.get("model") else []) + [m for m in data.get("models") or []
-                                                                  if m != data.get("model")]
+    requested = ([data["model"]] if data.get("model") else []) + [
+        m for m in data.get("models") or [] if m != data.get("model")
+    ]
     split = [split_model_suffix(model) for model in requested]
     models = list(dict.fromkeys(base for base, _ in split))
     suffix = split[0][1]
     tools = tuple(
-        FunctionTool(name=tool["name"], description=tool.get("description"), parameters=tool.get("parameters"),
-                     strict=tool.get("strict"))
-        for tool in data.get("tools") or [] if tool["type"] == "function" and not tool.get("defer_loading")
+        FunctionTool(
+            name=tool["name"],
+            description=tool.get("description"),
+            parameters=tool.get("parameters"),
+            strict=tool.get("strict"),
+        )
+        for tool in data.get("tools") or []
+        if tool["type"] == "function" and not tool.get("defer_loading")
     )
     reasoning = data.get("reasoning")
     text = data.get("text") or {}
@@ -148,7 +171,8 @@ def prepare(*, data: dict, account_id: str) -> Prepared:
         text_format=dict(text["format"]) if text.get("format") else None,
         verbosity=text.get("verbosity"),
         reasoning=ReasoningConfig(**{k: reasoning.get(k) for k in ("effort", "max_tokens", "summary", "enabled")})
-        if reasoning else None,
+        if reasoning
+        else None,
         stream=bool(data.get("stream")),
         safety_identifier=safety_hash(account_id=account_id, value=data.get("safety_identifier") or data.get("user")),
         prompt_cache_key=data.get("prompt_cache_key"),
@@ -156,8 +180,14 @@ def prepare(*, data: dict, account_id: str) -> Prepared:
         service_tier=data.get("service_tier"),
     )
     estimated = estimate_tokens(items, canonical.instructions, tools)
-    return Prepared(models=models, canonical=canonical, data=data, estimated_input_tokens=estimated, suffix=suffix,
-                    used_params=used_parameters(data))
+    return Prepared(
+        models=models,
+        canonical=canonical,
+        data=data,
+        estimated_input_tokens=estimated,
+        suffix=suffix,
+        used_params=used_parameters(data),
+    )
 
 
 def truncate_to_fit(prepared: Prepared, *, context_length: int) -> Prepared:
@@ -165,8 +195,14 @@ def truncate_to_fit(prepared: Prepared, *, context_length: int) -> Prepared:
     items = list(prepared.canonical.input)
     estimate = prepared.estimated_input_tokens
     while estimate > context_length:
-        index = next((i for i, item in enumerate(items[:-1])
-                      if not (isinstance(item, Message) and item.role in ("system", "developer"))), None)
+        index = next(
+            (
+                i
+                for i, item in enumerate(items[:-1])
+                if not (isinstance(item, Message) and item.role in ("system", "developer"))
+            ),
+            None,
+        )
         if index is None:
             break
         items.pop(index)

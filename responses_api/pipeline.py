@@ -68,8 +68,11 @@ def pre_stages(prepared: Prepared, ctx: RequestContext) -> tuple[Prepared, list[
         result = stage(prepared.canonical, ctx)
         if isinstance(result, Block):
             raise result.error()
-        ran.append(StageEntry(type=stage.type, name=stage.name,
-                              outcome="passed" if result is prepared.canonical else "changed"))
+        ran.append(
+            StageEntry(
+                type=stage.type, name=stage.name, outcome="passed" if result is prepared.canonical else "changed"
+            )
+        )
         prepared = replace(prepared, canonical=result)
     return prepared, ran
 
@@ -80,8 +83,9 @@ def post_stages(run: ResponseRun, response: CanonicalResponse) -> CanonicalRespo
         if isinstance(result, Block):
             run.pipeline.append(StageEntry(type=stage.type, name=stage.name, outcome="blocked"))
             return result.error()
-        run.pipeline.append(StageEntry(type=stage.type, name=stage.name,
-                                       outcome="passed" if result is response else "changed"))
+        run.pipeline.append(
+            StageEntry(type=stage.type, name=stage.name, outcome="passed" if result is response else "changed")
+        )
         response = result
     return response
 
@@ -106,8 +110,13 @@ def _respond_json(run: ResponseRun) -> dict:
     blocked = response if isinstance(response, GatewayError) else None
     if not isinstance(response, CanonicalResponse):
         response = served.response
-    settled = run.close(status=response.status, served=served.candidate, usage=response.usage,
-                        finish_reason=response.incomplete_reason or "stop", upstream_id=response.upstream_id)
+    settled = run.close(
+        status=response.status,
+        served=served.candidate,
+        usage=response.usage,
+        finish_reason=response.incomplete_reason or "stop",
+        upstream_id=response.upstream_id,
+    )
     if blocked is not None:  # the tokens were generated: billed, then refused
         raise blocked
     return run.result(response, served=served.candidate, items=output_items(response), settled=settled)

@@ -30,7 +30,9 @@ def message_item(item_id: str, text: str, refusal: str | None = None, status: st
 
 def reasoning_item(item_id: str, item: OutputReasoning, status: str = "completed") -> dict:
     out = {
-        "type": "reasoning", "id": item_id, "status": status,
+        "type": "reasoning",
+        "id": item_id,
+        "status": status,
         "summary": [{"type": "summary_text", "text": text} for text in item.summary],
         "content": [{"type": "reasoning_text", "text": text} for text in item.content],
         "format": item.format,
@@ -43,8 +45,14 @@ def reasoning_item(item_id: str, item: OutputReasoning, status: str = "completed
 
 
 def function_call_item(item_id: str, item: OutputFunctionCall, status: str = "completed") -> dict:
-    return {"type": "function_call", "id": item_id, "call_id": item.call_id, "name": item.name,
-            "arguments": item.arguments, "status": status}
+    return {
+        "type": "function_call",
+        "id": item_id,
+        "call_id": item.call_id,
+        "name": item.name,
+        "arguments": item.arguments,
+        "status": status,
+    }
 
 
 def output_items(response: CanonicalResponse) -> list[dict]:
@@ -69,8 +77,11 @@ def usage_block(usage: Usage, *, cost: float, is_byok: bool, upstream_cost: tupl
         "total_tokens": usage.total_tokens,
         "cost": cost,
         "is_byok": is_byok,
-        "cost_details": {"upstream_inference_cost": upstream_cost[0], "upstream_inference_input_cost": upstream_cost[1],
-                         "upstream_inference_output_cost": upstream_cost[2]},
+        "cost_details": {
+            "upstream_inference_cost": upstream_cost[0],
+            "upstream_inference_input_cost": upstream_cost[1],
+            "upstream_inference_output_cost": upstream_cost[2],
+        },
     }
 
 
@@ -83,9 +94,19 @@ class ResultShell:
     requested_model: str
     data: dict
 
-    def render(self, *, status: str, model: str | None = None, output: list | None = None,
-               usage: dict | None = None, incomplete_reason: str | None = None, error: dict | None = None,
-               error_type: str | None = None, service_tier: str | None = None, metadata: dict | None = None) -> dict:
+    def render(
+        self,
+        *,
+        status: str,
+        model: str | None = None,
+        output: list | None = None,
+        usage: dict | None = None,
+        incomplete_reason: str | None = None,
+        error: dict | None = None,
+        error_type: str | None = None,
+        service_tier: str | None = None,
+        metadata: dict | None = None,
+    ) -> dict:
         data = self.data
         text = data.get("text") or {}
         result = {
@@ -102,7 +123,8 @@ class ResultShell:
             "metadata": data.get("metadata"),
             "tools": data.get("tools") or [],
             "tool_choice": data.get("tool_choice", "auto"),
-            "parallel_tool_calls": data.get("parallel_tool_calls") if data.get("parallel_tool_calls") is not None
+            "parallel_tool_calls": data.get("parallel_tool_calls")
+            if data.get("parallel_tool_calls") is not None
             else True,
             "temperature": data.get("temperature"),
             "top_p": data.get("top_p"),

@@ -28,10 +28,14 @@ class OutputItemSerializer(serializers.Serializer):
     id = serializers.CharField()
     status = serializers.CharField()
     role = serializers.CharField(required=False, help_text="message: assistant")
-    content = serializers.ListField(child=serializers.DictField(), required=False,
-                                    help_text="message: output_text/refusal parts; reasoning: reasoning_text parts")
-    summary = serializers.ListField(child=serializers.DictField(), required=False,
-                                    help_text="reasoning: summary_text parts")
+    content = serializers.ListField(
+        child=serializers.DictField(),
+        required=False,
+        help_text="message: output_text/refusal parts; reasoning: reasoning_text parts",
+    )
+    summary = serializers.ListField(
+        child=serializers.DictField(), required=False, help_text="reasoning: summary_text parts"
+    )
     format = serializers.CharField(required=False, help_text="reasoning: e.g. anthropic-claude-v1")
     signature = serializers.CharField(required=False)
     encrypted_content = serializers.CharField(required=False)
@@ -111,12 +115,24 @@ class ResponseCreateRequestSchema(OpenApiSerializerExtension):
         schema["required"] = sorted({*schema.get("required", []), "input"})
         schema["anyOf"] = [{"required": ["model"]}, {"required": ["models"]}]
         only_false = {"not": {"type": "boolean", "enum": [True]}}  # (enum under `not`: no enum component)
-        properties["store"] = {"type": "boolean", "default": False, **only_false,
-                               "description": "Only false: this endpoint stores nothing"}
-        properties["background"] = {"type": "boolean", "nullable": True, **only_false,
-                                    "description": "Only false or null: background mode needs stored responses"}
-        properties["previous_response_id"] = {"type": "string", "nullable": True, "not": {"type": "string"},
-                                              "description": "Only null: send the full conversation in input"}
+        properties["store"] = {
+            "type": "boolean",
+            "default": False,
+            **only_false,
+            "description": "Only false: this endpoint stores nothing",
+        }
+        properties["background"] = {
+            "type": "boolean",
+            "nullable": True,
+            **only_false,
+            "description": "Only false or null: background mode needs stored responses",
+        }
+        properties["previous_response_id"] = {
+            "type": "string",
+            "nullable": True,
+            "not": {"type": "string"},
+            "description": "Only null: send the full conversation in input",
+        }
         return schema
 
 
@@ -126,6 +142,8 @@ class TextFormatSchema(OpenApiSerializerExtension):
     def map_serializer(self, auto_schema, direction):
         schema = auto_schema._map_serializer(self.target_class, direction, bypass_extensions=True)
         # (enums under `not`: drf-spectacular turns a bare `enum` into the component of the whole choice set)
-        schema["anyOf"] = [{"properties": {"type": {"not": {"enum": ["json_schema"]}}}},
-                           {"required": ["name", "schema"]}]
+        schema["anyOf"] = [
+            {"properties": {"type": {"not": {"enum": ["json_schema"]}}}},
+            {"required": ["name", "schema"]},
+        ]
         return schema

@@ -77,15 +77,23 @@ class ResponseRun:
     pipeline: list["StageEntry"] = field(default_factory=list)  # the stages that ran (gateway_metadata)
 
     def __post_init__(self) -> None:
-        self.shell = ResultShell(id="resp_" + self.generation_id.removeprefix("gen-"), created_at=int(time.time()),
-                                 requested_model=self.plan.requested, data=self.prepared.data)
+        self.shell = ResultShell(
+            id="resp_" + self.generation_id.removeprefix("gen-"),
+            created_at=int(time.time()),
+            requested_model=self.plan.requested,
+            data=self.prepared.data,
+        )
         self.sequence = self.new_sequence()
         self.settled: Settled | None = None  # set once, by `close`
 
     def new_sequence(self) -> AttemptSequence:
         """A fresh pass over the plan's candidates (one per request today; a server-tool loop makes more)."""
-        return AttemptSequence(candidates=self.plan.candidates, request_for=self.request_for,
-                               bound_usage=self.bound_usage, sticky_key=self.sticky_key if self.ctx.session_id else "")
+        return AttemptSequence(
+            candidates=self.plan.candidates,
+            request_for=self.request_for,
+            bound_usage=self.bound_usage,
+            sticky_key=self.sticky_key if self.ctx.session_id else "",
+        )
 
     @property
     def stream(self) -> bool:
@@ -118,13 +126,19 @@ class ResponseRun:
         bounded, reasons = clamp_usage(usage, bounds)
         if reasons:
             self.usage_anomaly = {
-                "reasons": reasons, "provider": candidate.endpoint.provider_slug,
+                "reasons": reasons,
+                "provider": candidate.endpoint.provider_slug,
                 "reported": {name: _reported(getattr(usage, name, None)) for name in USAGE_FIELDS},
                 "plausible_max": {"input_tokens": bounds.input_tokens, "output_tokens": bounds.output_tokens},
                 "billed": {name: getattr(bounded, name) for name in USAGE_FIELDS},
             }
-            logger.warning("generation %s: implausible usage from %s (%s); billed as %s", self.generation_id,
-                           candidate.endpoint.provider_slug, "; ".join(reasons), self.usage_anomaly["billed"])
+            logger.warning(
+                "generation %s: implausible usage from %s (%s); billed as %s",
+                self.generation_id,
+                candidate.endpoint.provider_slug,
+                "; ".join(reasons),
+                self.usage_anomaly["billed"],
+            )
         return bounded
 
     def fail(self, error: UpstreamError | None) -> GatewayError:
@@ -137,23 +151,36 @@ class ResponseRun:
 
     @property
     def sticky_key(self) -> str:
-        return sticky_key(account_id=self.ctx.caller.account_id, session_id=self.ctx.session_id,
-                          model=self.plan.requested)
+        return sticky_key(
+            account_id=self.ctx.caller.account_id, session_id=self.ctx.session_id, model=self.plan.requested
+        )
 
     def price(self, usage: Usage, served: Candidate) -> tuple[Decimal, Decimal]:
         """(what to charge, list-price cost): the list price on shared capacity, the BYOK fee on a key; never
         above the hold when the provider's usage was implausible (and clamped)."""
         cost = list_cost = usage_cost(endpoint=served.endpoint, usage=usage)
         if served.is_byok:
-            cost = byok_fee(list_cost=list_cost, plan=self.ctx.caller.plan,
-                            month_to_date=byok_month_to_date(account_id=self.ctx.caller.account_id))
+            cost = byok_fee(
+                list_cost=list_cost,
+                plan=self.ctx.caller.plan,
+                month_to_date=byok_month_to_date(account_id=self.ctx.caller.account_id),
+            )
         if self.usage_anomaly is not None:
             cost = min(cost, self.reservation.amount)
         return cost, list_cost
 
-    def close(self, *, status: str, served: Candidate | None = None, usage: Usage | None = None,
-              finish_reason: str = "", error_type: str = "", upstream_id: str | None = None,
-              ttft_ms: int | None = None, cancelled: bool = False) -> Settled:
+    def close(
+        self,
+        *,
+        status: str,
+        served: Candidate | None = None,
+        usage: Usage | None = None,
+        finish_reason: str = "",
+        error_type: str = "",
+        upstream_id: str | None = None,
+        ttft_ms: int | None = None,
+        cancelled: bool = False,
+    ) -> Settled:
         """Settle and record, once (billing's `generation_settle`: one transaction). With `served`, the usage is
         charged to the hold; without, the hold is given back."""
         assert self.settled is None, "a request is settled once"
@@ -161,42 +188,87 @@ class ResponseRun:
         cost = list_cost = Decimal(0)
         if served is not None:
             cost, list_cost = self.price(usage, served)
-        charged = credits.generation_settle(reservation=self.reservation, charge=served is not None,
-                                            record=self._record(
-            status=status, served=served, usage=usage, cost=cost, upstream_cost=list_cost,
-            finish_reason=finish_reason, error_type=error_type, upstream_id=upstream_id, ttft_ms=ttft_ms,
-            cancelled=cancelled))
+        charged = credits.generation_settle(
+            reservation=self.reservation,
+            charge=served is not None,
+            record=self._record(
+                status=status,
+                served=served,
+                usage=usage,
+                cost=cost,
+                upstream_cost=list_cost,
+                finish_reason=finish_reason,
+                error_type=error_type,
+                upstream_id=upstream_id,
+                ttft_ms=ttft_ms,
+                cancelled=cancelled,
+            ),
+        )
         self.settled = Settled(charged=charged, list_cost=list_cost)
         return self.settled
 
-    def _record(self, *, status: str, served: Candidate | None, usage: Usage, cost: Decimal,
-                upstream_cost: Decimal, finish_reason: str, error_type: str, upstream_id: str | None,
-                ttft_ms: int | None, cancelled: bool) -> GenerationRecord:
+    def _record(
+        self,
+        *,
+        status: str,
+        served: Candidate | None,
+        usage: Usage,
+        cost: Decimal,
+        upstream_cost: Decimal,
+        finish_reason: str,
+        error_type: str,
+        upstream_id: str | None,
+        ttft_ms: int | None,
+        cancelled: bool,
+    ) -> GenerationRecord:
         endpoint = served.endpoint if served else None
         latency = int((time.monotonic() - self.started) * 1000)
         return GenerationRecord(
-            id=self.generation_id, account_id=self.ctx.caller.account_id, api_key_id=self.ctx.caller.key_id,
-            workspace_id=self.ctx.caller.workspace_id, requested_model=self.plan.requested,
-            model=endpoint.model_id if endpoint else "", provider=endpoint.provider_slug if endpoint else "",
-            endpoint_id=endpoint.id if endpoint else None, upstream_id=upstream_id or "", status=status,
-            finish_reason=finish_reason, error_type=error_type, tokens_input=usage.input_tokens,
-            tokens_cached=usage.cached_tokens, tokens_cache_write=usage.cache_write_tokens,
-            tokens_output=usage.output_tokens, tokens_reasoning=usage.reasoning_tokens, cost=cost,
-            upstream_cost=upstream_cost, is_byok=bool(served and served.is_byok), streamed=self.stream,
-            cancelled=cancelled, latency_ms=latency, ttft_ms=ttft_ms,
+            id=self.generation_id,
+            account_id=self.ctx.caller.account_id,
+            api_key_id=self.ctx.caller.key_id,
+            workspace_id=self.ctx.caller.workspace_id,
+            requested_model=self.plan.requested,
+            model=endpoint.model_id if endpoint else "",
+            provider=endpoint.provider_slug if endpoint else "",
+            endpoint_id=endpoint.id if endpoint else None,
+            upstream_id=upstream_id or "",
+            status=status,
+            finish_reason=finish_reason,
+            error_type=error_type,
+            tokens_input=usage.input_tokens,
+            tokens_cached=usage.cached_tokens,
+            tokens_cache_write=usage.cache_write_tokens,
+            tokens_output=usage.output_tokens,
+            tokens_reasoning=usage.reasoning_tokens,
+            cost=cost,
+            upstream_cost=upstream_cost,
+            is_byok=bool(served and served.is_byok),
+            streamed=self.stream,
+            cancelled=cancelled,
+            latency_ms=latency,
+            ttft_ms=ttft_ms,
             generation_time_ms=latency - ttft_ms if ttft_ms is not None else None,
-            session_id=self.ctx.session_id, service_tier=self.prepared.canonical.service_tier or "",
-            provider_responses=tuple(self.attempts), usage_anomaly=self.usage_anomaly,
+            session_id=self.ctx.session_id,
+            service_tier=self.prepared.canonical.service_tier or "",
+            provider_responses=tuple(self.attempts),
+            usage_anomaly=self.usage_anomaly,
         )
 
-    def result(self, response: CanonicalResponse, *, served: Candidate, items: list[dict],
-               settled: Settled) -> dict:
+    def result(self, response: CanonicalResponse, *, served: Candidate, items: list[dict], settled: Settled) -> dict:
         input_cost, output_cost = usage_cost_split(endpoint=served.endpoint, usage=response.usage)
         return self.shell.render(
-            status=response.status, model=served.endpoint.model_id, output=items,
-            usage=usage_block(response.usage, cost=float(settled.charged), is_byok=served.is_byok,
-                              upstream_cost=(float(settled.list_cost), float(input_cost), float(output_cost))),
-            incomplete_reason=response.incomplete_reason, service_tier=response.service_tier,
+            status=response.status,
+            model=served.endpoint.model_id,
+            output=items,
+            usage=usage_block(
+                response.usage,
+                cost=float(settled.charged),
+                is_byok=served.is_byok,
+                upstream_cost=(float(settled.list_cost), float(input_cost), float(output_cost)),
+            ),
+            incomplete_reason=response.incomplete_reason,
+            service_tier=response.service_tier,
             metadata=self.metadata(),
         )
 
@@ -234,19 +306,31 @@ def response_plan(*, ctx: RequestContext, prepared: Prepared) -> RoutePlan:
     """The candidates to try, in order (routing.selection); nothing is decrypted here."""
     data = prepared.data
     snapshot = current_snapshot()
-    prefs = preferences_build(provider=data.get("provider"), route=data.get("route"),
-                              service_tier=data.get("service_tier"), suffix=prepared.suffix,
-                              account=account_defaults(account_id=ctx.caller.account_id, snapshot=snapshot))
+    prefs = preferences_build(
+        provider=data.get("provider"),
+        route=data.get("route"),
+        service_tier=data.get("service_tier"),
+        suffix=prepared.suffix,
+        account=account_defaults(account_id=ctx.caller.account_id, snapshot=snapshot),
+    )
     sticky = None
     if ctx.session_id:
-        sticky = sticky_get(key=sticky_key(account_id=ctx.caller.account_id, session_id=ctx.session_id,
-                                           model=prepared.models[0]))
+        sticky = sticky_get(
+            key=sticky_key(account_id=ctx.caller.account_id, session_id=ctx.session_id, model=prepared.models[0])
+        )
     caller = ctx.caller
     return endpoints_for_request(
-        models=prepared.models, estimated_input_tokens=prepared.estimated_input_tokens, prefs=prefs,
-        used_params=prepared.used_params, sticky_endpoint_id=sticky,
-        caller=RoutingCaller(account_id=caller.account_id, workspace_id=caller.workspace_id,
-                             api_key_hash=caller.key_hash, user_id=caller.creator_user_id),
+        models=prepared.models,
+        estimated_input_tokens=prepared.estimated_input_tokens,
+        prefs=prefs,
+        used_params=prepared.used_params,
+        sticky_endpoint_id=sticky,
+        caller=RoutingCaller(
+            account_id=caller.account_id,
+            workspace_id=caller.workspace_id,
+            api_key_hash=caller.key_hash,
+            user_id=caller.creator_user_id,
+        ),
         snapshot=snapshot,
     )
 
@@ -254,8 +338,12 @@ def response_plan(*, ctx: RequestContext, prepared: Prepared) -> RoutePlan:
 def response_hold(*, ctx: RequestContext, prepared: Prepared, plan: RoutePlan) -> ResponseRun:
     """Hold the worst case over the plan's candidates (402 when the balance or the key's limit cannot)."""
     amount = _reservation_amount(plan=plan, prepared=prepared, caller=ctx.caller)
-    reservation = credits.credits_reserve(account_id=ctx.caller.account_id, amount=amount,
-                                          api_key_id=ctx.caller.key_id, key_has_limit=ctx.caller.has_limit)
+    reservation = credits.credits_reserve(
+        account_id=ctx.caller.account_id,
+        amount=amount,
+        api_key_id=ctx.caller.key_id,
+        key_has_limit=ctx.caller.has_limit,
+    )
     return ResponseRun(ctx=ctx, prepared=prepared, plan=plan, reservation=reservation)
 
 
@@ -265,9 +353,13 @@ def _reservation_amount(*, plan: RoutePlan, prepared: Prepared, caller: Caller) 
     worst = Decimal(0)
     for candidate in plan.candidates:
         endpoint = candidate.endpoint
-        cost = max_cost(endpoint=endpoint, input_tokens=prepared.estimated_input_tokens,
-                        max_output_tokens=prepared.data.get("max_output_tokens") or endpoint.max_completion_tokens
-                        or DEFAULT_RESERVED_OUTPUT_TOKENS)
+        cost = max_cost(
+            endpoint=endpoint,
+            input_tokens=prepared.estimated_input_tokens,
+            max_output_tokens=prepared.data.get("max_output_tokens")
+            or endpoint.max_completion_tokens
+            or DEFAULT_RESERVED_OUTPUT_TOKENS,
+        )
         if candidate.is_byok:
             if month_to_date is None:
                 month_to_date = byok_month_to_date(account_id=caller.account_id)
@@ -309,21 +401,32 @@ def usage_bounds(*, prepared: Prepared, endpoint) -> UsageBounds:
     reasoning = prepared.canonical.reasoning
     if reasoning is not None and reasoning.enabled is not False and reasoning.effort != "none":
         # Anthropic and Bedrock requests raise the upstream maximum by the thinking budget.
-        output += max(MIN_THINKING_BUDGET, reasoning.max_tokens or 0,
-                      EFFORT_BUDGET.get(reasoning.effort or "medium", max(EFFORT_BUDGET.values())))
+        output += max(
+            MIN_THINKING_BUDGET,
+            reasoning.max_tokens or 0,
+            EFFORT_BUDGET.get(reasoning.effort or "medium", max(EFFORT_BUDGET.values())),
+        )
     estimated = prepared.estimated_input_tokens
     plausible_input = estimated * USAGE_INPUT_FACTOR + USAGE_INPUT_SLACK
     if _has_referenced_documents(prepared):  # a document by URL or file id can be any size up to the context
         plausible_input = max(plausible_input, endpoint.context_length or UNKNOWN_CONTEXT_TOKENS)
     elif endpoint.context_length:
         plausible_input = min(plausible_input, max(endpoint.context_length, estimated) + USAGE_INPUT_SLACK)
-    return UsageBounds(input_tokens=plausible_input, output_tokens=output + USAGE_OUTPUT_MARGIN,
-                       held_input_tokens=estimated, held_output_tokens=held_output)
+    return UsageBounds(
+        input_tokens=plausible_input,
+        output_tokens=output + USAGE_OUTPUT_MARGIN,
+        held_input_tokens=estimated,
+        held_output_tokens=held_output,
+    )
 
 
 def _has_referenced_documents(prepared: Prepared) -> bool:
-    return any(isinstance(part, FilePart) and not part.file_data
-               for item in prepared.canonical.input if isinstance(item, Message) for part in item.content)
+    return any(
+        isinstance(part, FilePart) and not part.file_data
+        for item in prepared.canonical.input
+        if isinstance(item, Message)
+        for part in item.content
+    )
 
 
 def clamp_usage(usage: Usage, bounds: UsageBounds) -> tuple[Usage, list[str]]:
@@ -345,9 +448,11 @@ def clamp_usage(usage: Usage, bounds: UsageBounds) -> tuple[Usage, list[str]]:
     if counts["output_tokens"] > bounds.output_tokens:
         reasons.append(f"output_tokens above the plausible {bounds.output_tokens}")
         counts["output_tokens"] = bounds.held_output_tokens
-    for part, whole, limit in (("cached_tokens", "input_tokens", counts["input_tokens"]),
-                               ("cache_write_tokens", "input_tokens", counts["input_tokens"] - counts["cached_tokens"]),
-                               ("reasoning_tokens", "output_tokens", counts["output_tokens"])):
+    for part, whole, limit in (
+        ("cached_tokens", "input_tokens", counts["input_tokens"]),
+        ("cache_write_tokens", "input_tokens", counts["input_tokens"] - counts["cached_tokens"]),
+        ("reasoning_tokens", "output_tokens", counts["output_tokens"]),
+    ):
         if counts[part] > limit:
             if not any(part in reason for reason in reasons):
                 reasons.append(f"{part} above {whole}")

@@ -67,17 +67,31 @@ class StreamRenderer:
             out = self.close_open()
             index = len(self.items) + 0
             item = function_call_item(new_id("fc"), OutputFunctionCall(event.call_id, event.name, ""), "in_progress")
-            self.open = {"kind": "function_call", "index": index, "id": item["id"], "call_id": event.call_id,
-                         "name": event.name, "arguments": [], "tool_index": event.index}
+            self.open = {
+                "kind": "function_call",
+                "index": index,
+                "id": item["id"],
+                "call_id": event.call_id,
+                "name": event.name,
+                "arguments": [],
+                "tool_index": event.index,
+            }
             self.content_started = True
             return out + [self.event("response.output_item.added", output_index=index, item=item)]
         if isinstance(event, ToolCallDelta):
             if not self._is_open("function_call"):
-                return self.feed(ToolCallStarted(index=event.index, call_id=f"call_{event.index}", name="")) + \
-                    self.feed(event)
+                return self.feed(
+                    ToolCallStarted(index=event.index, call_id=f"call_{event.index}", name="")
+                ) + self.feed(event)
             self.open["arguments"].append(event.arguments)
-            return [self.event("response.function_call_arguments.delta", item_id=self.open["id"],
-                               output_index=self.open["index"], delta=event.arguments)]
+            return [
+                self.event(
+                    "response.function_call_arguments.delta",
+                    item_id=self.open["id"],
+                    output_index=self.open["index"],
+                    delta=event.arguments,
+                )
+            ]
         return []
 
     def _is_open(self, kind: str) -> bool:
@@ -87,8 +101,16 @@ class StreamRenderer:
         out = self.close_open()
         index = len(self.items)
         item_id = new_id("rs")
-        self.open = {"kind": "reasoning", "index": index, "id": item_id, "summary": None, "content": None,
-                     "signature": None, "encrypted_content": None, "format": "unknown"}
+        self.open = {
+            "kind": "reasoning",
+            "index": index,
+            "id": item_id,
+            "summary": None,
+            "content": None,
+            "signature": None,
+            "encrypted_content": None,
+            "format": "unknown",
+        }
         self.content_started = True
         item = {"type": "reasoning", "id": item_id, "status": "in_progress", "summary": [], "content": []}
         return out + [self.event("response.output_item.added", output_index=index, item=item)]
@@ -99,15 +121,27 @@ class StreamRenderer:
         if event.kind == "summary":
             if state["summary"] is None:
                 state["summary"] = []
-                out.append(self.event("response.reasoning_summary_part.added", **ids, summary_index=0,
-                                      part={"type": "summary_text", "text": ""}))
+                out.append(
+                    self.event(
+                        "response.reasoning_summary_part.added",
+                        **ids,
+                        summary_index=0,
+                        part={"type": "summary_text", "text": ""},
+                    )
+                )
             state["summary"].append(event.text)
             out.append(self.event("response.reasoning_summary_text.delta", **ids, summary_index=0, delta=event.text))
         else:
             if state["content"] is None:
                 state["content"] = []
-                out.append(self.event("response.content_part.added", **ids, content_index=0,
-                                      part={"type": "reasoning_text", "text": ""}))
+                out.append(
+                    self.event(
+                        "response.content_part.added",
+                        **ids,
+                        content_index=0,
+                        part={"type": "reasoning_text", "text": ""},
+                    )
+                )
             state["content"].append(event.text)
             out.append(self.event("response.reasoning_text.delta", **ids, content_index=0, delta=event.text))
         return out
@@ -120,17 +154,38 @@ class StreamRenderer:
             item_id = new_id("msg")
             self.open = {"kind": "message", "index": index, "id": item_id, "parts": []}
             self.content_started = True
-            out.append(self.event("response.output_item.added", output_index=index, item={
-                "type": "message", "id": item_id, "role": "assistant", "status": "in_progress", "content": []}))
+            out.append(
+                self.event(
+                    "response.output_item.added",
+                    output_index=index,
+                    item={
+                        "type": "message",
+                        "id": item_id,
+                        "role": "assistant",
+                        "status": "in_progress",
+                        "content": [],
+                    },
+                )
+            )
         state = self.open
         kind = "refusal" if refusal else "output_text"
         if not state["parts"] or state["parts"][-1]["kind"] != kind:
             out += self._close_part()
             state["parts"].append({"kind": kind, "text": []})
-            part = {"type": "refusal", "refusal": ""} if refusal else {"type": "output_text", "text": "",
-                                                                         "annotations": []}
-            out.append(self.event("response.content_part.added", item_id=state["id"], output_index=state["index"],
-                                  content_index=len(state["parts"]) - 1, part=part))
+            part = (
+                {"type": "refusal", "refusal": ""}
+                if refusal
+                else {"type": "output_text", "text": "", "annotations": []}
+            )
+            out.append(
+                self.event(
+                    "response.content_part.added",
+                    item_id=state["id"],
+                    output_index=state["index"],
+                    content_index=len(state["parts"]) - 1,
+                    part=part,
+                )
+            )
         state["parts"][-1]["text"].append(text)
         ids = {"item_id": state["id"], "output_index": state["index"], "content_index": len(state["parts"]) - 1}
         if refusal:
@@ -148,11 +203,16 @@ class StreamRenderer:
         text = "".join(part["text"])
         ids = {"item_id": state["id"], "output_index": state["index"], "content_index": len(state["parts"]) - 1}
         if part["kind"] == "refusal":
-            return [self.event("response.refusal.done", **ids, refusal=text),
-                    self.event("response.content_part.done", **ids, part={"type": "refusal", "refusal": text})]
-        return [self.event("response.output_text.done", **ids, text=text, logprobs=[]),
-                self.event("response.content_part.done", **ids,
-                           part={"type": "output_text", "text": text, "annotations": []})]
+            return [
+                self.event("response.refusal.done", **ids, refusal=text),
+                self.event("response.content_part.done", **ids, part={"type": "refusal", "refusal": text}),
+            ]
+        return [
+            self.event("response.output_text.done", **ids, text=text, logprobs=[]),
+            self.event(
+                "response.content_part.done", **ids, part={"type": "output_text", "text": text, "annotations": []}
+            ),
+        ]
 
     def close_open(self) -> list[bytes]:
         state = self.open
@@ -171,20 +231,39 @@ class StreamRenderer:
             content = "".join(state["content"] or [])
             if state["summary"] is not None:
                 out.append(self.event("response.reasoning_summary_text.done", **ids, summary_index=0, text=summary))
-                out.append(self.event("response.reasoning_summary_part.done", **ids, summary_index=0,
-                                      part={"type": "summary_text", "text": summary}))
+                out.append(
+                    self.event(
+                        "response.reasoning_summary_part.done",
+                        **ids,
+                        summary_index=0,
+                        part={"type": "summary_text", "text": summary},
+                    )
+                )
             if state["content"] is not None:
                 out.append(self.event("response.reasoning_text.done", **ids, content_index=0, text=content))
-                out.append(self.event("response.content_part.done", **ids, content_index=0,
-                                      part={"type": "reasoning_text", "text": content}))
-            item = reasoning_item(state["id"], OutputReasoning(
-                summary=(summary,) if state["summary"] is not None else (),
-                content=(content,) if state["content"] is not None else (),
-                signature=state["signature"], encrypted_content=state["encrypted_content"], format=state["format"]))
+                out.append(
+                    self.event(
+                        "response.content_part.done",
+                        **ids,
+                        content_index=0,
+                        part={"type": "reasoning_text", "text": content},
+                    )
+                )
+            item = reasoning_item(
+                state["id"],
+                OutputReasoning(
+                    summary=(summary,) if state["summary"] is not None else (),
+                    content=(content,) if state["content"] is not None else (),
+                    signature=state["signature"],
+                    encrypted_content=state["encrypted_content"],
+                    format=state["format"],
+                ),
+            )
         else:
             arguments = "".join(state["arguments"])
-            out.append(self.event("response.function_call_arguments.done", **ids, name=state["name"],
-                                  arguments=arguments))
+            out.append(
+                self.event("response.function_call_arguments.done", **ids, name=state["name"], arguments=arguments)
+            )
             item = function_call_item(state["id"], OutputFunctionCall(state["call_id"], state["name"], arguments))
         self.items.append(item)
         out.append(self.event("response.output_item.done", output_index=state["index"], item=item))

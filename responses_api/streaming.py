@@ -31,8 +31,9 @@ def response_open_stream(*, run: ResponseRun) -> Iterator[bytes]:
     """Open an upstream stream before answering (errors are still HTTP errors here), then stream."""
     renderer = StreamRenderer()
     try:
-        stream = run.sequence.open_stream(keepalive_interval=settings.STREAM_KEEPALIVE_SECONDS,
-                                          committed=lambda: renderer.content_started)
+        stream = run.sequence.open_stream(
+            keepalive_interval=settings.STREAM_KEEPALIVE_SECONDS, committed=lambda: renderer.content_started
+        )
     except AttemptsFailed as failed:
         raise run.fail(failed.error) from None
     except Exception:
@@ -57,8 +58,9 @@ def _stream_body(run: ResponseRun, stream: AttemptStream, renderer: StreamRender
             outcome = StreamOutcome(error=error)
         except Exception:  # our own failure mid-stream: still end the stream properly
             logger.exception("stream %s failed unexpectedly", run.generation_id)
-            outcome = StreamOutcome(error=UpstreamError(error_type=ErrorType.SERVER, message="Internal server error",
-                                                        retryable=False))
+            outcome = StreamOutcome(
+                error=UpstreamError(error_type=ErrorType.SERVER, message="Internal server error", retryable=False)
+            )
         if outcome.error is not None:
             yield from _fail_in_band(run, renderer, outcome.error)
         yield DONE
@@ -84,9 +86,14 @@ def _relay(run: ResponseRun, stream: AttemptStream, renderer: StreamRenderer) ->
     response = stream.response
     assert response is not None and run.served is not None
     closing = b"".join(renderer.close_open())
-    settled = run.close(status=response.status, served=run.served, usage=response.usage,
-                        upstream_id=response.upstream_id, finish_reason=response.incomplete_reason or "stop",
-                        ttft_ms=_ttft_ms(run, stream))
+    settled = run.close(
+        status=response.status,
+        served=run.served,
+        usage=response.usage,
+        upstream_id=response.upstream_id,
+        finish_reason=response.incomplete_reason or "stop",
+        ttft_ms=_ttft_ms(run, stream),
+    )
     result = run.result(response, served=run.served, items=renderer.items, settled=settled)
     kind = "response.incomplete" if response.status == "incomplete" else "response.completed"
     yield closing + renderer.lifecycle(kind, result)
@@ -104,8 +111,14 @@ def _fail_in_band(run: ResponseRun, renderer: StreamRenderer, error: UpstreamErr
     body = failure_error(error.error_type, gateway_error.message)
     yield from renderer.close_open()
     yield renderer.error(code=body["code"], message=body["message"])
-    failed = run.shell.render(status="failed", model=run.plan.requested, output=renderer.items, error=body,
-                              error_type=error.error_type, metadata=run.metadata())
+    failed = run.shell.render(
+        status="failed",
+        model=run.plan.requested,
+        output=renderer.items,
+        error=body,
+        error_type=error.error_type,
+        metadata=run.metadata(),
+    )
     yield renderer.lifecycle("response.failed", failed)
 
 
@@ -115,12 +128,19 @@ def _settle_unfinished(run: ResponseRun, stream: AttemptStream, outcome: StreamO
     error, cancelled = outcome.error, outcome.cancelled
     try:
         response = stream.accumulator.response()
-        usage = run.bound_usage(_usage_so_far(response, estimated_input=run.prepared.estimated_input_tokens),
-                                stream.candidate)
-        run.close(status="cancelled" if cancelled else "failed", served=stream.candidate if usage.output_tokens
-                  else None, usage=usage, error_type=error.error_type if error else "", cancelled=cancelled,
-                  upstream_id=response.upstream_id, ttft_ms=_ttft_ms(run, stream),
-                  finish_reason="cancelled" if cancelled else "error")
+        usage = run.bound_usage(
+            _usage_so_far(response, estimated_input=run.prepared.estimated_input_tokens), stream.candidate
+        )
+        run.close(
+            status="cancelled" if cancelled else "failed",
+            served=stream.candidate if usage.output_tokens else None,
+            usage=usage,
+            error_type=error.error_type if error else "",
+            cancelled=cancelled,
+            upstream_id=response.upstream_id,
+            ttft_ms=_ttft_ms(run, stream),
+            finish_reason="cancelled" if cancelled else "error",
+        )
     except Exception:
         logger.exception("could not settle stream %s", run.generation_id)
 
@@ -130,9 +150,13 @@ def _usage_so_far(response: CanonicalResponse, *, estimated_input: int) -> Usage
     if response.usage.output_tokens > 0:
         return response.usage
     generated = sum(len(getattr(item, "text", "") or getattr(item, "arguments", "") or "") for item in response.output)
-    generated += sum(len(text) for item in response.output for text in getattr(item, "summary", ()) +
-                     getattr(item, "content", ()))
+    generated += sum(
+        len(text) for item in response.output for text in getattr(item, "summary", ()) + getattr(item, "content", ())
+    )
     if not generated:
         return response.usage
-    return replace(response.usage, output_tokens=max(1, generated // 4),
-                   input_tokens=response.usage.input_tokens or estimated_input)
+    return replace(
+        response.usage,
+        output_tokens=max(1, generated // 4),
+        input_tokens=response.usage.input_tokens or estimated_input,
+    )

@@ -60,18 +60,28 @@ class Accumulator:
                 self.finished = event
 
     def has_output(self) -> bool:
-        return bool(self.text or self.refusal or self.calls or self.reasoning_summary or self.reasoning_content
-                    or self.reasoning_sealed)
+        return bool(
+            self.text
+            or self.refusal
+            or self.calls
+            or self.reasoning_summary
+            or self.reasoning_content
+            or self.reasoning_sealed
+        )
 
     def response(self) -> CanonicalResponse:
         output: list[OutputItem] = []
         if self.reasoning_summary or self.reasoning_content or self.reasoning_sealed:
             sealed = self.reasoning_sealed or ReasoningSealed()
-            output.append(OutputReasoning(
-                summary=("".join(self.reasoning_summary),) if self.reasoning_summary else (),
-                content=("".join(self.reasoning_content),) if self.reasoning_content else (),
-                signature=sealed.signature, encrypted_content=sealed.encrypted_content, format=sealed.format,
-            ))
+            output.append(
+                OutputReasoning(
+                    summary=("".join(self.reasoning_summary),) if self.reasoning_summary else (),
+                    content=("".join(self.reasoning_content),) if self.reasoning_content else (),
+                    signature=sealed.signature,
+                    encrypted_content=sealed.encrypted_content,
+                    format=sealed.format,
+                )
+            )
         if self.text or self.refusal:
             output.append(OutputMessage(text="".join(self.text), refusal="".join(self.refusal) or None))
         for index in sorted(self.calls):
@@ -79,8 +89,12 @@ class Accumulator:
             output.append(OutputFunctionCall(call_id=call_id, name=name, arguments="".join(fragments)))
         finished = self.finished or Finished()
         return CanonicalResponse(
-            output=tuple(output), usage=self.usage, status=finished.status,
-            incomplete_reason=finished.incomplete_reason, upstream_id=self.upstream_id, model=self.model,
+            output=tuple(output),
+            usage=self.usage,
+            status=finished.status,
+            incomplete_reason=finished.incomplete_reason,
+            upstream_id=self.upstream_id,
+            model=self.model,
             service_tier=finished.service_tier,
         )
 

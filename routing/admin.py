@@ -35,22 +35,41 @@ class ProviderForm(CatalogRowForm):
     problems = staticmethod(provider_problems)
     service_errors = (CatalogError, ShapeError)
     new_credential = forms.CharField(
-        required=False, widget=forms.PasswordInput(render_value=False),
+        required=False,
+        widget=forms.PasswordInput(render_value=False),
         help_text="Set or replace the operator's API key (stored encrypted; never shown again).",
     )
     clear_credential = forms.BooleanField(required=False, help_text="Remove the stored key")
 
     class Meta:
         model = Provider
-        fields = ("slug", "name", "adapter", "credential_kind", "base_url", "api_key_env", "zdr", "retains_prompts",
-                  "trains_on_prompts", "region", "status", "is_local_standin", "allow_private_network", "docs_url")
+        fields = (
+            "slug",
+            "name",
+            "adapter",
+            "credential_kind",
+            "base_url",
+            "api_key_env",
+            "zdr",
+            "retains_prompts",
+            "trains_on_prompts",
+            "region",
+            "status",
+            "is_local_standin",
+            "allow_private_network",
+            "docs_url",
+        )
 
     def clean(self):
         cleaned = super().clean()
         if cleaned.get("new_credential") and cleaned.get("credential_kind"):
             # The same checks as a customer's key: printable, header-safe, sane length (never echoed back).
-            self.run_service_check(operator_credential, kind=cleaned["credential_kind"],
-                                   value=cleaned["new_credential"], error_field="new_credential")
+            self.run_service_check(
+                operator_credential,
+                kind=cleaned["credential_kind"],
+                value=cleaned["new_credential"],
+                error_field="new_credential",
+            )
         return cleaned
 
 
@@ -74,8 +93,16 @@ class EndpointInline(admin.TabularInline):
     model = Endpoint
     form = EndpointForm
     extra = 0
-    fields = ("model", "upstream_model", "price_prompt", "price_completion", "price_cached_input", "context_length",
-              "max_completion_tokens", "enabled")
+    fields = (
+        "model",
+        "upstream_model",
+        "price_prompt",
+        "price_completion",
+        "price_cached_input",
+        "context_length",
+        "max_completion_tokens",
+        "enabled",
+    )
 
 
 @admin.register(Provider)
@@ -99,8 +126,18 @@ class ModelEndpointInline(admin.TabularInline):
     model = Endpoint
     form = EndpointForm
     extra = 1
-    fields = ("provider", "upstream_model", "price_prompt", "price_completion", "price_cached_input",
-              "price_request", "context_length", "max_completion_tokens", "quantization", "enabled")
+    fields = (
+        "provider",
+        "upstream_model",
+        "price_prompt",
+        "price_completion",
+        "price_cached_input",
+        "price_request",
+        "context_length",
+        "max_completion_tokens",
+        "quantization",
+        "enabled",
+    )
 
 
 @admin.register(Model)

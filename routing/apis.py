@@ -26,7 +26,9 @@ MSG_MODEL_NOT_FOUND = "Model not found"
 
 class ModelListApi(APIView):
     @extend_schema(
-        operation_id="listModels", tags=["Models"], parameters=[ModelListQuerySerializer],
+        operation_id="listModels",
+        tags=["Models"],
+        parameters=[ModelListQuerySerializer],
         responses={200: ModelListSerializer, **error_responses(400, 401, 429, 500)},
     )
     def get(self, request):
@@ -43,35 +45,47 @@ class ModelListApi(APIView):
         total = len(models)
         offset = params.get("offset", 0)
         limit = params.get("limit", total - offset if "offset" in params else total)
-        page = models[offset: offset + limit] if ("limit" in params or "offset" in params) else models
+        page = models[offset : offset + limit] if ("limit" in params or "offset" in params) else models
         next_link = None
         if offset + len(page) < total:
             next_link = f"/api/v1/models?offset={offset + len(page)}&limit={limit}"
-        return Response({"data": [model_record(model) for model in page], "total_count": total,
-                         "links": {"next": next_link}})
+        return Response(
+            {"data": [model_record(model) for model in page], "total_count": total, "links": {"next": next_link}}
+        )
 
 
 class ModelEndpointsApi(APIView):
     @extend_schema(
-        operation_id="listModelEndpoints", tags=["Models"],
-        parameters=[OpenApiParameter("author", str, OpenApiParameter.PATH),
-                    OpenApiParameter("slug", str, OpenApiParameter.PATH)],
+        operation_id="listModelEndpoints",
+        tags=["Models"],
+        parameters=[
+            OpenApiParameter("author", str, OpenApiParameter.PATH),
+            OpenApiParameter("slug", str, OpenApiParameter.PATH),
+        ],
         responses={200: ModelEndpointsEnvelopeSerializer, **error_responses(401, 404, 429, 500)},
     )
     def get(self, request, author: str, slug: str):
         model = selectors.model_get(model_id=f"{author}/{slug}")
         if model is None:
             raise NotFound(MSG_MODEL_NOT_FOUND)
-        return Response({"data": {
-            "id": model.id, "name": model.name, "created": model.created, "description": model.description,
-            "architecture": architecture(model),
-            "endpoints": [endpoint_record(endpoint) for endpoint in model.live_endpoints],
-        }})
+        return Response(
+            {
+                "data": {
+                    "id": model.id,
+                    "name": model.name,
+                    "created": model.created,
+                    "description": model.description,
+                    "architecture": architecture(model),
+                    "endpoints": [endpoint_record(endpoint) for endpoint in model.live_endpoints],
+                }
+            }
+        )
 
 
 class ProviderListApi(APIView):
     @extend_schema(
-        operation_id="listProviders", tags=["Models"],
+        operation_id="listProviders",
+        tags=["Models"],
         responses={200: ProviderListSerializer, **error_responses(401, 429, 500)},
     )
     def get(self, request):
@@ -85,17 +99,27 @@ class AccountRoutingSettingsApi(APIView):
 
     def _data(self, account_id) -> dict:
         defaults = account_defaults(account_id=account_id)
-        return {"allowed_providers": list(defaults.allowed_providers),
-                "ignored_providers": list(defaults.ignored_providers), "enforce_zdr": defaults.enforce_zdr,
-                "data_collection": defaults.data_collection}
+        return {
+            "allowed_providers": list(defaults.allowed_providers),
+            "ignored_providers": list(defaults.ignored_providers),
+            "enforce_zdr": defaults.enforce_zdr,
+            "data_collection": defaults.data_collection,
+        }
 
-    @extend_schema(operation_id="getRoutingSettings", tags=["Routing"],
-                   responses={200: AccountRoutingEnvelopeSerializer, **error_responses(401, 403, 429, 500)})
+    @extend_schema(
+        operation_id="getRoutingSettings",
+        tags=["Routing"],
+        responses={200: AccountRoutingEnvelopeSerializer, **error_responses(401, 403, 429, 500)},
+    )
     def get(self, request):
         return Response({"data": self._data(request.user.account_id)})
 
-    @extend_schema(operation_id="updateRoutingSettings", tags=["Routing"], request=AccountRoutingSettingsSerializer,
-                   responses={200: AccountRoutingEnvelopeSerializer, **error_responses(400, 401, 403, 429, 500)})
+    @extend_schema(
+        operation_id="updateRoutingSettings",
+        tags=["Routing"],
+        request=AccountRoutingSettingsSerializer,
+        responses={200: AccountRoutingEnvelopeSerializer, **error_responses(400, 401, 403, 429, 500)},
+    )
     def patch(self, request):
         body = AccountRoutingSettingsSerializer(data=request.data)
         body.is_valid(raise_exception=True)

@@ -10,7 +10,9 @@ class RoutingConfig(AppConfig):
         from byok.catalog import CatalogLookups, catalog_lookups_register
         from routing import selectors
 
-        catalog_lookups_register(CatalogLookups(
-            provider_credential_kind=lambda slug: selectors.provider_credential_kind(provider_slug=slug),
-            model_exists=lambda model_id: selectors.model_exists(model_id=model_id),
-        ))
+        catalog_lookups_register(
+            CatalogLookups(
+                provider_credential_kind=lambda slug: selectors.provider_credential_kind(provider_slug=slug),
+                model_exists=lambda model_id: selectors.model_exists(model_id=model_id),
+            )
+        )

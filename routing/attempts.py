@@ -32,8 +32,15 @@ from routing.health import health_record, sticky_set
 from routing.providers.base import UpstreamRequest
 from routing.selection import Candidate
 
-__all__ = ["WAITING", "AttemptRecord", "AttemptSequence", "AttemptStream", "AttemptsFailed", "Served",
-           "release_db_connection"]
+__all__ = [
+    "WAITING",
+    "AttemptRecord",
+    "AttemptSequence",
+    "AttemptStream",
+    "AttemptsFailed",
+    "Served",
+    "release_db_connection",
+]
 
 NOT_CONTENT: Final = (ResponseStarted, UsageReported, Finished)
 T = TypeVar("T")
@@ -88,8 +95,14 @@ class AttemptSequence:
     model and service tier); `bound_usage` makes a provider's reported usage plausible before it is recorded;
     `sticky_key` (when set) remembers the endpoint that served."""
 
-    def __init__(self, *, candidates: Sequence[Candidate], request_for: Callable[[Candidate], CanonicalRequest],
-                 bound_usage: Callable[[Usage, Candidate], Usage] = _unbounded, sticky_key: str = "") -> None:
+    def __init__(
+        self,
+        *,
+        candidates: Sequence[Candidate],
+        request_for: Callable[[Candidate], CanonicalRequest],
+        bound_usage: Callable[[Usage, Candidate], Usage] = _unbounded,
+        sticky_key: str = "",
+    ) -> None:
         self._remaining = iter(candidates)
         self._request_for = request_for
         self._bound_usage = bound_usage
@@ -98,8 +111,9 @@ class AttemptSequence:
         self.served: Candidate | None = None
 
     # ---- the loop ----
-    def _attempt(self, action: Callable[[Candidate, UpstreamRequest], T]) -> tuple[Candidate, UpstreamRequest, T,
-                                                                                    float]:
+    def _attempt(
+        self, action: Callable[[Candidate, UpstreamRequest], T]
+    ) -> tuple[Candidate, UpstreamRequest, T, float]:
         """The first candidate `action` succeeds with; raises AttemptsFailed when none is left or one failed
         for good (a non-retryable error: bad input fails the same way everywhere)."""
         last_error = None
@@ -108,9 +122,9 @@ class AttemptSequence:
             try:
                 credentials = candidate.credentials()  # decrypted now, for this attempt only (byok)
                 release_db_connection()  # an upstream call may take minutes: do not hold a pooled connection
-                request = upstream.build_upstream_request(endpoint=candidate.endpoint,
-                                                          request=self._request_for(candidate),
-                                                          credentials=credentials)
+                request = upstream.build_upstream_request(
+                    endpoint=candidate.endpoint, request=self._request_for(candidate), credentials=credentials
+                )
                 return candidate, request, action(candidate, request), started
             except UpstreamError as error:
                 self.record(candidate, started, error)
@@ -119,24 +133,40 @@ class AttemptSequence:
                     break
         raise AttemptsFailed(last_error)
 
-    def record(self, candidate: Candidate, started: float, error: UpstreamError | None,
-               usage: Usage | None = None, ttft_s: float | None = None) -> None:
+    def record(
+        self,
+        candidate: Candidate,
+        started: float,
+        error: UpstreamError | None,
+        usage: Usage | None = None,
+        ttft_s: float | None = None,
+    ) -> None:
         elapsed = time.monotonic() - started
         if error is None or error.retryable:  # bad input says nothing about the endpoint's health
             generating = elapsed - (ttft_s or 0)
-            throughput = usage.output_tokens / generating if usage and usage.output_tokens and generating > 0 \
-                else None
-            health_record(endpoint_id=candidate.endpoint.id, ok=error is None, latency_s=elapsed, ttft_s=ttft_s,
-                          throughput=throughput)
-        self.attempts.append(AttemptRecord(
-            provider_name=candidate.endpoint.provider_slug, status=200 if error is None else error.status,
-            latency_ms=int((time.monotonic() - started) * 1000), is_byok=candidate.is_byok,
-            endpoint_id=candidate.endpoint.id, model_permaslug=candidate.endpoint.model_id,
-            error_type=error.error_type if error else None,
-        ))
+            throughput = usage.output_tokens / generating if usage and usage.output_tokens and generating > 0 else None
+            health_record(
+                endpoint_id=candidate.endpoint.id,
+                ok=error is None,
+                latency_s=elapsed,
+                ttft_s=ttft_s,
+                throughput=throughput,
+            )
+        self.attempts.append(
+            AttemptRecord(
+                provider_name=candidate.endpoint.provider_slug,
+                status=200 if error is None else error.status,
+                latency_ms=int((time.monotonic() - started) * 1000),
+                is_byok=candidate.is_byok,
+                endpoint_id=candidate.endpoint.id,
+                model_permaslug=candidate.endpoint.model_id,
+                error_type=error.error_type if error else None,
+            )
+        )
 
-    def _succeeded(self, candidate: Candidate, started: float, response: CanonicalResponse,
-                   ttft_s: float | None = None) -> CanonicalResponse:
+    def _succeeded(
+        self, candidate: Candidate, started: float, response: CanonicalResponse, ttft_s: float | None = None
+    ) -> CanonicalResponse:
         response = replace(response, usage=self._bound_usage(response.usage, candidate))
         self.record(candidate, started, None, usage=response.usage, ttft_s=ttft_s)
         self.served = candidate
@@ -148,16 +178,17 @@ class AttemptSequence:
     def call(self) -> Served:
         """A complete response from the first candidate that gives one."""
         candidate, _, response, started = self._attempt(
-            lambda candidate, request: upstream.call(endpoint=candidate.endpoint, upstream=request))
+            lambda candidate, request: upstream.call(endpoint=candidate.endpoint, upstream=request)
+        )
         return Served(candidate=candidate, response=self._succeeded(candidate, started, response))
 
     def _open(self) -> _Opened:
         candidate, request, stream, started = self._attempt(
-            lambda candidate, request: upstream.open_stream(endpoint=candidate.endpoint, upstream=request))
+            lambda candidate, request: upstream.open_stream(endpoint=candidate.endpoint, upstream=request)
+        )
         return _Opened(candidate=candidate, stream=stream, upstream_body=request.body, started=started)
 
-    def open_stream(self, *, keepalive_interval: float, committed: Callable[[], bool] | None = None
-                    ) -> "AttemptStream":
+    def open_stream(self, *, keepalive_interval: float, committed: Callable[[], bool] | None = None) -> "AttemptStream":
         """The first candidate that answers with 200, as a stream; raises AttemptsFailed."""
         return AttemptStream(self, self._open(), keepalive_interval=keepalive_interval, committed=committed)
 
@@ -168,8 +199,14 @@ class AttemptStream:
     or final one is raised as UpstreamError. `committed` says whether content reached the client (default:
     a content event was yielded). Always `close()`."""
 
-    def __init__(self, sequence: AttemptSequence, opened: _Opened, *, keepalive_interval: float,
-                 committed: Callable[[], bool] | None) -> None:
+    def __init__(
+        self,
+        sequence: AttemptSequence,
+        opened: _Opened,
+        *,
+        keepalive_interval: float,
+        committed: Callable[[], bool] | None,
+    ) -> None:
         self._sequence = sequence
         self._opened: _Opened | None = opened
         self._interval = keepalive_interval
@@ -214,11 +251,13 @@ class AttemptStream:
             for event in events:
                 yield self._add(event)
         if not self.accumulator.has_output() and self.accumulator.finished is None:
-            raise UpstreamError(error_type=ErrorType.PROVIDER_UNAVAILABLE,
-                                message="The provider's stream had no output", retryable=True)
+            raise UpstreamError(
+                error_type=ErrorType.PROVIDER_UNAVAILABLE, message="The provider's stream had no output", retryable=True
+            )
         ttft_s = self.first_content_at - opened.started if self.first_content_at is not None else None
-        self.response = self._sequence._succeeded(opened.candidate, opened.started, self.accumulator.response(),
-                                                  ttft_s=ttft_s)
+        self.response = self._sequence._succeeded(
+            opened.candidate, opened.started, self.accumulator.response(), ttft_s=ttft_s
+        )
 
     def _add(self, event: StreamEvent) -> StreamEvent:
         if self.first_content_at is None and not isinstance(event, NOT_CONTENT):
@@ -231,8 +270,7 @@ class AttemptStream:
             self._opened.stream.close()
 
 
-def _until_first_content(events: Iterator[StreamEvent], interval: float
-                         ) -> Iterator[tuple[str, StreamEvent | None]]:
+def _until_first_content(events: Iterator[StreamEvent], interval: float) -> Iterator[tuple[str, StreamEvent | None]]:
     """Pull upstream events in a helper thread until the first content event (or the end), yielding
     ("waiting", None) while waiting and ("event", e) for each event; the caller then reads `events` itself.
     The helper stops before the caller resumes, so the iterator is never used by two threads at once."""

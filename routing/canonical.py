@@ -221,6 +221,13 @@ class Finished:
 
 
 StreamEvent = (
-    ResponseStarted | TextDelta | RefusalDelta | ReasoningDelta | ReasoningSealed | ToolCallStarted
-    | ToolCallDelta | UsageReported | Finished
+    ResponseStarted
+    | TextDelta
+    | RefusalDelta
+    | ReasoningDelta
+    | ReasoningSealed
+    | ToolCallStarted
+    | ToolCallDelta
+    | UsageReported
+    | Finished
 )

@@ -41,10 +41,19 @@ class UpstreamError(Exception):
 
 
 STATUS_ERROR_TYPES: dict[int, ErrorType] = {
-    400: ErrorType.INVALID_REQUEST, 401: ErrorType.AUTHENTICATION, 402: ErrorType.PAYMENT_REQUIRED,
-    403: ErrorType.PERMISSION_DENIED, 404: ErrorType.NOT_FOUND, 408: ErrorType.TIMEOUT, 504: ErrorType.TIMEOUT,
-    524: ErrorType.TIMEOUT, 413: ErrorType.PAYLOAD_TOO_LARGE, 422: ErrorType.UNPROCESSABLE,
-    429: ErrorType.RATE_LIMIT_EXCEEDED, 503: ErrorType.PROVIDER_OVERLOADED, 529: ErrorType.PROVIDER_OVERLOADED,
+    400: ErrorType.INVALID_REQUEST,
+    401: ErrorType.AUTHENTICATION,
+    402: ErrorType.PAYMENT_REQUIRED,
+    403: ErrorType.PERMISSION_DENIED,
+    404: ErrorType.NOT_FOUND,
+    408: ErrorType.TIMEOUT,
+    504: ErrorType.TIMEOUT,
+    524: ErrorType.TIMEOUT,
+    413: ErrorType.PAYLOAD_TOO_LARGE,
+    422: ErrorType.UNPROCESSABLE,
+    429: ErrorType.RATE_LIMIT_EXCEEDED,
+    503: ErrorType.PROVIDER_OVERLOADED,
+    529: ErrorType.PROVIDER_OVERLOADED,
 }
 
 

@@ -39,12 +39,22 @@ def _key(endpoint_id: int) -> str:
     return f"routing:samples:{endpoint_id}"
 
 
-def health_record(*, endpoint_id: int, ok: bool, latency_s: float | None = None, ttft_s: float | None = None,
-                  throughput: float | None = None) -> None:
+def health_record(
+    *,
+    endpoint_id: int,
+    ok: bool,
+    latency_s: float | None = None,
+    ttft_s: float | None = None,
+    throughput: float | None = None,
+) -> None:
     """One attempt's outcome, appended atomically (concurrent writers lose nothing); the newest MAX_SAMPLES
     are kept, and samples older than STATS_WINDOW are ignored when read."""
-    list_push(key=_key(endpoint_id), item=(now(), ok, latency_s, ttft_s, throughput), max_items=MAX_SAMPLES,
-              timeout=int(STATS_WINDOW) + 60)
+    list_push(
+        key=_key(endpoint_id),
+        item=(now(), ok, latency_s, ttft_s, throughput),
+        max_items=MAX_SAMPLES,
+        timeout=int(STATS_WINDOW) + 60,
+    )
 
 
 def health_reset(*, endpoint_id: int) -> None:
@@ -65,7 +75,8 @@ def _stats(samples: list) -> EndpointStats:
     healthy = not (len(last) == FAILURES_TO_TRIP and not any(s[1] for s in last))
     window = [s for s in samples if s[0] >= current - STATS_WINDOW and s[1]]
     return EndpointStats(
-        healthy=healthy, samples=len(window),
+        healthy=healthy,
+        samples=len(window),
         latency=_percentiles([s[2] for s in window if s[2] is not None]),
         ttft=_percentiles([s[3] for s in window if s[3] is not None]),
         throughput=_percentiles([s[4] for s in window if s[4] is not None]),

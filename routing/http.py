@@ -152,7 +152,9 @@ def _guarded_socket(conn: HTTPConnection) -> socket.socket:
     for address in list(dict.fromkeys(addresses))[:3]:
         try:
             return urllib3_connection.create_connection(
-                (address, conn.port), conn.timeout, source_address=conn.source_address,
+                (address, conn.port),
+                conn.timeout,
+                source_address=conn.source_address,
                 socket_options=conn.socket_options,
             )
         except OSError as exc:
@@ -302,8 +304,11 @@ def _pool(base, connection_cls):
 
 class _Adapter(HTTPAdapter):
     def __init__(self, *, guarded: bool, **kwargs):
-        plain, tls = ((_GuardedHTTPConnection, _GuardedHTTPSConnection) if guarded
-                      else (_WatchedHTTPConnection, _WatchedHTTPSConnection))
+        plain, tls = (
+            (_GuardedHTTPConnection, _GuardedHTTPSConnection)
+            if guarded
+            else (_WatchedHTTPConnection, _WatchedHTTPSConnection)
+        )
         self._pools = {"http": _pool(HTTPConnectionPool, plain), "https": _pool(HTTPSConnectionPool, tls)}
         super().__init__(**kwargs)
 
@@ -326,9 +331,13 @@ _any_destination = _session(_Adapter(guarded=False, **_POOL))
 
 
 def default_timeouts() -> Timeouts:
-    return Timeouts(connect=settings.UPSTREAM_CONNECT_TIMEOUT, read=settings.UPSTREAM_READ_TIMEOUT,
-                    first_byte=settings.UPSTREAM_FIRST_BYTE_TIMEOUT, total=settings.UPSTREAM_TOTAL_TIMEOUT,
-                    stream_max=settings.UPSTREAM_STREAM_MAX_SECONDS)
+    return Timeouts(
+        connect=settings.UPSTREAM_CONNECT_TIMEOUT,
+        read=settings.UPSTREAM_READ_TIMEOUT,
+        first_byte=settings.UPSTREAM_FIRST_BYTE_TIMEOUT,
+        total=settings.UPSTREAM_TOTAL_TIMEOUT,
+        stream_max=settings.UPSTREAM_STREAM_MAX_SECONDS,
+    )
 
 
 def _seconds(deadline: float | None) -> float:
@@ -340,8 +349,12 @@ def _complete(timeouts: Timeouts | None) -> Timeouts:
     defaults = default_timeouts()
     if timeouts is None:
         return defaults
-    return replace(timeouts, first_byte=timeouts.first_byte or defaults.first_byte,
-                   total=timeouts.total or defaults.total, stream_max=timeouts.stream_max or defaults.stream_max)
+    return replace(
+        timeouts,
+        first_byte=timeouts.first_byte or defaults.first_byte,
+        total=timeouts.total or defaults.total,
+        stream_max=timeouts.stream_max or defaults.stream_max,
+    )
 
 
 # ---- requests ---------------------------------------------------------------------------------------------
@@ -355,8 +368,9 @@ def _check_headers(headers: dict) -> None:
     for name, value in headers.items():
         if not isinstance(name, str) or not _HEADER_NAME.fullmatch(name):
             raise SendFailed("a request header name cannot be sent")
-        if not isinstance(value, str | bytes) or _UNSENDABLE.search(value if isinstance(value, str) else
-                                                                    value.decode("latin-1")):
+        if not isinstance(value, str | bytes) or _UNSENDABLE.search(
+            value if isinstance(value, str) else value.decode("latin-1")
+        ):
             raise SendFailed(f"the {name} header holds characters that cannot be sent")
 
 
@@ -395,7 +409,12 @@ def request(
     context = _current_watch.set(watch)
     try:
         response = session.request(
-            method, url, headers=headers, data=data, timeout=(timeouts.connect, timeouts.read), stream=True,
+            method,
+            url,
+            headers=headers,
+            data=data,
+            timeout=(timeouts.connect, timeouts.read),
+            stream=True,
             allow_redirects=False,
         )
     except BaseException as exc:
@@ -428,7 +447,8 @@ TIMEOUTS = (TimeoutError, ReadTimeoutError)  # socket.timeout is TimeoutError
 def _may_echo_request(exc: Exception) -> bool:
     """Exceptions whose text can quote a header value (a credential): their chain is dropped."""
     return isinstance(exc, UnicodeError | ValueError | requests.exceptions.InvalidHeader) or not isinstance(
-        exc, requests.exceptions.RequestException)
+        exc, requests.exceptions.RequestException
+    )
 
 
 def _send_failure(exc: Exception, watch: _Watch) -> TransportError:
@@ -447,7 +467,8 @@ def _send_failure(exc: Exception, watch: _Watch) -> TransportError:
     if isinstance(exc, requests.exceptions.Timeout):
         return ReadTimeout("upstream did not answer in time")
     if isinstance(exc, requests.exceptions.RequestException) and not isinstance(
-            exc, requests.exceptions.InvalidHeader | requests.exceptions.InvalidURL):
+        exc, requests.exceptions.InvalidHeader | requests.exceptions.InvalidURL
+    ):
         return ConnectionReset(f"upstream request failed: {type(exc).__name__}")
     # UnicodeEncodeError (a non-Latin-1 header), ValueError (invalid header characters), an invalid URL or
     # header, or anything else raised while sending: the attempt failed; the next candidate may serve.
@@ -541,6 +562,12 @@ def _caused_by(exc: BaseException, kind: type | tuple[type, ...]) -> bool:
         seen.add(id(current))
         if isinstance(current, kind):
             return True
-        stack.extend([current.__cause__, current.__context__, getattr(current, "reason", None),
-                      *[arg for arg in getattr(current, "args", ()) if isinstance(arg, BaseException)]])
+        stack.extend(
+            [
+                current.__cause__,
+                current.__context__,
+                getattr(current, "reason", None),
+                *[arg for arg in getattr(current, "args", ()) if isinstance(arg, BaseException)],
+            ]
+        )
     return False

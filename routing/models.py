@@ -85,8 +85,9 @@ class Endpoint(models.Model):
     price_completion = models.DecimalField(max_digits=14, decimal_places=6)
     price_cached_input = models.DecimalField(max_digits=14, decimal_places=6, null=True, blank=True)
     price_cache_write = models.DecimalField(max_digits=14, decimal_places=6, null=True, blank=True)
-    price_reasoning = models.DecimalField(max_digits=14, decimal_places=6, null=True, blank=True,
-                                          help_text="Empty: billed as completion tokens")
+    price_reasoning = models.DecimalField(
+        max_digits=14, decimal_places=6, null=True, blank=True, help_text="Empty: billed as completion tokens"
+    )
     price_request = models.DecimalField(max_digits=14, decimal_places=6, default=0)
     context_length = models.IntegerField()
     max_completion_tokens = models.IntegerField(null=True, blank=True)
@@ -121,8 +122,9 @@ class AccountRoutingSettings(models.Model):
     """An account's routing defaults. A request's `provider` preferences can only tighten them."""
 
     account = models.OneToOneField("accounts.Account", on_delete=models.CASCADE, related_name="routing_settings")
-    allowed_providers = models.JSONField(default=list, blank=True,
-                                         help_text="Provider slugs; empty = all. A ceiling for `provider.only`.")
+    allowed_providers = models.JSONField(
+        default=list, blank=True, help_text="Provider slugs; empty = all. A ceiling for `provider.only`."
+    )
     ignored_providers = models.JSONField(default=list, blank=True, help_text="Provider slugs never used")
     enforce_zdr = models.BooleanField(default=False, help_text="Only zero-data-retention endpoints")
     data_collection = models.CharField(max_length=5, choices=DataCollection.choices, default=DataCollection.ALLOW)

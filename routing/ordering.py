@@ -43,9 +43,11 @@ def _exclusion(endpoint: EndpointInfo, prefs: Preferences, used_params: frozense
     if prefs.quantizations is not None and endpoint.quantization not in prefs.quantizations:
         return "quantization"
     caps = prefs.max_price
-    if (("prompt" in caps and endpoint.price_prompt > Decimal(str(caps["prompt"])))
-            or ("completion" in caps and endpoint.price_completion > Decimal(str(caps["completion"])))
-            or ("request" in caps and endpoint.price_request > Decimal(str(caps["request"])))):
+    if (
+        ("prompt" in caps and endpoint.price_prompt > Decimal(str(caps["prompt"])))
+        or ("completion" in caps and endpoint.price_completion > Decimal(str(caps["completion"])))
+        or ("request" in caps and endpoint.price_request > Decimal(str(caps["request"])))
+    ):
         return "max_price"
     if prefs.require_parameters and not used_params <= set(endpoint.supported_parameters):
         return "require_parameters"
@@ -95,8 +97,13 @@ def _misses_soft_targets(endpoint: EndpointInfo, prefs: Preferences, stats: dict
 
 
 def order_endpoints(
-    *, groups: list[list[EndpointInfo]], prefs: Preferences, used_params: frozenset[str],
-    stats: dict[int, EndpointStats], sticky_endpoint_id: int | None = None, rng: random.Random | None = None,
+    *,
+    groups: list[list[EndpointInfo]],
+    prefs: Preferences,
+    used_params: frozenset[str],
+    stats: dict[int, EndpointStats],
+    sticky_endpoint_id: int | None = None,
+    rng: random.Random | None = None,
 ) -> Ordering:
     rng = rng or RNG
     excluded: set[str] = set()
@@ -135,11 +142,13 @@ def _order_group(group, prefs, used_params, stats, sticky_endpoint_id, rng) -> l
             ordered = sticky + [e for e in ordered if e.id != sticky_endpoint_id]
     # Soft preferences: never exclude, only move behind the endpoints that meet them.
     if "tools" in used_params:
-        ordered = [e for e in ordered if "tools" in e.supported_parameters or not e.supported_parameters] + \
-                  [e for e in ordered if e.supported_parameters and "tools" not in e.supported_parameters]
+        ordered = [e for e in ordered if "tools" in e.supported_parameters or not e.supported_parameters] + [
+            e for e in ordered if e.supported_parameters and "tools" not in e.supported_parameters
+        ]
     if prefs.min_throughput or prefs.max_latency:
-        ordered = [e for e in ordered if not _misses_soft_targets(e, prefs, stats)] + \
-                  [e for e in ordered if _misses_soft_targets(e, prefs, stats)]
+        ordered = [e for e in ordered if not _misses_soft_targets(e, prefs, stats)] + [
+            e for e in ordered if _misses_soft_targets(e, prefs, stats)
+        ]
     return ordered + sorted(unhealthy, key=lambda e: (_price(e), e.id))
 
 

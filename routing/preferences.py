@@ -44,9 +44,12 @@ def account_defaults(*, account_id: UUID, snapshot=None) -> AccountDefaults:
     row = AccountRoutingSettings.objects.filter(account_id=account_id).first()
     if row is None:
         return AccountDefaults()
-    return AccountDefaults(allowed_providers=tuple(row.allowed_providers or ()),
-                           ignored_providers=tuple(row.ignored_providers or ()), enforce_zdr=row.enforce_zdr,
-                           data_collection=row.data_collection)
+    return AccountDefaults(
+        allowed_providers=tuple(row.allowed_providers or ()),
+        ignored_providers=tuple(row.ignored_providers or ()),
+        enforce_zdr=row.enforce_zdr,
+        data_collection=row.data_collection,
+    )
 
 
 def split_model_suffix(model: str) -> tuple[str, str | None]:
@@ -57,8 +60,9 @@ def split_model_suffix(model: str) -> tuple[str, str | None]:
     return model, None
 
 
-def preferences_build(*, provider: dict | None, route: str | None, service_tier: str | None,
-                      suffix: str | None, account: AccountDefaults) -> Preferences:
+def preferences_build(
+    *, provider: dict | None, route: str | None, service_tier: str | None, suffix: str | None, account: AccountDefaults
+) -> Preferences:
     provider = provider or {}
     sort = provider.get("sort") or {}
     sort_by, partition = sort.get("by"), sort.get("partition") or "model"
@@ -92,4 +96,3 @@ def slug_matches(pattern: str, slug: str) -> bool:
     """A base slug matches all its variants: `google-vertex` matches `google-vertex/us-east5`."""
     pattern, slug = pattern.lower(), slug.lower()
     return slug == pattern or slug.startswith(pattern + "/")
-

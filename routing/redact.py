@@ -10,8 +10,9 @@ from collections.abc import Iterable
 from urllib.parse import parse_qsl, quote, urlsplit
 
 # Request headers whose values are credentials.
-SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "x-api-key", "api-key", "x-goog-api-key",
-                            "x-amz-security-token", "cookie"})
+SECRET_HEADERS = frozenset(
+    {"authorization", "proxy-authorization", "x-api-key", "api-key", "x-goog-api-key", "x-amz-security-token", "cookie"}
+)
 REDACTED = "[redacted]"
 MAX_MESSAGE = 2000  # characters of upstream text kept
 MIN_EXACT = 4  # shorter credentials are removed only as whole words (scrubbing "ab" everywhere mangles prose)
@@ -34,7 +35,8 @@ _SHAPES = (
 # A long token (with at least one digit, so words are not mistaken for it) after a credential word.
 _AFTER_WORD = re.compile(
     r"(?i)\b((?:api[-_ ]?)?keys?|tokens?|secrets?|passwords?|signatures?|credentials?|authorization|auth)"
-    r"(\s*[\"']?\s*[:=]?\s*[\"']?\s*)([A-Za-z0-9+/_.\-]{16,}=*)")
+    r"(\s*[\"']?\s*[:=]?\s*[\"']?\s*)([A-Za-z0-9+/_.\-]{16,}=*)"
+)
 
 
 def request_secrets(*, url: str, headers: dict, extra: Iterable[str] = ()) -> tuple[str, ...]:
@@ -81,16 +83,20 @@ def _cut_fragments(text: str, secrets: tuple[str, ...]) -> str:
     """Any run of FRAGMENT or more characters of a long secret (any case), wherever it is: an upstream that echoes
     half a key ("sk-abc...") or its tail ("...xyz123") leaks part of it. Secrets are split on '/' and whitespace
     first, so the non-secret parts of structured values (a SigV4 scope: date, region, service) are not used."""
-    pieces = {piece.lower() for secret in secrets for piece in re.split(r"[/\s]+", secret)
-              if len(piece) >= MIN_FRAGMENT_SECRET}
+    pieces = {
+        piece.lower()
+        for secret in secrets
+        for piece in re.split(r"[/\s]+", secret)
+        if len(piece) >= MIN_FRAGMENT_SECRET
+    }
     if not pieces or len(text) < FRAGMENT:
         return text
-    grams = {piece[i:i + FRAGMENT] for piece in pieces for i in range(len(piece) - FRAGMENT + 1)}
+    grams = {piece[i : i + FRAGMENT] for piece in pieces for i in range(len(piece) - FRAGMENT + 1)}
     lowered = text.lower()
     covered = bytearray(len(text))
     for start in range(len(text) - FRAGMENT + 1):
-        if lowered[start:start + FRAGMENT] in grams:
-            covered[start:start + FRAGMENT] = b"\x01" * FRAGMENT
+        if lowered[start : start + FRAGMENT] in grams:
+            covered[start : start + FRAGMENT] = b"\x01" * FRAGMENT
     if not any(covered):
         return text
     out, index = [], 0
@@ -107,14 +113,14 @@ def _cut_fragments(text: str, secrets: tuple[str, ...]) -> str:
 
 def _cut_tail(text: str, secret: str) -> str:
     """An upstream that truncates its echo leaves the credential's first characters at the end of the text."""
-    window = text[-(len(secret) - 1):] if len(secret) > 1 else ""
+    window = text[-(len(secret) - 1) :] if len(secret) > 1 else ""
     head = secret[:MIN_TAIL]
     if len(secret) <= MIN_TAIL or head not in window:
         return text
     index = window.find(head)
     while index != -1:
         if secret.startswith(window[index:]):
-            return text[:len(text) - len(window) + index] + REDACTED
+            return text[: len(text) - len(window) + index] + REDACTED
         index = window.find(head, index + 1)
     return text
 

@@ -45,8 +45,11 @@ class Candidate:
         else:
             found = provider_credentials(provider_slug=self.endpoint.provider_slug, snapshot=self.snapshot)
         if found is None:  # removed since the plan was made
-            raise UpstreamError(error_type=ErrorType.AUTHENTICATION, retryable=True,
-                                message="The credentials for this provider are no longer configured")
+            raise UpstreamError(
+                error_type=ErrorType.AUTHENTICATION,
+                retryable=True,
+                message="The credentials for this provider are no longer configured",
+            )
         return found
 
 
@@ -71,17 +74,32 @@ class RoutePlan:
     service_tier: str | None = None
 
 
-def availability_error(*, status: int, code: str, message: str, models: list[str], excluded_by=(),
-                       retryable: bool = False) -> GatewayError:
-    return GatewayError(message, status=status, metadata={"availability": {
-        "code": code, "retryable": retryable, "requested_models": models, "excluded_by": sorted(excluded_by),
-    }})
+def availability_error(
+    *, status: int, code: str, message: str, models: list[str], excluded_by=(), retryable: bool = False
+) -> GatewayError:
+    return GatewayError(
+        message,
+        status=status,
+        metadata={
+            "availability": {
+                "code": code,
+                "retryable": retryable,
+                "requested_models": models,
+                "excluded_by": sorted(excluded_by),
+            }
+        },
+    )
 
 
 def endpoints_for_request(
-    *, models: list[str], estimated_input_tokens: int = 0, prefs: Preferences | None = None,
-    used_params: frozenset[str] = frozenset(), sticky_endpoint_id: int | None = None,
-    caller: RoutingCaller | None = None, snapshot: CatalogSnapshot | None = None,
+    *,
+    models: list[str],
+    estimated_input_tokens: int = 0,
+    prefs: Preferences | None = None,
+    used_params: frozenset[str] = frozenset(),
+    sticky_endpoint_id: int | None = None,
+    caller: RoutingCaller | None = None,
+    snapshot: CatalogSnapshot | None = None,
 ) -> RoutePlan:
     """The ordered candidates for the requested models (see routing.ordering): per model (or all together
     with `partition: none`), the caller's matching Prioritized BYOK keys, then the service's own endpoints,
@@ -91,8 +109,9 @@ def endpoints_for_request(
     snapshot = snapshot or current_snapshot()
     known = [model for model in models if model_exists(model_id=model, snapshot=snapshot)]
     if not known:
-        raise availability_error(status=404, code="model_not_found", models=models,
-                                 message=MSG_UNKNOWN_MODEL.format(model=models[0]))
+        raise availability_error(
+            status=404, code="model_not_found", models=models, message=MSG_UNKNOWN_MODEL.format(model=models[0])
+        )
     available, groups, excluded = [], [], set()
     credentials: dict[str, bool] = {}
     for model in known:
@@ -104,28 +123,51 @@ def endpoints_for_request(
                 continue
             if endpoint.provider_slug not in credentials:
                 credentials[endpoint.provider_slug] = provider_has_credentials(
-                    provider_slug=endpoint.provider_slug, snapshot=snapshot)
+                    provider_slug=endpoint.provider_slug, snapshot=snapshot
+                )
             group.append(endpoint)
         groups.append(group)
     stats = endpoint_stats([endpoint.id for group in groups for endpoint in group])
-    ordering = order_endpoints(groups=groups, prefs=prefs, used_params=used_params, stats=stats,
-                               sticky_endpoint_id=sticky_endpoint_id)
+    ordering = order_endpoints(
+        groups=groups, prefs=prefs, used_params=used_params, stats=stats, sticky_endpoint_id=sticky_endpoint_id
+    )
     excluded |= ordering.excluded_by
     keys = []
     if caller:
-        keys = snapshot.cached(("byok", caller.account_id, caller.workspace_id), lambda: byok_keys_for_routing(
-            account_id=caller.account_id, workspace_id=caller.workspace_id))
-    candidates = _arrange(ordering.endpoints, partition=prefs.partition, keys=keys, caller=caller,
-                          credentials=credentials, excluded=excluded, snapshot=snapshot)
+        keys = snapshot.cached(
+            ("byok", caller.account_id, caller.workspace_id),
+            lambda: byok_keys_for_routing(account_id=caller.account_id, workspace_id=caller.workspace_id),
+        )
+    candidates = _arrange(
+        ordering.endpoints,
+        partition=prefs.partition,
+        keys=keys,
+        caller=caller,
+        credentials=credentials,
+        excluded=excluded,
+        snapshot=snapshot,
+    )
     if not candidates:
-        raise _nothing_left(known=known, models=models, available=available, excluded=excluded,
-                            estimated_input_tokens=estimated_input_tokens)
-    return RoutePlan(requested=models[0], models=tuple(known), candidates=candidates, available=tuple(available),
-                     basis=ordering.basis, service_tier=prefs.service_tier)
+        raise _nothing_left(
+            known=known,
+            models=models,
+            available=available,
+            excluded=excluded,
+            estimated_input_tokens=estimated_input_tokens,
+        )
+    return RoutePlan(
+        requested=models[0],
+        models=tuple(known),
+        candidates=candidates,
+        available=tuple(available),
+        basis=ordering.basis,
+        service_tier=prefs.service_tier,
+    )
 
 
-def _arrange(endpoints, *, partition, keys: list[ByokKeyInfo], caller, credentials, excluded,
-             snapshot: CatalogSnapshot) -> tuple:
+def _arrange(
+    endpoints, *, partition, keys: list[ByokKeyInfo], caller, credentials, excluded, snapshot: CatalogSnapshot
+) -> tuple:
     sections: list[list[EndpointInfo]] = []
     for endpoint in endpoints:  # one section per model, or one for all with `partition: none`
         if sections and (partition == "none" or sections[-1][0].model_id == endpoint.model_id):
@@ -138,13 +180,18 @@ def _arrange(endpoints, *, partition, keys: list[ByokKeyInfo], caller, credentia
         shared: list[Candidate] = []
         fallback: list[Candidate] = []
         for endpoint in section:
-            matching = [k for k in keys if k.provider == endpoint.provider_slug and caller is not None
-                        and k.applies(model_id=endpoint.model_id, api_key_hash=caller.api_key_hash,
-                                      user_id=caller.user_id)]
+            matching = [
+                k
+                for k in keys
+                if k.provider == endpoint.provider_slug
+                and caller is not None
+                and k.applies(model_id=endpoint.model_id, api_key_hash=caller.api_key_hash, user_id=caller.user_id)
+            ]
             for key in matching:
                 if byok_key_serves(key=key, model_id=endpoint.model_id):
                     (fallback if key.is_fallback else prioritized).append(
-                        Candidate(endpoint=endpoint, byok_key_id=key.id))
+                        Candidate(endpoint=endpoint, byok_key_id=key.id)
+                    )
             if not credentials.get(endpoint.provider_slug):
                 excluded.add("credentials")
             elif _shared_allowed(endpoint, keys):
@@ -164,7 +211,8 @@ def _shared_allowed(endpoint: EndpointInfo, keys: list[ByokKeyInfo]) -> bool:
         if key.shared_capacity == SharedCapacity.NEVER:
             return False
         if key.shared_capacity == SharedCapacity.OUTSIDE_FILTER and (
-                key.allowed_models is None or endpoint.model_id in key.allowed_models):
+            key.allowed_models is None or endpoint.model_id in key.allowed_models
+        ):
             return False
     return True
 
@@ -172,17 +220,33 @@ def _shared_allowed(endpoint: EndpointInfo, keys: list[ByokKeyInfo]) -> bool:
 def _nothing_left(*, known, models, available, excluded, estimated_input_tokens) -> GatewayError:
     names = ", ".join(known)
     if not available:
-        return availability_error(status=404, code="no_endpoints", models=models,
-                                  message=MSG_NO_ENDPOINTS.format(models=names))
+        return availability_error(
+            status=404, code="no_endpoints", models=models, message=MSG_NO_ENDPOINTS.format(models=names)
+        )
     constraints = excluded - {"credentials", "byok_only"}
     if constraints == {"context_length"}:
         return availability_error(
-            status=400, code="context_length_exceeded", models=models, excluded_by=constraints,
+            status=400,
+            code="context_length_exceeded",
+            models=models,
+            excluded_by=constraints,
             message=f"The input (about {estimated_input_tokens} tokens) is longer than the context of every "
-                    f"endpoint of {names}")
+            f"endpoint of {names}",
+        )
     if constraints:
         code = "privacy_restricted" if constraints <= DATA_POLICIES else "constraint_filtered"
-        return availability_error(status=404, code=code, models=models, excluded_by=constraints,
-                                  message=MSG_FILTERED.format(models=names, constraints=", ".join(sorted(constraints))))
-    return availability_error(status=503, code="temporarily_unavailable", models=models, retryable=True,
-                              excluded_by=["credentials"], message=MSG_NO_CREDENTIALS.format(models=names))
+        return availability_error(
+            status=404,
+            code=code,
+            models=models,
+            excluded_by=constraints,
+            message=MSG_FILTERED.format(models=names, constraints=", ".join(sorted(constraints))),
+        )
+    return availability_error(
+        status=503,
+        code="temporarily_unavailable",
+        models=models,
+        retryable=True,
+        excluded_by=["credentials"],
+        message=MSG_NO_CREDENTIALS.format(models=names),
+    )

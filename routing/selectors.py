@@ -50,30 +50,45 @@ def provider_credentials(*, provider_slug: str, snapshot: CatalogSnapshot | None
 
 
 def models_list(
-    *, q: str = "", supported_parameters: Sequence[str] = (), input_modalities: Sequence[str] = (),
-    output_modalities: Sequence[str] = (), providers: Sequence[str] = (),
+    *,
+    q: str = "",
+    supported_parameters: Sequence[str] = (),
+    input_modalities: Sequence[str] = (),
+    output_modalities: Sequence[str] = (),
+    providers: Sequence[str] = (),
 ) -> list[Model]:
     endpoints = routable_endpoints().order_by("price_prompt", "price_completion", "id")
-    models = Model.objects.filter(endpoints__in=routable_endpoints()).distinct().prefetch_related(
-        Prefetch("endpoints", queryset=endpoints, to_attr="live_endpoints"))
+    models = (
+        Model.objects.filter(endpoints__in=routable_endpoints())
+        .distinct()
+        .prefetch_related(Prefetch("endpoints", queryset=endpoints, to_attr="live_endpoints"))
+    )
     if q:
         models = models.filter(Q(id__icontains=q) | Q(name__icontains=q) | Q(description__icontains=q))
     if providers:
         models = models.filter(endpoints__provider__slug__in=providers)
     result = list(models.order_by("-created", "id"))
+
     # JSON list containment is not portable across SQLite and PostgreSQL: filter these in Python.
     def has_all(values, wanted):
         return all(item in (values or []) for item in wanted)
 
-    return [model for model in result if has_all(model.supported_parameters, supported_parameters)
-            and has_all(model.input_modalities, input_modalities)
-            and has_all(model.output_modalities, output_modalities)]
+    return [
+        model
+        for model in result
+        if has_all(model.supported_parameters, supported_parameters)
+        and has_all(model.input_modalities, input_modalities)
+        and has_all(model.output_modalities, output_modalities)
+    ]
 
 
 def model_get(*, model_id: str) -> Model | None:
     endpoints = routable_endpoints().order_by("price_prompt", "price_completion", "id")
-    return Model.objects.filter(pk=model_id).prefetch_related(
-        Prefetch("endpoints", queryset=endpoints, to_attr="live_endpoints")).first()
+    return (
+        Model.objects.filter(pk=model_id)
+        .prefetch_related(Prefetch("endpoints", queryset=endpoints, to_attr="live_endpoints"))
+        .first()
+    )
 
 
 def providers_list() -> QuerySet:
@@ -82,7 +97,6 @@ def providers_list() -> QuerySet:
 
 def cheapest(endpoints: list[Endpoint]) -> Endpoint | None:
     return min(endpoints, key=lambda e: (e.price_prompt + e.price_completion, e.id), default=None)
-
 
 
 def provider_credential_kind(*, provider_slug: str) -> str | None:

@@ -133,53 +133,85 @@ class ProviderListSerializer(serializers.Serializer):
 
 def architecture(model) -> dict:
     inputs, outputs = list(model.input_modalities or ["text"]), list(model.output_modalities or ["text"])
-    return {"modality": f"{'+'.join(inputs)}->{'+'.join(outputs)}", "input_modalities": inputs,
-            "output_modalities": outputs, "tokenizer": model.tokenizer or "Other", "instruct_type": None}
+    return {
+        "modality": f"{'+'.join(inputs)}->{'+'.join(outputs)}",
+        "input_modalities": inputs,
+        "output_modalities": outputs,
+        "tokenizer": model.tokenizer or "Other",
+        "instruct_type": None,
+    }
 
 
 def endpoint_pricing(endpoint) -> dict:
     return {
-        "prompt": per_token(endpoint.price_prompt), "completion": per_token(endpoint.price_completion),
+        "prompt": per_token(endpoint.price_prompt),
+        "completion": per_token(endpoint.price_completion),
         "request": format(endpoint.price_request.normalize(), "f"),
         "input_cache_read": per_token(endpoint.price_cached_input),
         "input_cache_write": per_token(endpoint.price_cache_write),
-        "internal_reasoning": per_token(endpoint.price_reasoning if endpoint.price_reasoning is not None
-                                        else endpoint.price_completion),
+        "internal_reasoning": per_token(
+            endpoint.price_reasoning if endpoint.price_reasoning is not None else endpoint.price_completion
+        ),
     }
 
 
 def model_record(model) -> dict:
     top = cheapest(model.live_endpoints)
     assert top is not None, "the catalog lists only models with a live endpoint"
-    return ModelRecordSerializer({
-        "id": model.id, "canonical_slug": model.id, "name": model.name, "created": model.created,
-        "description": model.description, "context_length": model.context_length,
-        "architecture": architecture(model), "pricing": {**endpoint_pricing(top), "image": "0"},
-        "top_provider": {"context_length": top.context_length, "max_completion_tokens": top.max_completion_tokens,
-                         "is_moderated": False},
-        "per_request_limits": None, "supported_parameters": model.supported_parameters,
-        "default_parameters": None, "supported_voices": None, "knowledge_cutoff": None, "expiration_date": None,
-        "links": {"details": f"/api/v1/models/{model.id}/endpoints"},
-    }).data
+    return ModelRecordSerializer(
+        {
+            "id": model.id,
+            "canonical_slug": model.id,
+            "name": model.name,
+            "created": model.created,
+            "description": model.description,
+            "context_length": model.context_length,
+            "architecture": architecture(model),
+            "pricing": {**endpoint_pricing(top), "image": "0"},
+            "top_provider": {
+                "context_length": top.context_length,
+                "max_completion_tokens": top.max_completion_tokens,
+                "is_moderated": False,
+            },
+            "per_request_limits": None,
+            "supported_parameters": model.supported_parameters,
+            "default_parameters": None,
+            "supported_voices": None,
+            "knowledge_cutoff": None,
+            "expiration_date": None,
+            "links": {"details": f"/api/v1/models/{model.id}/endpoints"},
+        }
+    ).data
 
 
 def endpoint_record(endpoint) -> dict:
-    return EndpointRecordSerializer({
-        "name": f"{endpoint.provider.name} | {endpoint.model_id}", "model_id": endpoint.model_id,
-        "provider_name": endpoint.provider.name, "tag": endpoint.provider.slug,
-        "context_length": endpoint.context_length, "max_completion_tokens": endpoint.max_completion_tokens,
-        "max_prompt_tokens": None, "pricing": endpoint_pricing(endpoint), "quantization": endpoint.quantization,
-        "supported_parameters": endpoint.supported_parameters, "supported_service_tiers": endpoint.service_tiers,
-        "status": 0, "is_zdr": endpoint.provider.zdr,
-    }).data
+    return EndpointRecordSerializer(
+        {
+            "name": f"{endpoint.provider.name} | {endpoint.model_id}",
+            "model_id": endpoint.model_id,
+            "provider_name": endpoint.provider.name,
+            "tag": endpoint.provider.slug,
+            "context_length": endpoint.context_length,
+            "max_completion_tokens": endpoint.max_completion_tokens,
+            "max_prompt_tokens": None,
+            "pricing": endpoint_pricing(endpoint),
+            "quantization": endpoint.quantization,
+            "supported_parameters": endpoint.supported_parameters,
+            "supported_service_tiers": endpoint.service_tiers,
+            "status": 0,
+            "is_zdr": endpoint.provider.zdr,
+        }
+    ).data
 
 
 class AccountRoutingSettingsSerializer(serializers.Serializer):
-    allowed_providers = fields.ListField(child=fields.CharField(max_length=128), max_length=100,
-                                             required=False,
-                                             help_text="Provider slugs (base slugs match variants); empty = all")
-    ignored_providers = fields.ListField(child=fields.CharField(max_length=128), max_length=100,
-                                             required=False)
+    allowed_providers = fields.ListField(
+        child=fields.CharField(max_length=128),
+        max_length=100,
+        required=False,
+        help_text="Provider slugs (base slugs match variants); empty = all",
+    )
+    ignored_providers = fields.ListField(child=fields.CharField(max_length=128), max_length=100, required=False)
     enforce_zdr = fields.BooleanField(required=False)
     data_collection = fields.ChoiceField(choices=["allow", "deny"], required=False)
 

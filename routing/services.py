@@ -11,13 +11,39 @@ from byok.crypto import Sealed, current_key_id, reseal, seal
 from byok.shapes import MAX_URL_CHARS, ShapeError, check_text, operator_credential
 from routing.models import AdapterKind, Endpoint, Model, Provider
 
-PROVIDER_FIELDS = ("name", "adapter", "credential_kind", "base_url", "api_key_env", "zdr", "retains_prompts",
-                   "trains_on_prompts",
-                   "region", "status", "is_local_standin", "allow_private_network", "docs_url")
-MODEL_FIELDS = ("name", "description", "created", "context_length", "input_modalities", "output_modalities",
-                "supported_parameters", "tokenizer")
-PRICE_FIELDS = {"prompt": "price_prompt", "completion": "price_completion", "cached_input": "price_cached_input",
-                "cache_write": "price_cache_write", "reasoning": "price_reasoning", "request": "price_request"}
+PROVIDER_FIELDS = (
+    "name",
+    "adapter",
+    "credential_kind",
+    "base_url",
+    "api_key_env",
+    "zdr",
+    "retains_prompts",
+    "trains_on_prompts",
+    "region",
+    "status",
+    "is_local_standin",
+    "allow_private_network",
+    "docs_url",
+)
+MODEL_FIELDS = (
+    "name",
+    "description",
+    "created",
+    "context_length",
+    "input_modalities",
+    "output_modalities",
+    "supported_parameters",
+    "tokenizer",
+)
+PRICE_FIELDS = {
+    "prompt": "price_prompt",
+    "completion": "price_completion",
+    "cached_input": "price_cached_input",
+    "cache_write": "price_cache_write",
+    "reasoning": "price_reasoning",
+    "request": "price_request",
+}
 
 
 PROVIDER_SLUG = re.compile(r"[a-z0-9][a-z0-9._:/-]{0,99}")
@@ -53,8 +79,12 @@ def provider_problems(values: dict) -> list[tuple[str, str]]:
 def model_problems(values: dict) -> list[tuple[str, str]]:
     problems = []
     model_id = values.get("id")
-    if model_id is not None and not (isinstance(model_id, str) and model_id.count("/") == 1
-                                     and _visible_ascii(model_id) and "" not in model_id.split("/")):
+    if model_id is not None and not (
+        isinstance(model_id, str)
+        and model_id.count("/") == 1
+        and _visible_ascii(model_id)
+        and "" not in model_id.split("/")
+    ):
         problems.append(("id", f"model id {model_id!r} must look like <author>/<slug> (printable, no spaces)"))
     if "context_length" in values and not _positive_int(values["context_length"]):
         problems.append(("context_length", "context_length must be a positive integer"))
@@ -225,8 +255,10 @@ def provider_reseal_all() -> int:
     """Re-encrypt every operator credential under the keyring's newest key; returns how many changed."""
     newest, changed = current_key_id(), 0
     for provider in Provider.objects.exclude(credential_sealed=None).exclude(credential_key_id=newest):
-        sealed = reseal(Sealed(key_id=provider.credential_key_id, blob=bytes(provider.credential_sealed or b"")),
-                        aad=f"provider:{provider.pk}")
+        sealed = reseal(
+            Sealed(key_id=provider.credential_key_id, blob=bytes(provider.credential_sealed or b"")),
+            aad=f"provider:{provider.pk}",
+        )
         provider.credential_sealed, provider.credential_key_id = sealed.blob, sealed.key_id
         provider.save(update_fields=["credential_sealed", "credential_key_id", "updated_at"])
         changed += 1

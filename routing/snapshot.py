@@ -62,18 +62,28 @@ def _bump_version(sender, **kwargs) -> None:
 
 def _build(version: str | None) -> CatalogSnapshot:
     endpoints: dict[str, list[EndpointInfo]] = {}
-    rows = (Endpoint.objects.filter(enabled=True, provider__status=ProviderStatus.ACTIVE)
-            .select_related("provider").order_by("price_prompt", "price_completion", "id"))
+    rows = (
+        Endpoint.objects.filter(enabled=True, provider__status=ProviderStatus.ACTIVE)
+        .select_related("provider")
+        .order_by("price_prompt", "price_completion", "id")
+    )
     for row in rows:
         endpoints.setdefault(row.model_id, []).append(endpoint_info(row))
     secrets = {
-        provider.slug: ProviderSecret(provider_id=provider.pk, key_id=provider.credential_key_id,
-                                      sealed=bytes(provider.credential_sealed) if provider.credential_sealed else None,
-                                      env_var=provider.api_key_env)
+        provider.slug: ProviderSecret(
+            provider_id=provider.pk,
+            key_id=provider.credential_key_id,
+            sealed=bytes(provider.credential_sealed) if provider.credential_sealed else None,
+            env_var=provider.api_key_env,
+        )
         for provider in Provider.objects.only("id", "slug", "credential_sealed", "credential_key_id", "api_key_env")
     }
-    return CatalogSnapshot(version=version, models=frozenset(Model.objects.values_list("pk", flat=True)),
-                           endpoints_by_model={k: tuple(v) for k, v in endpoints.items()}, secrets=secrets)
+    return CatalogSnapshot(
+        version=version,
+        models=frozenset(Model.objects.values_list("pk", flat=True)),
+        endpoints_by_model={k: tuple(v) for k, v in endpoints.items()},
+        secrets=secrets,
+    )
 
 
 def current_snapshot() -> CatalogSnapshot:

@@ -28,15 +28,23 @@ TRANSPORT_ERRORS: dict[type[http.TransportError], tuple[ErrorType, str]] = {
     http.ConnectTimeout: (ErrorType.TIMEOUT, "The provider did not answer in time"),
     http.ReadTimeout: (ErrorType.TIMEOUT, "The provider did not answer in time"),
     http.ConnectFailed: (ErrorType.PROVIDER_UNAVAILABLE, "Could not connect to the provider"),
-    http.ConnectionRefused: (ErrorType.PROVIDER_UNAVAILABLE,
-                             "The provider's address is not allowed (private network)"),
+    http.ConnectionRefused: (ErrorType.PROVIDER_UNAVAILABLE, "The provider's address is not allowed (private network)"),
     http.ConnectionReset: (ErrorType.PROVIDER_UNAVAILABLE, "The connection to the provider broke"),
     http.SendFailed: (ErrorType.PROVIDER_UNAVAILABLE, "The request could not be sent to the provider"),
     http.ResponseTooLarge: (ErrorType.PROVIDER_UNAVAILABLE, "The provider sent an oversized response"),
 }
 # Credential fields of structured credentials (cloud platforms, Azure configs, service accounts).
-SECRET_FIELDS = ("api_key", "private_key", "private_key_id", "secretAccessKey", "accessKeyId", "sessionToken",
-                 "client_secret", "refresh_token", "access_token")
+SECRET_FIELDS = (
+    "api_key",
+    "private_key",
+    "private_key_id",
+    "secretAccessKey",
+    "accessKeyId",
+    "sessionToken",
+    "client_secret",
+    "refresh_token",
+    "access_token",
+)
 
 
 def transport_error(exc: http.TransportError) -> UpstreamError:
@@ -91,11 +99,18 @@ def attempt_secrets(upstream: UpstreamRequest) -> tuple[str, ...]:
 
 def _send(endpoint: EndpointInfo, upstream: UpstreamRequest, *, stream: bool, timeouts: http.Timeouts | None):
     try:
-        payload: dict[str, Any] = {"content": upstream.content} if upstream.content is not None \
-            else {"json_body": upstream.body}
-        response = http.request("POST", upstream.url, headers=upstream.headers, **payload,
-                                timeouts=timeouts, stream=stream,
-                                allow_private=endpoint.allow_private_network and not upstream.customer_url)
+        payload: dict[str, Any] = (
+            {"content": upstream.content} if upstream.content is not None else {"json_body": upstream.body}
+        )
+        response = http.request(
+            "POST",
+            upstream.url,
+            headers=upstream.headers,
+            **payload,
+            timeouts=timeouts,
+            stream=stream,
+            allow_private=endpoint.allow_private_network and not upstream.customer_url,
+        )
     except http.TransportError as exc:
         raise transport_error(exc) from exc
     if response.status_code >= 400 or response.status_code < 200:
@@ -117,18 +132,30 @@ def _call(*, endpoint: EndpointInfo, upstream: UpstreamRequest, timeouts: http.T
     try:
         body = jsonsafe.loads(response.content)
     except ValueError:
-        raise UpstreamError(error_type="provider_unavailable", message="The provider sent an unreadable response",
-                            retryable=True, status=response.status_code) from None
+        raise UpstreamError(
+            error_type="provider_unavailable",
+            message="The provider sent an unreadable response",
+            retryable=True,
+            status=response.status_code,
+        ) from None
     finally:
         http.close(response)
     if not isinstance(body, dict):
-        raise UpstreamError(error_type="provider_unavailable", message="The provider sent an unexpected response",
-                            retryable=True, status=response.status_code)
+        raise UpstreamError(
+            error_type="provider_unavailable",
+            message="The provider sent an unexpected response",
+            retryable=True,
+            status=response.status_code,
+        )
     try:
         return adapter_for(endpoint.adapter).parse_response(body)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise UpstreamError(error_type="provider_unavailable", message="The provider sent a malformed response",
-                            retryable=True, status=response.status_code) from exc
+        raise UpstreamError(
+            error_type="provider_unavailable",
+            message="The provider sent a malformed response",
+            retryable=True,
+            status=response.status_code,
+        ) from exc
 
 
 @dataclass
@@ -149,8 +176,11 @@ class UpstreamStream:
                 except http.TransportError as exc:
                     raise transport_error(exc) from exc
                 except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
-                    raise UpstreamError(error_type="provider_unavailable",
-                                        message="The provider sent a malformed stream", retryable=True) from exc
+                    raise UpstreamError(
+                        error_type="provider_unavailable",
+                        message="The provider sent a malformed stream",
+                        retryable=True,
+                    ) from exc
         finally:
             self.close()
 

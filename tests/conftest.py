@@ -30,8 +30,11 @@ def _no_stray_outbound_http(monkeypatch):
 
     def guarded_connect(self, address):
         host = address[0] if isinstance(address, tuple) else address
-        if isinstance(host, str) and not (host.startswith("127.") or host in ("localhost", "::1")) \
-                and self.family in (socket.AF_INET, socket.AF_INET6):
+        if (
+            isinstance(host, str)
+            and not (host.startswith("127.") or host in ("localhost", "::1"))
+            and self.family in (socket.AF_INET, socket.AF_INET6)
+        ):
             raise AssertionError(f"unexpected outbound connection to {address!r}")
         return real_connect(self, address)
 
@@ -97,16 +100,41 @@ def multi(db, standin):
     from routing.services import catalog_load, provider_credential_set
     from tests.support import PROVIDERS
 
-    catalog_load(data={
-        "providers": [{"slug": slug, "name": slug.title(), "adapter": "openai_chat", "base_url": f"{standin.url}/v1",
-                       "zdr": zdr, "retains_prompts": retains, "trains_on_prompts": trains,
-                       "allow_private_network": True}
-                      for slug, (_, zdr, retains, trains, *_rest) in PROVIDERS.items()],
-        "models": [{"id": "multi/model", "name": "Multi", "context_length": 16000, "endpoints": [
-            {"provider": slug, "upstream_model": f"m-{slug}", "pricing": {"prompt": price, "completion": price},
-             "quantization": quant, "supported_parameters": params, "service_tiers": tiers}
-            for slug, (price, _z, _r, _t, quant, params, tiers) in PROVIDERS.items()]}],
-    })
+    catalog_load(
+        data={
+            "providers": [
+                {
+                    "slug": slug,
+                    "name": slug.title(),
+                    "adapter": "openai_chat",
+                    "base_url": f"{standin.url}/v1",
+                    "zdr": zdr,
+                    "retains_prompts": retains,
+                    "trains_on_prompts": trains,
+                    "allow_private_network": True,
+                }
+                for slug, (_, zdr, retains, trains, *_rest) in PROVIDERS.items()
+            ],
+            "models": [
+                {
+                    "id": "multi/model",
+                    "name": "Multi",
+                    "context_length": 16000,
+                    "endpoints": [
+                        {
+                            "provider": slug,
+                            "upstream_model": f"m-{slug}",
+                            "pricing": {"prompt": price, "completion": price},
+                            "quantization": quant,
+                            "supported_parameters": params,
+                            "service_tiers": tiers,
+                        }
+                        for slug, (price, _z, _r, _t, quant, params, tiers) in PROVIDERS.items()
+                    ],
+                }
+            ],
+        }
+    )
     for provider in Provider.objects.filter(slug__in=PROVIDERS):
         provider_credential_set(provider=provider, plaintext=f"sk-{provider.slug}")
     standin.clear()
@@ -119,18 +147,47 @@ def providers(db):
     from routing.models import Provider
     from routing.services import catalog_load
 
-    catalog_load(data={
-        "providers": [
-            {"slug": "openai", "name": "OpenAI", "adapter": "openai_responses", "base_url": "https://api.openai.com/v1"},
-            {"slug": "azure", "name": "Azure", "adapter": "openai_chat", "credential_kind": "azure",
-             "base_url": "https://example.openai.azure.com"},
-            {"slug": "amazon-bedrock", "name": "Bedrock", "adapter": "anthropic", "credential_kind": "bedrock",
-             "base_url": "https://bedrock-runtime.us-east-1.amazonaws.com"},
-            {"slug": "google-vertex", "name": "Vertex", "adapter": "anthropic", "credential_kind": "vertex",
-             "base_url": "https://us-central1-aiplatform.googleapis.com"},
-        ],
-        "models": [{"id": "openai/gpt-4o", "name": "GPT-4o", "context_length": 128000, "endpoints": [
-            {"provider": "openai", "upstream_model": "gpt-4o", "pricing": {"prompt": 2.5, "completion": 10}}]}],
-    })
+    catalog_load(
+        data={
+            "providers": [
+                {
+                    "slug": "openai",
+                    "name": "OpenAI",
+                    "adapter": "openai_responses",
+                    "base_url": "https://api.openai.com/v1",
+                },
+                {
+                    "slug": "azure",
+                    "name": "Azure",
+                    "adapter": "openai_chat",
+                    "credential_kind": "azure",
+                    "base_url": "https://example.openai.azure.com",
+                },
+                {
+                    "slug": "amazon-bedrock",
+                    "name": "Bedrock",
+                    "adapter": "anthropic",
+                    "credential_kind": "bedrock",
+                    "base_url": "https://bedrock-runtime.us-east-1.amazonaws.com",
+                },
+                {
+                    "slug": "google-vertex",
+                    "name": "Vertex",
+                    "adapter": "anthropic",
+                    "credential_kind": "vertex",
+                    "base_url": "https://us-central1-aiplatform.googleapis.com",
+                },
+            ],
+            "models": [
+                {
+                    "id": "openai/gpt-4o",
+                    "name": "GPT-4o",
+                    "context_length": 128000,
+                    "endpoints": [
+                        {"provider": "openai", "upstream_model": "gpt-4o", "pricing": {"prompt": 2.5, "completion": 10}}
+                    ],
+                }
+            ],
+        }
+    )
     return Provider.objects.all()
-

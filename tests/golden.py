@@ -10,8 +10,10 @@ FIXTURES = Path(__file__).parent / "fixtures"
 
 def to_jsonable(value):
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {"type": type(value).__name__, **{f.name: to_jsonable(getattr(value, f.name))
-                                                 for f in dataclasses.fields(value)}}
+        return {
+            "type": type(value).__name__,
+            **{f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)},
+        }
     if isinstance(value, list | tuple):
         return [to_jsonable(item) for item in value]
     if isinstance(value, dict):

@@ -49,10 +49,28 @@ class LiveGateway:
         self.log = open(ROOT / f".live-gateway-{self.port}.log", "w")  # noqa: SIM115
         self.process = subprocess.Popen(
             # The same gunicorn settings as scripts/run.sh (worker class, request limits), fewer workers.
-            [sys.executable, "-m", "gunicorn", "-c", "python:gateway.gunicorn_conf", "gateway.wsgi:application",
-             "--bind", f"127.0.0.1:{self.port}", "--workers", str(workers), "--threads", str(threads),
-             "--timeout", "60", "--graceful-timeout", "2"],
-            cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT,
+            [
+                sys.executable,
+                "-m",
+                "gunicorn",
+                "-c",
+                "python:gateway.gunicorn_conf",
+                "gateway.wsgi:application",
+                "--bind",
+                f"127.0.0.1:{self.port}",
+                "--workers",
+                str(workers),
+                "--threads",
+                str(threads),
+                "--timeout",
+                "60",
+                "--graceful-timeout",
+                "2",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -93,7 +111,9 @@ class PrivateRedis:
     def start(self) -> None:
         self.process = subprocess.Popen(
             [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             try:

@@ -49,15 +49,40 @@ def schema_valid_requests_pass_validation(ctx, response, case: Case):
     return None
 
 
-CHECKS = ("not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance,"
-          "positive_data_acceptance,negative_data_rejection,schema_valid_requests_pass_validation")
+CHECKS = (
+    "not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance,"
+    "positive_data_acceptance,negative_data_rejection,schema_valid_requests_pass_validation"
+)
 
 
 def schemathesis_command(api: str, *, max_examples: int, phases: str = "examples,fuzzing") -> list[str]:
     return [
-        sys.executable, "-m", "schemathesis.cli", "--config-file", CONFIG, "run", f"{api}/openapi.json", "--url", api,
-        "--checks", CHECKS, "--max-examples", str(max_examples),
-        "--generation-deterministic", "--generation-allow-x00", "false",
-        "--phases", phases, "--workers", "1", "--request-timeout", "20", "--no-color",
-        "--suppress-health-check", "all", "--continue-on-failure", "--output-truncate", "false",
+        sys.executable,
+        "-m",
+        "schemathesis.cli",
+        "--config-file",
+        CONFIG,
+        "run",
+        f"{api}/openapi.json",
+        "--url",
+        api,
+        "--checks",
+        CHECKS,
+        "--max-examples",
+        str(max_examples),
+        "--generation-deterministic",
+        "--generation-allow-x00",
+        "false",
+        "--phases",
+        phases,
+        "--workers",
+        "1",
+        "--request-timeout",
+        "20",
+        "--no-color",
+        "--suppress-health-check",
+        "all",
+        "--continue-on-failure",
+        "--output-truncate",
+        "false",
     ]

@@ -51,12 +51,30 @@ def standin_endpoint(server, *, adapter: str, script: str = "", allow_private: b
     """An EndpointInfo pointing at the stand-in, with an optional `/s/<script>/` behaviour prefix."""
     prefix = f"/s/{script}" if script else ""
     fields = dict(
-        id=0, model_id="standin/echo", provider_slug=f"standin-{adapter}", provider_name="Stand-in",
-        adapter=adapter, base_url=f"{server.url}{prefix}/v1", upstream_model="standin-echo",
-        price_prompt=Decimal("1"), price_completion=Decimal("2"), price_cached_input=None, price_cache_write=None,
-        price_reasoning=None, price_request=Decimal("0"), context_length=32768, max_completion_tokens=4096,
-        quantization="unknown", supported_parameters=(), service_tiers=(), zdr=True, retains_prompts=False,
-        trains_on_prompts=False, region="local", allow_private_network=allow_private, is_local_standin=True,
+        id=0,
+        model_id="standin/echo",
+        provider_slug=f"standin-{adapter}",
+        provider_name="Stand-in",
+        adapter=adapter,
+        base_url=f"{server.url}{prefix}/v1",
+        upstream_model="standin-echo",
+        price_prompt=Decimal("1"),
+        price_completion=Decimal("2"),
+        price_cached_input=None,
+        price_cache_write=None,
+        price_reasoning=None,
+        price_request=Decimal("0"),
+        context_length=32768,
+        max_completion_tokens=4096,
+        quantization="unknown",
+        supported_parameters=(),
+        service_tiers=(),
+        zdr=True,
+        retains_prompts=False,
+        trains_on_prompts=False,
+        region="local",
+        allow_private_network=allow_private,
+        is_local_standin=True,
     )
     fields.update(overrides)
     return EndpointInfo(**fields)
@@ -72,24 +90,39 @@ def point_provider(slug: str, server, script: str = "") -> None:
 
 # slug: (price per M prompt = completion, zdr, retains, trains, quantization, params, tiers)
 PROVIDERS = {
-    "alpha": (1, True, False, False, "fp8", ["temperature", "tools", "tool_choice", "max_tokens"],
-              ["default", "priority", "flex"]),
+    "alpha": (
+        1,
+        True,
+        False,
+        False,
+        "fp8",
+        ["temperature", "tools", "tool_choice", "max_tokens"],
+        ["default", "priority", "flex"],
+    ),
     "beta": (2, False, True, False, "bf16", ["temperature", "max_tokens"], []),
     "gamma/us": (3, True, False, False, "fp16", ["temperature", "tools", "max_tokens", "response_format"], []),
     "gamma/eu": (4, False, True, True, "fp16", ["temperature", "tools", "max_tokens", "response_format"], []),
 }
 
 SERVICE_ACCOUNT = {
-    "type": "service_account", "project_id": "proj-1", "private_key_id": "abcdef0123456789abcdef",
+    "type": "service_account",
+    "project_id": "proj-1",
+    "private_key_id": "abcdef0123456789abcdef",
     "private_key": "-----BEGIN PRIVATE KEY-----\nMIIEv...\n-----END PRIVATE KEY-----\n",
-    "client_email": "gw@proj-1.iam.gserviceaccount.com", "client_id": "1234567890",
-    "auth_uri": "https://accounts.google.com/o/oauth2/auth", "token_uri": "https://oauth2.googleapis.com/token",
+    "client_email": "gw@proj-1.iam.gserviceaccount.com",
+    "client_id": "1234567890",
+    "auth_uri": "https://accounts.google.com/o/oauth2/auth",
+    "token_uri": "https://oauth2.googleapis.com/token",
     "auth_provider_x509_cert_url": "https://www.googleapis.com/oauth2/v1/certs",
-    "client_x509_cert_url": "https://www.googleapis.com/robot/v1/metadata/x509/gw", "universe_domain": "googleapis.com",
+    "client_x509_cert_url": "https://www.googleapis.com/robot/v1/metadata/x509/gw",
+    "universe_domain": "googleapis.com",
 }
-DEPLOYMENT = {"endpoint_url": "https://acme.openai.azure.com/openai/deployments/gpt4o/chat/completions"
-                              "?api-version=2024-10-21", "api_key": "azure-secret-key-123456", "model_id": "gpt4o",
-              "model_slug": "openai/gpt-4o"}
+DEPLOYMENT = {
+    "endpoint_url": "https://acme.openai.azure.com/openai/deployments/gpt4o/chat/completions?api-version=2024-10-21",
+    "api_key": "azure-secret-key-123456",
+    "model_id": "gpt4o",
+    "model_slug": "openai/gpt-4o",
+}
 
 
 def point(server, slug: str, script: str = "") -> None:
@@ -99,5 +132,6 @@ def point(server, slug: str, script: str = "") -> None:
 
 
 def ask(text: str = "Hello", *, stream: bool = False, **fields) -> CanonicalRequest:
-    return CanonicalRequest(model="standin-echo", input=(Message(role="user", content=(TextPart(text),)),),
-                            stream=stream, **fields)
+    return CanonicalRequest(
+        model="standin-echo", input=(Message(role="user", content=(TextPart(text),)),), stream=stream, **fields
+    )

@@ -60,8 +60,18 @@ class ApiKeyForm(ServiceValidatedForm):
 
     class Meta:
         model = ApiKey
-        fields = ("name", "kind", "account", "workspace", "creator", "disabled", "expires_at", "limit", "limit_reset",
-                  "include_byok_in_limit")
+        fields = (
+            "name",
+            "kind",
+            "account",
+            "workspace",
+            "creator",
+            "disabled",
+            "expires_at",
+            "limit",
+            "limit_reset",
+            "include_byok_in_limit",
+        )
 
     def clean(self):
         cleaned = super().clean()
@@ -70,13 +80,19 @@ class ApiKeyForm(ServiceValidatedForm):
         if self.instance._state.adding:
             creator = cleaned.get("creator")
             self.run_service_check(
-                api_key_check, account_id=cleaned["account"].pk, kind=cleaned.get("kind"),
-                workspace_id=cleaned["workspace"].pk, creator_user_id=creator.user_id if creator else None,
-                limit=cleaned.get("limit"), limit_reset=cleaned.get("limit_reset"),
-                expires_at=cleaned.get("expires_at"))
+                api_key_check,
+                account_id=cleaned["account"].pk,
+                kind=cleaned.get("kind"),
+                workspace_id=cleaned["workspace"].pk,
+                creator_user_id=creator.user_id if creator else None,
+                limit=cleaned.get("limit"),
+                limit_reset=cleaned.get("limit_reset"),
+                expires_at=cleaned.get("expires_at"),
+            )
         else:
-            self.run_service_check(api_key_limit_check, limit=cleaned.get("limit"),
-                                   limit_reset=cleaned.get("limit_reset"))
+            self.run_service_check(
+                api_key_limit_check, limit=cleaned.get("limit"), limit_reset=cleaned.get("limit_reset")
+            )
         return cleaned
 
 
@@ -86,8 +102,22 @@ class ApiKeyAdmin(admin.ModelAdmin):
     list_display = ("name", "label", "kind", "account", "workspace", "disabled", "expires_at", "created_at")
     list_filter = ("kind", "disabled")
     search_fields = ("name", "label", "hash", "account__name")
-    fields = ("name", "kind", "account", "workspace", "creator", "disabled", "expires_at", "limit", "limit_reset",
-              "include_byok_in_limit", "hash", "label", "created_at", "updated_at")
+    fields = (
+        "name",
+        "kind",
+        "account",
+        "workspace",
+        "creator",
+        "disabled",
+        "expires_at",
+        "limit",
+        "limit_reset",
+        "include_byok_in_limit",
+        "hash",
+        "label",
+        "created_at",
+        "updated_at",
+    )
 
     def get_readonly_fields(self, request, obj=None):
         always = ("hash", "label", "created_at", "updated_at")
@@ -99,9 +129,15 @@ class ApiKeyAdmin(admin.ModelAdmin):
             super().save_model(request, obj, form, change)
             return
         issued = api_key_create(
-            account_id=obj.account_id, name=obj.name, kind=obj.kind, workspace_id=obj.workspace_id,
-            creator_user_id=obj.creator.user_id if obj.creator else None, limit=obj.limit,
-            limit_reset=obj.limit_reset, include_byok_in_limit=obj.include_byok_in_limit, expires_at=obj.expires_at,
+            account_id=obj.account_id,
+            name=obj.name,
+            kind=obj.kind,
+            workspace_id=obj.workspace_id,
+            creator_user_id=obj.creator.user_id if obj.creator else None,
+            limit=obj.limit,
+            limit_reset=obj.limit_reset,
+            include_byok_in_limit=obj.include_byok_in_limit,
+            expires_at=obj.expires_at,
         )
         if obj.disabled:
             issued.key.disabled = True

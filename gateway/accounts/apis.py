@@ -26,7 +26,9 @@ class ApiKeyListCreateApi(APIView):
     permission_classes = [IsManagementKey]
 
     @extend_schema(
-        operation_id="listApiKeys", tags=["API keys"], parameters=[ApiKeyListQuerySerializer],
+        operation_id="listApiKeys",
+        tags=["API keys"],
+        parameters=[ApiKeyListQuerySerializer],
         responses={200: ApiKeyListSerializer, **error_responses(400, 401, 403, 429, 500)},
     )
     def get(self, request):
@@ -34,14 +36,17 @@ class ApiKeyListCreateApi(APIView):
         query.is_valid(raise_exception=True)
         params = query.validated_data
         keys = selectors.api_keys_list(
-            account_id=request.user.account_id, workspace_id=params.get("workspace_id"),
+            account_id=request.user.account_id,
+            workspace_id=params.get("workspace_id"),
             include_disabled=params["include_disabled"],
         )
         page = keys[params["offset"] : params["offset"] + params["limit"]]
         return Response({"data": [api_key_record(key) for key in page], "total_count": keys.count()})
 
     @extend_schema(
-        operation_id="createApiKey", tags=["API keys"], request=ApiKeyCreateRequestSerializer,
+        operation_id="createApiKey",
+        tags=["API keys"],
+        request=ApiKeyCreateRequestSerializer,
         responses={201: ApiKeyCreatedSerializer, **error_responses(400, 401, 403, 429, 500)},
     )
     def post(self, request):
@@ -58,14 +63,18 @@ class ApiKeyDetailApi(APIView):
         return selectors.api_key_get(account_id=request.user.account_id, key_hash=key_hash)
 
     @extend_schema(
-        operation_id="getApiKey", tags=["API keys"], parameters=[KEY_HASH_PARAM],
+        operation_id="getApiKey",
+        tags=["API keys"],
+        parameters=[KEY_HASH_PARAM],
         responses={200: ApiKeyEnvelopeSerializer, **error_responses(401, 403, 404, 429, 500)},
     )
     def get(self, request, key_hash: str):
         return Response({"data": api_key_record(self._key(request, key_hash))})
 
     @extend_schema(
-        operation_id="updateApiKey", tags=["API keys"], parameters=[KEY_HASH_PARAM],
+        operation_id="updateApiKey",
+        tags=["API keys"],
+        parameters=[KEY_HASH_PARAM],
         request=ApiKeyUpdateRequestSerializer,
         responses={200: ApiKeyEnvelopeSerializer, **error_responses(400, 401, 403, 404, 429, 500)},
     )
@@ -77,7 +86,9 @@ class ApiKeyDetailApi(APIView):
         return Response({"data": api_key_record(key)})
 
     @extend_schema(
-        operation_id="deleteApiKey", tags=["API keys"], parameters=[KEY_HASH_PARAM],
+        operation_id="deleteApiKey",
+        tags=["API keys"],
+        parameters=[KEY_HASH_PARAM],
         responses={200: ApiKeyDeletedSerializer, **error_responses(401, 403, 404, 429, 500)},
     )
     def delete(self, request, key_hash: str):
@@ -89,7 +100,8 @@ class CurrentKeyApi(APIView):
     """Metadata of the key making the call (any kind of key)."""
 
     @extend_schema(
-        operation_id="getCurrentKey", tags=["API keys"],
+        operation_id="getCurrentKey",
+        tags=["API keys"],
         responses={200: CurrentKeyEnvelopeSerializer, **error_responses(401, 429, 500)},
     )
     def get(self, request):

@@ -48,8 +48,18 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         key = (
             ApiKey.objects.select_related("account", "creator")
             .filter(hash=key_hash(token))
-            .only("id", "hash", "kind", "disabled", "expires_at", "account_id", "workspace_id", "limit",
-                  "account__plan", "creator__user_id")
+            .only(
+                "id",
+                "hash",
+                "kind",
+                "disabled",
+                "expires_at",
+                "account_id",
+                "workspace_id",
+                "limit",
+                "account__plan",
+                "creator__user_id",
+            )
             .first()
         )
         if key is None:

@@ -48,11 +48,20 @@ def api_key_record(key: ApiKey) -> dict:
         remaining = max(key.limit - readers.usage_in_window(key), 0)
     return ApiKeyRecordSerializer(
         {
-            "hash": key.hash, "name": key.name, "label": key.label, "is_management_key": key.kind == "management",
-            "disabled": key.disabled, "limit": key.limit, "limit_remaining": remaining,
-            "limit_reset": key.limit_reset, "include_byok_in_limit": key.include_byok_in_limit,
-            **usage.__dict__, "created_at": key.created_at, "updated_at": key.updated_at,
-            "expires_at": key.expires_at, "creator_user_id": key.creator.user_id if key.creator else None,
+            "hash": key.hash,
+            "name": key.name,
+            "label": key.label,
+            "is_management_key": key.kind == "management",
+            "disabled": key.disabled,
+            "limit": key.limit,
+            "limit_remaining": remaining,
+            "limit_reset": key.limit_reset,
+            "include_byok_in_limit": key.include_byok_in_limit,
+            **usage.__dict__,
+            "created_at": key.created_at,
+            "updated_at": key.updated_at,
+            "expires_at": key.expires_at,
+            "creator_user_id": key.creator.user_id if key.creator else None,
             "workspace_id": key.workspace_id,
         }
     ).data
@@ -85,8 +94,15 @@ class ApiKeyListQuerySerializer(serializers.Serializer):
 
 class ApiKeyCreateRequestSerializer(serializers.Serializer):
     name = fields.CharField(max_length=200)
-    limit = fields.MoneyField(max_digits=24, decimal_places=12, min_value=0, max_value=MAX_KEY_LIMIT, required=False,
-                              allow_null=True, help_text="Credit limit in USD")
+    limit = fields.MoneyField(
+        max_digits=24,
+        decimal_places=12,
+        min_value=0,
+        max_value=MAX_KEY_LIMIT,
+        required=False,
+        allow_null=True,
+        help_text="Credit limit in USD",
+    )
     limit_reset = fields.ChoiceField(choices=LimitReset.choices, required=False, allow_null=True)
     include_byok_in_limit = fields.BooleanField(required=False, default=False)
     expires_at = fields.DateTimeField(required=False, allow_null=True)
@@ -102,8 +118,15 @@ class ApiKeyCreateRequestSerializer(serializers.Serializer):
 class ApiKeyUpdateRequestSerializer(serializers.Serializer):
     name = fields.CharField(max_length=200, required=False)
     disabled = fields.BooleanField(required=False)
-    limit = fields.MoneyField(max_digits=24, decimal_places=12, min_value=0, max_value=MAX_KEY_LIMIT, required=False,
-                              allow_null=True, help_text="Credit limit in USD")
+    limit = fields.MoneyField(
+        max_digits=24,
+        decimal_places=12,
+        min_value=0,
+        max_value=MAX_KEY_LIMIT,
+        required=False,
+        allow_null=True,
+        help_text="Credit limit in USD",
+    )
     limit_reset = fields.ChoiceField(choices=LimitReset.choices, required=False, allow_null=True)
     include_byok_in_limit = fields.BooleanField(required=False)
 

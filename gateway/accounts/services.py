@@ -51,14 +51,28 @@ def api_key_create(
     include_byok_in_limit: bool = False,
     expires_at: datetime | None = None,
 ) -> IssuedKey:
-    workspace, creator = api_key_check(account_id=account_id, kind=kind, workspace_id=workspace_id,
-                                       creator_user_id=creator_user_id, limit=limit, limit_reset=limit_reset,
-                                       expires_at=expires_at)
+    workspace, creator = api_key_check(
+        account_id=account_id,
+        kind=kind,
+        workspace_id=workspace_id,
+        creator_user_id=creator_user_id,
+        limit=limit,
+        limit_reset=limit_reset,
+        expires_at=expires_at,
+    )
     plaintext = key_generate(kind=kind)
     key = ApiKey.objects.create(
-        hash=key_hash(plaintext), label=key_mask(plaintext), kind=kind, name=name, account_id=account_id,
-        workspace=workspace, creator=creator, limit=limit, limit_reset=limit_reset,
-        include_byok_in_limit=include_byok_in_limit, expires_at=expires_at,
+        hash=key_hash(plaintext),
+        label=key_mask(plaintext),
+        kind=kind,
+        name=name,
+        account_id=account_id,
+        workspace=workspace,
+        creator=creator,
+        limit=limit,
+        limit_reset=limit_reset,
+        include_byok_in_limit=include_byok_in_limit,
+        expires_at=expires_at,
     )
     return IssuedKey(key=key, plaintext=plaintext)
 
@@ -91,8 +105,12 @@ def api_key_check(
 
 
 def api_key_limit_check(*, limit, limit_reset) -> None:
-    if limit is not None and (not isinstance(limit, Decimal | int) or isinstance(limit, bool)
-                              or not Decimal(limit).is_finite() or not 0 <= limit <= MAX_KEY_LIMIT):
+    if limit is not None and (
+        not isinstance(limit, Decimal | int)
+        or isinstance(limit, bool)
+        or not Decimal(limit).is_finite()
+        or not 0 <= limit <= MAX_KEY_LIMIT
+    ):
         raise _field_error("limit", f"must be a number from 0 to {MAX_KEY_LIMIT:f} (USD), or null")
     if limit_reset is not None and limit_reset not in LimitReset.values:
         raise _field_error("limit_reset", f"must be one of {LimitReset.values} or null")
@@ -108,8 +126,9 @@ _UPDATABLE = ("name", "disabled", "limit", "limit_reset", "include_byok_in_limit
 def api_key_update(*, key: ApiKey, changes: dict) -> ApiKey:
     """GatewayError (400) for a limit the API would refuse; nothing is saved then."""
     if "limit" in changes or "limit_reset" in changes:
-        api_key_limit_check(limit=changes.get("limit", key.limit),
-                            limit_reset=changes.get("limit_reset", key.limit_reset))
+        api_key_limit_check(
+            limit=changes.get("limit", key.limit), limit_reset=changes.get("limit_reset", key.limit_reset)
+        )
     fields = [name for name in _UPDATABLE if name in changes]
     for name in fields:
         setattr(key, name, changes[name])

@@ -33,8 +33,11 @@ class ApiKeyRateThrottle(SimpleRateThrottle):
             return True
         counted = window_incr(key=self.key, seconds=duration)
         if not counted.shared and cache_uses_redis() and not settings.GATEWAY_RATE_LIMIT_FAIL_OPEN:
-            raise GatewayError(MSG_RATE_LIMITER_UNAVAILABLE, status=503,
-                               headers={"Retry-After": str(max(1, math.ceil(settings.REDIS_RETRY_SECONDS)))})
+            raise GatewayError(
+                MSG_RATE_LIMITER_UNAVAILABLE,
+                status=503,
+                headers={"Retry-After": str(max(1, math.ceil(settings.REDIS_RETRY_SECONDS)))},
+            )
         self.retry_after = counted.retry_after
         return counted.count <= num_requests
 

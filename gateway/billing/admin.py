@@ -13,8 +13,13 @@ MAX_BALANCE = Decimal("1e12")  # Account.balance is numeric(24, 12)
 
 class CreditTopUpForm(forms.ModelForm):
     kind = forms.ChoiceField(choices=[(EntryKind.TOPUP, "Top-up"), (EntryKind.REFUND, "Refund")])
-    amount = forms.DecimalField(max_digits=24, decimal_places=12, min_value=Decimal("0.000000000001"),
-                                max_value=MAX_ENTRY, help_text=f"USD, more than 0 and at most {MAX_ENTRY:,}")
+    amount = forms.DecimalField(
+        max_digits=24,
+        decimal_places=12,
+        min_value=Decimal("0.000000000001"),
+        max_value=MAX_ENTRY,
+        help_text=f"USD, more than 0 and at most {MAX_ENTRY:,}",
+    )
 
     class Meta:
         model = LedgerEntry
@@ -52,7 +57,9 @@ class LedgerEntryAdmin(admin.ModelAdmin):
 
     def save_model(self, request, obj, form, change):
         entry = credits_topup(
-            account_id=obj.account_id, amount=form.cleaned_data["amount"], note=obj.note,
+            account_id=obj.account_id,
+            amount=form.cleaned_data["amount"],
+            note=obj.note,
             kind=form.cleaned_data["kind"],
         )
         obj.pk = entry.pk

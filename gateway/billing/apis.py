@@ -19,7 +19,8 @@ class CreditsApi(APIView):
     permission_classes = [IsManagementKey]
 
     @extend_schema(
-        operation_id="getCredits", tags=["Credits"],
+        operation_id="getCredits",
+        tags=["Credits"],
         responses={200: CreditsEnvelopeSerializer, **error_responses(401, 403, 429, 500)},
     )
     def get(self, request):
@@ -32,7 +33,9 @@ class GenerationApi(APIView):
     """A generation record of the caller's account (any key of the account)."""
 
     @extend_schema(
-        operation_id="getGeneration", tags=["Generations"], parameters=[GenerationQuerySerializer],
+        operation_id="getGeneration",
+        tags=["Generations"],
+        parameters=[GenerationQuerySerializer],
         responses={200: GenerationEnvelopeSerializer, **error_responses(400, 401, 404, 429, 500)},
     )
     def get(self, request):

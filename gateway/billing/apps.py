@@ -11,7 +11,9 @@ class BillingConfig(AppConfig):
         from gateway.accounts.usage import KeyUsageReaders, key_usage_readers_register
         from gateway.billing import selectors
 
-        key_usage_readers_register(KeyUsageReaders(
-            usage=lambda key_id: selectors.key_usage(key_id=key_id),
-            usage_in_window=lambda key: selectors.key_usage_in_window(key=key),
-        ))
+        key_usage_readers_register(
+            KeyUsageReaders(
+                usage=lambda key_id: selectors.key_usage(key_id=key_id),
+                usage_in_window=lambda key: selectors.key_usage_in_window(key=key),
+            )
+        )

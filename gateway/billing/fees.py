@@ -15,8 +15,9 @@ BYOK_MONTHLY_ALLOWANCE: dict[str, Decimal] = {Plan.PAY_AS_YOU_GO: Decimal(25_000
 
 
 def byok_month_to_date(*, account_id: UUID) -> Decimal:
-    total = Generation.objects.filter(account_id=account_id, is_byok=True,
-                                      created_at__gte=window_starts()["monthly"]).aggregate(s=Sum("upstream_cost"))["s"]
+    total = Generation.objects.filter(
+        account_id=account_id, is_byok=True, created_at__gte=window_starts()["monthly"]
+    ).aggregate(s=Sum("upstream_cost"))["s"]
     return total or Decimal(0)
 
 

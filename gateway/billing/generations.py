@@ -85,7 +85,7 @@ def _storable(data: dict) -> dict:
             continue
         value = data[model_field.name]
         value = _SURROGATES.sub("\ufffd", (value if isinstance(value, str) else str(value)).replace("\x00", ""))
-        data[model_field.name] = value[:model_field.max_length] if model_field.max_length else value
+        data[model_field.name] = value[: model_field.max_length] if model_field.max_length else value
     return data
 
 

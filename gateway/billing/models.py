@@ -83,8 +83,9 @@ class Generation(models.Model):
     tokens_output = models.IntegerField(default=0)
     tokens_reasoning = models.IntegerField(default=0)
     cost = models.DecimalField(max_digits=24, decimal_places=12, default=0, help_text="Charged to credits (USD)")
-    upstream_cost = models.DecimalField(max_digits=24, decimal_places=12, default=0,
-                                        help_text="List-price inference cost (USD)")
+    upstream_cost = models.DecimalField(
+        max_digits=24, decimal_places=12, default=0, help_text="List-price inference cost (USD)"
+    )
     is_byok = models.BooleanField(default=False)
     streamed = models.BooleanField(default=False)
     cancelled = models.BooleanField(default=False)
@@ -95,9 +96,11 @@ class Generation(models.Model):
     service_tier = models.CharField(max_length=20, blank=True)
     provider_responses = models.JSONField(default=list)
     usage_anomaly = models.JSONField(
-        null=True, blank=True,
+        null=True,
+        blank=True,
         help_text="The provider's usage when it was implausible (negative, or above what the request allows), "
-                  "and the bounds it was clamped to; null when the usage was billed as reported")
+        "and the bounds it was clamped to; null when the usage was billed as reported",
+    )
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
     def __str__(self) -> str:

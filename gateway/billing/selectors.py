@@ -29,8 +29,9 @@ def window_starts(now: datetime | None = None) -> dict[str, datetime]:
 
 
 def _sum(condition: Q):
-    return Coalesce(Sum("amount", filter=condition), Value(ZERO), output_field=DecimalField(max_digits=24,
-                                                                                             decimal_places=12))
+    return Coalesce(
+        Sum("amount", filter=condition), Value(ZERO), output_field=DecimalField(max_digits=24, decimal_places=12)
+    )
 
 
 def credits_summary(*, account_id: UUID) -> CreditsSummary:

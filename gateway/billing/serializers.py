@@ -63,21 +63,39 @@ class GenerationQuerySerializer(serializers.Serializer):
 
 
 def generation_data(generation) -> dict:
-    return GenerationSerializer({
-        "id": generation.id, "upstream_id": generation.upstream_id or None, "created_at": generation.created_at,
-        "model": generation.model, "requested_model": generation.requested_model,
-        "provider_name": generation.provider or None, "status": generation.status,
-        "total_cost": generation.cost, "upstream_inference_cost": generation.upstream_cost, "cache_discount": None,
-        "is_byok": generation.is_byok, "streamed": generation.streamed, "cancelled": generation.cancelled,
-        "latency": generation.latency_ms, "time_to_first_token": generation.ttft_ms,
-        "generation_time": generation.generation_time_ms, "finish_reason": generation.finish_reason or None,
-        "error_type": generation.error_type or None,
-        "tokens_prompt": generation.tokens_input, "tokens_completion": generation.tokens_output,
-        "native_tokens_prompt": generation.tokens_input, "native_tokens_completion": generation.tokens_output,
-        "native_tokens_reasoning": generation.tokens_reasoning, "native_tokens_cached": generation.tokens_cached,
-        "native_tokens_cache_write": generation.tokens_cache_write,
-        "service_tier": generation.service_tier or None, "session_id": generation.session_id or None,
-        "workspace_id": generation.workspace_id, "api_type": "responses",
-        "provider_responses": [{**attempt, "latency": attempt["latency_ms"]}
-                               for attempt in generation.provider_responses],
-    }).data
+    return GenerationSerializer(
+        {
+            "id": generation.id,
+            "upstream_id": generation.upstream_id or None,
+            "created_at": generation.created_at,
+            "model": generation.model,
+            "requested_model": generation.requested_model,
+            "provider_name": generation.provider or None,
+            "status": generation.status,
+            "total_cost": generation.cost,
+            "upstream_inference_cost": generation.upstream_cost,
+            "cache_discount": None,
+            "is_byok": generation.is_byok,
+            "streamed": generation.streamed,
+            "cancelled": generation.cancelled,
+            "latency": generation.latency_ms,
+            "time_to_first_token": generation.ttft_ms,
+            "generation_time": generation.generation_time_ms,
+            "finish_reason": generation.finish_reason or None,
+            "error_type": generation.error_type or None,
+            "tokens_prompt": generation.tokens_input,
+            "tokens_completion": generation.tokens_output,
+            "native_tokens_prompt": generation.tokens_input,
+            "native_tokens_completion": generation.tokens_output,
+            "native_tokens_reasoning": generation.tokens_reasoning,
+            "native_tokens_cached": generation.tokens_cached,
+            "native_tokens_cache_write": generation.tokens_cache_write,
+            "service_tier": generation.service_tier or None,
+            "session_id": generation.session_id or None,
+            "workspace_id": generation.workspace_id,
+            "api_type": "responses",
+            "provider_responses": [
+                {**attempt, "latency": attempt["latency_ms"]} for attempt in generation.provider_responses
+            ],
+        }
+    ).data

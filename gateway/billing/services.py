@@ -78,7 +78,10 @@ def credits_reserve(
         # held only for the UPDATE and the COMMIT.
         reservation = Reservation.objects.create(account_id=account_id, api_key_id=api_key_id, amount=amount)
         LedgerEntry.objects.create(
-            account_id=account_id, kind=EntryKind.RESERVE, amount=-amount, api_key_id=api_key_id,
+            account_id=account_id,
+            kind=EntryKind.RESERVE,
+            amount=-amount,
+            api_key_id=api_key_id,
             reservation=reservation,
         )
         debited = Account.objects.filter(pk=account_id, balance__gte=amount).update(balance=F("balance") - amount)
@@ -107,8 +110,9 @@ def _reserve_in_one_statement(*, account_id: UUID, amount: Decimal, api_key_id: 
     client round trip. Same effect as the transaction below."""
     reservation_id = uuid.uuid4()
     with connection.cursor() as cursor:
-        cursor.execute(RESERVE_SQL, {"amount": amount, "account": account_id, "reservation": reservation_id,
-                                     "key": api_key_id})
+        cursor.execute(
+            RESERVE_SQL, {"amount": amount, "account": account_id, "reservation": reservation_id, "key": api_key_id}
+        )
         if cursor.fetchone() is None:
             raise PaymentRequired(MSG_INSUFFICIENT, metadata={"required": float(amount)})
     return ReservationHandle(id=reservation_id, account_id=account_id, api_key_id=api_key_id, amount=amount)
@@ -121,8 +125,9 @@ def credits_settle(
     and the rest reported as `shortfall` (the balance never goes negative)."""
     cost = max(cost, Decimal(0))
     if connection.vendor == "postgresql":
-        settled = _settle_in_one_statement(reservation=reservation, cost=cost, generation_id=generation_id,
-                                           is_byok=is_byok)
+        settled = _settle_in_one_statement(
+            reservation=reservation, cost=cost, generation_id=generation_id, is_byok=is_byok
+        )
         if settled is not None:
             return settled
     held = reservation.amount
@@ -167,14 +172,16 @@ SELECT (SELECT count(*) FROM target), (SELECT count(*) FROM closed)
 """
 
 
-def _settle_in_one_statement(*, reservation: ReservationHandle, cost: Decimal, generation_id: str,
-                             is_byok: bool) -> Settlement | None:
+def _settle_in_one_statement(
+    *, reservation: ReservationHandle, cost: Decimal, generation_id: str, is_byok: bool
+) -> Settlement | None:
     """PostgreSQL, the common case (the hold plus the balance cover the cost) in one statement, so the
     balance row is not locked across client round trips. None when the balance falls short: the caller
     then takes the general path, which changes nothing unless it settles."""
     with connection.cursor() as cursor:
-        cursor.execute(SETTLE_SQL, {"reservation": reservation.id, "cost": cost, "generation": generation_id,
-                                    "byok": is_byok})
+        cursor.execute(
+            SETTLE_SQL, {"reservation": reservation.id, "cost": cost, "generation": generation_id, "byok": is_byok}
+        )
         held, closed = cursor.fetchone()
     if not held:
         return Settlement(reservation_id=reservation.id, charged=Decimal(0), shortfall=Decimal(0))
@@ -194,8 +201,9 @@ def generation_settle(*, reservation: ReservationHandle, record: GenerationRecor
         if not charge:
             credits_release(reservation=reservation)
             return Decimal(0)
-        charged = credits_settle(reservation=reservation, cost=record.cost, generation_id=record.id,
-                                 is_byok=record.is_byok).charged
+        charged = credits_settle(
+            reservation=reservation, cost=record.cost, generation_id=record.id, is_byok=record.is_byok
+        ).charged
         if charged != record.cost:
             Generation.objects.filter(pk=record.id).update(cost=charged)
         return charged
@@ -212,15 +220,25 @@ def credits_release(*, reservation: ReservationHandle) -> None:
 
 def _close(reservation: ReservationHandle, status: str) -> bool:
     """Mark a held reservation settled or released; False when it was already closed (no double charge)."""
-    return bool(Reservation.objects.filter(pk=reservation.id, status=ReservationStatus.HELD).update(
-        status=status, closed_at=timezone.now()))
+    return bool(
+        Reservation.objects.filter(pk=reservation.id, status=ReservationStatus.HELD).update(
+            status=status, closed_at=timezone.now()
+        )
+    )
 
 
-def _entry(reservation: ReservationHandle, kind: str, amount: Decimal, generation_id: str,
-           is_byok: bool = False) -> LedgerEntry:
-    return LedgerEntry(account_id=reservation.account_id, kind=kind, amount=amount,
-                       api_key_id=reservation.api_key_id, reservation_id=reservation.id,
-                       generation_id=generation_id, is_byok=is_byok)
+def _entry(
+    reservation: ReservationHandle, kind: str, amount: Decimal, generation_id: str, is_byok: bool = False
+) -> LedgerEntry:
+    return LedgerEntry(
+        account_id=reservation.account_id,
+        kind=kind,
+        amount=amount,
+        api_key_id=reservation.api_key_id,
+        reservation_id=reservation.id,
+        generation_id=generation_id,
+        is_byok=is_byok,
+    )
 
 
 def credits_release_stale(*, older_than_seconds: int) -> int:

@@ -73,7 +73,9 @@ elif env.bool("DB_POOL", default=True):
     # streams hand theirs back), so thousands of concurrent streams need only a few connections.
     DATABASES["default"]["CONN_MAX_AGE"] = 0
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
-        "min_size": 1, "max_size": env.int("DB_POOL_MAX_SIZE", default=20), "timeout": 30,
+        "min_size": 1,
+        "max_size": env.int("DB_POOL_MAX_SIZE", default=20),
+        "timeout": 30,
     }
 
 REDIS_URL = env.str("REDIS_URL", default="")
@@ -84,10 +86,14 @@ REDIS_CONNECT_TIMEOUT = env.float("REDIS_CONNECT_TIMEOUT", default=0.25)
 REDIS_TIMEOUT = env.float("REDIS_TIMEOUT", default=0.5)
 REDIS_RETRY_SECONDS = env.float("REDIS_RETRY_SECONDS", default=5.0)
 if REDIS_URL:
-    CACHES = {"default": {
-        "BACKEND": "gateway.cache.ResilientRedisCache", "LOCATION": REDIS_URL, "RETRY_SECONDS": REDIS_RETRY_SECONDS,
-        "OPTIONS": {"socket_connect_timeout": REDIS_CONNECT_TIMEOUT, "socket_timeout": REDIS_TIMEOUT},
-    }}
+    CACHES = {
+        "default": {
+            "BACKEND": "gateway.cache.ResilientRedisCache",
+            "LOCATION": REDIS_URL,
+            "RETRY_SECONDS": REDIS_RETRY_SECONDS,
+            "OPTIONS": {"socket_connect_timeout": REDIS_CONNECT_TIMEOUT, "socket_timeout": REDIS_TIMEOUT},
+        }
+    }
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "gateway"}}
 

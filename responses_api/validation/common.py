@@ -3,7 +3,7 @@
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-ANY_FIELD_SCHEMA = {'description': 'Any JSON value'}
+ANY_FIELD_SCHEMA = {"description": "Any JSON value"}
 
 
 @extend_schema_field(ANY_FIELD_SCHEMA)

@@ -142,8 +142,11 @@ def _output_value(value) -> str | None:
     if isinstance(value, str):
         return value
     if isinstance(value, list):
-        texts = [part.get("text") for part in value if isinstance(part, dict)
-                 and part.get("type") in ("input_text", "output_text")]
+        texts = [
+            part.get("text")
+            for part in value
+            if isinstance(part, dict) and part.get("type") in ("input_text", "output_text")
+        ]
         if len(texts) == len(value) and all(isinstance(text, str) for text in texts):
             return "".join(cast(list[str], texts))
     return None
@@ -226,74 +229,166 @@ def validate_items(items: list) -> list[dict]:
     return cleaned
 
 
-_ID = {'type': 'string', 'minLength': 1, 'nullable': True}
+_ID = {"type": "string", "minLength": 1, "nullable": True}
 
 
 def _obj(kind: str | None, required: list[str], properties: dict, **extra) -> dict:
-    type_schema = {'type': 'string', 'enum': [kind]} if kind else {}
-    return {'type': 'object', 'required': (['type'] if kind else []) + required,
-            'properties': ({'type': type_schema} if kind else {}) | properties, **extra}
+    type_schema = {"type": "string", "enum": [kind]} if kind else {}
+    return {
+        "type": "object",
+        "required": (["type"] if kind else []) + required,
+        "properties": ({"type": type_schema} if kind else {}) | properties,
+        **extra,
+    }
 
 
 def _non_empty(*names: str) -> list[dict]:
-    return [{'required': [name], 'properties': {name: {'type': 'string', 'minLength': 1}}} for name in names]
+    return [{"required": [name], "properties": {name: {"type": "string", "minLength": 1}}} for name in names]
 
 
 INPUT_PART_SCHEMAS = [
-    _obj('input_text', ['text'], {'text': {'type': 'string'}, 'cache_control': {
-        'type': 'object', 'required': ['type'], 'properties': {'type': {'type': 'string', 'enum': ['ephemeral']}}}}),
-    _obj('input_image', [], {'image_url': {'type': 'string', 'nullable': True, 'pattern': '^(https?://|data:)'},
-                             'file_id': _ID, 'detail': {'type': 'string', 'enum': list(DETAILS)}},
-         anyOf=_non_empty('image_url', 'file_id')),
-    _obj('input_file', [], {'file_id': _ID, 'file_data': _ID,
-                            'file_url': {'type': 'string', 'nullable': True, 'pattern': '^https?://.'},
-                            'filename': {'type': 'string', 'nullable': True, 'minLength': 1, 'maxLength': 1024}},
-         anyOf=_non_empty('file_id', 'file_data', 'file_url')),
+    _obj(
+        "input_text",
+        ["text"],
+        {
+            "text": {"type": "string"},
+            "cache_control": {
+                "type": "object",
+                "required": ["type"],
+                "properties": {"type": {"type": "string", "enum": ["ephemeral"]}},
+            },
+        },
+    ),
+    _obj(
+        "input_image",
+        [],
+        {
+            "image_url": {"type": "string", "nullable": True, "pattern": "^(https?://|data:)"},
+            "file_id": _ID,
+            "detail": {"type": "string", "enum": list(DETAILS)},
+        },
+        anyOf=_non_empty("image_url", "file_id"),
+    ),
+    _obj(
+        "input_file",
+        [],
+        {
+            "file_id": _ID,
+            "file_data": _ID,
+            "file_url": {"type": "string", "nullable": True, "pattern": "^https?://."},
+            "filename": {"type": "string", "nullable": True, "minLength": 1, "maxLength": 1024},
+        },
+        anyOf=_non_empty("file_id", "file_data", "file_url"),
+    ),
 ]
 ASSISTANT_PART_SCHEMAS = [
-    _obj('output_text', ['text'], {'text': {'type': 'string'},
-                                   'annotations': {'type': 'array', 'items': {'type': 'object'}},
-                                   'logprobs': {'type': 'array', 'items': {}}}),
-    _obj('refusal', ['refusal'], {'refusal': {'type': 'string'}}),
+    _obj(
+        "output_text",
+        ["text"],
+        {
+            "text": {"type": "string"},
+            "annotations": {"type": "array", "items": {"type": "object"}},
+            "logprobs": {"type": "array", "items": {}},
+        },
+    ),
+    _obj("refusal", ["refusal"], {"refusal": {"type": "string"}}),
 ]
 
 
 def _message_schema(roles: list[str], parts: list[dict]) -> dict:
-    return _obj(None, ['role', 'content'], {
-        'type': {'type': 'string', 'enum': ['message']}, 'id': _ID, 'role': {'type': 'string', 'enum': roles},
-        'content': {'nullable': True, 'oneOf': [
-            {'type': 'string'}, {'type': 'array', 'maxItems': MAX_CONTENT_PARTS, 'items': {'anyOf': parts}}]},
-        'status': _ID, 'phase': {'type': 'string', 'enum': ['commentary', 'final_answer'], 'nullable': True}})
+    return _obj(
+        None,
+        ["role", "content"],
+        {
+            "type": {"type": "string", "enum": ["message"]},
+            "id": _ID,
+            "role": {"type": "string", "enum": roles},
+            "content": {
+                "nullable": True,
+                "oneOf": [
+                    {"type": "string"},
+                    {"type": "array", "maxItems": MAX_CONTENT_PARTS, "items": {"anyOf": parts}},
+                ],
+            },
+            "status": _ID,
+            "phase": {"type": "string", "enum": ["commentary", "final_answer"], "nullable": True},
+        },
+    )
 
 
 def _text_parts_schema(kind: str, nullable: bool) -> dict:
-    return {'type': 'array', 'nullable': nullable, 'maxItems': MAX_CONTENT_PARTS,
-            'items': _obj(kind, ['text'], {'text': {'type': 'string'}})}
+    return {
+        "type": "array",
+        "nullable": nullable,
+        "maxItems": MAX_CONTENT_PARTS,
+        "items": _obj(kind, ["text"], {"text": {"type": "string"}}),
+    }
 
 
-_CALL_ID = {'type': 'string', 'minLength': 1, 'maxLength': 256}
+_CALL_ID = {"type": "string", "minLength": 1, "maxLength": 256}
 INPUT_ITEM_SCHEMAS = [
-    _message_schema(['user', 'system', 'developer'], INPUT_PART_SCHEMAS),
-    _message_schema(['assistant'], INPUT_PART_SCHEMAS + ASSISTANT_PART_SCHEMAS),
-    _obj('function_call', ['call_id', 'name', 'arguments'], {
-        'id': _ID, 'call_id': _CALL_ID, 'name': _CALL_ID, 'arguments': {'type': 'string'}, 'status': _ID,
-        'namespace': _ID}),
-    _obj('function_call_output', ['call_id', 'output'], {
-        'id': _ID, 'call_id': _CALL_ID, 'status': _ID, 'output': {'oneOf': [
-            {'type': 'string'},
-            {'type': 'array', 'items': {'type': 'object', 'required': ['type', 'text'], 'properties': {
-                'type': {'type': 'string', 'enum': ['input_text', 'output_text']}, 'text': {'type': 'string'}}}}]}}),
-    _obj('reasoning', [], {
-        'id': _ID, 'summary': _text_parts_schema('summary_text', False),
-        'content': _text_parts_schema('reasoning_text', True), 'encrypted_content': _ID, 'signature': _ID,
-        'format': _ID, 'status': _ID}),
+    _message_schema(["user", "system", "developer"], INPUT_PART_SCHEMAS),
+    _message_schema(["assistant"], INPUT_PART_SCHEMAS + ASSISTANT_PART_SCHEMAS),
+    _obj(
+        "function_call",
+        ["call_id", "name", "arguments"],
+        {
+            "id": _ID,
+            "call_id": _CALL_ID,
+            "name": _CALL_ID,
+            "arguments": {"type": "string"},
+            "status": _ID,
+            "namespace": _ID,
+        },
+    ),
+    _obj(
+        "function_call_output",
+        ["call_id", "output"],
+        {
+            "id": _ID,
+            "call_id": _CALL_ID,
+            "status": _ID,
+            "output": {
+                "oneOf": [
+                    {"type": "string"},
+                    {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "required": ["type", "text"],
+                            "properties": {
+                                "type": {"type": "string", "enum": ["input_text", "output_text"]},
+                                "text": {"type": "string"},
+                            },
+                        },
+                    },
+                ]
+            },
+        },
+    ),
+    _obj(
+        "reasoning",
+        [],
+        {
+            "id": _ID,
+            "summary": _text_parts_schema("summary_text", False),
+            "content": _text_parts_schema("reasoning_text", True),
+            "encrypted_content": _ID,
+            "signature": _ID,
+            "format": _ID,
+            "status": _ID,
+        },
+    ),
 ]
 INPUT_FIELD_SCHEMA = {
-    'description': 'A string (one user message) or an array of input items: messages (content a string or '
-                   'parts input_text/input_image/input_file, and output_text/refusal for the assistant), '
-                   'function_call, function_call_output, reasoning. Strings must not contain NUL.',
-    'oneOf': [{'type': 'string', 'minLength': 1},
-              {'type': 'array', 'minItems': 1, 'maxItems': MAX_INPUT_ITEMS, 'items': {'anyOf': INPUT_ITEM_SCHEMAS}}]}
+    "description": "A string (one user message) or an array of input items: messages (content a string or "
+    "parts input_text/input_image/input_file, and output_text/refusal for the assistant), "
+    "function_call, function_call_output, reasoning. Strings must not contain NUL.",
+    "oneOf": [
+        {"type": "string", "minLength": 1},
+        {"type": "array", "minItems": 1, "maxItems": MAX_INPUT_ITEMS, "items": {"anyOf": INPUT_ITEM_SCHEMAS}},
+    ],
+}
 
 
 @extend_schema_field(INPUT_FIELD_SCHEMA)

@@ -12,10 +12,17 @@ PERCENTILES = ("p50", "p75", "p90", "p99")
 MAX_METADATA_PAIRS, MAX_IMAGE_CONFIG_KEYS = 16, 32
 
 
-_PERCENTILE_VALUE = {'type': 'number', 'minimum': 0, 'nullable': True}
-PERCENTILE_FIELD_SCHEMA = {'oneOf': [{'type': 'number', 'minimum': 0},
-                                     {'type': 'object', 'properties': {name: _PERCENTILE_VALUE for name in PERCENTILES},
-                                      'additionalProperties': False}]}
+_PERCENTILE_VALUE = {"type": "number", "minimum": 0, "nullable": True}
+PERCENTILE_FIELD_SCHEMA = {
+    "oneOf": [
+        {"type": "number", "minimum": 0},
+        {
+            "type": "object",
+            "properties": {name: _PERCENTILE_VALUE for name in PERCENTILES},
+            "additionalProperties": False,
+        },
+    ]
+}
 
 
 @extend_schema_field(PERCENTILE_FIELD_SCHEMA)
@@ -45,11 +52,18 @@ class PercentileField(serializers.Field):
         raise serializers.ValidationError("must be a number or an object of percentiles")
 
 
-SORT_FIELD_SCHEMA = {'oneOf': [{'type': 'string', 'enum': list(SORTS)},
-                               {'type': 'object',
-                                'properties': {'by': {'type': 'string', 'enum': list(SORTS), 'nullable': True},
-                                               'partition': {'type': 'string', 'enum': ['model', 'none'],
-                                                             'nullable': True}}}]}
+SORT_FIELD_SCHEMA = {
+    "oneOf": [
+        {"type": "string", "enum": list(SORTS)},
+        {
+            "type": "object",
+            "properties": {
+                "by": {"type": "string", "enum": list(SORTS), "nullable": True},
+                "partition": {"type": "string", "enum": ["model", "none"], "nullable": True},
+            },
+        },
+    ]
+}
 
 
 @extend_schema_field(SORT_FIELD_SCHEMA)
@@ -82,19 +96,17 @@ class MaxPriceSerializer(serializers.Serializer):
 
 
 class ProviderPreferencesSerializer(serializers.Serializer):
-    order = fields.ListField(child=fields.CharField(max_length=128), required=False, allow_null=True,
-                                  max_length=100)
+    order = fields.ListField(child=fields.CharField(max_length=128), required=False, allow_null=True, max_length=100)
     allow_fallbacks = fields.BooleanField(required=False, allow_null=True, default=None)
     require_parameters = fields.BooleanField(required=False, allow_null=True, default=None)
     data_collection = fields.ChoiceField(choices=["allow", "deny"], required=False, allow_null=True)
     zdr = fields.BooleanField(required=False, allow_null=True, default=None)
     enforce_distillable_text = fields.BooleanField(required=False, allow_null=True, default=None)
-    only = fields.ListField(child=fields.CharField(max_length=128), required=False, allow_null=True,
-                                 max_length=100)
-    ignore = fields.ListField(child=fields.CharField(max_length=128), required=False, allow_null=True,
-                                   max_length=100)
-    quantizations = fields.ListField(child=fields.ChoiceField(choices=QUANTIZATIONS), required=False,
-                                     allow_null=True, max_length=len(QUANTIZATIONS))
+    only = fields.ListField(child=fields.CharField(max_length=128), required=False, allow_null=True, max_length=100)
+    ignore = fields.ListField(child=fields.CharField(max_length=128), required=False, allow_null=True, max_length=100)
+    quantizations = fields.ListField(
+        child=fields.ChoiceField(choices=QUANTIZATIONS), required=False, allow_null=True, max_length=len(QUANTIZATIONS)
+    )
     sort = SortField(required=False, allow_null=True)
     max_price = MaxPriceSerializer(required=False, allow_null=True)
     preferred_min_throughput = PercentileField(required=False, allow_null=True)
@@ -102,12 +114,14 @@ class ProviderPreferencesSerializer(serializers.Serializer):
 
 
 class ReasoningSerializer(serializers.Serializer):
-    effort = fields.ChoiceField(choices=["max", "xhigh", "high", "medium", "low", "minimal", "none"],
-                                     required=False, allow_null=True)
+    effort = fields.ChoiceField(
+        choices=["max", "xhigh", "high", "medium", "low", "minimal", "none"], required=False, allow_null=True
+    )
     summary = fields.ChoiceField(choices=["auto", "concise", "detailed"], required=False, allow_null=True)
     mode = fields.ChoiceField(choices=["standard", "pro"], required=False, allow_null=True)
     context = fields.ChoiceField(  # type: ignore[assignment]  # the spec's field shadows Field.context
-        choices=["auto", "all_turns", "current_turn"], required=False, allow_null=True)
+        choices=["auto", "all_turns", "current_turn"], required=False, allow_null=True
+    )
     enabled = fields.BooleanField(required=False, allow_null=True, default=None)
     max_tokens = fields.IntegerField(min_value=0, required=False, allow_null=True)
 
@@ -129,8 +143,7 @@ class TextFormatSerializer(serializers.Serializer):
 
 class TextConfigSerializer(serializers.Serializer):
     format = TextFormatSerializer(required=False)
-    verbosity = fields.ChoiceField(choices=["low", "medium", "high", "xhigh", "max"], required=False,
-                                        allow_null=True)
+    verbosity = fields.ChoiceField(choices=["low", "medium", "high", "xhigh", "max"], required=False, allow_null=True)
 
 
 class CacheControlSerializer(serializers.Serializer):
@@ -161,8 +174,13 @@ class TraceSerializer(serializers.Serializer):
     parent_span_id = fields.CharField(required=False, max_length=256)
 
 
-@extend_schema_field({'type': 'object', 'maxProperties': MAX_IMAGE_CONFIG_KEYS, 'additionalProperties': {
-    'oneOf': [{'type': 'string'}, {'type': 'number'}, {'type': 'array', 'items': {}}]}})
+@extend_schema_field(
+    {
+        "type": "object",
+        "maxProperties": MAX_IMAGE_CONFIG_KEYS,
+        "additionalProperties": {"oneOf": [{"type": "string"}, {"type": "number"}, {"type": "array", "items": {}}]},
+    }
+)
 class ImageConfigField(fields.DictField):
     def to_internal_value(self, data):
         if isinstance(data, dict) and len(data) > MAX_IMAGE_CONFIG_KEYS:
@@ -174,9 +192,14 @@ class ImageConfigField(fields.DictField):
         return data
 
 
-@extend_schema_field({'type': 'object', 'maxProperties': MAX_METADATA_PAIRS, 'description':
-                     'At most 16 pairs; keys at most 64 characters, without brackets; values strings',
-                     'additionalProperties': {'type': 'string', 'maxLength': 512}})
+@extend_schema_field(
+    {
+        "type": "object",
+        "maxProperties": MAX_METADATA_PAIRS,
+        "description": "At most 16 pairs; keys at most 64 characters, without brackets; values strings",
+        "additionalProperties": {"type": "string", "maxLength": 512},
+    }
+)
 class MetadataField(fields.DictField):
     child = fields.CharField(max_length=512, allow_blank=True, trim_whitespace=False)
 

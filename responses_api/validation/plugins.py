@@ -27,10 +27,12 @@ class PluginBase(serializers.Serializer):
 
 class AutoBetaRouterPluginSerializer(PluginBase):
     id = fields.ChoiceField(choices=["auto-beta-router"])
-    allowed_models = fields.ListField(child=fields.CharField(), required=False,
-                                      max_length=MAX_PATTERNS, validators=[_patterns])
-    excluded_models = fields.ListField(child=fields.CharField(), required=False,
-                                       max_length=MAX_PATTERNS, validators=[_patterns])
+    allowed_models = fields.ListField(
+        child=fields.CharField(), required=False, max_length=MAX_PATTERNS, validators=[_patterns]
+    )
+    excluded_models = fields.ListField(
+        child=fields.CharField(), required=False, max_length=MAX_PATTERNS, validators=[_patterns]
+    )
     cost_tier = fields.ChoiceField(choices=COST_TIERS, required=False, allow_null=True)
     cost_quality_tradeoff = fields.IntegerField(min_value=0, max_value=10, required=False, allow_null=True)
 
@@ -47,10 +49,8 @@ class ModerationPluginSerializer(serializers.Serializer):
 class WebPluginSerializer(PluginBase):
     id = fields.ChoiceField(choices=["web"])
     engine = fields.CharField(required=False, allow_null=True)
-    include_domains = fields.ListField(child=fields.CharField(max_length=1024), required=False,
-                                            max_length=100)
-    exclude_domains = fields.ListField(child=fields.CharField(max_length=1024), required=False,
-                                            max_length=100)
+    include_domains = fields.ListField(child=fields.CharField(max_length=1024), required=False, max_length=100)
+    exclude_domains = fields.ListField(child=fields.CharField(max_length=1024), required=False, max_length=100)
     max_results = fields.IntegerField(min_value=1, max_value=100, required=False)
     search_prompt = fields.CharField(required=False, allow_null=True)
 
@@ -59,10 +59,8 @@ class WebFetchPluginSerializer(PluginBase):
     id = fields.ChoiceField(choices=["web-fetch"])
     max_uses = fields.IntegerField(min_value=1, max_value=50, required=False)
     max_content_tokens = fields.IntegerField(min_value=1, required=False)
-    allowed_domains = fields.ListField(child=fields.CharField(max_length=1024), required=False,
-                                            max_length=100)
-    blocked_domains = fields.ListField(child=fields.CharField(max_length=1024), required=False,
-                                            max_length=100)
+    allowed_domains = fields.ListField(child=fields.CharField(max_length=1024), required=False, max_length=100)
+    blocked_domains = fields.ListField(child=fields.CharField(max_length=1024), required=False, max_length=100)
 
 
 class FileParserPdfSerializer(serializers.Serializer):
@@ -98,8 +96,7 @@ class FusionToolSerializer(serializers.Serializer):
 
 class FusionPluginSerializer(PluginBase):
     id = fields.ChoiceField(choices=["fusion"])
-    analysis_models = fields.ListField(child=fields.CharField(), min_length=1, max_length=8,
-                                            required=False)
+    analysis_models = fields.ListField(child=fields.CharField(), min_length=1, max_length=8, required=False)
     model = fields.CharField(required=False)
     max_tool_calls = fields.IntegerField(min_value=1, max_value=16, required=False, default=4)
     preset = fields.ChoiceField(choices=["general-high", "general-budget", "general-fast"], required=False)
@@ -121,7 +118,8 @@ PLUGIN_SERIALIZERS: dict[str, type[serializers.Serializer]] = {
 
 
 PLUGINS_FIELD_SCHEMA = PolymorphicProxySerializer(
-    component_name="Plugin", serializers={**PLUGIN_SERIALIZERS}, resource_type_field_name="id", many=True)
+    component_name="Plugin", serializers={**PLUGIN_SERIALIZERS}, resource_type_field_name="id", many=True
+)
 
 
 @extend_schema_field(PLUGINS_FIELD_SCHEMA)
@@ -140,8 +138,9 @@ class PluginsField(serializers.Field):
                 continue
             serializer_class = PLUGIN_SERIALIZERS.get(plugin["id"]) if isinstance(plugin["id"], str) else None
             if serializer_class is None:
-                errors[index] = {"id": f'"{plugin["id"]}" is not a known plugin; expected one of '
-                                       f"{sorted(PLUGIN_SERIALIZERS)}"}
+                errors[index] = {
+                    "id": f'"{plugin["id"]}" is not a known plugin; expected one of {sorted(PLUGIN_SERIALIZERS)}'
+                }
                 continue
             serializer = serializer_class(data=plugin)
             if serializer.is_valid():

@@ -25,15 +25,21 @@ from responses_api.validation.tools import ToolChoiceField, ToolsField
 
 MODEL_ID_MAX = 256
 MAX_TOOL_CALLS = 30
-INCLUDES = ("file_search_call.results", "message.input_image.image_url", "computer_call_output.output.image_url",
-            "reasoning.encrypted_content", "code_interpreter_call.outputs")
+INCLUDES = (
+    "file_search_call.results",
+    "message.input_image.image_url",
+    "computer_call_output.output.image_url",
+    "reasoning.encrypted_content",
+    "code_interpreter_call.outputs",
+)
 SERVICE_TIERS = ("auto", "default", "fast", "flex", "priority", "scale")
 
 
 class ResponseCreateRequestSerializer(serializers.Serializer):
     model = fields.CharField(required=False, max_length=MODEL_ID_MAX)
-    models = fields.ListField(child=fields.CharField(max_length=MODEL_ID_MAX), required=False, min_length=1,
-                              max_length=16)
+    models = fields.ListField(
+        child=fields.CharField(max_length=MODEL_ID_MAX), required=False, min_length=1, max_length=16
+    )
     input = InputField(required=False)
     instructions = fields.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False)
     stream = fields.BooleanField(required=False, default=False)
@@ -47,13 +53,15 @@ class ResponseCreateRequestSerializer(serializers.Serializer):
     frequency_penalty = fields.FloatField(required=False, allow_null=True, min_value=-2, max_value=2)
     presence_penalty = fields.FloatField(required=False, allow_null=True, min_value=-2, max_value=2)
     max_output_tokens = fields.IntegerField(required=False, allow_null=True, min_value=1)
-    max_tool_calls = fields.IntegerField(required=False, allow_null=True, min_value=1, max_value=MAX_TOOL_CALLS,
-                                         default=MAX_TOOL_CALLS)
+    max_tool_calls = fields.IntegerField(
+        required=False, allow_null=True, min_value=1, max_value=MAX_TOOL_CALLS, default=MAX_TOOL_CALLS
+    )
     parallel_tool_calls = fields.BooleanField(required=False, allow_null=True, default=None)
     tools = ToolsField(required=False)
     tool_choice = ToolChoiceField(required=False)
-    include = fields.ListField(child=fields.ChoiceField(choices=INCLUDES), required=False, allow_null=True,
-                               max_length=len(INCLUDES))
+    include = fields.ListField(
+        child=fields.ChoiceField(choices=INCLUDES), required=False, allow_null=True, max_length=len(INCLUDES)
+    )
     modalities = fields.ListField(child=fields.ChoiceField(choices=["text", "image"]), required=False, max_length=2)
     metadata = MetadataField(required=False, allow_null=True)
     service_tier = fields.ChoiceField(choices=SERVICE_TIERS, required=False, allow_null=True, default="auto")
@@ -96,7 +104,8 @@ class ResponseCreateRequestSerializer(serializers.Serializer):
     def validate_previous_response_id(self, value):
         if value is not None:
             raise serializers.ValidationError(
-                "is not supported: this endpoint is stateless; send the full conversation in input")
+                "is not supported: this endpoint is stateless; send the full conversation in input"
+            )
         return value
 
     def validate_background(self, value):

@@ -10,13 +10,40 @@ from responses_api.validation.limits import MAX_TOOLS
 
 FUNCTION_NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 TOOL_SEARCH = "gateway:tool_search"
-SERVER_TOOLS = tuple(f"gateway:{name}" for name in (
-    "advisor", "subagent", "datetime", "files", "fusion", "image_generation", "search_models", "web_fetch",
-    "web_search", "apply_patch", "bash", "shell", "tool_search"))
+SERVER_TOOLS = tuple(
+    f"gateway:{name}"
+    for name in (
+        "advisor",
+        "subagent",
+        "datetime",
+        "files",
+        "fusion",
+        "image_generation",
+        "search_models",
+        "web_fetch",
+        "web_search",
+        "apply_patch",
+        "bash",
+        "shell",
+        "tool_search",
+    )
+)
 OTHER_TOOL_TYPES = (
-    "web_search", "web_search_preview", "web_search_preview_2025_03_11", "web_search_2025_08_26", "file_search",
-    "computer_use", "computer_use_preview", "code_interpreter", "mcp", "image_generation", "local_shell", "shell",
-    "apply_patch", "custom", "namespace",
+    "web_search",
+    "web_search_preview",
+    "web_search_preview_2025_03_11",
+    "web_search_2025_08_26",
+    "file_search",
+    "computer_use",
+    "computer_use_preview",
+    "code_interpreter",
+    "mcp",
+    "image_generation",
+    "local_shell",
+    "shell",
+    "apply_patch",
+    "custom",
+    "namespace",
 ) + SERVER_TOOLS
 TOOL_CHOICE_MODES = ("auto", "none", "required")
 
@@ -37,18 +64,35 @@ def _function_tool(tool: dict) -> tuple[dict, dict]:
 
 
 FUNCTION_TOOL_SCHEMA = {
-    'type': 'object', 'required': ['type', 'name'], 'properties': {
-        'type': {'type': 'string', 'enum': ['function']}, 'name': {'type': 'string', 'pattern': FUNCTION_NAME.pattern},
-        'description': {'type': 'string', 'nullable': True},
-        'parameters': {'type': 'object', 'nullable': True, 'description': 'JSON Schema of the arguments',
-                       'properties': {'type': {'type': 'string', 'enum': ['object']}}},
-        'strict': {'type': 'boolean', 'nullable': True}, 'defer_loading': {'type': 'boolean'}}}
-OTHER_TOOL_SCHEMA = {'type': 'object', 'required': ['type'], 'additionalProperties': True,
-                     'properties': {'type': {'type': 'string', 'enum': list(OTHER_TOOL_TYPES)}}}
+    "type": "object",
+    "required": ["type", "name"],
+    "properties": {
+        "type": {"type": "string", "enum": ["function"]},
+        "name": {"type": "string", "pattern": FUNCTION_NAME.pattern},
+        "description": {"type": "string", "nullable": True},
+        "parameters": {
+            "type": "object",
+            "nullable": True,
+            "description": "JSON Schema of the arguments",
+            "properties": {"type": {"type": "string", "enum": ["object"]}},
+        },
+        "strict": {"type": "boolean", "nullable": True},
+        "defer_loading": {"type": "boolean"},
+    },
+}
+OTHER_TOOL_SCHEMA = {
+    "type": "object",
+    "required": ["type"],
+    "additionalProperties": True,
+    "properties": {"type": {"type": "string", "enum": list(OTHER_TOOL_TYPES)}},
+}
 TOOLS_FIELD_SCHEMA = {
-    'type': 'array', 'maxItems': MAX_TOOLS, 'items': {'anyOf': [FUNCTION_TOOL_SCHEMA, OTHER_TOOL_SCHEMA]},
-    'description': 'Function tools (names unique; `defer_loading` needs the gateway:tool_search tool and at least '
-                   'one function tool not deferred) and other tool kinds by type'}
+    "type": "array",
+    "maxItems": MAX_TOOLS,
+    "items": {"anyOf": [FUNCTION_TOOL_SCHEMA, OTHER_TOOL_SCHEMA]},
+    "description": "Function tools (names unique; `defer_loading` needs the gateway:tool_search tool and at least "
+    "one function tool not deferred) and other tool kinds by type",
+}
 
 
 @extend_schema_field(TOOLS_FIELD_SCHEMA)
@@ -95,14 +139,30 @@ class ToolsField(serializers.Field):
             raise serializers.ValidationError("at least one function tool must not be deferred (defer_loading)")
 
 
-TOOL_CHOICE_FIELD_SCHEMA = {'oneOf': [
-    {'type': 'string', 'enum': list(TOOL_CHOICE_MODES)},
-    {'type': 'object', 'required': ['type', 'name'], 'description': 'A function tool of `tools`, by name',
-     'properties': {'type': {'type': 'string', 'enum': ['function']}, 'name': {'type': 'string', 'minLength': 1}}},
-    {'type': 'object', 'required': ['type', 'tools'], 'properties': {
-        'type': {'type': 'string', 'enum': ['allowed_tools']}, 'mode': {'type': 'string', 'enum': ['auto', 'required']},
-        'tools': {'type': 'array', 'maxItems': MAX_TOOLS, 'items': {}}}},
-    OTHER_TOOL_SCHEMA]}
+TOOL_CHOICE_FIELD_SCHEMA = {
+    "oneOf": [
+        {"type": "string", "enum": list(TOOL_CHOICE_MODES)},
+        {
+            "type": "object",
+            "required": ["type", "name"],
+            "description": "A function tool of `tools`, by name",
+            "properties": {
+                "type": {"type": "string", "enum": ["function"]},
+                "name": {"type": "string", "minLength": 1},
+            },
+        },
+        {
+            "type": "object",
+            "required": ["type", "tools"],
+            "properties": {
+                "type": {"type": "string", "enum": ["allowed_tools"]},
+                "mode": {"type": "string", "enum": ["auto", "required"]},
+                "tools": {"type": "array", "maxItems": MAX_TOOLS, "items": {}},
+            },
+        },
+        OTHER_TOOL_SCHEMA,
+    ]
+}
 
 
 @extend_schema_field(TOOL_CHOICE_FIELD_SCHEMA)
@@ -122,10 +182,14 @@ class ToolChoiceField(serializers.Field):
                 raise serializers.ValidationError({"name": "is required for a function tool choice"})
             return {"type": "function", "name": data["name"]}
         if data["type"] == "allowed_tools":
-            if data.get("mode", "auto") not in ("auto", "required") or not isinstance(data.get("tools"), list) \
-                    or len(data["tools"]) > MAX_TOOLS:
+            if (
+                data.get("mode", "auto") not in ("auto", "required")
+                or not isinstance(data.get("tools"), list)
+                or len(data["tools"]) > MAX_TOOLS
+            ):
                 raise serializers.ValidationError(
-                    f"allowed_tools needs mode auto|required and a tools array (at most {MAX_TOOLS})")
+                    f"allowed_tools needs mode auto|required and a tools array (at most {MAX_TOOLS})"
+                )
             return data
         if data["type"] in OTHER_TOOL_TYPES:
             return data

@@ -73,8 +73,12 @@ class ProviderAdapter(ABC):
             # One provider's content filter says nothing of another's: let the next endpoint try.
             error_type, retryable = "content_policy_violation", True
         return UpstreamError(
-            error_type=error_type, message=message, retryable=retryable, status=status,
-            retry_after=parse_retry_after(headers), provider_code=code,
+            error_type=error_type,
+            message=message,
+            retryable=retryable,
+            status=status,
+            retry_after=parse_retry_after(headers),
+            provider_code=code,
         )
 
 
@@ -104,7 +108,8 @@ def _mentions_context_length(message: str) -> bool:
 
 def stream_cut_error() -> UpstreamError:
     return UpstreamError(
-        error_type="provider_unavailable", message="The provider's stream ended before the response was complete",
+        error_type="provider_unavailable",
+        message="The provider's stream ended before the response was complete",
         retryable=True,
     )
 

@@ -10,8 +10,14 @@ from routing.providers.vertex.adapter import VertexAnthropicAdapter
 
 ADAPTERS: dict[str, ProviderAdapter] = {
     adapter.kind: adapter
-    for adapter in (OpenAIChatAdapter(), OpenAIResponsesAdapter(), AnthropicAdapter(), AzureAdapter(),
-                    VertexAnthropicAdapter(), BedrockAdapter())
+    for adapter in (
+        OpenAIChatAdapter(),
+        OpenAIResponsesAdapter(),
+        AnthropicAdapter(),
+        AzureAdapter(),
+        VertexAnthropicAdapter(),
+        BedrockAdapter(),
+    )
 }
 
 

@@ -30,7 +30,7 @@ def split(text: str, parts: int) -> list[str]:
         return []
     parts = max(1, min(parts, len(text)))
     size = -(-len(text) // parts)
-    return [text[i:i + size] for i in range(0, len(text), size)]
+    return [text[i : i + size] for i in range(0, len(text), size)]
 
 
 def sse(data: dict | str, event: str | None = None) -> bytes:
@@ -60,7 +60,8 @@ def openai_error(status: int) -> dict:
 
 def _chat_usage(plan: Plan) -> dict:
     return {
-        "prompt_tokens": plan.input_tokens, "completion_tokens": plan.output_tokens,
+        "prompt_tokens": plan.input_tokens,
+        "completion_tokens": plan.output_tokens,
         "total_tokens": plan.input_tokens + plan.output_tokens,
         "prompt_tokens_details": {"cached_tokens": plan.cached_tokens},
         "completion_tokens_details": {"reasoning_tokens": plan.reasoning_tokens},
@@ -76,20 +77,31 @@ def chat_body(plan: Plan) -> dict:
     if plan.reasoning:
         message["reasoning_content"] = plan.reasoning
     if plan.tool_name:
-        message["tool_calls"] = [{"id": "call_standin_1", "type": "function",
-                                  "function": {"name": plan.tool_name, "arguments": plan.tool_arguments}}]
+        message["tool_calls"] = [
+            {
+                "id": "call_standin_1",
+                "type": "function",
+                "function": {"name": plan.tool_name, "arguments": plan.tool_arguments},
+            }
+        ]
     return {
-        "id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "object": "chat.completion", "created": int(time.time()),
-        "model": plan.model, "choices": [{"index": 0, "message": message, "finish_reason": _chat_finish(plan),
-                                          "logprobs": None}],
+        "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": plan.model,
+        "choices": [{"index": 0, "message": message, "finish_reason": _chat_finish(plan), "logprobs": None}],
         "usage": _chat_usage(plan),
     }
 
 
 def chat_stream(plan: Plan) -> tuple[list[bytes], bytes]:
     """(chunks, terminal): the terminal part is left out when a stream is cut."""
-    base = {"id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "object": "chat.completion.chunk",
-            "created": int(time.time()), "model": plan.model}
+    base = {
+        "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": plan.model,
+    }
 
     def chunk(delta: dict, finish: str | None = None) -> bytes:
         return sse({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
@@ -98,10 +110,24 @@ def chat_stream(plan: Plan) -> tuple[list[bytes], bytes]:
     out += [chunk({"reasoning_content": piece}) for piece in split(plan.reasoning, plan.chunks)]
     out += [chunk({"content": piece}) for piece in split(plan.text, plan.chunks)]
     if plan.tool_name:
-        out.append(chunk({"tool_calls": [{"index": 0, "id": "call_standin_1", "type": "function",
-                                          "function": {"name": plan.tool_name, "arguments": ""}}]}))
-        out += [chunk({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]})
-                for piece in split(plan.tool_arguments, 2)]
+        out.append(
+            chunk(
+                {
+                    "tool_calls": [
+                        {
+                            "index": 0,
+                            "id": "call_standin_1",
+                            "type": "function",
+                            "function": {"name": plan.tool_name, "arguments": ""},
+                        }
+                    ]
+                }
+            )
+        )
+        out += [
+            chunk({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]})
+            for piece in split(plan.tool_arguments, 2)
+        ]
     terminal = chunk({}, _chat_finish(plan)) + sse({**base, "choices": [], "usage": _chat_usage(plan)}) + sse("[DONE]")
     return out, terminal
 
@@ -114,34 +140,62 @@ def chat_stream_error(status: int) -> bytes:
 
 
 def _responses_usage(plan: Plan) -> dict:
-    return {"input_tokens": plan.input_tokens, "input_tokens_details": {"cached_tokens": plan.cached_tokens},
-            "output_tokens": plan.output_tokens, "output_tokens_details": {"reasoning_tokens": plan.reasoning_tokens},
-            "total_tokens": plan.input_tokens + plan.output_tokens}
+    return {
+        "input_tokens": plan.input_tokens,
+        "input_tokens_details": {"cached_tokens": plan.cached_tokens},
+        "output_tokens": plan.output_tokens,
+        "output_tokens_details": {"reasoning_tokens": plan.reasoning_tokens},
+        "total_tokens": plan.input_tokens + plan.output_tokens,
+    }
 
 
 def _responses_items(plan: Plan) -> list[dict]:
     items = []
     if plan.reasoning:
-        items.append({"type": "reasoning", "id": "rs_standin_1", "summary": [{"type": "summary_text",
-                                                                              "text": plan.reasoning}],
-                      "encrypted_content": "standin-encrypted-reasoning"})
+        items.append(
+            {
+                "type": "reasoning",
+                "id": "rs_standin_1",
+                "summary": [{"type": "summary_text", "text": plan.reasoning}],
+                "encrypted_content": "standin-encrypted-reasoning",
+            }
+        )
     if plan.text:
-        items.append({"type": "message", "id": "msg_standin_1", "role": "assistant", "status": "completed",
-                      "content": [{"type": "output_text", "text": plan.text, "annotations": []}]})
+        items.append(
+            {
+                "type": "message",
+                "id": "msg_standin_1",
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": plan.text, "annotations": []}],
+            }
+        )
     if plan.tool_name:
-        items.append({"type": "function_call", "id": "fc_standin_1", "call_id": "call_standin_1",
-                      "name": plan.tool_name, "arguments": plan.tool_arguments, "status": "completed"})
+        items.append(
+            {
+                "type": "function_call",
+                "id": "fc_standin_1",
+                "call_id": "call_standin_1",
+                "name": plan.tool_name,
+                "arguments": plan.tool_arguments,
+                "status": "completed",
+            }
+        )
     return items
 
 
 def responses_body(plan: Plan, response_id: str | None = None) -> dict:
     incomplete = plan.finish == "length"
     return {
-        "id": response_id or f"resp_{uuid.uuid4().hex[:24]}", "object": "response",
-        "created_at": int(time.time()), "model": plan.model,
+        "id": response_id or f"resp_{uuid.uuid4().hex[:24]}",
+        "object": "response",
+        "created_at": int(time.time()),
+        "model": plan.model,
         "status": "incomplete" if incomplete else "completed",
         "incomplete_details": {"reason": "max_output_tokens"} if incomplete else None,
-        "output": _responses_items(plan), "usage": _responses_usage(plan), "error": None,
+        "output": _responses_items(plan),
+        "usage": _responses_usage(plan),
+        "error": None,
     }
 
 
@@ -156,25 +210,70 @@ def responses_stream(plan: Plan) -> tuple[list[bytes], bytes]:
     out = [event("response.created", response=shell)]
     index = 0
     if plan.reasoning:
-        out.append(event("response.output_item.added", output_index=index,
-                         item={"type": "reasoning", "id": "rs_standin_1", "summary": []}))
-        out += [event("response.reasoning_summary_text.delta", item_id="rs_standin_1", output_index=index,
-                      summary_index=0, delta=piece) for piece in split(plan.reasoning, plan.chunks)]
+        out.append(
+            event(
+                "response.output_item.added",
+                output_index=index,
+                item={"type": "reasoning", "id": "rs_standin_1", "summary": []},
+            )
+        )
+        out += [
+            event(
+                "response.reasoning_summary_text.delta",
+                item_id="rs_standin_1",
+                output_index=index,
+                summary_index=0,
+                delta=piece,
+            )
+            for piece in split(plan.reasoning, plan.chunks)
+        ]
         out.append(event("response.output_item.done", output_index=index, item=_responses_items(plan)[0]))
         index += 1
     if plan.text:
-        out.append(event("response.output_item.added", output_index=index,
-                         item={"type": "message", "id": "msg_standin_1", "role": "assistant",
-                               "status": "in_progress", "content": []}))
-        out += [event("response.output_text.delta", item_id="msg_standin_1", output_index=index,
-                      content_index=0, delta=piece, logprobs=[]) for piece in split(plan.text, plan.chunks)]
+        out.append(
+            event(
+                "response.output_item.added",
+                output_index=index,
+                item={
+                    "type": "message",
+                    "id": "msg_standin_1",
+                    "role": "assistant",
+                    "status": "in_progress",
+                    "content": [],
+                },
+            )
+        )
+        out += [
+            event(
+                "response.output_text.delta",
+                item_id="msg_standin_1",
+                output_index=index,
+                content_index=0,
+                delta=piece,
+                logprobs=[],
+            )
+            for piece in split(plan.text, plan.chunks)
+        ]
         index += 1
     if plan.tool_name:
-        out.append(event("response.output_item.added", output_index=index,
-                         item={"type": "function_call", "id": "fc_standin_1", "call_id": "call_standin_1",
-                               "name": plan.tool_name, "arguments": "", "status": "in_progress"}))
-        out += [event("response.function_call_arguments.delta", item_id="fc_standin_1", output_index=index,
-                      delta=piece) for piece in split(plan.tool_arguments, 2)]
+        out.append(
+            event(
+                "response.output_item.added",
+                output_index=index,
+                item={
+                    "type": "function_call",
+                    "id": "fc_standin_1",
+                    "call_id": "call_standin_1",
+                    "name": plan.tool_name,
+                    "arguments": "",
+                    "status": "in_progress",
+                },
+            )
+        )
+        out += [
+            event("response.function_call_arguments.delta", item_id="fc_standin_1", output_index=index, delta=piece)
+            for piece in split(plan.tool_arguments, 2)
+        ]
     final = responses_body(plan, response_id)
     kind = "response.incomplete" if final["status"] == "incomplete" else "response.completed"
     return out, event(kind, response=final)
@@ -182,8 +281,16 @@ def responses_stream(plan: Plan) -> tuple[list[bytes], bytes]:
 
 def responses_stream_error(status: int) -> bytes:
     error = openai_error(status)["error"]
-    return sse({"type": "error", "code": error["code"] or error["type"], "message": error["message"],
-                "param": None, "sequence_number": 9999}, event="error")
+    return sse(
+        {
+            "type": "error",
+            "code": error["code"] or error["type"],
+            "message": error["message"],
+            "param": None,
+            "sequence_number": 9999,
+        },
+        event="error",
+    )
 
 
 # ---- Anthropic Messages ------------------------------------------------------------------------
@@ -202,8 +309,11 @@ ANTHROPIC_ERRORS = {
 
 def anthropic_error(status: int) -> dict:
     error_type, message = ANTHROPIC_ERRORS.get(status, ("api_error", "Internal server error"))
-    return {"type": "error", "error": {"type": error_type, "message": message},
-            "request_id": f"req_{uuid.uuid4().hex[:24]}"}
+    return {
+        "type": "error",
+        "error": {"type": error_type, "message": message},
+        "request_id": f"req_{uuid.uuid4().hex[:24]}",
+    }
 
 
 def _anthropic_stop(plan: Plan) -> str:
@@ -211,8 +321,12 @@ def _anthropic_stop(plan: Plan) -> str:
 
 
 def _anthropic_usage(plan: Plan) -> dict:
-    return {"input_tokens": plan.input_tokens - plan.cached_tokens, "cache_read_input_tokens": plan.cached_tokens,
-            "cache_creation_input_tokens": 0, "output_tokens": plan.output_tokens}
+    return {
+        "input_tokens": plan.input_tokens - plan.cached_tokens,
+        "cache_read_input_tokens": plan.cached_tokens,
+        "cache_creation_input_tokens": 0,
+        "output_tokens": plan.output_tokens,
+    }
 
 
 def messages_body(plan: Plan) -> dict:
@@ -222,44 +336,81 @@ def messages_body(plan: Plan) -> dict:
     if plan.text:
         content.append({"type": "text", "text": plan.text})
     if plan.tool_name:
-        content.append({"type": "tool_use", "id": "toolu_standin_1", "name": plan.tool_name,
-                        "input": json.loads(plan.tool_arguments or "{}")})
-    return {"id": f"msg_{uuid.uuid4().hex[:24]}", "type": "message", "role": "assistant", "model": plan.model,
-            "content": content, "stop_reason": _anthropic_stop(plan), "stop_sequence": None,
-            "usage": _anthropic_usage(plan)}
+        content.append(
+            {
+                "type": "tool_use",
+                "id": "toolu_standin_1",
+                "name": plan.tool_name,
+                "input": json.loads(plan.tool_arguments or "{}"),
+            }
+        )
+    return {
+        "id": f"msg_{uuid.uuid4().hex[:24]}",
+        "type": "message",
+        "role": "assistant",
+        "model": plan.model,
+        "content": content,
+        "stop_reason": _anthropic_stop(plan),
+        "stop_sequence": None,
+        "usage": _anthropic_usage(plan),
+    }
 
 
 def messages_stream(plan: Plan) -> tuple[list[bytes], bytes]:
     def event(kind: str, **fields) -> bytes:
         return sse({"type": kind, **fields}, event=kind)
 
-    start = {**messages_body(plan), "content": [], "stop_reason": None,
-             "usage": {**_anthropic_usage(plan), "output_tokens": 1}}
+    start = {
+        **messages_body(plan),
+        "content": [],
+        "stop_reason": None,
+        "usage": {**_anthropic_usage(plan), "output_tokens": 1},
+    }
     out = [event("message_start", message=start)]
     index = 0
     if plan.reasoning:
-        out.append(event("content_block_start", index=index,
-                         content_block={"type": "thinking", "thinking": "", "signature": ""}))
-        out += [event("content_block_delta", index=index, delta={"type": "thinking_delta", "thinking": piece})
-                for piece in split(plan.reasoning, plan.chunks)]
-        out.append(event("content_block_delta", index=index,
-                         delta={"type": "signature_delta", "signature": "standin-signature"}))
+        out.append(
+            event(
+                "content_block_start", index=index, content_block={"type": "thinking", "thinking": "", "signature": ""}
+            )
+        )
+        out += [
+            event("content_block_delta", index=index, delta={"type": "thinking_delta", "thinking": piece})
+            for piece in split(plan.reasoning, plan.chunks)
+        ]
+        out.append(
+            event(
+                "content_block_delta", index=index, delta={"type": "signature_delta", "signature": "standin-signature"}
+            )
+        )
         out.append(event("content_block_stop", index=index))
         index += 1
     if plan.text:
         out.append(event("content_block_start", index=index, content_block={"type": "text", "text": ""}))
-        out += [event("content_block_delta", index=index, delta={"type": "text_delta", "text": piece})
-                for piece in split(plan.text, plan.chunks)]
+        out += [
+            event("content_block_delta", index=index, delta={"type": "text_delta", "text": piece})
+            for piece in split(plan.text, plan.chunks)
+        ]
         out.append(event("content_block_stop", index=index))
         index += 1
     if plan.tool_name:
-        out.append(event("content_block_start", index=index, content_block={
-            "type": "tool_use", "id": "toolu_standin_1", "name": plan.tool_name, "input": {}}))
-        out += [event("content_block_delta", index=index, delta={"type": "input_json_delta", "partial_json": piece})
-                for piece in split(plan.tool_arguments, 2)]
+        out.append(
+            event(
+                "content_block_start",
+                index=index,
+                content_block={"type": "tool_use", "id": "toolu_standin_1", "name": plan.tool_name, "input": {}},
+            )
+        )
+        out += [
+            event("content_block_delta", index=index, delta={"type": "input_json_delta", "partial_json": piece})
+            for piece in split(plan.tool_arguments, 2)
+        ]
         out.append(event("content_block_stop", index=index))
-    terminal = event("message_delta", delta={"stop_reason": _anthropic_stop(plan), "stop_sequence": None},
-                     usage={"output_tokens": plan.output_tokens}) + event("message_stop")
+    terminal = event(
+        "message_delta",
+        delta={"stop_reason": _anthropic_stop(plan), "stop_sequence": None},
+        usage={"output_tokens": plan.output_tokens},
+    ) + event("message_stop")
     return out, terminal
 
 
@@ -269,9 +420,16 @@ def messages_stream_error(status: int) -> bytes:
 
 # ---- Amazon Bedrock Converse -------------------------------------------------------------------
 
-BEDROCK_ERRORS = {400: "ValidationException", 403: "AccessDeniedException", 404: "ResourceNotFoundException",
-                  408: "ModelTimeoutException", 424: "ModelErrorException", 429: "ThrottlingException",
-                  500: "InternalServerException", 503: "ServiceUnavailableException"}
+BEDROCK_ERRORS = {
+    400: "ValidationException",
+    403: "AccessDeniedException",
+    404: "ResourceNotFoundException",
+    408: "ModelTimeoutException",
+    424: "ModelErrorException",
+    429: "ThrottlingException",
+    500: "InternalServerException",
+    503: "ServiceUnavailableException",
+}
 
 
 def bedrock_error(status: int) -> dict:
@@ -283,8 +441,12 @@ def _converse_stop(plan: Plan) -> str:
 
 
 def _converse_usage(plan: Plan) -> dict:
-    return {"inputTokens": plan.input_tokens - plan.cached_tokens, "outputTokens": plan.output_tokens,
-            "totalTokens": plan.input_tokens + plan.output_tokens, "cacheReadInputTokens": plan.cached_tokens}
+    return {
+        "inputTokens": plan.input_tokens - plan.cached_tokens,
+        "outputTokens": plan.output_tokens,
+        "totalTokens": plan.input_tokens + plan.output_tokens,
+        "cacheReadInputTokens": plan.cached_tokens,
+    }
 
 
 def converse_body(plan: Plan) -> dict:
@@ -294,35 +456,64 @@ def converse_body(plan: Plan) -> dict:
     if plan.text:
         content.append({"text": plan.text})
     if plan.tool_name:
-        content.append({"toolUse": {"toolUseId": "tooluse_standin_1", "name": plan.tool_name,
-                                    "input": json.loads(plan.tool_arguments or "{}")}})
-    return {"output": {"message": {"role": "assistant", "content": content}}, "stopReason": _converse_stop(plan),
-            "usage": _converse_usage(plan), "metrics": {"latencyMs": 1}}
+        content.append(
+            {
+                "toolUse": {
+                    "toolUseId": "tooluse_standin_1",
+                    "name": plan.tool_name,
+                    "input": json.loads(plan.tool_arguments or "{}"),
+                }
+            }
+        )
+    return {
+        "output": {"message": {"role": "assistant", "content": content}},
+        "stopReason": _converse_stop(plan),
+        "usage": _converse_usage(plan),
+        "metrics": {"latencyMs": 1},
+    }
 
 
 def converse_stream(plan: Plan) -> tuple[list[bytes], bytes]:
     out = [event("messageStart", {"role": "assistant"})]
     index = 0
     if plan.reasoning:
-        out += [event("contentBlockDelta", {"contentBlockIndex": index, "delta": {"reasoningContent": {"text": p}}})
-                for p in split(plan.reasoning, plan.chunks)]
-        out.append(event("contentBlockDelta", {"contentBlockIndex": index,
-                                               "delta": {"reasoningContent": {"signature": "standin-sig"}}}))
+        out += [
+            event("contentBlockDelta", {"contentBlockIndex": index, "delta": {"reasoningContent": {"text": p}}})
+            for p in split(plan.reasoning, plan.chunks)
+        ]
+        out.append(
+            event(
+                "contentBlockDelta",
+                {"contentBlockIndex": index, "delta": {"reasoningContent": {"signature": "standin-sig"}}},
+            )
+        )
         out.append(event("contentBlockStop", {"contentBlockIndex": index}))
         index += 1
     if plan.text:
-        out += [event("contentBlockDelta", {"contentBlockIndex": index, "delta": {"text": piece}})
-                for piece in split(plan.text, plan.chunks)]
+        out += [
+            event("contentBlockDelta", {"contentBlockIndex": index, "delta": {"text": piece}})
+            for piece in split(plan.text, plan.chunks)
+        ]
         out.append(event("contentBlockStop", {"contentBlockIndex": index}))
         index += 1
     if plan.tool_name:
-        out.append(event("contentBlockStart", {"contentBlockIndex": index, "start": {"toolUse": {
-            "toolUseId": "tooluse_standin_1", "name": plan.tool_name}}}))
-        out += [event("contentBlockDelta", {"contentBlockIndex": index, "delta": {"toolUse": {"input": piece}}})
-                for piece in split(plan.tool_arguments, 2)]
+        out.append(
+            event(
+                "contentBlockStart",
+                {
+                    "contentBlockIndex": index,
+                    "start": {"toolUse": {"toolUseId": "tooluse_standin_1", "name": plan.tool_name}},
+                },
+            )
+        )
+        out += [
+            event("contentBlockDelta", {"contentBlockIndex": index, "delta": {"toolUse": {"input": piece}}})
+            for piece in split(plan.tool_arguments, 2)
+        ]
         out.append(event("contentBlockStop", {"contentBlockIndex": index}))
     terminal = event("messageStop", {"stopReason": _converse_stop(plan)}) + event(
-        "metadata", {"usage": _converse_usage(plan), "metrics": {"latencyMs": 1}})
+        "metadata", {"usage": _converse_usage(plan), "metrics": {"latencyMs": 1}}
+    )
     return out, terminal
 
 

@@ -40,9 +40,12 @@ class Script:
             if name not in known:
                 continue
             default = getattr(self, name)
-            if isinstance(default, bool) or default is None or name in ("retry_after", "mid_stream_error",
-                                                                          "cut_after", "input_tokens",
-                                                                          "output_tokens", "reasoning_tokens"):
+            if (
+                isinstance(default, bool)
+                or default is None
+                or name
+                in ("retry_after", "mid_stream_error", "cut_after", "input_tokens", "output_tokens", "reasoning_tokens")
+            ):
                 clean[name] = None if value in (None, "") else int(value)
             elif isinstance(default, int):
                 clean[name] = int(value)

@@ -16,12 +16,19 @@ from routing.standin.script import Script, directive, parse_path
 VERTEX_METHODS = (":rawPredict", ":streamRawPredict")  # Anthropic on Vertex: the Messages format
 WIRE = {
     "/chat/completions": (formats.chat_body, formats.chat_stream, formats.openai_error, formats.chat_stream_error),
-    "/responses": (formats.responses_body, formats.responses_stream, formats.openai_error,
-                   formats.responses_stream_error),
-    "/messages": (formats.messages_body, formats.messages_stream, formats.anthropic_error,
-                  formats.messages_stream_error),
-    "/converse": (formats.converse_body, formats.converse_stream, formats.bedrock_error,
-                  formats.converse_stream_error),
+    "/responses": (
+        formats.responses_body,
+        formats.responses_stream,
+        formats.openai_error,
+        formats.responses_stream_error,
+    ),
+    "/messages": (
+        formats.messages_body,
+        formats.messages_stream,
+        formats.anthropic_error,
+        formats.messages_stream_error,
+    ),
+    "/converse": (formats.converse_body, formats.converse_stream, formats.bedrock_error, formats.converse_stream_error),
 }
 EVENT_STREAM = "application/vnd.amazon.eventstream"
 
@@ -38,8 +45,7 @@ def _strings(value) -> list[str]:
 
 def _prompt_text(body: dict) -> str:
     """All text the caller sent, to find a `<<standin {...}>>` directive and to count tokens."""
-    return "\n".join(_strings([body.get("messages"), body.get("input"), body.get("system"),
-                                body.get("instructions")]))
+    return "\n".join(_strings([body.get("messages"), body.get("input"), body.get("system"), body.get("instructions")]))
 
 
 def _first_tool(body: dict) -> str:
@@ -116,11 +122,21 @@ class StandinHandler(BaseHTTPRequestHandler):
             body = json.loads(raw or b"{}")
         except ValueError:
             body = {}
-        credential = ((self.headers.get("Authorization") or "").removeprefix("Bearer ")
-                      or self.headers.get("x-api-key") or self.headers.get("api-key") or "")
+        credential = (
+            (self.headers.get("Authorization") or "").removeprefix("Bearer ")
+            or self.headers.get("x-api-key")
+            or self.headers.get("api-key")
+            or ""
+        )
         with self.server.lock:
-            self.server.received.append({"path": path, "credential": credential, "body": body,
-                                         "headers": {k.lower(): v for k, v in self.headers.items()}})
+            self.server.received.append(
+                {
+                    "path": path,
+                    "credential": credential,
+                    "body": body,
+                    "headers": {k.lower(): v for k, v in self.headers.items()},
+                }
+            )
         if wire is None:
             self._send_bytes(404, b'{"error":{"message":"unknown path"}}', "application/json")
             return
@@ -144,8 +160,13 @@ class StandinHandler(BaseHTTPRequestHandler):
         plan = self._plan(body, script)
         if streaming:
             chunks, terminal = stream_fn(plan)
-            self._stream(chunks, terminal, script, stream_error_fn,
-                         content_type=EVENT_STREAM if converse_stream else "text/event-stream")
+            self._stream(
+                chunks,
+                terminal,
+                script,
+                stream_error_fn,
+                content_type=EVENT_STREAM if converse_stream else "text/event-stream",
+            )
         else:
             self._send_bytes(200, json.dumps(body_fn(plan)).encode(), "application/json", self._rate_headers())
 
@@ -157,8 +178,9 @@ class StandinHandler(BaseHTTPRequestHandler):
         if form.get("grant_type") != ["urn:ietf:params:oauth:grant-type:jwt-bearer"] or not form.get("assertion"):
             self._send_bytes(400, b'{"error":"invalid_grant"}', "application/json")
             return
-        self._send_bytes(200, b'{"access_token":"ya29.standin-token","expires_in":3599,"token_type":"Bearer"}',
-                         "application/json")
+        self._send_bytes(
+            200, b'{"access_token":"ya29.standin-token","expires_in":3599,"token_type":"Bearer"}', "application/json"
+        )
 
     def _plan(self, body: dict, script: Script) -> formats.Plan:
         tool = ""
@@ -171,18 +193,31 @@ class StandinHandler(BaseHTTPRequestHandler):
         reasoning_tokens = script.reasoning_tokens
         if reasoning_tokens is None:
             reasoning_tokens = len(script.reasoning) // 4
-        output_tokens = script.output_tokens if script.output_tokens is not None else (
-            max(1, (len(text) + len(script.tool_arguments if tool else "")) // 4) + reasoning_tokens)
+        output_tokens = (
+            script.output_tokens
+            if script.output_tokens is not None
+            else (max(1, (len(text) + len(script.tool_arguments if tool else "")) // 4) + reasoning_tokens)
+        )
         return formats.Plan(
-            model=body.get("model", "standin"), text=text, reasoning=script.reasoning, tool_name=tool,
-            tool_arguments=script.tool_arguments, input_tokens=input_tokens, output_tokens=output_tokens,
-            cached_tokens=min(script.cached_tokens, input_tokens), reasoning_tokens=reasoning_tokens,
-            finish=script.finish, chunks=max(1, script.chunks),
+            model=body.get("model", "standin"),
+            text=text,
+            reasoning=script.reasoning,
+            tool_name=tool,
+            tool_arguments=script.tool_arguments,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            cached_tokens=min(script.cached_tokens, input_tokens),
+            reasoning_tokens=reasoning_tokens,
+            finish=script.finish,
+            chunks=max(1, script.chunks),
         )
 
     def _rate_headers(self) -> dict[str, str]:
-        return {"x-ratelimit-limit-requests": "10000", "x-ratelimit-remaining-requests": "9999",
-                "x-ratelimit-reset-requests": "6ms"}
+        return {
+            "x-ratelimit-limit-requests": "10000",
+            "x-ratelimit-remaining-requests": "9999",
+            "x-ratelimit-reset-requests": "6ms",
+        }
 
     def _send_error(self, status: int, payload: dict, script: Script) -> None:
         headers = self._rate_headers()
@@ -201,8 +236,14 @@ class StandinHandler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(payload)
 
-    def _stream(self, chunks: list[bytes], terminal: bytes, script: Script, stream_error_fn,
-                content_type: str = "text/event-stream") -> None:
+    def _stream(
+        self,
+        chunks: list[bytes],
+        terminal: bytes,
+        script: Script,
+        stream_error_fn,
+        content_type: str = "text/event-stream",
+    ) -> None:
         self.send_response(200)
         self.send_header("Content-Type", content_type)
         self.send_header("Cache-Control", "no-cache")

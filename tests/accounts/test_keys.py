@@ -93,8 +93,9 @@ def test_list_paginates_and_filters_by_workspace(alice):
 
 def test_validation_errors_name_the_field(alice):
     client = alice.client(management=True)
-    body = assert_error_envelope(client.post("/api/v1/keys", {"limit": -1, "limit_reset": "hourly"},
-                                             format="json"), 400)
+    body = assert_error_envelope(
+        client.post("/api/v1/keys", {"limit": -1, "limit_reset": "hourly"}, format="json"), 400
+    )
     fields = body["error"]["metadata"]["fields"]
     assert set(fields) == {"name", "limit", "limit_reset"}
     assert "limit_reset" in body["error"]["message"]
@@ -104,15 +105,17 @@ def test_validation_errors_name_the_field(alice):
 
 def test_creator_must_be_a_member_and_workspace_must_be_own(alice, bob_other_account):
     client = alice.client(management=True)
-    body = assert_error_envelope(client.post("/api/v1/keys", {"name": "x", "creator_user_id": "ghost"},
-                                             format="json"), 400)
+    body = assert_error_envelope(
+        client.post("/api/v1/keys", {"name": "x", "creator_user_id": "ghost"}, format="json"), 400
+    )
     assert "creator_user_id" in body["error"]["message"]
     Member.objects.create(account_id=alice.account_id, user_id="user_alice")
     ok = client.post("/api/v1/keys", {"name": "x", "creator_user_id": "user_alice"}, format="json")
     assert ok.json()["data"]["creator_user_id"] == "user_alice"
     bobs_workspace = str(bob_other_account.provisioned.workspace_id)
-    assert_error_envelope(client.post("/api/v1/keys", {"name": "x", "workspace_id": bobs_workspace},
-                                      format="json"), 400)
+    assert_error_envelope(
+        client.post("/api/v1/keys", {"name": "x", "workspace_id": bobs_workspace}, format="json"), 400
+    )
 
 
 def test_other_accounts_keys_are_invisible(alice, bob_other_account):

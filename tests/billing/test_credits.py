@@ -132,8 +132,9 @@ def test_concurrent_reservations_admit_exactly_k():
     def attempt(index: int):
         try:
             barrier.wait()
-            reservation = credits_reserve(account_id=carol.account_id, amount=Decimal(1),
-                                          api_key_id=key_id if index % 2 else None)
+            reservation = credits_reserve(
+                account_id=carol.account_id, amount=Decimal(1), api_key_id=key_id if index % 2 else None
+            )
             credits_settle(reservation=reservation, cost=Decimal(1))
             result = "ok"
         except PaymentRequired:

@@ -62,8 +62,13 @@ def test_huge_reported_usage_is_clamped_to_the_hold(alice, standin_catalog, prov
     # Given an upstream that reports a billion input and output tokens for max_output_tokens 16
     caplog.set_level(logging.WARNING, logger="responses_api.service")
     before = ledger_consistent(alice.account_id)
-    response = ask(alice.client(), stream=stream, max_output_tokens=16, provider={"only": [provider]},
-                   input=scripted(HUGE, "A private prompt"))
+    response = ask(
+        alice.client(),
+        stream=stream,
+        max_output_tokens=16,
+        provider={"only": [provider]},
+        input=scripted(HUGE, "A private prompt"),
+    )
     assert response.status_code == 200
     if stream:
         result = sse_events(response)[-1]["response"]
@@ -93,8 +98,12 @@ def test_huge_reported_usage_is_clamped_to_the_hold(alice, standin_catalog, prov
 
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
 def test_negative_usage_is_zero(alice, standin_catalog, stream):
-    response = ask(alice.client(), stream=stream, provider={"only": ["standin-responses"]},
-                   input=scripted({"input_tokens": -5000, "output_tokens": -7000}))
+    response = ask(
+        alice.client(),
+        stream=stream,
+        provider={"only": ["standin-responses"]},
+        input=scripted({"input_tokens": -5000, "output_tokens": -7000}),
+    )
     assert response.status_code == 200
     result = sse_events(response)[-1]["response"] if stream else response.json()
     usage = result["usage"]
@@ -109,8 +118,12 @@ def test_negative_usage_is_zero(alice, standin_catalog, stream):
 
 def test_plausible_usage_is_billed_as_reported(alice, standin_catalog):
     # A few tokens over the requested maximum are within the margin: billed as reported, no anomaly
-    response = ask(alice.client(), max_output_tokens=16, provider={"only": ["standin-chat"]},
-                   input=scripted({"input_tokens": 40, "output_tokens": 20}))
+    response = ask(
+        alice.client(),
+        max_output_tokens=16,
+        provider={"only": ["standin-chat"]},
+        input=scripted({"input_tokens": 40, "output_tokens": 20}),
+    )
     usage = response.json()["usage"]
     assert (usage["input_tokens"], usage["output_tokens"]) == (40, 20)
     record = Generation.objects.get(pk=response["X-Generation-Id"])
@@ -127,12 +140,15 @@ def test_clamp_rules():
     bounds = UsageBounds(input_tokens=1000, output_tokens=80, held_input_tokens=50, held_output_tokens=16)
     plausible = Usage(input_tokens=900, cached_tokens=100, output_tokens=80, reasoning_tokens=30)
     assert clamp_usage(plausible, bounds) == (plausible, [])
-    usage, reasons = clamp_usage(Usage(input_tokens=10, cached_tokens=500, cache_write_tokens=7, output_tokens=5,
-                                       reasoning_tokens=9), bounds)
-    assert usage == Usage(input_tokens=10, cached_tokens=10, cache_write_tokens=0, output_tokens=5,
-                          reasoning_tokens=5)
-    assert reasons == ["cached_tokens above input_tokens", "cache_write_tokens above input_tokens",
-                       "reasoning_tokens above output_tokens"]
+    usage, reasons = clamp_usage(
+        Usage(input_tokens=10, cached_tokens=500, cache_write_tokens=7, output_tokens=5, reasoning_tokens=9), bounds
+    )
+    assert usage == Usage(input_tokens=10, cached_tokens=10, cache_write_tokens=0, output_tokens=5, reasoning_tokens=5)
+    assert reasons == [
+        "cached_tokens above input_tokens",
+        "cache_write_tokens above input_tokens",
+        "reasoning_tokens above output_tokens",
+    ]
     usage, reasons = clamp_usage(Usage(input_tokens=float("nan"), output_tokens=81, reasoning_tokens=81), bounds)
     assert usage == Usage(input_tokens=0, output_tokens=16, reasoning_tokens=16)
     assert reasons[:2] == ["input_tokens is not a number", "output_tokens above the plausible 80"]
@@ -144,10 +160,10 @@ def test_clamp_rules():
 def metadata_of(response, status: int) -> dict:
     body = assert_error_envelope(response, status)
     meta = body["gateway_metadata"]
-    assert set(meta) >= {"requested", "strategy", "region", "summary", "attempt", "is_byok", "endpoints",
-                         "pipeline"}
+    assert set(meta) >= {"requested", "strategy", "region", "summary", "attempt", "is_byok", "endpoints", "pipeline"}
     assert isinstance(meta["endpoints"]["available"], list) and meta["endpoints"]["total"] == len(
-        meta["endpoints"]["available"])
+        meta["endpoints"]["available"]
+    )
     return meta
 
 
@@ -240,11 +256,20 @@ def test_upstream_text_on_the_generation_record_is_storable(alice, upstream_id):
     failed the insert after the charge (a JSON answer became a 500; a stream was charged without a record)."""
     from gateway.billing.generations import GenerationRecord, generation_create, generation_id_new
 
-    record = generation_create(record=GenerationRecord(
-        id=generation_id_new(), account_id=alice.account_id, api_key_id=None, workspace_id=None,
-        requested_model="standin/echo", upstream_id=upstream_id, finish_reason="stop\x00" * 100))
+    record = generation_create(
+        record=GenerationRecord(
+            id=generation_id_new(),
+            account_id=alice.account_id,
+            api_key_id=None,
+            workspace_id=None,
+            requested_model="standin/echo",
+            upstream_id=upstream_id,
+            finish_reason="stop\x00" * 100,
+        )
+    )
     stored = Generation.objects.get(pk=record.pk)
     assert "\x00" not in stored.upstream_id and len(stored.upstream_id) <= 256
     assert stored.upstream_id.encode("utf-8")
     assert stored.upstream_id == {"abc\x00def": "abcdef", "a\ud800b": "a\ufffdb"}.get(
-        upstream_id if isinstance(upstream_id, str) else "", stored.upstream_id)
+        upstream_id if isinstance(upstream_id, str) else "", stored.upstream_id
+    )

@@ -35,7 +35,8 @@ def test_a_json_request_settles_once_with_its_record(alice, standin_catalog):
     assert -charge.amount == record.cost > 0 and record.status == "completed"
     assert response.json()["usage"]["cost"] == float(record.cost)
     assert list(Reservation.objects.filter(account_id=alice.account_id).values_list("status", flat=True)) == [
-        ReservationStatus.SETTLED]
+        ReservationStatus.SETTLED
+    ]
 
 
 def test_a_cut_stream_settles_once_with_its_record(alice, standin_catalog):
@@ -51,7 +52,8 @@ def test_a_cut_stream_settles_once_with_its_record(alice, standin_catalog):
     assert -LedgerEntry.objects.get(generation_id=gen_id, kind=EntryKind.CHARGE).amount == record.cost > 0
     assert Generation.objects.filter(account_id=alice.account_id).count() == 1
     assert list(Reservation.objects.filter(account_id=alice.account_id).values_list("status", flat=True)) == [
-        ReservationStatus.SETTLED]
+        ReservationStatus.SETTLED
+    ]
 
 
 FAIL_AT_COMMIT = """
@@ -66,8 +68,14 @@ DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION pipeline_test_refuse
 def test_a_failed_record_write_rolls_the_settlement_back(alice):
     assert connection.vendor == "postgresql"
     reservation = credits_reserve(account_id=alice.account_id, amount=Decimal("1"))
-    record = GenerationRecord(id=generation_id_new(), account_id=alice.account_id, api_key_id=None,
-                              workspace_id=None, requested_model="standin/echo", cost=Decimal("0.25"))
+    record = GenerationRecord(
+        id=generation_id_new(),
+        account_id=alice.account_id,
+        api_key_id=None,
+        workspace_id=None,
+        requested_model="standin/echo",
+        cost=Decimal("0.25"),
+    )
     with connection.cursor() as cursor:
         cursor.execute(FAIL_AT_COMMIT)  # fails at commit: after the settlement's statements ran
     try:
@@ -75,8 +83,9 @@ def test_a_failed_record_write_rolls_the_settlement_back(alice):
             generation_settle(reservation=reservation, record=record, charge=True)
     finally:
         with connection.cursor() as cursor:
-            cursor.execute("DROP TRIGGER pipeline_test_refuse ON billing_generation; "
-                           "DROP FUNCTION pipeline_test_refuse();")
+            cursor.execute(
+                "DROP TRIGGER pipeline_test_refuse ON billing_generation; DROP FUNCTION pipeline_test_refuse();"
+            )
     assert not Generation.objects.filter(pk=record.id).exists()
     assert settlements(record.id) == []
     assert Reservation.objects.get(pk=reservation.id).status == ReservationStatus.HELD

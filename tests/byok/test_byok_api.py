@@ -11,8 +11,7 @@ from tests.support import DEPLOYMENT, SERVICE_ACCOUNT, assert_error_envelope
 
 
 def create(client, **body):
-    return client.post("/api/v1/byok", {"provider": "openai", "key": "sk-proj-abcdefghijklmnop", **body},
-                       format="json")
+    return client.post("/api/v1/byok", {"provider": "openai", "key": "sk-proj-abcdefghijklmnop", **body}, format="json")
 
 
 def test_create_get_list_delete(alice, providers):
@@ -20,9 +19,21 @@ def test_create_get_list_delete(alice, providers):
     created = create(client, name="main")
     assert created.status_code == 201
     record = created.json()["data"]
-    assert set(record) == {"id", "provider", "workspace_id", "label", "name", "disabled", "is_fallback",
-                           "allowed_models", "allowed_api_key_hashes", "allowed_user_ids", "sort_order",
-                           "shared_capacity", "created_at"}
+    assert set(record) == {
+        "id",
+        "provider",
+        "workspace_id",
+        "label",
+        "name",
+        "disabled",
+        "is_fallback",
+        "allowed_models",
+        "allowed_api_key_hashes",
+        "allowed_user_ids",
+        "sort_order",
+        "shared_capacity",
+        "created_at",
+    }
     assert record["label"] == "sk-p...mnop" and record["allowed_models"] is None and record["sort_order"] == 0
     assert record["workspace_id"] == str(alice.provisioned.workspace_id)
     assert "abcdefghijkl" not in created.content.decode()
@@ -47,15 +58,18 @@ def test_unknown_provider_and_workspace(alice, bob_other_account, providers):
     assert_error_envelope(create(client, workspace_id=bobs_workspace), 400)
 
 
-@pytest.mark.parametrize("hashes,why", [
-    ("abc", "array"),
-    ([], "empty"),
-    (["A" * 64], "uppercase"),
-    (["a" * 63], "too short"),
-    (["g" * 64], "not hex"),
-    ([7], "not a string"),
-    (["a" * 64], "unknown key"),
-])
+@pytest.mark.parametrize(
+    "hashes,why",
+    [
+        ("abc", "array"),
+        ([], "empty"),
+        (["A" * 64], "uppercase"),
+        (["a" * 63], "too short"),
+        (["g" * 64], "not hex"),
+        ([7], "not a string"),
+        (["a" * 64], "unknown key"),
+    ],
+)
 def test_allowed_api_key_hashes_rules(alice, providers, hashes, why):
     body = assert_error_envelope(create(alice.client(management=True), allowed_api_key_hashes=hashes), 400)
     assert "allowed_api_key_hashes" in body["error"]["metadata"]["fields"], why
@@ -98,8 +112,9 @@ def test_patch_omitted_null_array(alice, providers):
     assert kept["allowed_models"] == ["openai/gpt-4o"] and kept["allowed_api_key_hashes"] == [own]
     cleared = client.patch(url, {"allowed_models": None}, format="json").json()["data"]
     assert cleared["allowed_models"] is None and cleared["allowed_api_key_hashes"] == [own]
-    replaced = client.patch(url, {"allowed_user_ids": ["user_1"], "allowed_api_key_hashes": None},
-                            format="json").json()["data"]
+    replaced = client.patch(
+        url, {"allowed_user_ids": ["user_1"], "allowed_api_key_hashes": None}, format="json"
+    ).json()["data"]
     assert replaced["allowed_user_ids"] == ["user_1"] and replaced["allowed_api_key_hashes"] is None
     assert_error_envelope(client.patch(url, {"allowed_api_key_hashes": []}, format="json"), 400)
 
@@ -108,8 +123,9 @@ def test_patch_rotates_the_key_in_place(alice, providers):
     client = alice.client(management=True)
     record = create(client).json()["data"]
     before = ByokKey.objects.get(pk=record["id"]).sealed
-    rotated = client.patch(f"/api/v1/byok/{record['id']}", {"key": "sk-proj-zyxwvutsrq987654"},
-                           format="json").json()["data"]
+    rotated = client.patch(f"/api/v1/byok/{record['id']}", {"key": "sk-proj-zyxwvutsrq987654"}, format="json").json()[
+        "data"
+    ]
     assert rotated["id"] == record["id"] and rotated["label"] == "sk-p...7654"
     assert bytes(ByokKey.objects.get(pk=record["id"]).sealed) != bytes(before)
     assert_error_envelope(client.patch(f"/api/v1/byok/{record['id']}", {"key": ""}, format="json"), 400)
@@ -132,8 +148,9 @@ def test_sort_order_within_a_section(alice, providers):
     fallbacks = [(r["name"], r["sort_order"]) for r in client.get("/api/v1/byok").json()["data"] if r["is_fallback"]]
     assert fallbacks == [("fb", 0), ("k2", 1)]
     client.delete(f"/api/v1/byok/{ids[0]}")
-    assert [(r["name"], r["sort_order"]) for r in client.get("/api/v1/byok").json()["data"]
-            if not r["is_fallback"]] == [("k1", 0)]
+    assert [
+        (r["name"], r["sort_order"]) for r in client.get("/api/v1/byok").json()["data"] if not r["is_fallback"]
+    ] == [("k1", 0)]
 
 
 def test_other_accounts_keys_are_404(alice, bob_other_account, providers):
@@ -181,21 +198,41 @@ BAD = [
     ("azure", [{"api_key": "k", "resource_name": "acme", "resource_type": "cloud"}], "resource_type"),
     ("azure", [{"resource_name": "acme"}], "key[0].api_key is required"),
     ("azure", [{"api_key": "k", "resource_name": "bad name!"}], "subdomain"),
-    ("azure", [{**DEPLOYMENT, "endpoint_url": "http://acme.openai.azure.com/x/chat/completions?api-version=1"}],
-     "https"),
-    ("azure", [{**DEPLOYMENT, "endpoint_url": "https://acme.openai.azure.com/openai/deployments/x?api-version=1"}],
-     "/chat/completions"),
+    (
+        "azure",
+        [{**DEPLOYMENT, "endpoint_url": "http://acme.openai.azure.com/x/chat/completions?api-version=1"}],
+        "https",
+    ),
+    (
+        "azure",
+        [{**DEPLOYMENT, "endpoint_url": "https://acme.openai.azure.com/openai/deployments/x?api-version=1"}],
+        "/chat/completions",
+    ),
     ("azure", [{**DEPLOYMENT, "endpoint_url": "https://acme.openai.azure.com/d/x/chat/completions"}], "api-version"),
     ("azure", [{**DEPLOYMENT, "model_slug": "gpt-4o"}], "model_slug"),
     ("azure", [{**DEPLOYMENT, "extra": 1}], "unknown fields"),
     ("amazon-bedrock", {"accessKeyId": "nope", "secretAccessKey": "s" * 40, "region": "us-east-1"}, "accessKeyId"),
-    ("amazon-bedrock", {"accessKeyId": "AKIAABCDEFGHIJKLMNOP", "secretAccessKey": "short", "region": "us-east-1"},
-     "too short"),
-    ("amazon-bedrock", {"accessKeyId": "AKIAABCDEFGHIJKLMNOP", "secretAccessKey": "s" * 40, "region": "mars"},
-     "region"),
+    (
+        "amazon-bedrock",
+        {"accessKeyId": "AKIAABCDEFGHIJKLMNOP", "secretAccessKey": "short", "region": "us-east-1"},
+        "too short",
+    ),
+    (
+        "amazon-bedrock",
+        {"accessKeyId": "AKIAABCDEFGHIJKLMNOP", "secretAccessKey": "s" * 40, "region": "mars"},
+        "region",
+    ),
     ("amazon-bedrock", {"accessKeyId": "AKIAABCDEFGHIJKLMNOP", "secretAccessKey": "s" * 40}, "region is required"),
-    ("amazon-bedrock", {"accessKeyId": "AKIAABCDEFGHIJKLMNOP", "secretAccessKey": "s" * 40, "region": "us-east-1",
-                        "sessionToken": "x"}, "unknown fields"),
+    (
+        "amazon-bedrock",
+        {
+            "accessKeyId": "AKIAABCDEFGHIJKLMNOP",
+            "secretAccessKey": "s" * 40,
+            "region": "us-east-1",
+            "sessionToken": "x",
+        },
+        "unknown fields",
+    ),
     ("google-vertex", "{}", "key.type is required"),
     ("google-vertex", {**SERVICE_ACCOUNT, "type": "user"}, "service_account"),
     ("google-vertex", {**SERVICE_ACCOUNT, "private_key": "abc"}, "PEM"),

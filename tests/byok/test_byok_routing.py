@@ -21,8 +21,9 @@ from tests.support import PROVIDERS, Persona, assert_error_envelope, point
 
 
 def add_key(persona: Persona, provider: str, key: str, **fields) -> dict:
-    response = persona.client(management=True).post("/api/v1/byok", {"provider": provider, "key": key, **fields},
-                                                     format="json")
+    response = persona.client(management=True).post(
+        "/api/v1/byok", {"provider": provider, "key": key, **fields}, format="json"
+    )
     assert response.status_code == 201, response.content
     return response.json()["data"]
 
@@ -31,8 +32,11 @@ def ask(persona: Persona, *, api_key: str | None = None, **body):
     client = persona.client()
     if api_key:
         client.credentials(HTTP_AUTHORIZATION=f"Bearer {api_key}")
-    return client.post("/api/v1/responses", {"model": "multi/model", "input": "Hi",
-                                             "provider": {"only": ["alpha"]}, **body}, format="json")
+    return client.post(
+        "/api/v1/responses",
+        {"model": "multi/model", "input": "Hi", "provider": {"only": ["alpha"]}, **body},
+        format="json",
+    )
 
 
 def attempts(response) -> list[tuple]:
@@ -82,15 +86,30 @@ def test_shared_capacity_levels(alice, multi):
     assert ask(alice, provider={"order": ["alpha", "beta"]}).status_code == 200
     assert credentials_seen(multi) == ["byok-never", "sk-beta"]
     # outside_filter: models the key covers never fall back to shared on alpha; other models may.
-    alice.client(management=True).patch(f"/api/v1/byok/{never['id']}", {
-        "shared_capacity": "outside_filter", "allowed_models": ["multi/model"]}, format="json")
+    alice.client(management=True).patch(
+        f"/api/v1/byok/{never['id']}",
+        {"shared_capacity": "outside_filter", "allowed_models": ["multi/model"]},
+        format="json",
+    )
     multi.clear()
     assert_error_envelope(ask(alice), 502)
     assert credentials_seen(multi) == ["byok-never"]
     from routing.services import catalog_load
 
-    catalog_load(data={"models": [{"id": "multi/other", "name": "Other", "context_length": 8000, "endpoints": [
-        {"provider": "alpha", "upstream_model": "other", "pricing": {"prompt": 1, "completion": 1}}]}]})
+    catalog_load(
+        data={
+            "models": [
+                {
+                    "id": "multi/other",
+                    "name": "Other",
+                    "context_length": 8000,
+                    "endpoints": [
+                        {"provider": "alpha", "upstream_model": "other", "pricing": {"prompt": 1, "completion": 1}}
+                    ],
+                }
+            ]
+        }
+    )
     multi.clear()
     assert ask(alice, model="multi/other").status_code == 200
     assert credentials_seen(multi) == ["sk-alpha"]  # the key's filter excludes this model; shared is allowed
@@ -107,8 +126,20 @@ def test_filters_by_model_api_key_and_member(alice, multi):
     add_key(alice, "alpha", "byok-for-key", allowed_api_key_hashes=[alice.provisioned.inference_key.key.hash])
     from routing.services import catalog_load
 
-    catalog_load(data={"models": [{"id": "multi/other", "name": "Other", "context_length": 8000, "endpoints": [
-        {"provider": "alpha", "upstream_model": "other", "pricing": {"prompt": 1, "completion": 1}}]}]})
+    catalog_load(
+        data={
+            "models": [
+                {
+                    "id": "multi/other",
+                    "name": "Other",
+                    "context_length": 8000,
+                    "endpoints": [
+                        {"provider": "alpha", "upstream_model": "other", "pricing": {"prompt": 1, "completion": 1}}
+                    ],
+                }
+            ]
+        }
+    )
     add_key(alice, "alpha", "byok-for-other-model", allowed_models=["multi/other"])
     ask(alice)  # alice's own key, no member: only the API-key-filtered key applies
     assert credentials_seen(multi) == ["byok-for-key"]
@@ -150,8 +181,13 @@ def test_fee_and_free_allowance(alice, multi):
     assert generation.is_byok and generation.cost == 0 and generation.upstream_cost > 0
     assert not LedgerEntry.objects.filter(generation_id=generation.pk, kind=EntryKind.CHARGE).exists()
     # The month's BYOK list cost reaches the allowance: 5% of the list cost from then on.
-    Generation.objects.create(id="gen-history", account_id=alice.account_id, requested_model="multi/model",
-                              is_byok=True, upstream_cost=BYOK_MONTHLY_ALLOWANCE["payg"])
+    Generation.objects.create(
+        id="gen-history",
+        account_id=alice.account_id,
+        requested_model="multi/model",
+        is_byok=True,
+        upstream_cost=BYOK_MONTHLY_ALLOWANCE["payg"],
+    )
     second = ask(alice)
     generation = Generation.objects.get(pk=second["X-Generation-Id"])
     assert generation.cost == (generation.upstream_cost * Decimal("0.05"))
@@ -169,9 +205,12 @@ def test_byok_metadata(alice, multi):
     add_key(alice, "alpha", "byok-alpha")
     body = ask(alice).json()
     assert body["usage"]["is_byok"] is True
-    response = alice.client().post("/api/v1/responses", {"model": "multi/model", "input": "Hi",
-                                                         "provider": {"only": ["alpha"]}}, format="json",
-                                   HTTP_X_GATEWAY_METADATA="enabled")
+    response = alice.client().post(
+        "/api/v1/responses",
+        {"model": "multi/model", "input": "Hi", "provider": {"only": ["alpha"]}},
+        format="json",
+        HTTP_X_GATEWAY_METADATA="enabled",
+    )
     assert response.json()["gateway_metadata"]["is_byok"] is True
 
 
@@ -181,23 +220,33 @@ SENTINEL = "sk-SENTINEL-7f3a9c2e5b1d-DO-NOT-LEAK"
 def test_no_plaintext_in_responses_logs_or_database(alice, multi, caplog, capfd):
     caplog.set_level(logging.DEBUG)
     seen = []
-    created = alice.client(management=True).post("/api/v1/byok", {"provider": "alpha", "key": SENTINEL},
-                                                  format="json")
+    created = alice.client(management=True).post("/api/v1/byok", {"provider": "alpha", "key": SENTINEL}, format="json")
     seen.append(created.content)
     record = created.json()["data"]
     client = alice.client()
     for body in ({}, {"stream": True, "debug": {"echo_upstream_body": True}}):
-        response = client.post("/api/v1/responses", {"model": "multi/model", "input": "Hi",
-                                                     "provider": {"only": ["alpha"]}, **body}, format="json")
+        response = client.post(
+            "/api/v1/responses",
+            {"model": "multi/model", "input": "Hi", "provider": {"only": ["alpha"]}, **body},
+            format="json",
+        )
         seen.append(b"".join(response.streaming_content) if response.streaming else response.content)
         seen.append(json.dumps(dict(response.headers)).encode())
     point(multi, "alpha", "status=401")
-    seen.append(client.post("/api/v1/responses", {"model": "multi/model", "input": "Hi",
-                                                  "provider": {"only": ["alpha"]}}, format="json",
-                            HTTP_X_GATEWAY_METADATA="enabled").content)
+    seen.append(
+        client.post(
+            "/api/v1/responses",
+            {"model": "multi/model", "input": "Hi", "provider": {"only": ["alpha"]}},
+            format="json",
+            HTTP_X_GATEWAY_METADATA="enabled",
+        ).content
+    )
     management = alice.client(management=True)
-    seen += [management.get("/api/v1/byok").content, management.get(f"/api/v1/byok/{record['id']}").content,
-             management.patch(f"/api/v1/byok/{record['id']}", {"name": "x"}, format="json").content]
+    seen += [
+        management.get("/api/v1/byok").content,
+        management.get(f"/api/v1/byok/{record['id']}").content,
+        management.patch(f"/api/v1/byok/{record['id']}", {"name": "x"}, format="json").content,
+    ]
     assert SENTINEL in credentials_seen(multi)[0], "the key did reach the provider"
     for blob in seen:
         assert SENTINEL.encode() not in blob
@@ -256,9 +305,18 @@ def test_staff_see_masked_keys_and_disable_them(alice, multi):
     assert record["label"] in page and "SENTINEL" not in page
     assert "SENTINEL" not in staff.get("/admin/byok/byokkey/").content.decode()
     key = ByokKey.objects.get(pk=record["id"])
-    response = staff.post(f"/admin/byok/byokkey/{record['id']}/change/", {
-        "name": "", "disabled": "on", "sort_order": key.sort_order, "shared_capacity": "always",
-        "allowed_models": "null", "allowed_api_key_hashes": "null", "allowed_user_ids": "null"})
+    response = staff.post(
+        f"/admin/byok/byokkey/{record['id']}/change/",
+        {
+            "name": "",
+            "disabled": "on",
+            "sort_order": key.sort_order,
+            "shared_capacity": "always",
+            "allowed_models": "null",
+            "allowed_api_key_hashes": "null",
+            "allowed_user_ids": "null",
+        },
+    )
     assert response.status_code == 302, response.content.decode()[:2000]
     assert ByokKey.objects.get(pk=record["id"]).disabled
     multi.clear()

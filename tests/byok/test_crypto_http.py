@@ -50,12 +50,26 @@ def test_credentials_repr_masks_the_secret():
     assert mask_secret("sk-live-abcdefghijklmnop").startswith("sk-l")
 
 
-@pytest.mark.parametrize("address,public", [
-    ("8.8.8.8", True), ("1.1.1.1", True), ("2606:4700::1111", True),
-    ("127.0.0.1", False), ("10.1.2.3", False), ("172.16.0.1", False), ("192.168.1.1", False),
-    ("169.254.169.254", False), ("0.0.0.0", False), ("::1", False), ("fe80::1", False), ("fc00::1", False),
-    ("::ffff:127.0.0.1", False), ("100.64.0.1", False), ("224.0.0.1", False),
-])
+@pytest.mark.parametrize(
+    "address,public",
+    [
+        ("8.8.8.8", True),
+        ("1.1.1.1", True),
+        ("2606:4700::1111", True),
+        ("127.0.0.1", False),
+        ("10.1.2.3", False),
+        ("172.16.0.1", False),
+        ("192.168.1.1", False),
+        ("169.254.169.254", False),
+        ("0.0.0.0", False),
+        ("::1", False),
+        ("fe80::1", False),
+        ("fc00::1", False),
+        ("::ffff:127.0.0.1", False),
+        ("100.64.0.1", False),
+        ("224.0.0.1", False),
+    ],
+)
 def test_public_address_check(address, public):
     assert http.is_public_address(address) is public
 
@@ -88,23 +102,26 @@ def test_private_destination_refused_by_default():
 
 
 def test_sse_decoder_follows_the_spec():
-    raw = [b": keep-alive\r\n", b"event: a\r\ndata: one\r", b"\ndata: two\n\n", b"data: {\"x\":1}\n\n", b"data: tail"]
+    raw = [b": keep-alive\r\n", b"event: a\r\ndata: one\r", b"\ndata: two\n\n", b'data: {"x":1}\n\n', b"data: tail"]
     events = list(decode_sse(raw))
     assert [(e.event, e.data) for e in events] == [("a", "one\ntwo"), ("message", '{"x":1}')]
 
 
-@pytest.mark.parametrize("url", [
-    "http://2130706433:9/",          # 127.0.0.1 as one decimal number
-    "http://0x7f000001:9/",          # ... in hex
-    "http://127.1:9/",               # short form
-    "http://0177.0.0.1:9/",          # octal
-    "http://localhost.:9/",          # trailing dot
-    "http://[::1]:9/",
-    "http://[::ffff:127.0.0.1]:9/",  # IPv4-mapped IPv6
-    "http://0.0.0.0:9/",
-    "http://169.254.169.254/latest/meta-data/",  # cloud metadata
-    "http://10.0.0.1:9/",
-])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://2130706433:9/",  # 127.0.0.1 as one decimal number
+        "http://0x7f000001:9/",  # ... in hex
+        "http://127.1:9/",  # short form
+        "http://0177.0.0.1:9/",  # octal
+        "http://localhost.:9/",  # trailing dot
+        "http://[::1]:9/",
+        "http://[::ffff:127.0.0.1]:9/",  # IPv4-mapped IPv6
+        "http://0.0.0.0:9/",
+        "http://169.254.169.254/latest/meta-data/",  # cloud metadata
+        "http://10.0.0.1:9/",
+    ],
+)
 def test_ssrf_bypass_forms_are_refused(url):
     """Destinations are checked after resolution, so alternative spellings of private addresses do not pass."""
     with pytest.raises(http.TransportError) as caught:

@@ -5,14 +5,37 @@ from hypothesis import strategies as st
 
 from tests.support import assert_error_envelope
 
-scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(
-    max_size=80)
-values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
-    st.text(max_size=10), inner, max_size=4), max_leaves=10)
-KEY_FIELDS = ["name", "limit", "limit_reset", "include_byok_in_limit", "expires_at", "creator_user_id",
-              "workspace_id", "disabled"]
-BYOK_FIELDS = ["provider", "key", "name", "disabled", "is_fallback", "workspace_id", "shared_capacity",
-               "allowed_models", "allowed_api_key_hashes", "allowed_user_ids", "sort_order"]
+scalars = (
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=80)
+)
+values = st.recursive(
+    scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
+    max_leaves=10,
+)
+KEY_FIELDS = [
+    "name",
+    "limit",
+    "limit_reset",
+    "include_byok_in_limit",
+    "expires_at",
+    "creator_user_id",
+    "workspace_id",
+    "disabled",
+]
+BYOK_FIELDS = [
+    "provider",
+    "key",
+    "name",
+    "disabled",
+    "is_fallback",
+    "workspace_id",
+    "shared_capacity",
+    "allowed_models",
+    "allowed_api_key_hashes",
+    "allowed_user_ids",
+    "sort_order",
+]
 ROUTING_FIELDS = ["allowed_providers", "ignored_providers", "enforce_zdr", "data_collection"]
 
 
@@ -52,9 +75,25 @@ def test_routing_settings(alice, payload):
 
 
 @SETTINGS
-@given(query=st.dictionaries(st.sampled_from(["offset", "limit", "q", "supported_parameters", "providers",
-                                              "workspace_id", "provider", "id", "include_disabled"]),
-                             st.text(max_size=20), max_size=4))
+@given(
+    query=st.dictionaries(
+        st.sampled_from(
+            [
+                "offset",
+                "limit",
+                "q",
+                "supported_parameters",
+                "providers",
+                "workspace_id",
+                "provider",
+                "id",
+                "include_disabled",
+            ]
+        ),
+        st.text(max_size=20),
+        max_size=4,
+    )
+)
 def test_query_strings(alice, query):
     for path in ("/api/v1/models", "/api/v1/keys", "/api/v1/byok", "/api/v1/generation"):
         check(alice.client(management=True).get(path, query))

@@ -21,14 +21,27 @@ from tests.support import Persona
 
 pytestmark = pytest.mark.live
 ROOT = Path(__file__).parents[2]
-def run_fuzz(api: str, persona: Persona, *, max_examples: int, phases: str,
-             timeout: float) -> subprocess.CompletedProcess:
-    env = {**os.environ, "SCHEMATHESIS_HOOKS": "tests.schema_fuzz_hooks",
-           "GW_FUZZ_INFERENCE_KEY": persona.api_key, "GW_FUZZ_MANAGEMENT_KEY": persona.management_key,
-           "GW_FUZZ_KEY_HASH": api_key_create(account_id=persona.account_id, name="fuzz target").key.hash,
-           "PYTHONPATH": str(ROOT)}
-    return subprocess.run(schemathesis_command(api, max_examples=max_examples, phases=phases), cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+
+
+def run_fuzz(
+    api: str, persona: Persona, *, max_examples: int, phases: str, timeout: float
+) -> subprocess.CompletedProcess:
+    env = {
+        **os.environ,
+        "SCHEMATHESIS_HOOKS": "tests.schema_fuzz_hooks",
+        "GW_FUZZ_INFERENCE_KEY": persona.api_key,
+        "GW_FUZZ_MANAGEMENT_KEY": persona.management_key,
+        "GW_FUZZ_KEY_HASH": api_key_create(account_id=persona.account_id, name="fuzz target").key.hash,
+        "PYTHONPATH": str(ROOT),
+    }
+    return subprocess.run(
+        schemathesis_command(api, max_examples=max_examples, phases=phases),
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @pytest.fixture
@@ -38,9 +51,13 @@ def fuzzy(transactional_db, standin_catalog):
 
 
 def test_live_schema_has_no_server_errors_or_disagreements(live_gateway, fuzzy):
-    result = run_fuzz(live_gateway.api, fuzzy, max_examples=int(os.environ.get("FUZZ_MAX_EXAMPLES", "20")),
-                      phases=os.environ.get("FUZZ_PHASES", "examples,fuzzing"),
-                      timeout=float(os.environ.get("FUZZ_TIMEOUT", "300")))
+    result = run_fuzz(
+        live_gateway.api,
+        fuzzy,
+        max_examples=int(os.environ.get("FUZZ_MAX_EXAMPLES", "20")),
+        phases=os.environ.get("FUZZ_PHASES", "examples,fuzzing"),
+        timeout=float(os.environ.get("FUZZ_TIMEOUT", "300")),
+    )
     report = result.stdout[-30000:] + result.stderr[-5000:]
     assert result.returncode == 0, report
     assert " generated, " in result.stdout and " passed" in result.stdout, report

@@ -33,13 +33,22 @@ def test_openai_sdk_non_streaming(live_gateway, dana):
 
 def test_openai_sdk_streaming(live_gateway, dana):
     stream = openai_client(live_gateway, dana).responses.create(
-        model="standin/echo", input='Count <<standin {"chunks": 5, "text": "one two three four five"}>>', stream=True)
+        model="standin/echo", input='Count <<standin {"chunks": 5, "text": "one two three four five"}>>', stream=True
+    )
     events = list(stream)
     types = [event.type for event in events]
-    assert types[:4] == ["response.created", "response.in_progress", "response.output_item.added",
-                         "response.content_part.added"]
-    assert types[-4:] == ["response.output_text.done", "response.content_part.done", "response.output_item.done",
-                          "response.completed"]
+    assert types[:4] == [
+        "response.created",
+        "response.in_progress",
+        "response.output_item.added",
+        "response.content_part.added",
+    ]
+    assert types[-4:] == [
+        "response.output_text.done",
+        "response.content_part.done",
+        "response.output_item.done",
+        "response.completed",
+    ]
     assert [event.sequence_number for event in events] == list(range(len(events)))
     deltas = "".join(event.delta for event in events if event.type == "response.output_text.delta")
     assert deltas == "one two three four five"
@@ -51,18 +60,29 @@ CHAT_WIRE = {"provider": {"only": ["standin-chat"]}}  # so the stand-in records 
 
 def test_openai_sdk_function_tool_round_trip(live_gateway, dana, standin_catalog):
     client = openai_client(live_gateway, dana)
-    tools = [{"type": "function", "name": "get_weather", "description": "Weather in a city",
-              "parameters": {"type": "object", "properties": {"location": {"type": "string"}},
-                             "required": ["location"]}}]
-    first = client.responses.create(model="standin/echo", tools=tools,
-                                    input='Weather in Paris? <<standin {"tool_call": "auto"}>>')
+    tools = [
+        {
+            "type": "function",
+            "name": "get_weather",
+            "description": "Weather in a city",
+            "parameters": {"type": "object", "properties": {"location": {"type": "string"}}, "required": ["location"]},
+        }
+    ]
+    first = client.responses.create(
+        model="standin/echo", tools=tools, input='Weather in Paris? <<standin {"tool_call": "auto"}>>'
+    )
     [call] = [item for item in first.output if item.type == "function_call"]
     assert call.name == "get_weather" and json.loads(call.arguments) == {"location": "Paris"}
-    second = client.responses.create(model="standin/echo", tools=tools, extra_body=CHAT_WIRE, input=[
-        {"role": "user", "content": "Weather in Paris?"},
-        {"type": "function_call", "call_id": call.call_id, "name": call.name, "arguments": call.arguments},
-        {"type": "function_call_output", "call_id": call.call_id, "output": '{"celsius": 21}'},
-    ])
+    second = client.responses.create(
+        model="standin/echo",
+        tools=tools,
+        extra_body=CHAT_WIRE,
+        input=[
+            {"role": "user", "content": "Weather in Paris?"},
+            {"type": "function_call", "call_id": call.call_id, "name": call.name, "arguments": call.arguments},
+            {"type": "function_call_output", "call_id": call.call_id, "output": '{"celsius": 21}'},
+        ],
+    )
     assert second.output_text == "Hello from the local stand-in provider."
     upstream = standin_catalog.requests_for("/chat/completions")[-1]["body"]
     assert any(m.get("role") == "tool" and m.get("tool_call_id") == call.call_id for m in upstream["messages"])

@@ -19,8 +19,9 @@ def test_malformed_json_is_400(alice):
 
 
 def test_unsupported_media_type_is_415(alice):
-    response = alice.client(management=True).generic("POST", "/api/v1/keys", "name=x",
-                                                      content_type="application/x-www-form-urlencoded")
+    response = alice.client(management=True).generic(
+        "POST", "/api/v1/keys", "name=x", content_type="application/x-www-form-urlencoded"
+    )
     assert_error_envelope(response, 415)
 
 
@@ -48,8 +49,7 @@ def test_body_at_the_limit_is_accepted(alice):
     name = "x" * (1000 - len('{"name": ""}'))
     payload = '{"name": "' + name[:200] + '"' + " " * (len(name) - 200) + "}"
     assert len(payload.encode()) == 1000
-    response = alice.client(management=True).generic("POST", "/api/v1/keys", payload,
-                                                     content_type="application/json")
+    response = alice.client(management=True).generic("POST", "/api/v1/keys", payload, content_type="application/json")
     assert response.status_code == 201
 
 

@@ -29,13 +29,17 @@ def private_redis():
 
 def resilient(url: str, retry_seconds: float = 0.5) -> ResilientRedisCache:
     """A backend configured like settings.CACHES (short timeouts), on its own Redis location."""
-    return ResilientRedisCache(url, {"RETRY_SECONDS": retry_seconds,
-                                     "OPTIONS": {"socket_connect_timeout": 0.25, "socket_timeout": 0.5}})
+    return ResilientRedisCache(
+        url, {"RETRY_SECONDS": retry_seconds, "OPTIONS": {"socket_connect_timeout": 0.25, "socket_timeout": 0.5}}
+    )
 
 
 def outage_logs(caplog) -> Counter:
-    return Counter("unavailable" if "Redis unavailable" in r.getMessage() else "back"
-                   for r in caplog.records if r.name == "gateway.cache")
+    return Counter(
+        "unavailable" if "Redis unavailable" in r.getMessage() else "back"
+        for r in caplog.records
+        if r.name == "gateway.cache"
+    )
 
 
 def test_falls_back_to_local_memory_then_returns_to_redis(private_redis, caplog):
@@ -118,8 +122,14 @@ def test_counter_and_lists_are_atomic_under_concurrency(private_redis):
 
 
 def dead_redis_caches() -> dict:
-    return {"default": {"BACKEND": "gateway.cache.ResilientRedisCache", "LOCATION": f"redis://127.0.0.1:{free_port()}/0",
-                        "RETRY_SECONDS": 30, "OPTIONS": {"socket_connect_timeout": 0.25, "socket_timeout": 0.5}}}
+    return {
+        "default": {
+            "BACKEND": "gateway.cache.ResilientRedisCache",
+            "LOCATION": f"redis://127.0.0.1:{free_port()}/0",
+            "RETRY_SECONDS": 30,
+            "OPTIONS": {"socket_connect_timeout": 0.25, "socket_timeout": 0.5},
+        }
+    }
 
 
 def test_rate_limit_fails_open_per_process_when_redis_is_down(alice):
@@ -136,8 +146,12 @@ def test_rate_limit_fails_open_per_process_when_redis_is_down(alice):
 
 
 def test_rate_limit_fails_closed_when_so_configured(alice):
-    with override_settings(CACHES=dead_redis_caches(), GATEWAY_RATE_LIMIT="2/min",
-                           GATEWAY_RATE_LIMIT_FAIL_OPEN=False, REDIS_RETRY_SECONDS=5):
+    with override_settings(
+        CACHES=dead_redis_caches(),
+        GATEWAY_RATE_LIMIT="2/min",
+        GATEWAY_RATE_LIMIT_FAIL_OPEN=False,
+        REDIS_RETRY_SECONDS=5,
+    ):
         response = alice.client().get("/api/v1/key")
         body = assert_error_envelope(response, 503)
         assert body["error"]["message"] == MSG_RATE_LIMITER_UNAVAILABLE

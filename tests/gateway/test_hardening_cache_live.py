@@ -28,14 +28,25 @@ def persona(name: str) -> Persona:
     return Persona(account_provision(name=name, plan="payg", credits=Decimal("5")))
 
 
-def ask(gateway: LiveGateway, who: Persona, *, stream: bool = False, directive: dict | None = None,
-        session_id: str | None = None) -> requests.Response:
+def ask(
+    gateway: LiveGateway,
+    who: Persona,
+    *,
+    stream: bool = False,
+    directive: dict | None = None,
+    session_id: str | None = None,
+) -> requests.Response:
     text = "Hi" + (f" <<standin {json.dumps(directive)}>>" if directive else "")
     body = {"model": "standin/echo", "input": text, "stream": stream}
     if session_id:
         body["session_id"] = session_id
-    return requests.post(f"{gateway.api}/responses", json=body, stream=stream, timeout=30,
-                         headers={"Authorization": f"Bearer {who.api_key}"})
+    return requests.post(
+        f"{gateway.api}/responses",
+        json=body,
+        stream=stream,
+        timeout=30,
+        headers={"Authorization": f"Bearer {who.api_key}"},
+    )
 
 
 def stream_events(response: requests.Response, started: threading.Event | None = None) -> list[str]:
@@ -53,8 +64,7 @@ def assert_books_balance(who: Persona, generation_ids: list[str]) -> None:
     """Every request charged exactly once, nothing still held, balance == sum of the ledger."""
     assert len(set(generation_ids)) == len(generation_ids)
     assert Generation.objects.filter(account_id=who.account_id).count() == len(generation_ids)
-    assert set(Generation.objects.filter(account_id=who.account_id).values_list("id", flat=True)) == \
-        set(generation_ids)
+    assert set(Generation.objects.filter(account_id=who.account_id).values_list("id", flat=True)) == set(generation_ids)
     for generation_id in generation_ids:
         assert LedgerEntry.objects.filter(generation_id=generation_id, kind=EntryKind.CHARGE).count() == 1
     assert not Reservation.objects.filter(account_id=who.account_id, status=ReservationStatus.HELD).exists()
@@ -95,9 +105,15 @@ def test_dead_redis_inference_still_works_and_readyz_says_degraded(transactional
 
 def test_database_down_is_still_not_ready(transactional_db):
     # Given a gateway whose database and Redis are both unreachable (no pool: the connection fails at once)
-    gateway = LiveGateway(workers=1, threads=4, extra_env={
-        "DATABASE_URL": f"postgres://postgres@127.0.0.1:{free_port()}/nowhere", "DB_POOL": "false",
-        "REDIS_URL": f"redis://127.0.0.1:{free_port()}/0"})
+    gateway = LiveGateway(
+        workers=1,
+        threads=4,
+        extra_env={
+            "DATABASE_URL": f"postgres://postgres@127.0.0.1:{free_port()}/nowhere",
+            "DB_POOL": "false",
+            "REDIS_URL": f"redis://127.0.0.1:{free_port()}/0",
+        },
+    )
     try:
         # Then /readyz is 503 for the database, and reports the cache as degraded
         ready = requests.get(f"{gateway.url}/readyz", timeout=10)
@@ -111,8 +127,11 @@ def test_database_down_is_still_not_ready(transactional_db):
 def redis_gateway(django_db_setup, django_db_blocker):
     """A private redis-server and a 2-worker gateway using it, with a rate limit of 20/min per key."""
     server = PrivateRedis()
-    gateway = LiveGateway(workers=2, threads=16, extra_env={
-        "REDIS_URL": server.url, "GATEWAY_RATE_LIMIT": "20/min", "REDIS_RETRY_SECONDS": str(RETRY_SECONDS)})
+    gateway = LiveGateway(
+        workers=2,
+        threads=16,
+        extra_env={"REDIS_URL": server.url, "GATEWAY_RATE_LIMIT": "20/min", "REDIS_RETRY_SECONDS": str(RETRY_SECONDS)},
+    )
     yield server, gateway, {"restarted_at": 0.0}
     gateway.stop()
     server.kill()
@@ -156,10 +175,16 @@ def test_redis_dying_mid_flight_loses_and_double_bills_nothing(transactional_db,
 
     def stream_request(n: int) -> None:
         try:
-            response = ask(gateway, omar, stream=True, session_id=f"s-{n % 2}",
-                           directive={"chunks": 30, "interval_ms": 100})
-            results["stream"].append((response.status_code, response.headers.get("X-Generation-Id"),
-                                      stream_events(response, stream_started[n])))
+            response = ask(
+                gateway, omar, stream=True, session_id=f"s-{n % 2}", directive={"chunks": 30, "interval_ms": 100}
+            )
+            results["stream"].append(
+                (
+                    response.status_code,
+                    response.headers.get("X-Generation-Id"),
+                    stream_events(response, stream_started[n]),
+                )
+            )
         finally:
             stream_started[n].set()  # a stream that failed early does not keep the test waiting
 
@@ -170,8 +195,15 @@ def test_redis_dying_mid_flight_loses_and_double_bills_nothing(transactional_db,
     for started in stream_started:
         assert started.wait(timeout=15)
     deadline = time.monotonic() + 10
-    while len(standin_catalog.requests_for("/responses") + standin_catalog.requests_for("/completions")
-              + standin_catalog.requests_for("/messages")) < 12 and time.monotonic() < deadline:
+    while (
+        len(
+            standin_catalog.requests_for("/responses")
+            + standin_catalog.requests_for("/completions")
+            + standin_catalog.requests_for("/messages")
+        )
+        < 12
+        and time.monotonic() < deadline
+    ):
         time.sleep(0.05)
     # When Redis dies while they are all upstream
     server.kill()

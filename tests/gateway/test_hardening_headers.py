@@ -19,8 +19,11 @@ def gateway(django_db_setup, django_db_blocker):
     """One worker with only 4 threads, so that 6 dripping clients would take all of them."""
     from tests.live import LiveGateway
 
-    live = LiveGateway(workers=1, threads=THREADS, extra_env={
-        "REQUEST_HEADER_TIMEOUT_SECONDS": str(HEADER_TIMEOUT), "LOG_LEVEL": "ERROR"})
+    live = LiveGateway(
+        workers=1,
+        threads=THREADS,
+        extra_env={"REQUEST_HEADER_TIMEOUT_SECONDS": str(HEADER_TIMEOUT), "LOG_LEVEL": "ERROR"},
+    )
     yield live
     live.stop()
 

@@ -25,10 +25,16 @@ def gateway(django_db_setup, django_db_blocker):
     """One worker whose database pool has 2 connections, a short body deadline and a small body limit."""
     from tests.live import LiveGateway
 
-    live = LiveGateway(workers=1, threads=16, extra_env={
-        "DB_POOL_MAX_SIZE": str(POOL_SIZE), "REQUEST_BODY_TIMEOUT_SECONDS": str(BODY_TIMEOUT),
-        "MAX_REQUEST_BODY_BYTES": str(BODY_LIMIT), "LOG_LEVEL": "ERROR",
-    })
+    live = LiveGateway(
+        workers=1,
+        threads=16,
+        extra_env={
+            "DB_POOL_MAX_SIZE": str(POOL_SIZE),
+            "REQUEST_BODY_TIMEOUT_SECONDS": str(BODY_TIMEOUT),
+            "MAX_REQUEST_BODY_BYTES": str(BODY_LIMIT),
+            "LOG_LEVEL": "ERROR",
+        },
+    )
     yield live
     live.stop()
 
@@ -73,7 +79,7 @@ def dechunk(data: bytes) -> bytes:
         size = int(size_line.split(b";")[0], 16)
         if size == 0:
             break
-        out, data = out + data[:size], data[size + 2:]
+        out, data = out + data[:size], data[size + 2 :]
     return out
 
 
@@ -86,8 +92,9 @@ def assert_json_error(status: int, headers: dict, body: bytes, expected: int) ->
 
 
 def request_head(path: str, *lines: str, method: str = "POST") -> bytes:
-    return (f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n" + "".join(f"{line}\r\n" for line in lines)
-            + "\r\n").encode("latin-1")
+    return (
+        f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n" + "".join(f"{line}\r\n" for line in lines) + "\r\n"
+    ).encode("latin-1")
 
 
 # ---- item 6: slow bodies ------------------------------------------------------------------------------
@@ -96,8 +103,12 @@ def request_head(path: str, *lines: str, method: str = "POST") -> bytes:
 def test_slow_bodies_do_not_pin_database_connections(gateway, fay):
     # Given more slow clients than the worker's pool has connections: authenticated headers announcing
     # 100 bytes of body, then 10 bytes and silence (and one that trickles a byte every 0.3 s)
-    head = request_head("/api/v1/responses", f"Authorization: Bearer {fay.api_key}",
-                        "Content-Type: application/json", "Content-Length: 100")
+    head = request_head(
+        "/api/v1/responses",
+        f"Authorization: Bearer {fay.api_key}",
+        "Content-Type: application/json",
+        "Content-Length: 100",
+    )
     started = time.monotonic()  # before any byte is sent: no answer can come before started + BODY_TIMEOUT
     silent = []
     for _ in range(POOL_SIZE + 2):
@@ -127,8 +138,9 @@ def test_slow_bodies_do_not_pin_database_connections(gateway, fay):
         for _ in range(3):
             ok = requests.get(f"{gateway.api}/key", headers=auth, timeout=10)
             assert ok.status_code == 200, ok.text
-        answer = requests.post(f"{gateway.api}/responses", json={"model": "standin/echo", "input": "Hi"},
-                               headers=auth, timeout=10)
+        answer = requests.post(
+            f"{gateway.api}/responses", json={"model": "standin/echo", "input": "Hi"}, headers=auth, timeout=10
+        )
         assert answer.status_code == 200 and answer.json()["status"] == "completed"
         # Then each slow client gets 408 in the error body once the deadline has passed
         for sock in silent:
@@ -147,8 +159,13 @@ def test_slow_bodies_do_not_pin_database_connections(gateway, fay):
 
 
 def test_body_over_the_limit_is_413_before_reading(gateway, fay):
-    head = request_head("/api/v1/responses", f"Authorization: Bearer {fay.api_key}",
-                        "Content-Type: application/json", f"Content-Length: {BODY_LIMIT + 1}", "Connection: close")
+    head = request_head(
+        "/api/v1/responses",
+        f"Authorization: Bearer {fay.api_key}",
+        "Content-Type: application/json",
+        f"Content-Length: {BODY_LIMIT + 1}",
+        "Connection: close",
+    )
     assert_json_error(*raw_exchange(gateway, head), 413)
 
 
@@ -158,19 +175,21 @@ def test_body_over_the_limit_is_413_before_reading(gateway, fay):
 PROTOCOL_ERRORS = [
     pytest.param(request_head("/api/v1/responses", "Content-Length: 12abc"), 400, id="bad-content-length"),
     pytest.param(request_head("/api/v1/responses", "Content-Length: -1"), 400, id="negative-content-length"),
-    pytest.param(request_head("/api/v1/responses", "Content-Length: 5", "Content-Length: 6"), 400,
-                 id="two-content-lengths"),
-    pytest.param(request_head("/api/v1/responses", "Transfer-Encoding: chunked", "Content-Length: 5"), 400,
-                 id="te-and-cl"),
+    pytest.param(
+        request_head("/api/v1/responses", "Content-Length: 5", "Content-Length: 6"), 400, id="two-content-lengths"
+    ),
+    pytest.param(
+        request_head("/api/v1/responses", "Transfer-Encoding: chunked", "Content-Length: 5"), 400, id="te-and-cl"
+    ),
     pytest.param(request_head("/api/v1/responses", "Transfer-Encoding: gzip, chunked"), 501, id="te-gzip"),
     pytest.param(request_head("/api/v1/responses", "Transfer-Encoding: br, chunked"), 501, id="te-unknown"),
     pytest.param(request_head("/api/v1/responses", "Transfer-Encoding: gzip"), 400, id="te-not-chunked"),
     pytest.param(request_head("/api/v1/models", "X-Note: a\x01b", method="GET"), 400, id="control-char-value"),
     pytest.param(request_head("/api/v1/models", "X-No\x7fte: a", method="GET"), 400, id="control-char-name"),
-    pytest.param(request_head("/api/v1/models", "X-Big: " + "a" * 9000, method="GET"), 431,
-                 id="oversized-header"),
-    pytest.param(request_head("/api/v1/models", *[f"X-H{i}: v" for i in range(120)], method="GET"), 431,
-                 id="too-many-headers"),
+    pytest.param(request_head("/api/v1/models", "X-Big: " + "a" * 9000, method="GET"), 431, id="oversized-header"),
+    pytest.param(
+        request_head("/api/v1/models", *[f"X-H{i}: v" for i in range(120)], method="GET"), 431, id="too-many-headers"
+    ),
     pytest.param(request_head("/api/v1/models?q=" + "a" * 9000, method="GET"), 414, id="oversized-url"),
     pytest.param(b"GET /api/v1/models HTTP/1.1\r\nHost: x\r\n folded\r\n\r\n", 400, id="obsolete-folding"),
     pytest.param(b"G\x01T / HTTP/1.1\r\n\r\n", 400, id="bad-method"),
@@ -199,14 +218,21 @@ def gateway_log(gateway) -> str:
 
 
 def chunked(data: bytes, size: int = 7) -> bytes:
-    return b"".join(b"%x\r\n%s\r\n" % (len(data[i:i + size]), data[i:i + size])
-                    for i in range(0, len(data), size)) + b"0\r\n\r\n"
+    return (
+        b"".join(b"%x\r\n%s\r\n" % (len(data[i : i + size]), data[i : i + size]) for i in range(0, len(data), size))
+        + b"0\r\n\r\n"
+    )
 
 
 def test_chunked_json_body_is_read(gateway, fay):
     body = json.dumps({"model": "standin/echo", "input": "Hello in chunks"}).encode()
-    head = request_head("/api/v1/responses", f"Authorization: Bearer {fay.api_key}",
-                        "Content-Type: application/json", "Transfer-Encoding: chunked", "Connection: close")
+    head = request_head(
+        "/api/v1/responses",
+        f"Authorization: Bearer {fay.api_key}",
+        "Content-Type: application/json",
+        "Transfer-Encoding: chunked",
+        "Connection: close",
+    )
     status, _, answer = raw_exchange(gateway, head, chunked(body))
     assert status == 200, answer[:300]
     result = json.loads(answer)
@@ -215,22 +241,36 @@ def test_chunked_json_body_is_read(gateway, fay):
 
 def test_chunked_body_over_the_limit_is_413(gateway, fay):
     body = json.dumps({"model": "standin/echo", "input": "x" * BODY_LIMIT}).encode()
-    head = request_head("/api/v1/responses", f"Authorization: Bearer {fay.api_key}",
-                        "Content-Type: application/json", "Transfer-Encoding: chunked", "Connection: close")
+    head = request_head(
+        "/api/v1/responses",
+        f"Authorization: Bearer {fay.api_key}",
+        "Content-Type: application/json",
+        "Transfer-Encoding: chunked",
+        "Connection: close",
+    )
     assert_json_error(*raw_exchange(gateway, head, chunked(body, 4096)), 413)
 
 
 @pytest.mark.parametrize("bad", [b"zz\r\nabc\r\n0\r\n\r\n", b"3\r\nabcXY0\r\n\r\n"], ids=["size", "terminator"])
 def test_malformed_chunked_body_is_400(gateway, fay, bad):
-    head = request_head("/api/v1/responses", f"Authorization: Bearer {fay.api_key}",
-                        "Content-Type: application/json", "Transfer-Encoding: chunked", "Connection: close")
+    head = request_head(
+        "/api/v1/responses",
+        f"Authorization: Bearer {fay.api_key}",
+        "Content-Type: application/json",
+        "Transfer-Encoding: chunked",
+        "Connection: close",
+    )
     error = assert_json_error(*raw_exchange(gateway, head, bad), 400)
     assert "chunked" in error["message"]
 
 
 def test_slow_chunked_body_is_408(gateway, fay):
-    head = request_head("/api/v1/responses", f"Authorization: Bearer {fay.api_key}",
-                        "Content-Type: application/json", "Transfer-Encoding: chunked")
+    head = request_head(
+        "/api/v1/responses",
+        f"Authorization: Bearer {fay.api_key}",
+        "Content-Type: application/json",
+        "Transfer-Encoding: chunked",
+    )
     with socket.create_connection(("127.0.0.1", gateway.port), timeout=20) as sock:
-        sock.sendall(head + b"5\r\n{\"mod")
+        sock.sendall(head + b'5\r\n{"mod')
         assert_json_error(*read_response(sock), 408)

@@ -62,10 +62,18 @@ def staff_client(db) -> Client:
 
 def test_admin_creates_a_key_and_shows_the_plaintext_once(staff_client, alice):
     workspace = alice.provisioned.workspace_id
-    response = staff_client.post("/admin/accounts/apikey/add/", {
-        "name": "from admin", "kind": "inference", "account": alice.account_id, "workspace": workspace,
-        "include_byok_in_limit": "", "disabled": "",
-    }, follow=True)
+    response = staff_client.post(
+        "/admin/accounts/apikey/add/",
+        {
+            "name": "from admin",
+            "kind": "inference",
+            "account": alice.account_id,
+            "workspace": workspace,
+            "include_byok_in_limit": "",
+            "disabled": "",
+        },
+        follow=True,
+    )
     assert response.status_code == 200
     shown = re.findall(r"sk-gw-v1-inf-[A-Za-z0-9_-]{43}", response.content.decode())
     assert len(set(shown)) == 1
@@ -76,9 +84,15 @@ def test_admin_creates_a_key_and_shows_the_plaintext_once(staff_client, alice):
 
 
 def test_admin_tops_up_credits_through_the_ledger(staff_client, alice):
-    response = staff_client.post("/admin/billing/ledgerentry/add/", {
-        "account": alice.account_id, "kind": "topup", "amount": "2.5", "note": "wire transfer",
-    })
+    response = staff_client.post(
+        "/admin/billing/ledgerentry/add/",
+        {
+            "account": alice.account_id,
+            "kind": "topup",
+            "amount": "2.5",
+            "note": "wire transfer",
+        },
+    )
     assert response.status_code == 302, response.content.decode()[:2000]
     entry = LedgerEntry.objects.get(note="wire transfer")
     assert entry.amount == 2.5 and entry.kind == "topup"
@@ -86,9 +100,15 @@ def test_admin_tops_up_credits_through_the_ledger(staff_client, alice):
 
 
 def test_admin_creates_an_account_with_its_default_workspace(staff_client):
-    response = staff_client.post("/admin/accounts/account/add/", {
-        "name": "new co", "plan": "payg", "workspaces-TOTAL_FORMS": "0", "workspaces-INITIAL_FORMS": "0",
-    })
+    response = staff_client.post(
+        "/admin/accounts/account/add/",
+        {
+            "name": "new co",
+            "plan": "payg",
+            "workspaces-TOTAL_FORMS": "0",
+            "workspaces-INITIAL_FORMS": "0",
+        },
+    )
     assert response.status_code == 302
     from gateway.accounts.models import Account
 
@@ -97,10 +117,18 @@ def test_admin_creates_an_account_with_its_default_workspace(staff_client):
 
 def test_check_deploy_passes_with_production_settings():
     env = {
-        **os.environ, "DJANGO_SETTINGS_MODULE": "gateway.settings.base", "DEBUG": "false",
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "gateway.settings.base",
+        "DEBUG": "false",
         "SECRET_KEY": "p" * 20 + "Zq8#kX2!vL9@mN4$wR7^tY1&uI5*oP3(aS6)dF0_gH" + "q" * 10,
-        "ALLOWED_HOSTS": "gateway.example.com", "SECURE_HTTPS": "true",
+        "ALLOWED_HOSTS": "gateway.example.com",
+        "SECURE_HTTPS": "true",
     }
-    result = subprocess.run([sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
-                            env=env, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stdout + result.stderr

@@ -17,10 +17,18 @@ def test_client_disconnect_closes_upstream_and_bills(live_gateway, transactional
     erin = Persona(account_provision(name="erin", plan="payg", credits=Decimal("5")))
     before = standin_catalog.aborted_streams
     # Given a long, slow upstream stream (60 chunks, 100 ms apart: 6 s)
-    body = {"model": "standin/echo", "stream": True,
-            "input": 'Go <<standin {"chunks": 60, "interval_ms": 100, "text": "' + "word " * 120 + '"}>>'}
-    response = requests.post(f"{live_gateway.api}/responses", json=body, stream=True, timeout=10,
-                             headers={"Authorization": f"Bearer {erin.api_key}"})
+    body = {
+        "model": "standin/echo",
+        "stream": True,
+        "input": 'Go <<standin {"chunks": 60, "interval_ms": 100, "text": "' + "word " * 120 + '"}>>',
+    }
+    response = requests.post(
+        f"{live_gateway.api}/responses",
+        json=body,
+        stream=True,
+        timeout=10,
+        headers={"Authorization": f"Bearer {erin.api_key}"},
+    )
     generation_id = response.headers["X-Generation-Id"]
     # When the client reads the first deltas and hangs up
     seen = b""

@@ -32,27 +32,34 @@ def fields_of(response, status: int = 400) -> dict:
 
 # --- 9. nesting -----------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("method,path,field", [
-    ("post", "/api/v1/responses", "input"),
-    ("patch", "/api/v1/routing/settings", "allowed_providers"),
-    ("post", "/api/v1/byok", "key"),
-    ("post", "/api/v1/keys", "name"),
-])
+
+@pytest.mark.parametrize(
+    "method,path,field",
+    [
+        ("post", "/api/v1/responses", "input"),
+        ("patch", "/api/v1/routing/settings", "allowed_providers"),
+        ("post", "/api/v1/byok", "key"),
+        ("post", "/api/v1/keys", "name"),
+    ],
+)
 @pytest.mark.parametrize("depth", [MAX_JSON_DEPTH + 1, 1_000, 100_000])
 def test_nesting_beyond_the_limit_is_400_on_every_json_endpoint(alice, method, path, field, depth):
     client = alice.client(management=not path.endswith("responses"))
     raw = b'{"' + field.encode() + b'": ' + nested(depth - 1) + b"}"
     body = assert_error_envelope(post_raw(client, path, raw, method), 400)
-    assert body["error"]["message"] == f"JSON body is nested too deeply: at most {MAX_JSON_DEPTH} levels of " \
-                                       "arrays and objects"
+    assert (
+        body["error"]["message"] == f"JSON body is nested too deeply: at most {MAX_JSON_DEPTH} levels of "
+        "arrays and objects"
+    )
 
 
 def test_nesting_at_the_limit_is_parsed(alice):
     parameters = {"type": "object"}
     for _ in range((MAX_JSON_DEPTH - 6) // 2):
         parameters = {"type": "object", "properties": {"x": parameters}}
-    raw = json.dumps({**BASE, "model": "no/such-model",
-                      "tools": [{"type": "function", "name": "f", "parameters": parameters}]}).encode()
+    raw = json.dumps(
+        {**BASE, "model": "no/such-model", "tools": [{"type": "function", "name": "f", "parameters": parameters}]}
+    ).encode()
     assert json_depth(raw) <= MAX_JSON_DEPTH
     assert_error_envelope(post_raw(alice.client(), "/api/v1/responses", raw), 404)  # validated, then routed
 
@@ -64,27 +71,50 @@ def test_depth_counts_brackets_outside_strings_only():
 
 # --- 12. strict JSON types and finite numbers -----------------------------------------------------------------
 
-@pytest.mark.parametrize("raw", [b'{"model": "a/b", "input": "Hi", "temperature": NaN}',
-                                 b'{"model": "a/b", "input": "Hi", "temperature": Infinity}',
-                                 b'{"model": "a/b", "input": "Hi", "temperature": -Infinity}',
-                                 b'{"model": "a/b", "input": "Hi", "temperature": 1e309}',
-                                 b'{"model": "a/b", "input": "Hi", "provider": {"preferred_min_throughput": 1e309}}',
-                                 b'{"model": "a/b", "input": "\\ud800"}'])
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"model": "a/b", "input": "Hi", "temperature": NaN}',
+        b'{"model": "a/b", "input": "Hi", "temperature": Infinity}',
+        b'{"model": "a/b", "input": "Hi", "temperature": -Infinity}',
+        b'{"model": "a/b", "input": "Hi", "temperature": 1e309}',
+        b'{"model": "a/b", "input": "Hi", "provider": {"preferred_min_throughput": 1e309}}',
+        b'{"model": "a/b", "input": "\\ud800"}',
+    ],
+)
 def test_non_finite_numbers_and_unpaired_surrogates_are_refused_at_parse_time(alice, raw):
     body = assert_error_envelope(post_raw(alice.client(), "/api/v1/responses", raw), 400)
     assert body["error"]["message"].startswith("Malformed JSON body")
 
 
 RESPONSES_WRONG_TYPES = [
-    ("stream", "yes"), ("stream", "true"), ("stream", "on"), ("stream", 1), ("stream", "1"),
-    ("temperature", True), ("temperature", "0.5"),
-    ("max_output_tokens", "16"), ("max_output_tokens", 1e2), ("max_output_tokens", True),
-    ("instructions", 123), ("session_id", 123), ("user", ["u"]),
-    ("metadata", {"k": 1}), ("metadata", {"k": True}),
-    ("parallel_tool_calls", "yes"), ("top_k", 1.5), ("model", 5), ("models", "a/b"),
-    ("provider", {"allow_fallbacks": "yes"}), ("provider", {"zdr": 0}), ("provider", {"order": "openai"}),
-    ("provider", {"preferred_min_throughput": {"p50": "10"}}), ("provider", {"preferred_max_latency": True}),
-    ("provider", {"max_price": {"prompt": "1"}}), ("reasoning", {"max_tokens": "100"}),
+    ("stream", "yes"),
+    ("stream", "true"),
+    ("stream", "on"),
+    ("stream", 1),
+    ("stream", "1"),
+    ("temperature", True),
+    ("temperature", "0.5"),
+    ("max_output_tokens", "16"),
+    ("max_output_tokens", 1e2),
+    ("max_output_tokens", True),
+    ("instructions", 123),
+    ("session_id", 123),
+    ("user", ["u"]),
+    ("metadata", {"k": 1}),
+    ("metadata", {"k": True}),
+    ("parallel_tool_calls", "yes"),
+    ("top_k", 1.5),
+    ("model", 5),
+    ("models", "a/b"),
+    ("provider", {"allow_fallbacks": "yes"}),
+    ("provider", {"zdr": 0}),
+    ("provider", {"order": "openai"}),
+    ("provider", {"preferred_min_throughput": {"p50": "10"}}),
+    ("provider", {"preferred_max_latency": True}),
+    ("provider", {"max_price": {"prompt": "1"}}),
+    ("reasoning", {"max_tokens": "100"}),
     ("text", {"format": {"type": "json_schema", "name": "x", "schema": {}, "strict": "yes"}}),
     ("tools", [{"type": "function", "name": "f", "strict": "true"}]),
     ("tools", [{"type": "function", "name": "f", "defer_loading": 1}]),
@@ -92,7 +122,8 @@ RESPONSES_WRONG_TYPES = [
     ("input", [{"type": {"a": 1}, "role": "user", "content": "x"}]),
     ("input", [{"role": "user", "content": [{"type": "input_text", "text": 5}]}]),
     ("input", [{"type": "function_call", "call_id": 5, "name": "f", "arguments": "{}"}]),
-    ("plugins", [{"id": ["web"]}]), ("plugins", [{"id": "web", "enabled": "false"}]),
+    ("plugins", [{"id": ["web"]}]),
+    ("plugins", [{"id": "web", "enabled": "false"}]),
     ("plugins", [{"id": "web", "max_results": "5"}]),
 ]
 
@@ -127,8 +158,11 @@ MANAGEMENT_WRONG_TYPES = [
 ]
 
 
-@pytest.mark.parametrize("method,path,payload,field", MANAGEMENT_WRONG_TYPES,
-                         ids=[f"{p}:{f}={b[f]!r}" if f in b else p for _, p, b, f in MANAGEMENT_WRONG_TYPES])
+@pytest.mark.parametrize(
+    "method,path,payload,field",
+    MANAGEMENT_WRONG_TYPES,
+    ids=[f"{p}:{f}={b[f]!r}" if f in b else p for _, p, b, f in MANAGEMENT_WRONG_TYPES],
+)
 def test_management_endpoints_take_json_types_as_sent(alice, providers, method, path, payload, field):
     response = getattr(alice.client(management=True), method)(path, payload, format="json")
     assert field in fields_of(response)
@@ -140,8 +174,12 @@ def test_byok_patch_is_strict_too(alice, providers):
     assert created.status_code == 201, created.content
     path = f"/api/v1/byok/{created.json()['data']['id']}"
     assert_error_envelope(post_raw(client, path, b'{"key": ' + nested(MAX_JSON_DEPTH) + b"}", "patch"), 400)
-    for payload, field in [({"disabled": "true"}, "disabled"), ({"sort_order": "1"}, "sort_order"),
-                           ({"sort_order": 2**63}, "sort_order"), ({"is_fallback": 0}, "is_fallback")]:
+    for payload, field in [
+        ({"disabled": "true"}, "disabled"),
+        ({"sort_order": "1"}, "sort_order"),
+        ({"sort_order": 2**63}, "sort_order"),
+        ({"is_fallback": 0}, "is_fallback"),
+    ]:
         assert field in fields_of(client.patch(path, payload, format="json"))
     assert client.patch(path, {"disabled": True, "sort_order": 0}, format="json").status_code == 200
 
@@ -164,9 +202,17 @@ def test_a_valid_key_limit_is_a_json_number(alice):
 
 # --- 10. bounded integers, query parameters, control characters in paths -----------------------------------
 
-@pytest.mark.parametrize("field,value", [("max_output_tokens", 9223372036854775808), ("max_output_tokens", 2**31),
-                                         ("top_k", 10**30), ("reasoning", {"max_tokens": 2**40}),
-                                         ("plugins", [{"id": "web-fetch", "max_content_tokens": 2**31}])])
+
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("max_output_tokens", 9223372036854775808),
+        ("max_output_tokens", 2**31),
+        ("top_k", 10**30),
+        ("reasoning", {"max_tokens": 2**40}),
+        ("plugins", [{"id": "web-fetch", "max_content_tokens": 2**31}]),
+    ],
+)
 def test_integers_are_bounded_before_they_reach_the_database(alice, field, value):
     response = alice.client().post("/api/v1/responses", {**BASE, field: value}, format="json")
     fields = fields_of(response)
@@ -174,30 +220,42 @@ def test_integers_are_bounded_before_they_reach_the_database(alice, field, value
 
 
 def test_the_largest_max_output_tokens_passes_validation(alice):
-    response = alice.client().post("/api/v1/responses", {**BASE, "model": "no/such-model",
-                                                        "max_output_tokens": 2**31 - 1}, format="json")
+    response = alice.client().post(
+        "/api/v1/responses", {**BASE, "model": "no/such-model", "max_output_tokens": 2**31 - 1}, format="json"
+    )
     assert_error_envelope(response, 404)
 
 
 @pytest.mark.parametrize("path", ["/api/v1/keys", "/api/v1/byok", "/api/v1/models"])
-@pytest.mark.parametrize("query,field", [("offset=10000000000000000000", "offset"),
-                                         ("limit=99999999999999999999", "limit"), ("offset=-1", "offset"),
-                                         ("offset=1e2", "offset"), ("limit=", "limit"),
-                                         ("offset=%00", "offset"), ("limit=1.0", "limit")])
+@pytest.mark.parametrize(
+    "query,field",
+    [
+        ("offset=10000000000000000000", "offset"),
+        ("limit=99999999999999999999", "limit"),
+        ("offset=-1", "offset"),
+        ("offset=1e2", "offset"),
+        ("limit=", "limit"),
+        ("offset=%00", "offset"),
+        ("limit=1.0", "limit"),
+    ],
+)
 def test_list_paging_parameters_are_bounded(alice, path, query, field):
     assert field in fields_of(alice.client(management=True).get(f"{path}?{query}"))
 
 
-@pytest.mark.parametrize("path,query,field", [
-    ("/api/v1/keys", "include_disabled=yes", "include_disabled"),
-    ("/api/v1/keys", "workspace_id=", "workspace_id"),
-    ("/api/v1/byok", "workspace_id=", "workspace_id"),
-    ("/api/v1/byok", "provider=", "provider"),
-    ("/api/v1/byok", "provider=a%00b", "provider"),
-    ("/api/v1/models", "supported_parameters=", "supported_parameters"),
-    ("/api/v1/models", "q=%00", "q"),
-    ("/api/v1/generation", "id=", "id"),
-])
+@pytest.mark.parametrize(
+    "path,query,field",
+    [
+        ("/api/v1/keys", "include_disabled=yes", "include_disabled"),
+        ("/api/v1/keys", "workspace_id=", "workspace_id"),
+        ("/api/v1/byok", "workspace_id=", "workspace_id"),
+        ("/api/v1/byok", "provider=", "provider"),
+        ("/api/v1/byok", "provider=a%00b", "provider"),
+        ("/api/v1/models", "supported_parameters=", "supported_parameters"),
+        ("/api/v1/models", "q=%00", "q"),
+        ("/api/v1/generation", "id=", "id"),
+    ],
+)
 def test_blank_and_nul_query_parameters_are_400(alice, path, query, field):
     assert field in fields_of(alice.client(management=True).get(f"{path}?{query}"))
 
@@ -208,9 +266,18 @@ def test_paging_within_bounds_still_works(alice):
     assert client.get("/api/v1/byok?offset=2147483647&limit=1000").json()["data"] == []
 
 
-@pytest.mark.parametrize("path", ["/api/v1/keys/a%00b", "/api/v1/keys/a%01b", "/api/v1/keys/%7f",
-                                  "/api/v1/models/a%00/b/endpoints", "/api/v1/models/a/b%0a/endpoints",
-                                  "/api/v1/byok/a%00b", f"/api/v1/byok/{ZERO_UUID}%00"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/v1/keys/a%00b",
+        "/api/v1/keys/a%01b",
+        "/api/v1/keys/%7f",
+        "/api/v1/models/a%00/b/endpoints",
+        "/api/v1/models/a/b%0a/endpoints",
+        "/api/v1/byok/a%00b",
+        f"/api/v1/byok/{ZERO_UUID}%00",
+    ],
+)
 def test_control_characters_in_path_parameters_are_404(alice, path):
     assert_error_envelope(alice.client(management=True).get(path), 404)
 
@@ -220,8 +287,7 @@ def test_control_characters_in_paths_over_the_wire(live_gateway, transactional_d
     from gateway.billing.provisioning import account_provision
 
     key = account_provision(name="wire", plan="payg", credits=Decimal("1")).management_key.plaintext
-    for path in ("/api/v1/keys/a%00b", "/api/v1/models/a%00/b/endpoints", "/api/v1/byok/%00",
-                 "/api/v1/keys/%1b%5b31m"):
+    for path in ("/api/v1/keys/a%00b", "/api/v1/models/a%00/b/endpoints", "/api/v1/byok/%00", "/api/v1/keys/%1b%5b31m"):
         connection = http.client.HTTPConnection("127.0.0.1", live_gateway.port, timeout=10)
         connection.request("GET", path, headers={"Authorization": f"Bearer {key}"})
         response = connection.getresponse()
@@ -233,30 +299,38 @@ def test_control_characters_in_paths_over_the_wire(live_gateway, transactional_d
 
 # --- 11. count limits before the expensive work ---------------------------------------------------------------
 
+
 def test_too_many_input_items_are_refused_before_any_item_is_validated(alice):
     garbage = [{"role": "robot"}] * (MAX_INPUT_ITEMS + 1)  # every item invalid: only the count is reported
     fields = fields_of(alice.client().post("/api/v1/responses", {**BASE, "input": garbage}, format="json"))
     assert fields == {"input": f"at most {MAX_INPUT_ITEMS} input items (got {MAX_INPUT_ITEMS + 1})"}
 
 
-@pytest.mark.parametrize("patch,field", [
-    ({"tools": [{"type": "function", "name": f"f{i}"} for i in range(MAX_TOOLS + 1)]}, "tools"),
-    ({"input": [{"role": "user", "content": [{"type": "input_text", "text": "x"}] * (MAX_CONTENT_PARTS + 1)}]},
-     "input[0].content"),
-    ({"plugins": [{"id": "web"}] * 17}, "plugins"),
-    ({"metadata": {f"k{i}": "v" for i in range(100_000)}}, "metadata"),
-    ({"tool_choice": {"type": "allowed_tools", "tools": [{}] * (MAX_TOOLS + 1)}}, "tool_choice"),
-])
+@pytest.mark.parametrize(
+    "patch,field",
+    [
+        ({"tools": [{"type": "function", "name": f"f{i}"} for i in range(MAX_TOOLS + 1)]}, "tools"),
+        (
+            {"input": [{"role": "user", "content": [{"type": "input_text", "text": "x"}] * (MAX_CONTENT_PARTS + 1)}]},
+            "input[0].content",
+        ),
+        ({"plugins": [{"id": "web"}] * 17}, "plugins"),
+        ({"metadata": {f"k{i}": "v" for i in range(100_000)}}, "metadata"),
+        ({"tool_choice": {"type": "allowed_tools", "tools": [{}] * (MAX_TOOLS + 1)}}, "tool_choice"),
+    ],
+)
 def test_count_limits(alice, patch, field):
     assert field in fields_of(alice.client().post("/api/v1/responses", {**BASE, **patch}, format="json"))
 
 
 def test_requests_at_the_count_limits_are_valid(alice):
-    body = {**BASE, "model": "no/such-model",
-            "input": [{"role": "user", "content": "hi"}] * (MAX_INPUT_ITEMS - 1)
-            + [{"role": "user", "content": [{"type": "input_text", "text": "x"}] * MAX_CONTENT_PARTS}],
-            "tools": [{"type": "function", "name": f"f{i}", "parameters": {"type": "object"}}
-                      for i in range(MAX_TOOLS)]}
+    body = {
+        **BASE,
+        "model": "no/such-model",
+        "input": [{"role": "user", "content": "hi"}] * (MAX_INPUT_ITEMS - 1)
+        + [{"role": "user", "content": [{"type": "input_text", "text": "x"}] * MAX_CONTENT_PARTS}],
+        "tools": [{"type": "function", "name": f"f{i}", "parameters": {"type": "object"}} for i in range(MAX_TOOLS)],
+    }
     assert_error_envelope(alice.client().post("/api/v1/responses", body, format="json"), 404)
 
 
@@ -267,6 +341,7 @@ def test_errors_in_many_items_are_reported_briefly(alice):
 
 
 # --- the schema says what the validation does -----------------------------------------------------------------
+
 
 def test_schema_documents_the_limits_and_non_blank_strings(alice):
     schema = alice.client().get("/api/v1/openapi.json").json()

@@ -16,14 +16,19 @@ METADATA = {"HTTP_X_GATEWAY_METADATA": "enabled"}
 
 
 def add_key(persona, provider: str, key: str, **fields) -> None:
-    response = persona.client(management=True).post("/api/v1/byok", {"provider": provider, "key": key, **fields},
-                                                     format="json")
+    response = persona.client(management=True).post(
+        "/api/v1/byok", {"provider": provider, "key": key, **fields}, format="json"
+    )
     assert response.status_code == 201, response.content
 
 
 def ask(client, **body):
-    return client.post("/api/v1/responses", {"model": "standin/echo", "input": "Hello",
-                                             "provider": {"sort": "price"}, **body}, format="json", **METADATA)
+    return client.post(
+        "/api/v1/responses",
+        {"model": "standin/echo", "input": "Hello", "provider": {"sort": "price"}, **body},
+        format="json",
+        **METADATA,
+    )
 
 
 class Instruct:
@@ -52,6 +57,7 @@ def configured(monkeypatch):
     def install(pre=(), post=()):
         monkeypatch.setattr(stages, "PRE_STAGES", list(pre))
         monkeypatch.setattr(stages, "POST_STAGES", list(post))
+
     return install
 
 
@@ -67,7 +73,8 @@ def test_stages_run_in_order_and_are_listed(alice, standin_catalog, configured):
     assert response.status_code == 200
     assert response.json()["gateway_metadata"]["pipeline"] == [
         {"type": "request_plugin", "name": "instruct", "summary": "changed", "data": {}},
-        {"type": "response_plugin", "name": "watch", "summary": "passed", "data": {}}]
+        {"type": "response_plugin", "name": "watch", "summary": "passed", "data": {}},
+    ]
     sent = standin_catalog.requests_for("/chat/completions")[-1]["body"]
     assert sent["messages"][0] == {"role": "system", "content": "Be brief"}  # the changed request was sent
 
@@ -90,7 +97,8 @@ def test_keys_are_decrypted_only_for_the_candidates_tried(alice, multi, monkeypa
     opened = []
     real = byok.selectors.unseal
     monkeypatch.setattr(byok.selectors, "unseal", lambda sealed, aad: opened.append(aad) or real(sealed, aad=aad))
-    response = alice.client().post("/api/v1/responses", {"model": "multi/model", "input": "Hi",
-                                                         "provider": {"only": ["alpha"]}}, format="json")
+    response = alice.client().post(
+        "/api/v1/responses", {"model": "multi/model", "input": "Hi", "provider": {"only": ["alpha"]}}, format="json"
+    )
     assert response.status_code == 200 and response.json()["usage"]["is_byok"] is True
     assert len(opened) == 1 and opened[0].startswith("byok:")  # the first key only: it served

@@ -62,7 +62,10 @@ def test_fallback_across_endpoints(alice, standin_catalog):
     record = generation(response)
     assert record.provider == "standin-anthropic"
     assert [(a["provider_name"], a["status"]) for a in record.provider_responses] == [
-        ("standin-chat", 503), ("standin-responses", 429), ("standin-anthropic", 200)]
+        ("standin-chat", 503),
+        ("standin-responses", 429),
+        ("standin-anthropic", 200),
+    ]
     meta = body["gateway_metadata"]
     assert meta["attempt"] == 3 and meta["strategy"] == "fallback"
     assert meta["summary"].endswith("endpoints sorted by price")
@@ -70,8 +73,24 @@ def test_fallback_across_endpoints(alice, standin_catalog):
 
 
 def test_fallback_across_models(alice, standin_catalog):
-    catalog_load(data={"models": [{"id": "standin/backup", "name": "Backup", "context_length": 8192, "endpoints": [
-        {"provider": "standin-anthropic", "upstream_model": "backup", "pricing": {"prompt": 1, "completion": 1}}]}]})
+    catalog_load(
+        data={
+            "models": [
+                {
+                    "id": "standin/backup",
+                    "name": "Backup",
+                    "context_length": 8192,
+                    "endpoints": [
+                        {
+                            "provider": "standin-anthropic",
+                            "upstream_model": "backup",
+                            "pricing": {"prompt": 1, "completion": 1},
+                        }
+                    ],
+                }
+            ]
+        }
+    )
     for slug in ["standin-chat", "standin-responses"]:
         point_provider(slug, standin_catalog, "status=500")
     point_provider("standin-anthropic", standin_catalog, "status=529")
@@ -82,9 +101,25 @@ def test_fallback_across_models(alice, standin_catalog):
     # Now only the backup model's endpoint works: echo's anthropic endpoint is tried first, and serves.
     response = ask(alice.client(), models=["standin/backup"])
     assert response.status_code == 200 and response.json()["model"] == "standin/echo"
-    catalog_load(data={"models": [{"id": "standin/echo", "name": "x", "context_length": 32768, "endpoints": [
-        {"provider": "standin-anthropic", "upstream_model": "e", "pricing": {"prompt": 1, "completion": 1},
-         "enabled": False}]}]})
+    catalog_load(
+        data={
+            "models": [
+                {
+                    "id": "standin/echo",
+                    "name": "x",
+                    "context_length": 32768,
+                    "endpoints": [
+                        {
+                            "provider": "standin-anthropic",
+                            "upstream_model": "e",
+                            "pricing": {"prompt": 1, "completion": 1},
+                            "enabled": False,
+                        }
+                    ],
+                }
+            ]
+        }
+    )
     response = ask(alice.client(), models=["standin/backup"])
     assert response.status_code == 200 and response.json()["model"] == "standin/backup"
     assert generation(response).requested_model == "standin/echo"
@@ -98,17 +133,20 @@ def test_non_retryable_error_stops_at_once(alice, standin_catalog):
     assert len(standin_catalog.received) == 1
 
 
-@pytest.mark.parametrize("script,status", [
-    ("status=429,retry_after=7", 429),
-    ("status=500", 502),
-    ("status=502", 502),
-    ("status=503", 503),
-    ("status=529", 529),
-    ("status=401", 502),  # the operator's provider key, not the caller's: a gateway-side failure
-    ("status=413", 413),
-    ("status=422", 422),
-    ("status=408", 408),
-])
+@pytest.mark.parametrize(
+    "script,status",
+    [
+        ("status=429,retry_after=7", 429),
+        ("status=500", 502),
+        ("status=502", 502),
+        ("status=503", 503),
+        ("status=529", 529),
+        ("status=401", 502),  # the operator's provider key, not the caller's: a gateway-side failure
+        ("status=413", 413),
+        ("status=422", 422),
+        ("status=408", 408),
+    ],
+)
 def test_final_error_statuses(alice, standin_catalog, script, status):
     all_fail(standin_catalog, script)
     response = ask(alice.client())
@@ -174,13 +212,24 @@ def test_stream_event_order(alice, standin_catalog):
     events, raw = sse_events(response)
     assert raw.startswith(b": GATEWAY PROCESSING") and raw.endswith(b"data: [DONE]\n\n")
     assert [e["type"] for e in events] == [
-        "response.created", "response.in_progress",
-        "response.output_item.added", "response.content_part.added", "response.reasoning_text.delta",
-        "response.reasoning_text.delta", "response.reasoning_text.done", "response.content_part.done",
+        "response.created",
+        "response.in_progress",
+        "response.output_item.added",
+        "response.content_part.added",
+        "response.reasoning_text.delta",
+        "response.reasoning_text.delta",
+        "response.reasoning_text.done",
+        "response.content_part.done",
         "response.output_item.done",
-        "response.output_item.added", "response.content_part.added", "response.output_text.delta",
-        "response.output_text.delta", "response.output_text.done", "response.content_part.done",
-        "response.output_item.done", "response.completed"]
+        "response.output_item.added",
+        "response.content_part.added",
+        "response.output_text.delta",
+        "response.output_text.delta",
+        "response.output_text.done",
+        "response.content_part.done",
+        "response.output_item.done",
+        "response.completed",
+    ]
     assert [e["sequence_number"] for e in events] == list(range(len(events)))
     final = events[-1]["response"]
     assert [item["type"] for item in final["output"]] == ["reasoning", "message"]
@@ -243,8 +292,9 @@ def test_ledger_matches_generation_records_after_a_mixed_run(alice, standin_cata
     ask(client)  # failed, not charged
     all_fail(standin_catalog, "cut_after=3,chunks=6,text=abcdefghijklmnopqrstuvwxyz")
     b"".join(ask(client, stream=True).streaming_content)  # cut mid-stream, partly charged
-    charges = -(LedgerEntry.objects.filter(account_id=alice.account_id, kind=EntryKind.CHARGE)
-                .aggregate(s=Sum("amount"))["s"])
+    charges = -(
+        LedgerEntry.objects.filter(account_id=alice.account_id, kind=EntryKind.CHARGE).aggregate(s=Sum("amount"))["s"]
+    )
     recorded = Generation.objects.filter(account_id=alice.account_id).aggregate(s=Sum("cost"))["s"]
     assert charges == recorded > 0
     ledger = LedgerEntry.objects.filter(account_id=alice.account_id).aggregate(s=Sum("amount"))["s"]
@@ -267,8 +317,9 @@ def test_session_header_and_identity_hashing(alice, standin_catalog):
     assert generation(response).session_id == "sess-42"
     sent = standin_catalog.requests_for("/chat/completions")[-1]["body"]
     assert sent["user"] != "end-user-7" and len(sent["user"]) == 32  # a keyed hash, never the raw value
-    again = ask(alice.client(), headers={"HTTP_X_SESSION_ID": "other"}, session_id="body-wins",
-                safety_identifier="end-user-7")
+    again = ask(
+        alice.client(), headers={"HTTP_X_SESSION_ID": "other"}, session_id="body-wins", safety_identifier="end-user-7"
+    )
     assert generation(again).session_id == "body-wins"
     assert standin_catalog.requests_for("/chat/completions")[-1]["body"]["user"] == sent["user"]  # stable
     ask(alice.client())
@@ -278,12 +329,20 @@ def test_session_header_and_identity_hashing(alice, standin_catalog):
 
 def test_stream_function_call_events(alice, standin_catalog):
     tools = [{"type": "function", "name": "get_weather", "parameters": {"type": "object", "properties": {}}}]
-    events, _ = sse_events(ask(alice.client(), stream=True, tools=tools,
-                               input='Weather? <<standin {"tool_call": "auto"}>>'))
+    events, _ = sse_events(
+        ask(alice.client(), stream=True, tools=tools, input='Weather? <<standin {"tool_call": "auto"}>>')
+    )
     types = [e["type"] for e in events]
-    assert types == ["response.created", "response.in_progress", "response.output_item.added",
-                     "response.function_call_arguments.delta", "response.function_call_arguments.delta",
-                     "response.function_call_arguments.done", "response.output_item.done", "response.completed"]
+    assert types == [
+        "response.created",
+        "response.in_progress",
+        "response.output_item.added",
+        "response.function_call_arguments.delta",
+        "response.function_call_arguments.delta",
+        "response.function_call_arguments.done",
+        "response.output_item.done",
+        "response.completed",
+    ]
     done = events[5]
     assert done["name"] == "get_weather" and json.loads(done["arguments"]) == {"location": "Paris"}
     assert events[-1]["response"]["output"][0]["type"] == "function_call"
@@ -291,8 +350,7 @@ def test_stream_function_call_events(alice, standin_catalog):
 
 def test_error_bodies_carry_gateway_metadata_when_asked(alice, standin_catalog):
     all_fail(standin_catalog, "status=500")
-    body = assert_error_envelope(ask(alice.client(), headers={"HTTP_X_GATEWAY_EXPERIMENTAL_METADATA": "enabled"}),
-                                 502)
+    body = assert_error_envelope(ask(alice.client(), headers={"HTTP_X_GATEWAY_EXPERIMENTAL_METADATA": "enabled"}), 502)
     meta = body["gateway_metadata"]
     assert meta["attempt"] == 3 and meta["is_byok"] is False
     assert [a["status"] for a in meta["attempts"]] == [500, 500, 500]
@@ -308,19 +366,49 @@ def test_staff_added_provider_is_routable_at_once(alice, standin_catalog):
     User.objects.create_superuser("staff", "s@example.com", "pw")
     staff = Client()
     staff.login(username="staff", password="pw")
-    assert staff.post("/admin/routing/provider/add/", {
-        "slug": "my-llm", "name": "My LLM", "adapter": "anthropic", "credential_kind": "api_key",
-        "base_url": f"{standin_catalog.url}/v1",
-        "status": "active", "allow_private_network": "on", "new_credential": "sk-my-llm-key",
-        "endpoints-TOTAL_FORMS": "0", "endpoints-INITIAL_FORMS": "0"}).status_code == 302
-    assert staff.post("/admin/routing/model/add/", {
-        "id": "acme/new", "name": "New", "context_length": 8192, "created": 0, "input_modalities": '["text"]',
-        "output_modalities": '["text"]', "supported_parameters": "[]",
-        "endpoints-TOTAL_FORMS": "1", "endpoints-INITIAL_FORMS": "0",
-        "endpoints-0-provider": Provider.objects.get(slug="my-llm").pk, "endpoints-0-upstream_model": "new-1",
-        "endpoints-0-price_prompt": "1", "endpoints-0-price_completion": "2", "endpoints-0-price_request": "0",
-        "endpoints-0-context_length": "8192", "endpoints-0-quantization": "unknown",
-        "endpoints-0-enabled": "on"}).status_code == 302
+    assert (
+        staff.post(
+            "/admin/routing/provider/add/",
+            {
+                "slug": "my-llm",
+                "name": "My LLM",
+                "adapter": "anthropic",
+                "credential_kind": "api_key",
+                "base_url": f"{standin_catalog.url}/v1",
+                "status": "active",
+                "allow_private_network": "on",
+                "new_credential": "sk-my-llm-key",
+                "endpoints-TOTAL_FORMS": "0",
+                "endpoints-INITIAL_FORMS": "0",
+            },
+        ).status_code
+        == 302
+    )
+    assert (
+        staff.post(
+            "/admin/routing/model/add/",
+            {
+                "id": "acme/new",
+                "name": "New",
+                "context_length": 8192,
+                "created": 0,
+                "input_modalities": '["text"]',
+                "output_modalities": '["text"]',
+                "supported_parameters": "[]",
+                "endpoints-TOTAL_FORMS": "1",
+                "endpoints-INITIAL_FORMS": "0",
+                "endpoints-0-provider": Provider.objects.get(slug="my-llm").pk,
+                "endpoints-0-upstream_model": "new-1",
+                "endpoints-0-price_prompt": "1",
+                "endpoints-0-price_completion": "2",
+                "endpoints-0-price_request": "0",
+                "endpoints-0-context_length": "8192",
+                "endpoints-0-quantization": "unknown",
+                "endpoints-0-enabled": "on",
+            },
+        ).status_code
+        == 302
+    )
     response = ask(alice.client(), model="acme/new")
     assert response.status_code == 200 and response.json()["model"] == "acme/new"
     received = standin_catalog.requests_for("/messages")[-1]
@@ -359,17 +447,28 @@ def test_an_unexpected_failure_releases_the_hold(alice, standin_catalog, monkeyp
 
 def test_a_key_credit_limit_is_enforced_end_to_end(alice, standin_catalog):
     client = alice.client(management=True)
-    created = client.post("/api/v1/keys", {"name": "capped", "limit": 0.005, "limit_reset": "daily"},
-                          format="json").json()
+    created = client.post(
+        "/api/v1/keys", {"name": "capped", "limit": 0.005, "limit_reset": "daily"}, format="json"
+    ).json()
     capped = APIClient()
     capped.credentials(HTTP_AUTHORIZATION=f"Bearer {created['key']}")
     # A request whose worst case fits the remaining limit is served and counted against the key.
-    assert capped.post("/api/v1/responses", {"model": "standin/echo", "input": "Hi", "max_output_tokens": 100,
-                                             "provider": {"sort": "price"}}, format="json").status_code == 200
+    assert (
+        capped.post(
+            "/api/v1/responses",
+            {"model": "standin/echo", "input": "Hi", "max_output_tokens": 100, "provider": {"sort": "price"}},
+            format="json",
+        ).status_code
+        == 200
+    )
     record = client.get(f"/api/v1/keys/{created['data']['hash']}").json()["data"]
     assert 0 < record["usage_daily"] < 0.005 and record["limit_remaining"] < 0.005
     # One whose worst case does not fit is refused before any upstream call.
     before = len(standin_catalog.received)
-    body = assert_error_envelope(capped.post("/api/v1/responses", {"model": "standin/echo", "input": "Hi",
-                                                                   "max_output_tokens": 4096}, format="json"), 402)
+    body = assert_error_envelope(
+        capped.post(
+            "/api/v1/responses", {"model": "standin/echo", "input": "Hi", "max_output_tokens": 4096}, format="json"
+        ),
+        402,
+    )
     assert "limit" in body["error"]["message"] and len(standin_catalog.received) == before

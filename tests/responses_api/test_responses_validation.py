@@ -29,8 +29,10 @@ INVALID = [
     ({"input": [{"role": "robot", "content": "x"}]}, "input[0].role"),
     ({"input": [{"role": "user", "content": [{"type": "input_audio"}]}]}, "input[0].content[0].type"),
     ({"input": [{"role": "user", "content": [{"type": "input_image"}]}]}, "input[0].content[0].image_url"),
-    ({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "ftp://x"}]}]},
-     "input[0].content[0].image_url"),
+    (
+        {"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "ftp://x"}]}]},
+        "input[0].content[0].image_url",
+    ),
     ({"input": [{"role": "user", "content": [{"type": "input_file"}]}]}, "input[0].content[0].file_data"),
     ({"input": [{"role": "user", "content": [{"type": "output_text", "text": "x"}]}]}, "input[0].content[0].type"),
     ({"input": [{"type": "function_call", "name": "f", "arguments": "{}"}]}, "input[0].call_id"),
@@ -53,8 +55,7 @@ INVALID = [
     ({"tools": [{"type": "function", "name": "f", "parameters": {"type": "string"}}]}, "tools[0].parameters"),
     ({"tools": [{"type": "telepathy"}]}, "tools[0].type"),
     ({"tools": [{"type": "function", "name": "f", "defer_loading": True}]}, "tools"),
-    ({"tools": [{"type": "function", "name": "f", "defer_loading": True}, {"type": "gateway:tool_search"}]},
-     "tools"),
+    ({"tools": [{"type": "function", "name": "f", "defer_loading": True}, {"type": "gateway:tool_search"}]}, "tools"),
     ({"tool_choice": "sometimes"}, "tool_choice"),
     ({"tool_choice": {"type": "function", "name": "missing"}}, "tool_choice"),
     ({"text": {"format": {"type": "json_schema"}}}, "text.format.name"),
@@ -98,25 +99,59 @@ VALID = [
     {"models": ["a/b", "c/d"]},
     {"service_tier": "fast", "metadata": {"k" * 64: "v" * 512}, "session_id": "s" * 256, "user": "u" * 256},
     {"max_tool_calls": 30, "include": ["reasoning.encrypted_content"], "modalities": ["text", "image"]},
-    {"tools": [{"type": "function", "name": "f", "defer_loading": True}, {"type": "function", "name": "g"},
-               {"type": "gateway:tool_search"}, {"type": "web_search_preview"}, {"type": "mcp", "server_url": "x"}],
-     "tool_choice": {"type": "function", "name": "g"}},
-    {"input": [{"role": "developer", "content": "d"}, {"type": "message", "role": "assistant",
-                                                       "content": [{"type": "output_text", "text": "t"}]},
-               {"type": "reasoning", "summary": [{"type": "summary_text", "text": "s"}], "signature": "x",
-                "format": "anthropic-claude-v1"},
-               {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"},
-               {"type": "function_call_output", "call_id": "c", "output": [{"type": "input_text", "text": "ok"}]}]},
-    {"plugins": [{"id": "auto-router", "allowed_models": ["anthropic/*"], "cost_quality_tradeoff": 0},
-                 {"id": "fusion", "analysis_models": ["m"] * 8, "max_tool_calls": 16, "tools": []},
-                 {"id": "pareto-router", "min_coding_score": 0, "max_price": 0}, {"id": "moderation"},
-                 {"id": "web", "max_results": 3}, {"id": "web-fetch", "max_uses": 2}, {"id": "response-healing"},
-                 {"id": "file-parser", "pdf": {"engine": "native"}}, {"id": "context-compression"}]},
-    {"provider": {"order": ["x"], "sort": {"by": "price", "partition": "none"}, "preferred_min_throughput": 50,
-                  "max_price": {"prompt": 1, "completion": 2}, "zdr": True, "data_collection": "deny"},
-     "route": "fallback", "truncation": "auto", "cache_control": {"type": "ephemeral", "ttl": "1h"},
-     "image_config": {"size": "1024x1024", "n": 2, "styles": ["a"]}, "reasoning": {"effort": "high"},
-     "text": {"format": {"type": "json_schema", "name": "x", "schema": {"type": "object"}}, "verbosity": "low"}},
+    {
+        "tools": [
+            {"type": "function", "name": "f", "defer_loading": True},
+            {"type": "function", "name": "g"},
+            {"type": "gateway:tool_search"},
+            {"type": "web_search_preview"},
+            {"type": "mcp", "server_url": "x"},
+        ],
+        "tool_choice": {"type": "function", "name": "g"},
+    },
+    {
+        "input": [
+            {"role": "developer", "content": "d"},
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "t"}]},
+            {
+                "type": "reasoning",
+                "summary": [{"type": "summary_text", "text": "s"}],
+                "signature": "x",
+                "format": "anthropic-claude-v1",
+            },
+            {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c", "output": [{"type": "input_text", "text": "ok"}]},
+        ]
+    },
+    {
+        "plugins": [
+            {"id": "auto-router", "allowed_models": ["anthropic/*"], "cost_quality_tradeoff": 0},
+            {"id": "fusion", "analysis_models": ["m"] * 8, "max_tool_calls": 16, "tools": []},
+            {"id": "pareto-router", "min_coding_score": 0, "max_price": 0},
+            {"id": "moderation"},
+            {"id": "web", "max_results": 3},
+            {"id": "web-fetch", "max_uses": 2},
+            {"id": "response-healing"},
+            {"id": "file-parser", "pdf": {"engine": "native"}},
+            {"id": "context-compression"},
+        ]
+    },
+    {
+        "provider": {
+            "order": ["x"],
+            "sort": {"by": "price", "partition": "none"},
+            "preferred_min_throughput": 50,
+            "max_price": {"prompt": 1, "completion": 2},
+            "zdr": True,
+            "data_collection": "deny",
+        },
+        "route": "fallback",
+        "truncation": "auto",
+        "cache_control": {"type": "ephemeral", "ttl": "1h"},
+        "image_config": {"size": "1024x1024", "n": 2, "styles": ["a"]},
+        "reasoning": {"effort": "high"},
+        "text": {"format": {"type": "json_schema", "name": "x", "schema": {"type": "object"}}, "verbosity": "low"},
+    },
 ]
 
 
@@ -131,8 +166,7 @@ def test_fast_is_an_alias_of_priority():
 
 
 def test_the_api_answers_400_in_the_envelope(alice):
-    response = alice.client().post("/api/v1/responses", {**BASE, "store": True, "metadata": {"a[": "b"}},
-                                   format="json")
+    response = alice.client().post("/api/v1/responses", {**BASE, "store": True, "metadata": {"a[": "b"}}, format="json")
     body = assert_error_envelope(response, 400)
     assert "store" in body["error"]["message"] and "metadata.a[" in body["error"]["metadata"]["fields"]
 
@@ -140,13 +174,44 @@ def test_the_api_answers_400_in_the_envelope(alice):
 # ---- property-based --------------------------------------------------------------------------------
 
 scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text()
-json_values = st.recursive(scalars,
-                           lambda children: st.lists(children, max_size=3)
-                           | st.dictionaries(st.text(max_size=5), children, max_size=3), max_leaves=8)
-FIELDS = ["model", "models", "input", "instructions", "stream", "store", "temperature", "top_p", "max_output_tokens",
-          "max_tool_calls", "tools", "tool_choice", "include", "modalities", "metadata", "service_tier",
-          "session_id", "user", "cache_control", "image_config", "plugins", "provider", "reasoning", "text",
-          "truncation", "route", "prompt", "debug", "trace", "previous_response_id", "background"]
+json_values = st.recursive(
+    scalars,
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=5), children, max_size=3),
+    max_leaves=8,
+)
+FIELDS = [
+    "model",
+    "models",
+    "input",
+    "instructions",
+    "stream",
+    "store",
+    "temperature",
+    "top_p",
+    "max_output_tokens",
+    "max_tool_calls",
+    "tools",
+    "tool_choice",
+    "include",
+    "modalities",
+    "metadata",
+    "service_tier",
+    "session_id",
+    "user",
+    "cache_control",
+    "image_config",
+    "plugins",
+    "provider",
+    "reasoning",
+    "text",
+    "truncation",
+    "route",
+    "prompt",
+    "debug",
+    "trace",
+    "previous_response_id",
+    "background",
+]
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -166,8 +231,11 @@ WIRE_CHARS = st.characters(blacklist_categories=("Cs",), blacklist_characters="\
 @given(st.dictionaries(st.text(WIRE_CHARS, min_size=1, max_size=80), st.text(WIRE_CHARS, max_size=600), max_size=20))
 def test_metadata_limits_hold(metadata):
     found = errors_of({**BASE, "metadata": metadata})
-    ok = (len(metadata) <= 16 and all(len(k) <= 64 and "[" not in k and "]" not in k for k in metadata)
-          and all(len(v) <= 512 for v in metadata.values()))
+    ok = (
+        len(metadata) <= 16
+        and all(len(k) <= 64 and "[" not in k and "]" not in k for k in metadata)
+        and all(len(v) <= 512 for v in metadata.values())
+    )
     assert (found == {}) == ok, (found, metadata)
 
 
@@ -192,6 +260,7 @@ def test_the_endpoint_never_answers_500(alice, body):
 
 
 def test_non_standard_json_constants_are_rejected(alice):
-    response = alice.client().generic("POST", "/api/v1/responses", '{"model": "a/b", "input": "x", "top_p": NaN}',
-                                      content_type="application/json")
+    response = alice.client().generic(
+        "POST", "/api/v1/responses", '{"model": "a/b", "input": "x", "top_p": NaN}', content_type="application/json"
+    )
     assert_error_envelope(response, 400)

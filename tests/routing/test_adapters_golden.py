@@ -27,7 +27,8 @@ from tests.golden import FIXTURES, assert_golden
 KINDS = sorted(ADAPTERS)
 SECRET = "sk-test-secret-0123456789"
 WEATHER_TOOL = FunctionTool(
-    name="get_weather", description="Weather for a place",
+    name="get_weather",
+    description="Weather for a place",
     parameters={"type": "object", "properties": {"location": {"type": "string"}}, "required": ["location"]},
     strict=True,
 )
@@ -38,14 +39,23 @@ RICH = CanonicalRequest(
     input=(
         Message(role="system", content=(TextPart("Answer in English."),)),
         Message(role="developer", content=(TextPart("Prefer metric units."),)),
-        Message(role="user", content=(
-            TextPart("What is in this picture and this file?", cache_control={"type": "ephemeral"}),
-            ImagePart(url="data:image/png;base64,iVBORw0KGgo=", detail="high"),
-            ImagePart(url="https://example.com/cat.jpg"),
-            FilePart(filename="report.pdf", file_data="data:application/pdf;base64,JVBERi0xLjQ="),
-        )),
-        Reasoning(id="rs_1", summary=("Thinking about the weather.",), content=("Raw thought.",),
-                  signature="sig-abc", encrypted_content="enc-xyz", format="anthropic-claude-v1"),
+        Message(
+            role="user",
+            content=(
+                TextPart("What is in this picture and this file?", cache_control={"type": "ephemeral"}),
+                ImagePart(url="data:image/png;base64,iVBORw0KGgo=", detail="high"),
+                ImagePart(url="https://example.com/cat.jpg"),
+                FilePart(filename="report.pdf", file_data="data:application/pdf;base64,JVBERi0xLjQ="),
+            ),
+        ),
+        Reasoning(
+            id="rs_1",
+            summary=("Thinking about the weather.",),
+            content=("Raw thought.",),
+            signature="sig-abc",
+            encrypted_content="enc-xyz",
+            format="anthropic-claude-v1",
+        ),
         Reasoning(id="rs_2", summary=("Earlier plan.",), encrypted_content="gAAAA-enc", format="openai-responses-v1"),
         Message(role="assistant", content=(TextPart("Let me check the weather."),)),
         FunctionCall(call_id="call_1", name="get_weather", arguments='{"location": "Paris"}'),
@@ -62,8 +72,12 @@ RICH = CanonicalRequest(
     presence_penalty=0.3,
     max_output_tokens=2048,
     top_logprobs=2,
-    text_format={"type": "json_schema", "name": "forecast", "strict": True,
-                 "schema": {"type": "object", "properties": {"celsius": {"type": "number"}}}},
+    text_format={
+        "type": "json_schema",
+        "name": "forecast",
+        "strict": True,
+        "schema": {"type": "object", "properties": {"celsius": {"type": "number"}}},
+    },
     verbosity="low",
     reasoning=ReasoningConfig(effort="high", summary="auto"),
     stream=True,
@@ -76,15 +90,25 @@ RICH = CanonicalRequest(
 MINIMAL = CanonicalRequest(model="upstream-model-1", input=(Message(role="user", content=(TextPart("Hi"),)),))
 
 JSON_OBJECT = CanonicalRequest(
-    model="upstream-model-1", input=(Message(role="user", content=(TextPart("List three colours"),)),),
-    text_format={"type": "json_object"}, tool_choice="required", tools=(WEATHER_TOOL,),
-    reasoning=ReasoningConfig(max_tokens=3000), max_output_tokens=1000,
+    model="upstream-model-1",
+    input=(Message(role="user", content=(TextPart("List three colours"),)),),
+    text_format={"type": "json_object"},
+    tool_choice="required",
+    tools=(WEATHER_TOOL,),
+    reasoning=ReasoningConfig(max_tokens=3000),
+    max_output_tokens=1000,
 )
 
 THINKING = CanonicalRequest(
-    model="upstream-model-1", input=(Message(role="user", content=(TextPart("Prove it"),)),),
-    reasoning=ReasoningConfig(effort="medium", summary="detailed"), max_output_tokens=1000, temperature=0.7,
-    top_k=5, top_p=0.5, tools=(WEATHER_TOOL,), tool_choice="auto",
+    model="upstream-model-1",
+    input=(Message(role="user", content=(TextPart("Prove it"),)),),
+    reasoning=ReasoningConfig(effort="medium", summary="detailed"),
+    max_output_tokens=1000,
+    temperature=0.7,
+    top_k=5,
+    top_p=0.5,
+    tools=(WEATHER_TOOL,),
+    tool_choice="auto",
 )
 CASES = [("rich", RICH), ("minimal", MINIMAL), ("json_object", JSON_OBJECT), ("thinking", THINKING)]
 
@@ -94,14 +118,17 @@ CASES = [("rich", RICH), ("minimal", MINIMAL), ("json_object", JSON_OBJECT), ("t
 def test_build_request(kind, case, request_):
     credentials = ProviderCredentials(api_key=SECRET, extra={"project_id": "proj-1", "region": "us-east5"})
     try:
-        upstream = ADAPTERS[kind].build_request(request_, base_url="https://upstream.example/v1",
-                                                credentials=credentials)
+        upstream = ADAPTERS[kind].build_request(
+            request_, base_url="https://upstream.example/v1", credentials=credentials
+        )
     except UpstreamError as error:  # an input this provider cannot take: the next endpoint gets it
         assert_golden(f"adapters/{kind}/request_{case}.expected.json", {"error": error})
         assert error.retryable
         return
-    assert_golden(f"adapters/{kind}/request_{case}.expected.json",
-                  {"url": upstream.url, "headers": upstream.headers, "body": upstream.body})
+    assert_golden(
+        f"adapters/{kind}/request_{case}.expected.json",
+        {"url": upstream.url, "headers": upstream.headers, "body": upstream.body},
+    )
     assert SECRET not in json.dumps(upstream.body)
     assert SECRET not in repr(upstream)
 
@@ -122,7 +149,7 @@ def stream_fixture(kind: str) -> bytes:
 def test_stream_events(kind):
     raw = stream_fixture(kind)
     # Feed the bytes in awkward pieces: the decoder must not depend on chunk boundaries.
-    pieces = [raw[i:i + 7] for i in range(0, len(raw), 7)]
+    pieces = [raw[i : i + 7] for i in range(0, len(raw), 7)]
     events = list(ADAPTERS[kind].stream_events(ADAPTERS[kind].decode(pieces)))
     assert_golden(f"adapters/{kind}/stream.expected.json", {"events": events, "response": accumulate(events)})
 
@@ -138,76 +165,227 @@ def test_cut_stream_raises_retryable_error(kind):
 
 ERROR_CASES = {
     "openai_chat": [
-        (400, {"error": {"message": "Invalid 'messages'", "type": "invalid_request_error", "param": "messages",
-                         "code": None}}, {}),
-        (400, {"error": {"message": "This model's maximum context length is 8192 tokens.",
-                         "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}, {}),
-        (401, {"error": {"message": "Incorrect API key provided", "type": "invalid_request_error",
-                         "code": "invalid_api_key"}}, {}),
-        (403, {"error": {"message": "Country not supported", "type": "invalid_request_error",
-                         "code": "unsupported_country_region_territory"}}, {}),
-        (404, {"error": {"message": "The model does not exist", "type": "invalid_request_error",
-                         "code": "model_not_found"}}, {}),
+        (
+            400,
+            {
+                "error": {
+                    "message": "Invalid 'messages'",
+                    "type": "invalid_request_error",
+                    "param": "messages",
+                    "code": None,
+                }
+            },
+            {},
+        ),
+        (
+            400,
+            {
+                "error": {
+                    "message": "This model's maximum context length is 8192 tokens.",
+                    "type": "invalid_request_error",
+                    "param": "messages",
+                    "code": "context_length_exceeded",
+                }
+            },
+            {},
+        ),
+        (
+            401,
+            {
+                "error": {
+                    "message": "Incorrect API key provided",
+                    "type": "invalid_request_error",
+                    "code": "invalid_api_key",
+                }
+            },
+            {},
+        ),
+        (
+            403,
+            {
+                "error": {
+                    "message": "Country not supported",
+                    "type": "invalid_request_error",
+                    "code": "unsupported_country_region_territory",
+                }
+            },
+            {},
+        ),
+        (
+            404,
+            {
+                "error": {
+                    "message": "The model does not exist",
+                    "type": "invalid_request_error",
+                    "code": "model_not_found",
+                }
+            },
+            {},
+        ),
         (413, {"error": {"message": "Request too large"}}, {}),
         (422, {"detail": "unprocessable"}, {}),
-        (429, {"error": {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}},
-         {"retry-after": "7"}),
+        (
+            429,
+            {"error": {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}},
+            {"retry-after": "7"},
+        ),
         (500, {"error": {"message": "The server had an error", "type": "server_error"}}, {}),
         (502, "<html>bad gateway</html>", {}),
-        (503, {"error": {"message": "The engine is currently overloaded", "type": "server_error"}},
-         {"retry-after-ms": "1500"}),
+        (
+            503,
+            {"error": {"message": "The engine is currently overloaded", "type": "server_error"}},
+            {"retry-after-ms": "1500"},
+        ),
     ],
     "openai_responses": [
-        (400, {"error": {"message": "Unsupported parameter: 'top_k'", "type": "invalid_request_error",
-                         "param": "top_k", "code": "unsupported_parameter"}}, {}),
-        (429, {"error": {"message": "You exceeded your current quota", "type": "insufficient_quota",
-                         "code": "insufficient_quota"}}, {"retry-after": "20"}),
+        (
+            400,
+            {
+                "error": {
+                    "message": "Unsupported parameter: 'top_k'",
+                    "type": "invalid_request_error",
+                    "param": "top_k",
+                    "code": "unsupported_parameter",
+                }
+            },
+            {},
+        ),
+        (
+            429,
+            {
+                "error": {
+                    "message": "You exceeded your current quota",
+                    "type": "insufficient_quota",
+                    "code": "insufficient_quota",
+                }
+            },
+            {"retry-after": "20"},
+        ),
         (500, {"error": {"message": "An error occurred", "type": "server_error"}}, {}),
     ],
     "azure": [
-        (400, {"error": {"code": "content_filter", "message": "The response was filtered due to the prompt "
-                         "triggering Azure OpenAI's content management policy.", "param": "prompt", "status": 400,
-                         "innererror": {"code": "ResponsibleAIPolicyViolation"}}}, {}),
-        (401, {"error": {"code": "401", "message": "Access denied due to invalid subscription key or wrong API "
-                         "endpoint."}}, {}),
-        (404, {"error": {"code": "DeploymentNotFound", "message": "The API deployment for this resource does not "
-                         "exist."}}, {}),
-        (429, {"error": {"code": "429", "message": "Requests to the ChatCompletions_Create Operation have exceeded "
-                         "token rate limit."}}, {"retry-after": "12"}),
+        (
+            400,
+            {
+                "error": {
+                    "code": "content_filter",
+                    "message": "The response was filtered due to the prompt "
+                    "triggering Azure OpenAI's content management policy.",
+                    "param": "prompt",
+                    "status": 400,
+                    "innererror": {"code": "ResponsibleAIPolicyViolation"},
+                }
+            },
+            {},
+        ),
+        (
+            401,
+            {
+                "error": {
+                    "code": "401",
+                    "message": "Access denied due to invalid subscription key or wrong API endpoint.",
+                }
+            },
+            {},
+        ),
+        (
+            404,
+            {
+                "error": {
+                    "code": "DeploymentNotFound",
+                    "message": "The API deployment for this resource does not exist.",
+                }
+            },
+            {},
+        ),
+        (
+            429,
+            {
+                "error": {
+                    "code": "429",
+                    "message": "Requests to the ChatCompletions_Create Operation have exceeded token rate limit.",
+                }
+            },
+            {"retry-after": "12"},
+        ),
         (500, {"error": {"code": "InternalServerError", "message": "The server had an error."}}, {}),
     ],
     "vertex": [
-        (429, {"error": {"code": 429, "message": "Quota exceeded for aiplatform.googleapis.com/online_prediction",
-                         "status": "RESOURCE_EXHAUSTED"}}, {}),
-        (403, {"error": {"code": 403, "message": "Permission 'aiplatform.endpoints.predict' denied",
-                         "status": "PERMISSION_DENIED"}}, {}),
+        (
+            429,
+            {
+                "error": {
+                    "code": 429,
+                    "message": "Quota exceeded for aiplatform.googleapis.com/online_prediction",
+                    "status": "RESOURCE_EXHAUSTED",
+                }
+            },
+            {},
+        ),
+        (
+            403,
+            {
+                "error": {
+                    "code": 403,
+                    "message": "Permission 'aiplatform.endpoints.predict' denied",
+                    "status": "PERMISSION_DENIED",
+                }
+            },
+            {},
+        ),
         (400, {"type": "error", "error": {"type": "invalid_request_error", "message": "max_tokens: required"}}, {}),
         (529, {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}, {}),
     ],
     "bedrock": [
-        (400, {"message": "The model returned the following errors: Input is too long for requested model."},
-         {"x-amzn-ErrorType": "ValidationException:http://internal.amazon.com/coral/com.amazon.bedrock/"}),
-        (400, {"message": "Malformed input request: #: required key [messages] not found"},
-         {"x-amzn-ErrorType": "ValidationException:http://internal.amazon.com/coral/com.amazon.bedrock/"}),
-        (403, {"message": "You don't have access to the model with the specified model ID."},
-         {"x-amzn-ErrorType": "AccessDeniedException:http://internal.amazon.com/coral/com.amazon.bedrock/"}),
+        (
+            400,
+            {"message": "The model returned the following errors: Input is too long for requested model."},
+            {"x-amzn-ErrorType": "ValidationException:http://internal.amazon.com/coral/com.amazon.bedrock/"},
+        ),
+        (
+            400,
+            {"message": "Malformed input request: #: required key [messages] not found"},
+            {"x-amzn-ErrorType": "ValidationException:http://internal.amazon.com/coral/com.amazon.bedrock/"},
+        ),
+        (
+            403,
+            {"message": "You don't have access to the model with the specified model ID."},
+            {"x-amzn-ErrorType": "AccessDeniedException:http://internal.amazon.com/coral/com.amazon.bedrock/"},
+        ),
         (424, {"message": "Model error"}, {"x-amzn-ErrorType": "ModelErrorException:http://internal"}),
-        (429, {"message": "Too many requests, please wait before trying again."},
-         {"x-amzn-ErrorType": "ThrottlingException:http://internal.amazon.com/coral/com.amazon.bedrock/"}),
-        (503, {"message": "Bedrock is unable to process your request."},
-         {"x-amzn-ErrorType": "ServiceUnavailableException:http://internal"}),
+        (
+            429,
+            {"message": "Too many requests, please wait before trying again."},
+            {"x-amzn-ErrorType": "ThrottlingException:http://internal.amazon.com/coral/com.amazon.bedrock/"},
+        ),
+        (
+            503,
+            {"message": "Bedrock is unable to process your request."},
+            {"x-amzn-ErrorType": "ServiceUnavailableException:http://internal"},
+        ),
     ],
     "anthropic": [
-        (400, {"type": "error", "error": {"type": "invalid_request_error",
-                                          "message": "prompt is too long: 210000 tokens > 200000 maximum"}}, {}),
-        (400, {"type": "error", "error": {"type": "invalid_request_error", "message": "messages: field required"}},
-         {}),
+        (
+            400,
+            {
+                "type": "error",
+                "error": {
+                    "type": "invalid_request_error",
+                    "message": "prompt is too long: 210000 tokens > 200000 maximum",
+                },
+            },
+            {},
+        ),
+        (400, {"type": "error", "error": {"type": "invalid_request_error", "message": "messages: field required"}}, {}),
         (401, {"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}}, {}),
         (403, {"type": "error", "error": {"type": "permission_error", "message": "no access"}}, {}),
         (404, {"type": "error", "error": {"type": "not_found_error", "message": "model: claude-x"}}, {}),
         (413, {"type": "error", "error": {"type": "request_too_large", "message": "Request too large"}}, {}),
-        (429, {"type": "error", "error": {"type": "rate_limit_error", "message": "rate limited"}},
-         {"retry-after": "3"}),
+        (
+            429,
+            {"type": "error", "error": {"type": "rate_limit_error", "message": "rate limited"}},
+            {"retry-after": "3"},
+        ),
         (500, {"type": "error", "error": {"type": "api_error", "message": "Internal server error"}}, {}),
         (529, {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}, {}),
         (504, "upstream timeout", {}),
@@ -228,20 +406,31 @@ def test_azure_targets_per_config():
     """A per-deployment config's URL is used as is; a catalog config builds the v1 URL on its resource host;
     both send the key in `api-key`, and mark the URL as the customer's (no private-network exemption)."""
     adapter = ADAPTERS["azure"]
-    deployment = {"endpoint_url": "https://acme.openai.azure.com/openai/deployments/gpt4o-prod/chat/completions"
-                                  "?api-version=2024-10-21", "api_key": SECRET, "model_id": "gpt4o-prod",
-                  "model_slug": "openai/gpt-4o"}
-    built = adapter.build_request(MINIMAL, base_url="https://unused.example/v1",
-                                  credentials=ProviderCredentials(api_key=SECRET, extra={"azure_config": deployment}))
+    deployment = {
+        "endpoint_url": "https://acme.openai.azure.com/openai/deployments/gpt4o-prod/chat/completions"
+        "?api-version=2024-10-21",
+        "api_key": SECRET,
+        "model_id": "gpt4o-prod",
+        "model_slug": "openai/gpt-4o",
+    }
+    built = adapter.build_request(
+        MINIMAL,
+        base_url="https://unused.example/v1",
+        credentials=ProviderCredentials(api_key=SECRET, extra={"azure_config": deployment}),
+    )
     assert built.url == deployment["endpoint_url"] and built.body["model"] == "gpt4o-prod"
     assert built.headers == {"api-key": SECRET} and built.customer_url
     catalog = {"api_key": SECRET, "resource_name": "acme-foundry", "resource_type": "ai_foundry"}
-    built = adapter.build_request(MINIMAL, base_url="https://unused.example/v1",
-                                  credentials=ProviderCredentials(api_key=SECRET, extra={"azure_config": catalog}))
+    built = adapter.build_request(
+        MINIMAL,
+        base_url="https://unused.example/v1",
+        credentials=ProviderCredentials(api_key=SECRET, extra={"azure_config": catalog}),
+    )
     assert built.url == "https://acme-foundry.services.ai.azure.com/openai/v1/chat/completions"
     assert built.body["model"] == "upstream-model-1"
-    shared = adapter.build_request(MINIMAL, base_url="https://res.openai.azure.com/openai/v1",
-                                   credentials=ProviderCredentials(api_key=SECRET))
+    shared = adapter.build_request(
+        MINIMAL, base_url="https://res.openai.azure.com/openai/v1", credentials=ProviderCredentials(api_key=SECRET)
+    )
     assert shared.url == "https://res.openai.azure.com/openai/v1/chat/completions" and not shared.customer_url
 
 
@@ -249,8 +438,12 @@ def test_azure_per_deployment_config_wins_for_its_model():
     from byok.selectors import azure_config_for
 
     catalog = {"api_key": "k1", "resource_name": "acme"}
-    deployment = {"endpoint_url": "https://x.openai.azure.com/openai/deployments/d/chat/completions?api-version=1",
-                  "api_key": "k2", "model_id": "d", "model_slug": "openai/gpt-4o"}
+    deployment = {
+        "endpoint_url": "https://x.openai.azure.com/openai/deployments/d/chat/completions?api-version=1",
+        "api_key": "k2",
+        "model_id": "d",
+        "model_slug": "openai/gpt-4o",
+    }
     assert azure_config_for([catalog, deployment], model_id="openai/gpt-4o") is deployment
     assert azure_config_for([catalog, deployment], model_id="openai/gpt-4.1") is catalog
     assert azure_config_for([deployment], model_id="openai/gpt-4.1") is None
@@ -259,12 +452,18 @@ def test_azure_per_deployment_config_wins_for_its_model():
 def test_vertex_urls_per_region():
     adapter = ADAPTERS["vertex"]
     google = "https://aiplatform.googleapis.com/v1"
-    for region, host in [("us-east5", "https://us-east5-aiplatform.googleapis.com/v1"),
-                         ("global", "https://aiplatform.googleapis.com/v1")]:
+    for region, host in [
+        ("us-east5", "https://us-east5-aiplatform.googleapis.com/v1"),
+        ("global", "https://aiplatform.googleapis.com/v1"),
+    ]:
         built = adapter.build_request(
-            replace(MINIMAL, model="claude-sonnet-4-5@20250929", stream=True), base_url=google,
-            credentials=ProviderCredentials(api_key="ya29.token", extra={"project_id": "p1", "region": region}))
-        assert built.url == (f"{host}/projects/p1/locations/{region}/publishers/anthropic/models/"
-                             "claude-sonnet-4-5@20250929:streamRawPredict")
+            replace(MINIMAL, model="claude-sonnet-4-5@20250929", stream=True),
+            base_url=google,
+            credentials=ProviderCredentials(api_key="ya29.token", extra={"project_id": "p1", "region": region}),
+        )
+        assert built.url == (
+            f"{host}/projects/p1/locations/{region}/publishers/anthropic/models/"
+            "claude-sonnet-4-5@20250929:streamRawPredict"
+        )
         assert "model" not in built.body and built.body["anthropic_version"] == "vertex-2023-10-16"
         assert built.headers == {"Authorization": "Bearer ya29.token"}

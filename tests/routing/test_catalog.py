@@ -53,9 +53,21 @@ def test_models_listing_shape_and_prices(catalog, alice):
     assert gpt4o["context_length"] == 128000 and gpt4o["top_provider"]["max_completion_tokens"] == 16384
     assert gpt4o["architecture"]["input_modalities"] == ["text", "image", "file"]
     assert gpt4o["links"]["details"] == "/api/v1/models/openai/gpt-4o/endpoints"
-    required = {"id", "canonical_slug", "name", "created", "pricing", "context_length", "architecture",
-                "top_provider", "per_request_limits", "supported_parameters", "default_parameters",
-                "supported_voices", "links"}
+    required = {
+        "id",
+        "canonical_slug",
+        "name",
+        "created",
+        "pricing",
+        "context_length",
+        "architecture",
+        "top_provider",
+        "per_request_limits",
+        "supported_parameters",
+        "default_parameters",
+        "supported_voices",
+        "links",
+    }
     assert required <= set(gpt4o)
 
 
@@ -64,8 +76,9 @@ def test_models_filters_and_pagination(catalog, alice):
     claude = client.get("/api/v1/models", {"q": "claude"}).json()
     assert claude["total_count"] == 3 and all("claude" in m["id"] for m in claude["data"])
     reasoning = client.get("/api/v1/models", {"supported_parameters": "reasoning,tools"}).json()
-    assert reasoning["data"] and all({"reasoning", "tools"} <= set(m["supported_parameters"])
-                                     for m in reasoning["data"])
+    assert reasoning["data"] and all(
+        {"reasoning", "tools"} <= set(m["supported_parameters"]) for m in reasoning["data"]
+    )
     text_only = client.get("/api/v1/models", {"input_modalities": "image"}).json()["data"]
     assert "meta-llama/llama-3.3-70b-instruct" not in {m["id"] for m in text_only}
     page = client.get("/api/v1/models", {"offset": 2, "limit": 3}).json()
@@ -102,21 +115,45 @@ def test_staff_add_provider_model_and_endpoint_in_admin_routable_without_restart
     staff = Client()
     staff.login(username="staff", password="pw")
     # Given a new self-hosted provider added by staff, with its key
-    response = staff.post("/admin/routing/provider/add/", {
-        "slug": "my-vllm", "name": "My vLLM", "adapter": "openai_chat", "credential_kind": "api_key", "base_url": "http://10.0.0.5:8000/v1",
-        "status": "active", "allow_private_network": "on", "new_credential": "sk-vllm-secret-value",
-        "endpoints-TOTAL_FORMS": "0", "endpoints-INITIAL_FORMS": "0",
-    })
+    response = staff.post(
+        "/admin/routing/provider/add/",
+        {
+            "slug": "my-vllm",
+            "name": "My vLLM",
+            "adapter": "openai_chat",
+            "credential_kind": "api_key",
+            "base_url": "http://10.0.0.5:8000/v1",
+            "status": "active",
+            "allow_private_network": "on",
+            "new_credential": "sk-vllm-secret-value",
+            "endpoints-TOTAL_FORMS": "0",
+            "endpoints-INITIAL_FORMS": "0",
+        },
+    )
     assert response.status_code == 302, response.content.decode()[:3000]
     # And a model with one endpoint on it
-    response = staff.post("/admin/routing/model/add/", {
-        "id": "acme/tiny", "name": "Acme Tiny", "context_length": 8192, "created": 0,
-        "input_modalities": '["text"]', "output_modalities": '["text"]', "supported_parameters": '["tools"]',
-        "endpoints-TOTAL_FORMS": "1", "endpoints-INITIAL_FORMS": "0",
-        "endpoints-0-provider": Provider.objects.get(slug="my-vllm").pk, "endpoints-0-upstream_model": "tiny",
-        "endpoints-0-price_prompt": "0.1", "endpoints-0-price_completion": "0.2", "endpoints-0-price_request": "0",
-        "endpoints-0-context_length": "8192", "endpoints-0-quantization": "bf16", "endpoints-0-enabled": "on",
-    })
+    response = staff.post(
+        "/admin/routing/model/add/",
+        {
+            "id": "acme/tiny",
+            "name": "Acme Tiny",
+            "context_length": 8192,
+            "created": 0,
+            "input_modalities": '["text"]',
+            "output_modalities": '["text"]',
+            "supported_parameters": '["tools"]',
+            "endpoints-TOTAL_FORMS": "1",
+            "endpoints-INITIAL_FORMS": "0",
+            "endpoints-0-provider": Provider.objects.get(slug="my-vllm").pk,
+            "endpoints-0-upstream_model": "tiny",
+            "endpoints-0-price_prompt": "0.1",
+            "endpoints-0-price_completion": "0.2",
+            "endpoints-0-price_request": "0",
+            "endpoints-0-context_length": "8192",
+            "endpoints-0-quantization": "bf16",
+            "endpoints-0-enabled": "on",
+        },
+    )
     assert response.status_code == 302, response.content.decode()[:3000]
     # Then it is listed and routable at once, and its key is sealed, not stored in plaintext
     assert "acme/tiny" in {m["id"] for m in alice.client().get("/api/v1/models").json()["data"]}
@@ -131,8 +168,9 @@ def test_staff_add_provider_model_and_endpoint_in_admin_routable_without_restart
 def test_environment_overrides_base_url_and_credential(catalog, monkeypatch):
     monkeypatch.setenv("GATEWAY_PROVIDER_TOGETHER_BASE_URL", "http://127.0.0.1:9999/v1")
     monkeypatch.setenv("GATEWAY_PROVIDER_TOGETHER_API_KEY", "sk-from-env")
-    together = [e for e in endpoints_for_model(model_id="meta-llama/llama-3.3-70b-instruct")
-                if e.provider_slug == "together"][0]
+    together = [
+        e for e in endpoints_for_model(model_id="meta-llama/llama-3.3-70b-instruct") if e.provider_slug == "together"
+    ][0]
     assert together.base_url == "http://127.0.0.1:9999/v1"
     assert provider_credentials(provider_slug="together").api_key == "sk-from-env"
     monkeypatch.delenv("GATEWAY_PROVIDER_TOGETHER_API_KEY")

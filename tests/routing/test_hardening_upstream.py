@@ -33,36 +33,82 @@ from tests.support import ask as canonical_ask
 # ---- 3. the outbound address guard ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("address", [
-    # IPv6 forms that embed loopback, link-local (cloud metadata) or private IPv4 addresses
-    "::127.0.0.1", "::ffff:127.0.0.1", "::ffff:169.254.169.254", "::ffff:0:7f00:1", "::ffff:0:a9fe:a9fe",
-    "64:ff9b::7f00:1", "64:ff9b::a9fe:a9fe", "64:ff9b::a00:1", "64:ff9b:1::a9fe:a9fe", "64:ff9b:1::808:808",
-    "2002:7f00:1::", "2002:a9fe:a9fe::", "2002:c0a8:101::1", "2002:a00:1:1::5",
-    "2001:0:4136:e378:8000:63bf:80ff:fffe",  # Teredo, client 127.0.0.1 (inverted last 32 bits)
-    "2001:0:4136:e378:8000:63bf:5601:5601",  # Teredo, client 169.254.169.254
-    "2001:0:a00:1:8000:63bf:f7f7:f7f7",  # Teredo, server 10.0.0.1
-    # IPv6 that is not global unicast
-    "::", "::1", "fe80::1", "fe80::1%eth0", "fc00::1", "fd12:3456::1", "fec0::1", "ff02::1", "ff0e::1",
-    "2001:db8::1", "100::1",
-    # IPv4
-    "127.0.0.1", "127.255.255.254", "10.1.2.3", "172.16.0.1", "192.168.1.1", "169.254.169.254", "0.0.0.0",
-    "0.1.2.3", "100.64.0.1", "192.0.2.1", "198.18.0.1", "224.0.0.1", "239.255.255.250", "240.0.0.1",
-    "255.255.255.255", "not-an-address",
-])
+@pytest.mark.parametrize(
+    "address",
+    [
+        # IPv6 forms that embed loopback, link-local (cloud metadata) or private IPv4 addresses
+        "::127.0.0.1",
+        "::ffff:127.0.0.1",
+        "::ffff:169.254.169.254",
+        "::ffff:0:7f00:1",
+        "::ffff:0:a9fe:a9fe",
+        "64:ff9b::7f00:1",
+        "64:ff9b::a9fe:a9fe",
+        "64:ff9b::a00:1",
+        "64:ff9b:1::a9fe:a9fe",
+        "64:ff9b:1::808:808",
+        "2002:7f00:1::",
+        "2002:a9fe:a9fe::",
+        "2002:c0a8:101::1",
+        "2002:a00:1:1::5",
+        "2001:0:4136:e378:8000:63bf:80ff:fffe",  # Teredo, client 127.0.0.1 (inverted last 32 bits)
+        "2001:0:4136:e378:8000:63bf:5601:5601",  # Teredo, client 169.254.169.254
+        "2001:0:a00:1:8000:63bf:f7f7:f7f7",  # Teredo, server 10.0.0.1
+        # IPv6 that is not global unicast
+        "::",
+        "::1",
+        "fe80::1",
+        "fe80::1%eth0",
+        "fc00::1",
+        "fd12:3456::1",
+        "fec0::1",
+        "ff02::1",
+        "ff0e::1",
+        "2001:db8::1",
+        "100::1",
+        # IPv4
+        "127.0.0.1",
+        "127.255.255.254",
+        "10.1.2.3",
+        "172.16.0.1",
+        "192.168.1.1",
+        "169.254.169.254",
+        "0.0.0.0",
+        "0.1.2.3",
+        "100.64.0.1",
+        "192.0.2.1",
+        "198.18.0.1",
+        "224.0.0.1",
+        "239.255.255.250",
+        "240.0.0.1",
+        "255.255.255.255",
+        "not-an-address",
+    ],
+)
 def test_non_public_addresses_are_refused(address):
     assert http.is_public_address(address) is False
 
 
-@pytest.mark.parametrize("address", [
-    "8.8.8.8", "1.1.1.1", "2606:4700::1111", "2001:4860:4860::8888", "::ffff:8.8.8.8", "64:ff9b::808:808",
-    "2002:808:808::1", "2001:0:4136:e378:8000:63bf:f7f7:f7f7",  # Teredo: server and client both public
-])
+@pytest.mark.parametrize(
+    "address",
+    [
+        "8.8.8.8",
+        "1.1.1.1",
+        "2606:4700::1111",
+        "2001:4860:4860::8888",
+        "::ffff:8.8.8.8",
+        "64:ff9b::808:808",
+        "2002:808:808::1",
+        "2001:0:4136:e378:8000:63bf:f7f7:f7f7",  # Teredo: server and client both public
+    ],
+)
 def test_public_addresses_pass(address):
     assert http.is_public_address(address) is True
 
 
-@pytest.mark.parametrize("host", ["[::127.0.0.1]", "[64:ff9b::7f00:1]", "[64:ff9b::a9fe:a9fe]",
-                                  "[2002:7f00:1::]", "[::ffff:0:7f00:1]"])
+@pytest.mark.parametrize(
+    "host", ["[::127.0.0.1]", "[64:ff9b::7f00:1]", "[64:ff9b::a9fe:a9fe]", "[2002:7f00:1::]", "[::ffff:0:7f00:1]"]
+)
 def test_embedded_forms_are_refused_before_connecting(host):
     with pytest.raises(http.TransportError) as caught:
         http.request("GET", f"http://{host}:9/", headers={}, timeouts=http.Timeouts(connect=1, read=1))
@@ -77,28 +123,43 @@ ANTHROPIC_KEY = "operator-anthropic-golf-hotel-india"
 
 
 def test_scrub_removes_sent_credentials_and_key_shapes_but_keeps_prose():
-    secrets = request_secrets(url="https://x.test/v1?api-version=2024-10-21&key=qs-secret-value",
-                              headers={"Authorization": f"Bearer {BYOK_KEY}", "x-api-key": OPERATOR_KEY,
-                                       "anthropic-version": "2023-06-01"})
+    secrets = request_secrets(
+        url="https://x.test/v1?api-version=2024-10-21&key=qs-secret-value",
+        headers={"Authorization": f"Bearer {BYOK_KEY}", "x-api-key": OPERATOR_KEY, "anthropic-version": "2023-06-01"},
+    )
     assert BYOK_KEY in secrets and OPERATOR_KEY in secrets and "qs-secret-value" in secrets
     assert "2023-06-01" not in secrets and "2024-10-21" not in secrets
-    text = (f"Bad key {BYOK_KEY}; x-api-key={OPERATOR_KEY}; quoted {BYOK_KEY.replace('-', '%2D')}; "
-            "qs-secret-value; cut short: " + BYOK_KEY[:12])
+    text = (
+        f"Bad key {BYOK_KEY}; x-api-key={OPERATOR_KEY}; quoted {BYOK_KEY.replace('-', '%2D')}; "
+        "qs-secret-value; cut short: " + BYOK_KEY[:12]
+    )
     cleaned = scrub(text, secrets)
     assert BYOK_KEY[:12] not in cleaned and OPERATOR_KEY not in cleaned and "qs-secret-value" not in cleaned
     assert cleaned.startswith("Bad key " + REDACTED)
-    shaped = ("key sk-proj-abcdEFGH1234567890xyz, AKIAIOSFODNN7EXAMPLE, Authorization: Bearer abc.def-123456789, "
-              "token=9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08, "
-              "AIzaSyA1234567890abcdefghijklmnopqrstu, ya29.a0AfH6SMBx123456, "
-              "eyJhbGciOiJSUzI1NiJ9.eyJpc3MiOiJ4In0.c2lnbmF0dXJl, "
-              "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBg\n-----END PRIVATE KEY-----")
+    shaped = (
+        "key sk-proj-abcdEFGH1234567890xyz, AKIAIOSFODNN7EXAMPLE, Authorization: Bearer abc.def-123456789, "
+        "token=9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08, "
+        "AIzaSyA1234567890abcdefghijklmnopqrstu, ya29.a0AfH6SMBx123456, "
+        "eyJhbGciOiJSUzI1NiJ9.eyJpc3MiOiJ4In0.c2lnbmF0dXJl, "
+        "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBg\n-----END PRIVATE KEY-----"
+    )
     cleaned = scrub(shaped)
-    for leaked in ("abcdEFGH1234567890", "IOSFODNN7EXAMPLE", "abc.def-123456789", "9f86d081884c7d659a2f",
-                   "AIzaSyA1234567890", "a0AfH6SMBx", "eyJhbGciOiJSUzI1NiJ9", "MIIEvQIBADANBg"):
+    for leaked in (
+        "abcdEFGH1234567890",
+        "IOSFODNN7EXAMPLE",
+        "abc.def-123456789",
+        "9f86d081884c7d659a2f",
+        "AIzaSyA1234567890",
+        "a0AfH6SMBx",
+        "eyJhbGciOiJSUzI1NiJ9",
+        "MIIEvQIBADANBg",
+    ):
         assert leaked not in cleaned, leaked
-    prose = ("This model's maximum context length is 8192 tokens. However, you requested 9000 tokens "
-             "(the prompt token count was too high). The key 'temperature' must be between 0 and 2. "
-             "Invalid API key provided. Rate limit reached for requests per minute: Limit 500, Used 500.")
+    prose = (
+        "This model's maximum context length is 8192 tokens. However, you requested 9000 tokens "
+        "(the prompt token count was too high). The key 'temperature' must be between 0 and 2. "
+        "Invalid API key provided. Rate limit reached for requests per minute: Limit 500, Used 500."
+    )
     assert scrub(prose) == prose
 
 
@@ -108,8 +169,13 @@ def test_every_credential_an_attempt_sends_is_known_to_the_scrubber():
     secret_access_key = "wJalrXUtnFEMIbK7MDENGbPxRfiCYzEXAMPLEKEY"
     bedrock = build_upstream_request(
         endpoint=standin_endpoint(type("S", (), {"url": "http://127.0.0.1:9"}), adapter="bedrock"),
-        request=canonical_ask(), credentials=ProviderCredentials(api_key="", is_byok=True, extra={
-            "accessKeyId": "AKIDEXAMPLEKEYID", "secretAccessKey": secret_access_key, "region": "us-west-2"}))
+        request=canonical_ask(),
+        credentials=ProviderCredentials(
+            api_key="",
+            is_byok=True,
+            extra={"accessKeyId": "AKIDEXAMPLEKEYID", "secretAccessKey": secret_access_key, "region": "us-west-2"},
+        ),
+    )
     secrets = attempt_secrets(bedrock)
     signature = bedrock.headers["Authorization"].rsplit("Signature=", 1)[1]
     assert {"AKIDEXAMPLEKEYID", secret_access_key, signature, bedrock.headers["Authorization"]} <= set(secrets)
@@ -118,9 +184,18 @@ def test_every_credential_an_attempt_sends_is_known_to_the_scrubber():
     assert "AKIDEXAMPLEKEYID" not in cleaned and signature not in cleaned and secret_access_key not in cleaned
     azure = build_upstream_request(
         endpoint=standin_endpoint(type("S", (), {"url": "http://127.0.0.1:9"}), adapter="azure"),
-        request=canonical_ask(), credentials=ProviderCredentials(api_key="azure-key-value", is_byok=True, extra={
-            "azure_config": {"endpoint_url": "https://r.openai.azure.com/x?api-version=1&sig=query-sig-value",
-                             "api_key": "azure-key-value"}}))
+        request=canonical_ask(),
+        credentials=ProviderCredentials(
+            api_key="azure-key-value",
+            is_byok=True,
+            extra={
+                "azure_config": {
+                    "endpoint_url": "https://r.openai.azure.com/x?api-version=1&sig=query-sig-value",
+                    "api_key": "azure-key-value",
+                }
+            },
+        ),
+    )
     assert {"azure-key-value", "query-sig-value"} <= set(attempt_secrets(azure))
 
 
@@ -139,12 +214,16 @@ class EchoHandler(BaseHTTPRequestHandler):
         auth = self.headers.get("Authorization") or ""
         api_key = self.headers.get("x-api-key") or self.headers.get("api-key") or ""
         token = auth.removeprefix("Bearer ") or api_key
-        message = (f"Invalid request. You sent Authorization: {auth} x-api-key: {api_key} "
-                   f"(token {token}); retrying with {token[:15]}")
+        message = (
+            f"Invalid request. You sent Authorization: {auth} x-api-key: {api_key} "
+            f"(token {token}); retrying with {token[:15]}"
+        )
         parts = self.path.split("/")
         if parts[1] == "echo-stream":
-            chunks = [{"id": "c1", "model": "m", "choices": [{"index": 0, "delta": {"content": "Hi"}}]},
-                      {"error": {"message": message, "type": "server_error", "code": token}}]
+            chunks = [
+                {"id": "c1", "model": "m", "choices": [{"index": 0, "delta": {"content": "Hi"}}]},
+                {"error": {"message": message, "type": "server_error", "code": token}},
+            ]
             body = b"".join(b"data: " + json.dumps(chunk).encode() + b"\n\n" for chunk in chunks)
             self._send(200, body, "text/event-stream")
             return
@@ -181,8 +260,7 @@ def point_at(slug: str, base_url: str) -> None:
 
 
 def add_byok(persona: Persona, provider: str, key: str) -> None:
-    response = persona.client(management=True).post("/api/v1/byok", {"provider": provider, "key": key},
-                                                    format="json")
+    response = persona.client(management=True).post("/api/v1/byok", {"provider": provider, "key": key}, format="json")
     assert response.status_code == 201, response.content
 
 
@@ -235,12 +313,33 @@ def test_upstream_text_never_carries_the_credentials_sent(alice, multi, echo_ser
 
 def test_anthropic_x_api_key_echo_is_scrubbed(alice, echo_server, caplog):
     caplog.set_level(logging.DEBUG)
-    catalog_load(data={
-        "providers": [{"slug": "hostile-anthropic", "name": "Hostile", "adapter": "anthropic",
-                       "base_url": f"{echo_server.url}/echo/400/v1", "allow_private_network": True}],
-        "models": [{"id": "hostile/claude", "name": "Claude", "context_length": 8000, "endpoints": [
-            {"provider": "hostile-anthropic", "upstream_model": "claude", "pricing": {"prompt": 1, "completion": 1}}]}],
-    })
+    catalog_load(
+        data={
+            "providers": [
+                {
+                    "slug": "hostile-anthropic",
+                    "name": "Hostile",
+                    "adapter": "anthropic",
+                    "base_url": f"{echo_server.url}/echo/400/v1",
+                    "allow_private_network": True,
+                }
+            ],
+            "models": [
+                {
+                    "id": "hostile/claude",
+                    "name": "Claude",
+                    "context_length": 8000,
+                    "endpoints": [
+                        {
+                            "provider": "hostile-anthropic",
+                            "upstream_model": "claude",
+                            "pricing": {"prompt": 1, "completion": 1},
+                        }
+                    ],
+                }
+            ],
+        }
+    )
     provider_credential_set(provider=Provider.objects.get(slug="hostile-anthropic"), plaintext=ANTHROPIC_KEY)
     response = alice.client().post("/api/v1/responses", {"model": "hostile/claude", "input": "Hi"}, format="json")
     body = assert_error_envelope(response, 400)
@@ -251,15 +350,19 @@ def test_anthropic_x_api_key_echo_is_scrubbed(alice, echo_server, caplog):
 def test_in_band_stream_error_text_is_scrubbed_at_the_attempt(echo_server):
     """Below the API (whose in-band error message is generic anyway): the UpstreamError itself is clean."""
     endpoint = standin_endpoint(echo_server, adapter="openai_chat", base_url=f"{echo_server.url}/echo-stream/v1")
-    upstream = build_upstream_request(endpoint=endpoint, request=canonical_ask(stream=True),
-                                      credentials=ProviderCredentials(api_key=BYOK_KEY, is_byok=True))
+    upstream = build_upstream_request(
+        endpoint=endpoint,
+        request=canonical_ask(stream=True),
+        credentials=ProviderCredentials(api_key=BYOK_KEY, is_byok=True),
+    )
     with pytest.raises(UpstreamError) as caught:
         list(open_stream(endpoint=endpoint, upstream=upstream).events())
     assert "Invalid request" in caught.value.message
     assert_no_credentials(caught.value.message, caught.value.provider_code, repr(caught.value))
     endpoint = standin_endpoint(echo_server, adapter="azure", base_url=f"{echo_server.url}/echo/429/v1")
-    upstream = build_upstream_request(endpoint=endpoint, request=canonical_ask(),
-                                      credentials=ProviderCredentials(api_key=OPERATOR_KEY))
+    upstream = build_upstream_request(
+        endpoint=endpoint, request=canonical_ask(), credentials=ProviderCredentials(api_key=OPERATOR_KEY)
+    )
     with pytest.raises(UpstreamError) as caught:
         call(endpoint=endpoint, upstream=upstream)
     assert caught.value.status == 429
@@ -269,28 +372,35 @@ def test_in_band_stream_error_text_is_scrubbed_at_the_attempt(echo_server):
 # ---- 4. a credential that cannot be sent ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("bad", ["sk-al\x01pha", "sk-\x00alpha", "sk-alpha\r\nX-Injected: 1", "sk-ключ-alpha",
-                                 "sk-alpha\x7f"])
+@pytest.mark.parametrize(
+    "bad", ["sk-al\x01pha", "sk-\x00alpha", "sk-alpha\r\nX-Injected: 1", "sk-ключ-alpha", "sk-alpha\x7f"]
+)
 def test_unsendable_credential_fails_the_attempt_and_the_next_endpoint_serves(alice, multi, bad):
     provider = Provider.objects.get(slug="alpha")  # a row from before credentials were checked: sealed as is
     sealed = seal(bad, aad=f"provider:{provider.pk}")
     provider.credential_sealed, provider.credential_key_id = sealed.blob, sealed.key_id
     provider.save()
     multi.clear()
-    response = alice.client().post("/api/v1/responses", {
-        "model": "multi/model", "input": "Hi", "provider": {"order": ["alpha", "beta"]}}, format="json")
+    response = alice.client().post(
+        "/api/v1/responses",
+        {"model": "multi/model", "input": "Hi", "provider": {"order": ["alpha", "beta"]}},
+        format="json",
+    )
     assert response.status_code == 200, response.content
     generation = Generation.objects.get(pk=response["X-Generation-Id"])
     assert [(a["provider_name"], a["status"]) for a in generation.provider_responses][-2:] == [
-        ("alpha", None), ("beta", 200)]
+        ("alpha", None),
+        ("beta", 200),
+    ]
     assert [r["credential"] for r in multi.requests_for("/chat/completions")] == ["sk-beta"], "nothing sent raw"
 
 
 @pytest.mark.parametrize("bad", ["sk-\x00x", "sk-a\nb", "sk-\u2603", "sk-\ud800"])
 def test_unsendable_header_is_an_attempt_failure(standin, bad):
     endpoint = standin_endpoint(standin, adapter="openai_chat")
-    upstream = build_upstream_request(endpoint=endpoint, request=canonical_ask(),
-                                      credentials=ProviderCredentials(api_key=bad))
+    upstream = build_upstream_request(
+        endpoint=endpoint, request=canonical_ask(), credentials=ProviderCredentials(api_key=bad)
+    )
     before = len(standin.received)
     with pytest.raises(UpstreamError) as caught:
         call(endpoint=endpoint, upstream=upstream)
@@ -303,8 +413,13 @@ def test_any_exception_while_sending_is_a_transport_error(standin, monkeypatch):
     monkeypatch.setattr(http, "_check_headers", lambda headers: None)
     for bad in ("sk-\u2603", "sk-\ud800", "sk-a\nb"):  # UnicodeEncodeError in http.client, InvalidHeader
         with pytest.raises(http.TransportError) as caught:
-            http.request("POST", f"{standin.url}/v1/chat/completions", headers={"Authorization": f"Bearer {bad}"},
-                         json_body={}, allow_private=True)
+            http.request(
+                "POST",
+                f"{standin.url}/v1/chat/completions",
+                headers={"Authorization": f"Bearer {bad}"},
+                json_body={},
+                allow_private=True,
+            )
         assert caught.value.kind == "send" and bad not in str(caught.value)
         assert caught.value.__suppress_context__, "the cause (which quotes the header) is not chained"
 
@@ -316,8 +431,9 @@ ATTACKER_KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)
 
 
 def pem(key) -> str:
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                             serialization.NoEncryption()).decode()
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
 
 
 class TokenHandler(BaseHTTPRequestHandler):
@@ -335,8 +451,12 @@ class TokenHandler(BaseHTTPRequestHandler):
         header, claims, signature = form["assertion"][0].split(".")
         self.server.exchanges += 1
         try:
-            VICTIM_KEY.public_key().verify(base64.urlsafe_b64decode(signature + "=" * (-len(signature) % 4)),
-                                           f"{header}.{claims}".encode(), padding.PKCS1v15(), hashes.SHA256())
+            VICTIM_KEY.public_key().verify(
+                base64.urlsafe_b64decode(signature + "=" * (-len(signature) % 4)),
+                f"{header}.{claims}".encode(),
+                padding.PKCS1v15(),
+                hashes.SHA256(),
+            )
             status, body = 200, {"access_token": f"ya29.victim-token-{self.server.exchanges}", "expires_in": 3599}
         except InvalidSignature:
             status, body = 400, {"error": "invalid_grant", "error_description": "Invalid JWT Signature."}
@@ -360,9 +480,15 @@ def token_server():
 
 
 def service_account(server, key) -> dict:
-    return {"type": "service_account", "project_id": "victim-project", "private_key_id": "kid-victim-0001",
-            "private_key": pem(key), "client_email": "prod@victim-project.iam.gserviceaccount.com",
-            "token_uri": f"http://127.0.0.1:{server.server_port}/token", "region": "us-east5"}
+    return {
+        "type": "service_account",
+        "project_id": "victim-project",
+        "private_key_id": "kid-victim-0001",
+        "private_key": pem(key),
+        "client_email": "prod@victim-project.iam.gserviceaccount.com",
+        "token_uri": f"http://127.0.0.1:{server.server_port}/token",
+        "region": "us-east5",
+    }
 
 
 @override_settings(OUTBOUND_ALLOW_PRIVATE_NETWORKS=True)
@@ -388,13 +514,35 @@ def test_token_cache_is_keyed_on_the_whole_secret_and_its_owner(token_server):
 @override_settings(OUTBOUND_ALLOW_PRIVATE_NETWORKS=True)
 def test_a_forged_service_account_never_gets_the_victims_token(db, standin, token_server):
     auth._cache.clear()
-    catalog_load(data={
-        "providers": [{"slug": "google-vertex", "name": "Vertex", "adapter": "vertex", "credential_kind": "vertex",
-                       "base_url": f"{standin.url}/v1", "allow_private_network": True, "zdr": True}],
-        "models": [{"id": "anthropic/claude-vtx", "name": "Claude on Vertex", "context_length": 200000,
-                    "endpoints": [{"provider": "google-vertex", "upstream_model": "claude-sonnet-4-5@20250929",
-                                   "pricing": {"prompt": 3, "completion": 15}}]}],
-    })
+    catalog_load(
+        data={
+            "providers": [
+                {
+                    "slug": "google-vertex",
+                    "name": "Vertex",
+                    "adapter": "vertex",
+                    "credential_kind": "vertex",
+                    "base_url": f"{standin.url}/v1",
+                    "allow_private_network": True,
+                    "zdr": True,
+                }
+            ],
+            "models": [
+                {
+                    "id": "anthropic/claude-vtx",
+                    "name": "Claude on Vertex",
+                    "context_length": 200000,
+                    "endpoints": [
+                        {
+                            "provider": "google-vertex",
+                            "upstream_model": "claude-sonnet-4-5@20250929",
+                            "pricing": {"prompt": 3, "completion": 15},
+                        }
+                    ],
+                }
+            ],
+        }
+    )
     from gateway.billing.provisioning import account_provision
 
     victim = Persona(account_provision(name="victim", plan="payg", credits=Decimal("1")))
@@ -415,13 +563,21 @@ def test_partial_echoes_of_a_credential_are_scrubbed():
     """An upstream that echoes half a key, its tail, or the key in another case leaked that part; a run of 10
     characters of a long secret is now removed anywhere. Non-secret parts of structured values are kept."""
     key = "myBYOKsecretValue12345"
-    secrets = request_secrets(url="https://x.test/v1", headers={"Authorization": f"Bearer {key}"},
-                              extra=("AKIDEXAMPLEKEYID12345/20260101/us-west-2/bedrock/aws4_request",))
-    for echoed in (f"Invalid key {key[:11]}...", f"Invalid key ...{key[-12:]}", f"key {key.lower()}",
-                   f"key {key.upper()}!", f"X{key[3:-3]}X"):
+    secrets = request_secrets(
+        url="https://x.test/v1",
+        headers={"Authorization": f"Bearer {key}"},
+        extra=("AKIDEXAMPLEKEYID12345/20260101/us-west-2/bedrock/aws4_request",),
+    )
+    for echoed in (
+        f"Invalid key {key[:11]}...",
+        f"Invalid key ...{key[-12:]}",
+        f"key {key.lower()}",
+        f"key {key.upper()}!",
+        f"X{key[3:-3]}X",
+    ):
         cleaned = scrub(echoed, secrets)
         assert REDACTED in cleaned, echoed
         for size in range(10, len(key) + 1):
-            assert not any(key[i:i + size].lower() in cleaned.lower() for i in range(len(key) - size + 1)), cleaned
+            assert not any(key[i : i + size].lower() in cleaned.lower() for i in range(len(key) - size + 1)), cleaned
     prose = "Model not available in us-west-2 on 20260101 (aws4_request); the key 'temperature' is invalid."
     assert scrub(prose, secrets) == prose

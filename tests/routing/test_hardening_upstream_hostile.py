@@ -124,8 +124,9 @@ class HostileServer:
             head, _, body = data.partition(b"\r\n\r\n")
             lines = head.decode("latin-1").split("\r\n")
             path = lines[0].split(" ")[1]
-            length = next((int(line.split(":", 1)[1]) for line in lines[1:]
-                           if line.lower().startswith("content-length:")), 0)
+            length = next(
+                (int(line.split(":", 1)[1]) for line in lines[1:] if line.lower().startswith("content-length:")), 0
+            )
             while len(body) < length:
                 body += conn.recv(65536)
             _, script, arg, *_ = path.split("/")
@@ -154,8 +155,9 @@ def hostile():
 
 def attempt(server, script: str, *, stream: bool, adapter: str = "openai_chat", timeouts=FAST):
     endpoint = standin_endpoint(server, adapter=adapter, base_url=f"{server.url}/{script}/v1")
-    upstream = build_upstream_request(endpoint=endpoint, request=ask(stream=stream),
-                                      credentials=ProviderCredentials(api_key="sk-hostile-test"))
+    upstream = build_upstream_request(
+        endpoint=endpoint, request=ask(stream=stream), credentials=ProviderCredentials(api_key="sk-hostile-test")
+    )
     started = time.monotonic()
     with pytest.raises(UpstreamError) as caught:
         if stream:
@@ -203,14 +205,17 @@ def test_hostile_endpoint_falls_back_to_the_next_one_or_502(alice, multi, hostil
         provider.base_url = f"{hostile.url}/{script}/v1"
         provider.save()
         request = {"model": "multi/model", "input": "Hi", "stream": stream}
-        response = client.post("/api/v1/responses", {**request, "provider": {"order": ["alpha", "beta"]}},
-                               format="json")
+        response = client.post(
+            "/api/v1/responses", {**request, "provider": {"order": ["alpha", "beta"]}}, format="json"
+        )
         assert response.status_code == 200
         if stream:
             assert b"response.completed" in b"".join(response.streaming_content)
         generation = Generation.objects.get(pk=response["X-Generation-Id"])
         assert [(a["provider_name"], a["status"]) for a in generation.provider_responses] == [
-            ("alpha", None), ("beta", 200)]
+            ("alpha", None),
+            ("beta", 200),
+        ]
         alone = client.post("/api/v1/responses", {**request, "provider": {"only": ["alpha"]}}, format="json")
         if stream:  # the stream had opened (200) before the oversized event: it fails in band
             raw = b"".join(alone.streaming_content)
@@ -222,8 +227,9 @@ def test_hostile_endpoint_falls_back_to_the_next_one_or_502(alice, multi, hostil
 # ---- deadlines --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("where,stream", [("head", False), ("head", True), ("body", False),
-                                          ("stream-chunked", True), ("stream-close", True)])
+@pytest.mark.parametrize(
+    "where,stream", [("head", False), ("head", True), ("body", False), ("stream-chunked", True), ("stream-close", True)]
+)
 def test_a_trickling_upstream_is_cut_at_the_deadline(hostile, where, stream):
     error, elapsed = attempt(hostile, f"trickle/{where}", stream=stream)
     assert error.error_type == "timeout" and error.retryable
@@ -239,6 +245,7 @@ def test_deadlines_come_from_the_settings(hostile):
 
 def test_the_watchdog_keeps_no_dead_entries_forever(standin):
     """Finished calls leave no live deadline behind, and kept-alive connections stay reusable."""
+
     def live() -> set:
         with http.WATCHDOG._cond:
             return {id(entry[2]) for entry in http.WATCHDOG._heap if http.WATCHDOG._live(entry)}
@@ -246,8 +253,9 @@ def test_the_watchdog_keeps_no_dead_entries_forever(standin):
     before = live()
     endpoint = standin_endpoint(standin, adapter="openai_chat")
     for stream in (False, True, False, True):
-        upstream = build_upstream_request(endpoint=endpoint, request=ask(stream=stream),
-                                          credentials=ProviderCredentials(api_key="sk-standin-good"))
+        upstream = build_upstream_request(
+            endpoint=endpoint, request=ask(stream=stream), credentials=ProviderCredentials(api_key="sk-standin-good")
+        )
         if stream:
             assert list(open_stream(endpoint=endpoint, upstream=upstream).events())
         else:
@@ -257,14 +265,21 @@ def test_the_watchdog_keeps_no_dead_entries_forever(standin):
 
 # ---- the parsers ------------------------------------------------------------------------------------------
 
-SAMPLE = (b": comment\r\nevent: a\r\ndata: one\rdata: two\n\ndata: {\"x\": 1}\r\n\r\n"
-          b"data: \xc3\xa9t\xc3\xa9\n\nevent: b\rdata:no-space\r\r: tail\ndata: last\n\n")
+SAMPLE = (
+    b': comment\r\nevent: a\r\ndata: one\rdata: two\n\ndata: {"x": 1}\r\n\r\n'
+    b"data: \xc3\xa9t\xc3\xa9\n\nevent: b\rdata:no-space\r\r: tail\ndata: last\n\n"
+)
 
 
 def test_sse_parsing_does_not_depend_on_how_the_stream_is_chunked():
     whole = [(e.event, e.data) for e in decode_sse([SAMPLE])]
-    assert whole == [("a", "one\ntwo"), ("message", '{"x": 1}'), ("message", "été"), ("b", "no-space"),
-                     ("message", "last")]
+    assert whole == [
+        ("a", "one\ntwo"),
+        ("message", '{"x": 1}'),
+        ("message", "été"),
+        ("b", "no-space"),
+        ("message", "last"),
+    ]
     rng = random.Random(7)
     for _ in range(200):
         cuts = sorted(rng.sample(range(1, len(SAMPLE)), rng.randint(1, 20)))
@@ -297,7 +312,7 @@ def test_line_and_event_caps():
 
 def test_event_stream_frame_cap_and_bad_frames():
     messages = event("messageStart", {"role": "assistant"}) + event("messageStop", {"stopReason": "end_turn"})
-    parsed = list(decode_event_stream([messages[i:i + 7] for i in range(0, len(messages), 7)]))
+    parsed = list(decode_event_stream([messages[i : i + 7] for i in range(0, len(messages), 7)]))
     assert [m.event_type for m in parsed] == ["messageStart", "messageStop"]
     prelude = struct.pack(">II", 100 * MiB, 0)
     announced = prelude + struct.pack(">I", zlib.crc32(prelude))
@@ -326,8 +341,9 @@ def test_event_stream_frame_cap_and_bad_frames():
 def test_json_caps_do_not_touch_normal_answers(standin):
     with override_settings(UPSTREAM_MAX_RESPONSE_BYTES=4096, UPSTREAM_MAX_LINE_BYTES=4096):
         endpoint = standin_endpoint(standin, adapter="openai_chat")
-        upstream = build_upstream_request(endpoint=endpoint, request=ask(),
-                                          credentials=ProviderCredentials(api_key="sk-standin-good"))
+        upstream = build_upstream_request(
+            endpoint=endpoint, request=ask(), credentials=ProviderCredentials(api_key="sk-standin-good")
+        )
         assert call(endpoint=endpoint, upstream=upstream).status == "completed"
 
 
@@ -369,8 +385,12 @@ def test_a_compressed_stream_stops_at_its_deadline_even_when_already_received(ho
     the reader checks the deadline itself."""
     _gzip_newlines()
     with override_settings(UPSTREAM_MAX_LINE_BYTES=10 * 1024 * MiB):  # the idle cap out of the way
-        error, elapsed = attempt(hostile, "gzip-newlines/x", stream=True,
-                                 timeouts=http.Timeouts(connect=1, read=1, first_byte=1.5, total=1.5, stream_max=1.5))
+        error, elapsed = attempt(
+            hostile,
+            "gzip-newlines/x",
+            stream=True,
+            timeouts=http.Timeouts(connect=1, read=1, first_byte=1.5, total=1.5, stream_max=1.5),
+        )
     assert error.error_type == "timeout"
     assert elapsed < 6, elapsed
 
@@ -384,26 +404,44 @@ def json_answer(kind: str):
     bodies = {
         "deep-ok": (200, b'{"choices": ' + DEEP + b"}"),
         "deep-error": (400, b'{"error": ' + DEEP + b"}"),
-        "surrogate-ok": (200, b'{"id": "c1", "choices": [{"index": 0, "message": {"role": "assistant", '
-                              b'"content": "a\\ud800b\\udfff"}, "finish_reason": "stop"}], '
-                              b'"usage": {"prompt_tokens": 5, "completion_tokens": 3}}'),
+        "surrogate-ok": (
+            200,
+            b'{"id": "c1", "choices": [{"index": 0, "message": {"role": "assistant", '
+            b'"content": "a\\ud800b\\udfff"}, "finish_reason": "stop"}], '
+            b'"usage": {"prompt_tokens": 5, "completion_tokens": 3}}',
+        ),
         "surrogate-error": (400, b'{"error": {"message": "bad \\udc00 thing", "code": "x\\ud800"}}'),
-        "surrogate-stream": (200, b'data: {"id": "c1", "choices": [{"index": 0, "delta": {"content": "a\\ud800b"}}]}'
-                                  b'\n\ndata: {"id": "c1", "choices": [{"index": 0, "delta": {}, '
-                                  b'"finish_reason": "stop"}]}\n\ndata: [DONE]\n\n'),
+        "surrogate-stream": (
+            200,
+            b'data: {"id": "c1", "choices": [{"index": 0, "delta": {"content": "a\\ud800b"}}]}'
+            b'\n\ndata: {"id": "c1", "choices": [{"index": 0, "delta": {}, '
+            b'"finish_reason": "stop"}]}\n\ndata: [DONE]\n\n',
+        ),
         "deep-stream": (200, b"data: " + DEEP + b"\n\n"),
     }
     status, body = bodies[kind]
     kind_header = b"text/event-stream" if kind.endswith("stream") else b"application/json"
-    yield (f"HTTP/1.1 {status} X\r\nContent-Type: ".encode() + kind_header
-           + f"\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body)
+    yield (
+        f"HTTP/1.1 {status} X\r\nContent-Type: ".encode()
+        + kind_header
+        + f"\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+        + body
+    )
 
 
 SCRIPTS["json"] = json_answer
 
 
-@pytest.mark.parametrize("kind,stream", [("deep-ok", False), ("deep-error", False), ("deep-error", True),
-                                         ("deep-stream", True), ("surrogate-error", False)])
+@pytest.mark.parametrize(
+    "kind,stream",
+    [
+        ("deep-ok", False),
+        ("deep-error", False),
+        ("deep-error", True),
+        ("deep-stream", True),
+        ("surrogate-error", False),
+    ],
+)
 def test_deep_or_invalid_unicode_upstream_json_is_an_attempt_failure(hostile, kind, stream):
     """JSON nested past the recursion limit was a RecursionError (500); an escaped lone surrogate in an error
     message was rendered into the client's error body (UnicodeEncodeError, 500)."""
@@ -420,13 +458,16 @@ def test_deep_or_invalid_unicode_upstream_json_is_an_attempt_failure(hostile, ki
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_lone_surrogates_in_upstream_text_become_replacement_characters(hostile, stream):
-    endpoint = standin_endpoint(hostile, adapter="openai_chat",
-                                base_url=f"{hostile.url}/json/surrogate-{'stream' if stream else 'ok'}/v1")
-    upstream = build_upstream_request(endpoint=endpoint, request=ask(stream=stream),
-                                      credentials=ProviderCredentials(api_key="sk-hostile-test"))
+    endpoint = standin_endpoint(
+        hostile, adapter="openai_chat", base_url=f"{hostile.url}/json/surrogate-{'stream' if stream else 'ok'}/v1"
+    )
+    upstream = build_upstream_request(
+        endpoint=endpoint, request=ask(stream=stream), credentials=ProviderCredentials(api_key="sk-hostile-test")
+    )
     if stream:
-        text = "".join(getattr(event, "text", "") for event in
-                       open_stream(endpoint=endpoint, upstream=upstream).events())
+        text = "".join(
+            getattr(event, "text", "") for event in open_stream(endpoint=endpoint, upstream=upstream).events()
+        )
     else:
         text = call(endpoint=endpoint, upstream=upstream).output[0].text
     assert text == ("a\ufffdb" if stream else "a\ufffdb\ufffd")
@@ -436,7 +477,9 @@ def test_jsonsafe_keeps_valid_text_and_pairs():
     from routing import jsonsafe
 
     assert jsonsafe.loads(b'{"a": "\\ud83d\\ude00 \\u00e9", "\\ud800k": ["\\udc00"]}') == {
-        "a": "\U0001F600 \u00e9", "\ufffdk": ["\ufffd"]}
+        "a": "\U0001f600 \u00e9",
+        "\ufffdk": ["\ufffd"],
+    }
     assert jsonsafe.loads('"\\\\ud800"') == "\\ud800"  # an escaped backslash, not a surrogate
     assert jsonsafe.loads(b'{"a": "\xff"}') == {"a": "\ufffd"}  # invalid UTF-8, as requests decoded it
     with pytest.raises(ValueError):
@@ -457,8 +500,10 @@ def test_the_guarded_connection_tries_every_checked_address(monkeypatch):
     def resolve(host, port_, *args, **kwargs):
         if host != "two-addresses.test":
             return real_getaddrinfo(host, port_, *args, **kwargs)
-        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.2", port_)),
-                (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port_))]
+        return [
+            (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.2", port_)),
+            (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port_)),
+        ]
 
     monkeypatch.setattr(http, "is_public_address", lambda address: True)
     monkeypatch.setattr(http.socket, "getaddrinfo", resolve)

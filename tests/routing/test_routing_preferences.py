@@ -51,7 +51,9 @@ def test_order_then_the_rest(alice):
 
 def test_order_without_fallbacks(alice):
     assert tried(alice.client(), provider={"order": ["beta", "gamma/eu"], "allow_fallbacks": False}) == [
-        "beta", "gamma/eu"]
+        "beta",
+        "gamma/eu",
+    ]
 
 
 def test_no_fallbacks_means_only_the_primary(alice):
@@ -74,8 +76,7 @@ def test_quantizations_and_max_price(alice):
 
 
 def test_require_parameters(alice):
-    body = {"provider": {"require_parameters": True, "sort": "price"},
-            "text": {"format": {"type": "json_object"}}}
+    body = {"provider": {"require_parameters": True, "sort": "price"}, "text": {"format": {"type": "json_object"}}}
     assert tried(alice.client(), **body) == ["gamma/us", "gamma/eu"]
     tools = [{"type": "function", "name": "f", "parameters": {"type": "object"}}]
     # Without require_parameters, tool support is a soft preference: beta (no tools) moves last.
@@ -83,8 +84,20 @@ def test_require_parameters(alice):
 
 
 def test_sort_partition_none_mixes_models(alice):
-    catalog_load(data={"models": [{"id": "multi/cheap", "name": "Cheap", "context_length": 16000, "endpoints": [
-        {"provider": "beta", "upstream_model": "cheap", "pricing": {"prompt": 0.5, "completion": 0.5}}]}]})
+    catalog_load(
+        data={
+            "models": [
+                {
+                    "id": "multi/cheap",
+                    "name": "Cheap",
+                    "context_length": 16000,
+                    "endpoints": [
+                        {"provider": "beta", "upstream_model": "cheap", "pricing": {"prompt": 0.5, "completion": 0.5}}
+                    ],
+                }
+            ]
+        }
+    )
     by_model = tried(alice.client(), models=["multi/cheap"], provider={"sort": "price"})
     assert by_model == ["alpha", "beta", "gamma/us", "gamma/eu", "beta"]
     together = tried(alice.client(), models=["multi/cheap"], provider={"sort": {"by": "price", "partition": "none"}})
@@ -111,8 +124,9 @@ def test_sort_by_throughput_and_latency_use_measured_percentiles(alice):
 def test_soft_preferences_deprioritise_but_never_exclude(alice):
     endpoints = {e.provider_slug: e.id for e in endpoints_for_model(model_id="multi/model")}
     health.health_record(endpoint_id=endpoints["alpha"], ok=True, latency_s=3.0, throughput=5)
-    order = tried(alice.client(), provider={"sort": "price", "preferred_max_latency": 1,
-                                            "preferred_min_throughput": {"p50": 20}})
+    order = tried(
+        alice.client(), provider={"sort": "price", "preferred_max_latency": 1, "preferred_min_throughput": {"p50": 20}}
+    )
     assert order == ["beta", "gamma/us", "gamma/eu", "alpha"]
 
 
@@ -124,8 +138,9 @@ def update_settings(account_id, **fields) -> None:
 
 
 def test_account_defaults_are_a_ceiling(alice):
-    AccountRoutingSettings.objects.create(account_id=alice.account_id, allowed_providers=["alpha", "gamma"],
-                                          ignored_providers=["gamma/eu"])
+    AccountRoutingSettings.objects.create(
+        account_id=alice.account_id, allowed_providers=["alpha", "gamma"], ignored_providers=["gamma/eu"]
+    )
     assert tried(alice.client(), provider={"sort": "price"}) == ["alpha", "gamma/us"]
     # A request cannot widen the allow-list, not even with a base slug...
     assert tried(alice.client(), provider={"only": ["beta", "alpha"], "sort": "price"}) == ["alpha"]
@@ -139,41 +154,63 @@ def test_account_defaults_are_a_ceiling(alice):
 
 def test_routing_settings_api(alice):
     client = alice.client(management=True)
-    response = client.patch("/api/v1/routing/settings", {"data_collection": "deny", "ignored_providers": ["beta"]},
-                            format="json")
-    assert response.json()["data"] == {"allowed_providers": [], "ignored_providers": ["beta"],
-                                       "enforce_zdr": False, "data_collection": "deny"}
+    response = client.patch(
+        "/api/v1/routing/settings", {"data_collection": "deny", "ignored_providers": ["beta"]}, format="json"
+    )
+    assert response.json()["data"] == {
+        "allowed_providers": [],
+        "ignored_providers": ["beta"],
+        "enforce_zdr": False,
+        "data_collection": "deny",
+    }
     assert tried(alice.client(), provider={"sort": "price"}) == ["alpha", "gamma/us"]
-    body = assert_error_envelope(client.patch("/api/v1/routing/settings", {"allowed_providers": ["nope"]},
-                                              format="json"), 400)
+    body = assert_error_envelope(
+        client.patch("/api/v1/routing/settings", {"allowed_providers": ["nope"]}, format="json"), 400
+    )
     assert "nope" in body["error"]["message"]
     assert_error_envelope(alice.client().get("/api/v1/routing/settings"), 403)
 
 
 def test_nothing_left_errors_name_the_constraint(alice):
-    body = assert_error_envelope(alice.client().post("/api/v1/responses", {
-        "model": "multi/model", "input": "Hi", "provider": {"zdr": True, "only": ["beta"]}}, format="json"), 404)
+    body = assert_error_envelope(
+        alice.client().post(
+            "/api/v1/responses",
+            {"model": "multi/model", "input": "Hi", "provider": {"zdr": True, "only": ["beta"]}},
+            format="json",
+        ),
+        404,
+    )
     availability = body["error"]["metadata"]["availability"]
     assert availability["code"] == "constraint_filtered"
     assert set(availability["excluded_by"]) == {"allowed_providers", "data_policy:zdr"}
-    body = assert_error_envelope(alice.client().post("/api/v1/responses", {
-        "model": "multi/model", "input": "Hi", "provider": {"zdr": True, "quantizations": ["bf16"]}}, format="json"),
-        404)
+    body = assert_error_envelope(
+        alice.client().post(
+            "/api/v1/responses",
+            {"model": "multi/model", "input": "Hi", "provider": {"zdr": True, "quantizations": ["bf16"]}},
+            format="json",
+        ),
+        404,
+    )
     assert "quantization" in body["error"]["message"]
     Provider.objects.filter(slug__in=["alpha", "gamma/us"]).update(status="disabled")
     from routing.snapshot import catalog_changed
 
     catalog_changed()
-    body = assert_error_envelope(alice.client().post("/api/v1/responses", {
-        "model": "multi/model", "input": "Hi", "provider": {"zdr": True}}, format="json"), 404)
+    body = assert_error_envelope(
+        alice.client().post(
+            "/api/v1/responses", {"model": "multi/model", "input": "Hi", "provider": {"zdr": True}}, format="json"
+        ),
+        404,
+    )
     assert body["error"]["metadata"]["availability"]["code"] == "privacy_restricted"
 
 
 def test_missing_credentials_is_503(alice):
     for provider in Provider.objects.filter(slug__in=PROVIDERS):
         provider_credential_set(provider=provider, plaintext=None)
-    body = assert_error_envelope(alice.client().post("/api/v1/responses", {"model": "multi/model", "input": "Hi"},
-                                                     format="json"), 503)
+    body = assert_error_envelope(
+        alice.client().post("/api/v1/responses", {"model": "multi/model", "input": "Hi"}, format="json"), 503
+    )
     assert body["error"]["metadata"]["availability"]["code"] == "temporarily_unavailable"
 
 
@@ -201,8 +238,11 @@ def test_service_tier_reaches_only_endpoints_that_offer_it(alice):
     client = alice.client()
     for slug, expected in [("alpha", "priority"), ("beta", None)]:
         _server.clear()
-        response = client.post("/api/v1/responses", {"model": "multi/model", "input": "Hi", "service_tier": "fast",
-                                                      "provider": {"only": [slug]}}, format="json")
+        response = client.post(
+            "/api/v1/responses",
+            {"model": "multi/model", "input": "Hi", "service_tier": "fast", "provider": {"only": [slug]}},
+            format="json",
+        )
         assert response.status_code == 200
         sent = _server.requests_for("/chat/completions")[-1]["body"]
         assert sent.get("service_tier") == expected
@@ -218,14 +258,16 @@ def test_sticky_sessions_in_process(alice):
     ordering.RNG.seed(7)
     served = set()
     for _ in range(12):
-        response = client.post("/api/v1/responses", {"model": "multi/model", "input": "Hi", "session_id": "conv-1"},
-                               format="json")
+        response = client.post(
+            "/api/v1/responses", {"model": "multi/model", "input": "Hi", "session_id": "conv-1"}, format="json"
+        )
         served.add(Generation.objects.get(pk=response["X-Generation-Id"]).provider)
     assert len(served) == 1
     # When the sticky endpoint fails, the session falls back normally and sticks to the new one.
     point(_server, served.pop(), "status=500")
-    first = client.post("/api/v1/responses", {"model": "multi/model", "input": "Hi", "session_id": "conv-1"},
-                        format="json")
+    first = client.post(
+        "/api/v1/responses", {"model": "multi/model", "input": "Hi", "session_id": "conv-1"}, format="json"
+    )
     assert first.status_code == 200
 
 
@@ -239,18 +281,25 @@ def test_inverse_square_price_distribution():
         url = "http://127.0.0.1:1"
 
     prices = {"a": Decimal(1), "b": Decimal(2), "c": Decimal(4)}  # per M prompt; completion equal
-    endpoints = [standin_endpoint(Server, adapter="openai_chat", id=i, provider_slug=slug, price_prompt=p,
-                                  price_completion=p) for i, (slug, p) in enumerate(prices.items())]
+    endpoints = [
+        standin_endpoint(Server, adapter="openai_chat", id=i, provider_slug=slug, price_prompt=p, price_completion=p)
+        for i, (slug, p) in enumerate(prices.items())
+    ]
     rng = random.Random(20261125)
     draws = 6000
-    firsts = Counter(order_endpoints(groups=[endpoints], prefs=Preferences(), used_params=frozenset(), stats={},
-                                     rng=rng).endpoints[0].provider_slug for _ in range(draws))
+    firsts = Counter(
+        order_endpoints(groups=[endpoints], prefs=Preferences(), used_params=frozenset(), stats={}, rng=rng)
+        .endpoints[0]
+        .provider_slug
+        for _ in range(draws)
+    )
     weights = {slug: 1 / float(2 * p) ** 2 for slug, p in prices.items()}
     total = sum(weights.values())
     chi_square = sum((firsts[s] - draws * w / total) ** 2 / (draws * w / total) for s, w in weights.items())
     assert chi_square < 9.21, (firsts, chi_square)  # 2 degrees of freedom, p = 0.01
     # The fallbacks after the first pick follow price.
-    order = order_endpoints(groups=[endpoints], prefs=Preferences(), used_params=frozenset(), stats={},
-                            rng=random.Random(3)).endpoints
+    order = order_endpoints(
+        groups=[endpoints], prefs=Preferences(), used_params=frozenset(), stats={}, rng=random.Random(3)
+    ).endpoints
     rest = [e.provider_slug for e in order[1:]]
     assert rest == sorted(rest, key=lambda s: prices[s])

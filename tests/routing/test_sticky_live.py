@@ -36,10 +36,14 @@ def test_session_sticks_across_instances_sharing_redis(transactional_db, multi, 
     frank = Persona(account_provision(name="frank", plan="payg", credits=Decimal("5")))
     instances = [LiveGateway(workers=2, threads=4, extra_env={"REDIS_URL": REDIS_URL}) for _ in range(2)]
     try:
+
         def send(index: int) -> Generation:
-            response = requests.post(f"{instances[index % 2].api}/responses", timeout=20,
-                                     headers={"Authorization": f"Bearer {frank.api_key}"},
-                                     json={"model": "multi/model", "input": "Hi", "session_id": "conv-9"})
+            response = requests.post(
+                f"{instances[index % 2].api}/responses",
+                timeout=20,
+                headers={"Authorization": f"Bearer {frank.api_key}"},
+                json={"model": "multi/model", "input": "Hi", "session_id": "conv-9"},
+            )
             assert response.status_code == 200, response.text
             return Generation.objects.get(pk=response.headers["X-Generation-Id"])
 
@@ -52,9 +56,12 @@ def test_session_sticks_across_instances_sharing_redis(transactional_db, multi, 
         after = [send(i) for i in range(6)]
         assert after[0].provider != served[0]
         assert {g.provider for g in after[1:]} == {after[0].provider}
-        other = requests.post(f"{instances[0].api}/responses", timeout=20,
-                              headers={"Authorization": f"Bearer {frank.api_key}"},
-                              json={"model": "multi/model", "input": "Hi"})
+        other = requests.post(
+            f"{instances[0].api}/responses",
+            timeout=20,
+            headers={"Authorization": f"Bearer {frank.api_key}"},
+            json={"model": "multi/model", "input": "Hi"},
+        )
         assert other.status_code == 200
     finally:
         for instance in instances:

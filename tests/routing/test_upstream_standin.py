@@ -113,8 +113,7 @@ def test_wrong_credential_is_401(standin, kind):
 def test_hang_past_the_read_timeout(standin, kind, stream):
     started = time.monotonic()
     with pytest.raises(UpstreamError) as caught:
-        run(standin, kind, ask(stream=stream), script="latency_ms=1500",
-            timeouts=http.Timeouts(connect=1, read=0.3))
+        run(standin, kind, ask(stream=stream), script="latency_ms=1500", timeouts=http.Timeouts(connect=1, read=0.3))
     assert caught.value.error_type == "timeout" and caught.value.retryable
     assert time.monotonic() - started < 1.4
 
@@ -122,8 +121,13 @@ def test_hang_past_the_read_timeout(standin, kind, stream):
 @pytest.mark.parametrize("kind", KINDS)
 def test_stream_stalled_mid_way_times_out(standin, kind):
     with pytest.raises(UpstreamError) as caught:
-        run(standin, kind, ask(stream=True), script="stall_ms=1500,chunks=3",
-            timeouts=http.Timeouts(connect=1, read=0.3))
+        run(
+            standin,
+            kind,
+            ask(stream=True),
+            script="stall_ms=1500,chunks=3",
+            timeouts=http.Timeouts(connect=1, read=0.3),
+        )
     assert caught.value.error_type == "timeout"
 
 
@@ -142,8 +146,12 @@ def test_cut_stream_is_a_retryable_error(standin, kind):
 @pytest.mark.parametrize("kind", KINDS)
 def test_in_band_error_mid_stream(standin, kind):
     with pytest.raises(UpstreamError) as caught:
-        run(standin, kind, ask(stream=True), script="cut_after=2,mid_stream_error=529" if kind == "anthropic"
-            else "cut_after=2,mid_stream_error=500")
+        run(
+            standin,
+            kind,
+            ask(stream=True),
+            script="cut_after=2,mid_stream_error=529" if kind == "anthropic" else "cut_after=2,mid_stream_error=500",
+        )
     assert caught.value.retryable
 
 
@@ -189,8 +197,12 @@ def test_azure_adapter_over_loopback(standin):
 @pytest.mark.parametrize("stream", [False, True])
 def test_bedrock_converse_over_loopback(standin, stream):
     tool = FunctionTool(name="get_weather", parameters={"type": "object", "properties": {}})
-    result = run(standin, "bedrock", ask("Weather?", stream=stream, tools=(tool,)),
-                 script="tool_call=auto,reasoning=Let me think,chunks=3")
+    result = run(
+        standin,
+        "bedrock",
+        ask("Weather?", stream=stream, tools=(tool,)),
+        script="tool_call=auto,reasoning=Let me think,chunks=3",
+    )
     response = accumulate(result) if stream else result
     assert [type(item) for item in response.output] == [OutputReasoning, OutputFunctionCall]
     assert json.loads(response.output[1].arguments) == {"location": "Paris"}
@@ -201,8 +213,10 @@ def test_bedrock_converse_over_loopback(standin, stream):
 def test_bedrock_access_keys_are_signed(standin):
     from byok.credentials import ProviderCredentials
 
-    creds = ProviderCredentials(api_key="s" * 40, extra={"accessKeyId": "AKIAABCDEFGHIJKLMNOP",
-                                                         "secretAccessKey": "s" * 40, "region": "eu-west-1"})
+    creds = ProviderCredentials(
+        api_key="s" * 40,
+        extra={"accessKeyId": "AKIAABCDEFGHIJKLMNOP", "secretAccessKey": "s" * 40, "region": "eu-west-1"},
+    )
     response = run(standin, "bedrock", ask(), creds=creds)
     assert response.output == (OutputMessage(text="Hello from the local stand-in provider."),)
     headers = standin.requests_for("/converse")[-1]["headers"]

@@ -24,5 +24,6 @@ class Command(BaseCommand):
                 result = catalog_load(data=data or {})
             except CatalogError as exc:
                 raise CommandError(f"{path}: {exc}") from exc
-            self.stdout.write(f"{path}: {result.providers} providers, {result.models} models, "
-                              f"{result.endpoints} endpoints")
+            self.stdout.write(
+                f"{path}: {result.providers} providers, {result.models} models, {result.endpoints} endpoints"
+            )

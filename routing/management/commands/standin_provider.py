@@ -5,8 +5,10 @@ from routing.standin.server import StandinServer
 
 
 class Command(BaseCommand):
-    help = ("Run the local stand-in provider on loopback: OpenAI Chat Completions (/v1/chat/completions), "
-            "OpenAI Responses (/v1/responses) and Anthropic Messages (/v1/messages) with scripted behaviour.")
+    help = (
+        "Run the local stand-in provider on loopback: OpenAI Chat Completions (/v1/chat/completions), "
+        "OpenAI Responses (/v1/responses) and Anthropic Messages (/v1/messages) with scripted behaviour."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("--host", default="127.0.0.1")
@@ -18,8 +20,13 @@ class Command(BaseCommand):
         parser.add_argument("--status", type=int, default=200, help="Answer every request with this status")
 
     def handle(self, *args, **options):
-        script = Script(text=options["text"], chunks=options["chunks"], interval_ms=options["interval_ms"],
-                        latency_ms=options["latency_ms"], status=options["status"])
+        script = Script(
+            text=options["text"],
+            chunks=options["chunks"],
+            interval_ms=options["interval_ms"],
+            latency_ms=options["latency_ms"],
+            status=options["status"],
+        )
         server = StandinServer((options["host"], options["port"]), script)
         self.stdout.write(f"stand-in provider listening on {server.url}")
         self.stdout.flush()

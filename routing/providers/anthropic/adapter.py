@@ -1,4 +1,3 @@
-
 from routing import jsonsafe
 from routing.errors import UpstreamError, error_type_for_status, is_retryable, parse_retry_after
 from routing.providers.anthropic import request as messages_request
@@ -6,9 +5,16 @@ from routing.providers.anthropic import response as messages_response
 from routing.providers.base import ProviderAdapter, UpstreamRequest
 
 # The status each Anthropic error type normally comes with. https://docs.anthropic.com/en/api/errors
-NATURAL_STATUS = {"invalid_request_error": 400, "authentication_error": 401, "permission_error": 403,
-                  "not_found_error": 404, "request_too_large": 413, "rate_limit_error": 429, "api_error": 500,
-                  "overloaded_error": 529}
+NATURAL_STATUS = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "api_error": 500,
+    "overloaded_error": 529,
+}
 
 
 class AnthropicAdapter(ProviderAdapter):
@@ -17,8 +23,7 @@ class AnthropicAdapter(ProviderAdapter):
 
     def build_request(self, request, *, base_url, credentials):
         headers = {"x-api-key": credentials.api_key, "anthropic-version": messages_request.API_VERSION}
-        return UpstreamRequest(url=f"{base_url}/messages", body=messages_request.build_body(request),
-                               headers=headers)
+        return UpstreamRequest(url=f"{base_url}/messages", body=messages_request.build_body(request), headers=headers)
 
     def parse_response(self, body):
         return messages_response.parse(body)
@@ -42,5 +47,11 @@ class AnthropicAdapter(ProviderAdapter):
             error_type, retryable = "context_length_exceeded", True
         elif NATURAL_STATUS.get(error["type"]) != status:
             error_type = error_type_for_status(status)  # the status is more specific than the body's type
-        return UpstreamError(error_type=error_type, message=mapped.message, retryable=retryable, status=status,
-                             retry_after=parse_retry_after(headers), provider_code=mapped.provider_code)
+        return UpstreamError(
+            error_type=error_type,
+            message=mapped.message,
+            retryable=retryable,
+            status=status,
+            retry_after=parse_retry_after(headers),
+            provider_code=mapped.provider_code,
+        )

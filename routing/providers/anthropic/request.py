@@ -46,8 +46,6 @@ def _block(part: Part) -> dict:
     raise TypeError(type(part))
 
 
-
-
 def system_and_messages(request: CanonicalRequest) -> tuple[list[dict], list[dict]]:
     system: list[dict] = [{"type": "text", "text": request.instructions}] if request.instructions else []
     messages: list[dict] = []
@@ -59,15 +57,27 @@ def system_and_messages(request: CanonicalRequest) -> tuple[list[dict], list[dic
             else:
                 merge_turn(messages, item.role, blocks)
         elif isinstance(item, FunctionCall):
-            merge_turn(messages, "assistant", [{"type": "tool_use", "id": item.call_id, "name": item.name,
-                                             "input": arguments_object(item.arguments)}])
+            merge_turn(
+                messages,
+                "assistant",
+                [
+                    {
+                        "type": "tool_use",
+                        "id": item.call_id,
+                        "name": item.name,
+                        "input": arguments_object(item.arguments),
+                    }
+                ],
+            )
         elif isinstance(item, FunctionCallOutput):
-            merge_turn(messages, "user", [{"type": "tool_result", "tool_use_id": item.call_id,
-                                        "content": item.output}])
+            merge_turn(messages, "user", [{"type": "tool_result", "tool_use_id": item.call_id, "content": item.output}])
         elif isinstance(item, Reasoning):
             if item.format == FORMAT and item.signature:
-                thinking = {"type": "thinking", "thinking": "".join(item.content or item.summary),
-                            "signature": item.signature}
+                thinking = {
+                    "type": "thinking",
+                    "thinking": "".join(item.content or item.summary),
+                    "signature": item.signature,
+                }
                 merge_turn(messages, "assistant", [thinking])
             elif item.format == FORMAT and item.encrypted_content:
                 merge_turn(messages, "assistant", [{"type": "redacted_thinking", "data": item.encrypted_content}])
@@ -95,7 +105,6 @@ def _tool_choice(choice, parallel: bool | None) -> dict | None:
     if parallel is False and result["type"] != "none":
         result["disable_parallel_tool_use"] = True
     return result
-
 
 
 def _thinking(request: CanonicalRequest, max_tokens: int) -> dict | None:
@@ -139,9 +148,15 @@ def build_body(request: CanonicalRequest) -> dict:
     if text_format.get("type") == "json_schema":
         body["output_config"] = {"format": {"type": "json_schema", "schema": text_format.get("schema") or {}}}
     if request.tools:
-        body["tools"] = [drop_none({
-            "name": tool.name, "description": tool.description,
-            "input_schema": tool.parameters or {"type": "object", "properties": {}},
-        }) for tool in request.tools]
+        body["tools"] = [
+            drop_none(
+                {
+                    "name": tool.name,
+                    "description": tool.description,
+                    "input_schema": tool.parameters or {"type": "object", "properties": {}},
+                }
+            )
+            for tool in request.tools
+        ]
         body["tool_choice"] = _tool_choice(request.tool_choice, request.parallel_tool_calls)
     return drop_none(body)

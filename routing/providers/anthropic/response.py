@@ -68,30 +68,44 @@ def parse(body: dict) -> CanonicalResponse:
     for block in body.get("content") or []:
         kind = block.get("type")
         if kind == "thinking":
-            output.append(OutputReasoning(content=(block.get("thinking", ""),), signature=block.get("signature"),
-                                          format=FORMAT))
+            output.append(
+                OutputReasoning(content=(block.get("thinking", ""),), signature=block.get("signature"), format=FORMAT)
+            )
         elif kind == "redacted_thinking":
             output.append(OutputReasoning(encrypted_content=block.get("data"), format=FORMAT))
         elif kind == "text":
             texts.append(block.get("text", ""))
         elif kind == "tool_use":
-            calls.append(OutputFunctionCall(call_id=block.get("id", ""), name=block.get("name", ""),
-                                            arguments=json.dumps(block.get("input") or {}, separators=(",", ":"))))
+            calls.append(
+                OutputFunctionCall(
+                    call_id=block.get("id", ""),
+                    name=block.get("name", ""),
+                    arguments=json.dumps(block.get("input") or {}, separators=(",", ":")),
+                )
+            )
     if texts:
         output.append(OutputMessage(text="".join(texts)))
     output.extend(calls)
     status, reason = STOP.get(body.get("stop_reason") or "end_turn", ("completed", None))
     return CanonicalResponse(
-        output=tuple(output), usage=usage(body.get("usage")), status=status, incomplete_reason=reason,
-        upstream_id=body.get("id"), model=body.get("model"),
+        output=tuple(output),
+        usage=usage(body.get("usage")),
+        status=status,
+        incomplete_reason=reason,
+        upstream_id=body.get("id"),
+        model=body.get("model"),
     )
 
 
 def stream_error(payload: dict) -> UpstreamError:
     error = payload.get("error") or {}
     error_type, retryable = ERROR_TYPES.get(str(error.get("type")), ("provider_unavailable", True))
-    return UpstreamError(error_type=error_type, message=str(error.get("message") or "Provider returned error")[:500],
-                         retryable=retryable, provider_code=error.get("type"))
+    return UpstreamError(
+        error_type=error_type,
+        message=str(error.get("message") or "Provider returned error")[:500],
+        retryable=retryable,
+        provider_code=error.get("type"),
+    )
 
 
 def stream(events: Iterable) -> Iterator[StreamEvent]:
@@ -123,8 +137,9 @@ def stream(events: Iterable) -> Iterator[StreamEvent]:
             elif delta_type == "signature_delta":
                 signature.append(delta.get("signature", ""))
             elif delta_type == "input_json_delta" and delta.get("partial_json"):
-                yield ToolCallDelta(index=tool_index.get(payload.get("index", 0), 0),
-                                    arguments=delta.get("partial_json", ""))
+                yield ToolCallDelta(
+                    index=tool_index.get(payload.get("index", 0), 0), arguments=delta.get("partial_json", "")
+                )
         elif kind == "content_block_stop" and signature:
             yield ReasoningSealed(signature="".join(signature), format=FORMAT)
             signature = []

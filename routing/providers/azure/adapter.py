@@ -32,8 +32,7 @@ class AzureAdapter(ProviderAdapter):
         url, model, customer_url = azure_target(config, base_url, request.model)
         body = chat_request.build_body(request)
         body["model"] = model
-        return UpstreamRequest(url=url, body=body, headers={"api-key": credentials.api_key},
-                               customer_url=customer_url)
+        return UpstreamRequest(url=url, body=body, headers={"api-key": credentials.api_key}, customer_url=customer_url)
 
     def parse_response(self, body):
         return chat_response.parse(body)

@@ -33,10 +33,19 @@ class BedrockAdapter(ProviderAdapter):
         content = converse_request.encode(body)
         headers = {"Content-Type": "application/json"}
         if extra.get("accessKeyId"):
-            headers.update(sigv4.sign(
-                method="POST", url=url, headers=headers, body=content, access_key=extra["accessKeyId"],
-                secret_key=extra["secretAccessKey"], region=extra["region"], service="bedrock",
-                now=datetime.now(UTC)))
+            headers.update(
+                sigv4.sign(
+                    method="POST",
+                    url=url,
+                    headers=headers,
+                    body=content,
+                    access_key=extra["accessKeyId"],
+                    secret_key=extra["secretAccessKey"],
+                    region=extra["region"],
+                    service="bedrock",
+                    now=datetime.now(UTC),
+                )
+            )
         else:
             headers["Authorization"] = f"Bearer {credentials.api_key}"
         return UpstreamRequest(url=url, body=body, headers=headers, content=content)
@@ -61,6 +70,11 @@ class BedrockAdapter(ProviderAdapter):
             error_type, retryable = "provider_unavailable", True
         if "too long" in message.lower() or "input is too long" in message.lower():
             error_type, retryable = "context_length_exceeded", True
-        return UpstreamError(error_type=error_type, message=message, retryable=retryable, status=status,
-                             retry_after=parse_retry_after(headers), provider_code=code)
-
+        return UpstreamError(
+            error_type=error_type,
+            message=message,
+            retryable=retryable,
+            status=status,
+            retry_after=parse_retry_after(headers),
+            provider_code=code,
+        )

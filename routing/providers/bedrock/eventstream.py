@@ -37,14 +37,14 @@ def _headers(raw: bytes) -> dict[str, str]:
     try:
         while offset < len(raw):
             name_length = raw[offset]
-            name = raw[offset + 1: offset + 1 + name_length].decode()
+            name = raw[offset + 1 : offset + 1 + name_length].decode()
             offset += 1 + name_length
             kind = raw[offset]
             offset += 1
             if kind != STRING:
                 raise FramingError(f"unsupported header value type {kind}")
-            (value_length,) = struct.unpack(">H", raw[offset: offset + 2])
-            headers[name] = raw[offset + 2: offset + 2 + value_length].decode()
+            (value_length,) = struct.unpack(">H", raw[offset : offset + 2])
+            headers[name] = raw[offset + 2 : offset + 2 + value_length].decode()
             offset += 2 + value_length
     except (IndexError, struct.error, UnicodeDecodeError) as exc:
         raise FramingError("malformed event-stream headers") from exc
@@ -62,7 +62,7 @@ def decode_event_stream(chunks: Iterable[bytes], *, limit: int | None = None) ->
         buffer += chunk
         while len(buffer) - start >= 12:
             total, header_length, prelude_crc = struct.unpack_from(">III", buffer, start)
-            if zlib.crc32(buffer[start:start + 8]) != prelude_crc:
+            if zlib.crc32(buffer[start : start + 8]) != prelude_crc:
                 raise FramingError("event-stream prelude checksum mismatch")
             if total > limit:
                 raise oversized_event()
@@ -70,13 +70,13 @@ def decode_event_stream(chunks: Iterable[bytes], *, limit: int | None = None) ->
                 raise FramingError("event-stream message lengths are inconsistent")
             if len(buffer) - start < total:
                 break
-            message = bytes(buffer[start:start + total])
+            message = bytes(buffer[start : start + total])
             start += total
             (message_crc,) = struct.unpack(">I", message[-4:])
             if zlib.crc32(message[:-4]) != message_crc:
                 raise FramingError("event-stream message checksum mismatch")
-            headers = _headers(message[12: 12 + header_length])
-            body = message[12 + header_length: -4]
+            headers = _headers(message[12 : 12 + header_length])
+            body = message[12 + header_length : -4]
             yield StreamMessage(headers=headers, payload=jsonsafe.loads(body) if body else {})
         if start:
             del buffer[:start]
@@ -87,7 +87,8 @@ def encode_message(headers: dict[str, str], payload: dict) -> bytes:
     """One framed message (the stand-in provider speaks it; also handy in tests)."""
     raw_headers = b"".join(
         bytes([len(name)]) + name.encode() + bytes([STRING]) + struct.pack(">H", len(value.encode())) + value.encode()
-        for name, value in headers.items())
+        for name, value in headers.items()
+    )
     body = json.dumps(payload, separators=(",", ":")).encode()
     total = 12 + len(raw_headers) + len(body) + 4
     prelude = struct.pack(">II", total, len(raw_headers))
@@ -96,10 +97,11 @@ def encode_message(headers: dict[str, str], payload: dict) -> bytes:
 
 
 def event(kind: str, payload: dict) -> bytes:
-    return encode_message({":event-type": kind, ":content-type": "application/json", ":message-type": "event"},
-                          payload)
+    return encode_message({":event-type": kind, ":content-type": "application/json", ":message-type": "event"}, payload)
 
 
 def exception(kind: str, message: str) -> bytes:
-    return encode_message({":exception-type": kind, ":content-type": "application/json",
-                           ":message-type": "exception"}, {"message": message})
+    return encode_message(
+        {":exception-type": kind, ":content-type": "application/json", ":message-type": "exception"},
+        {"message": message},
+    )

@@ -28,8 +28,9 @@ def _inline(url: str, what: str) -> tuple[str, str]:
     match = DATA_URL.match(url or "")
     if not match:
         # Converse takes inline bytes (or S3), not web URLs: another endpoint may serve this request.
-        raise UpstreamError(error_type="invalid_request", retryable=True,
-                            message=f"Bedrock needs the {what} inline (a data: URL)")
+        raise UpstreamError(
+            error_type="invalid_request", retryable=True, message=f"Bedrock needs the {what} inline (a data: URL)"
+        )
     return match["media"], match["data"]
 
 
@@ -42,10 +43,8 @@ def _block(part) -> dict:
     if isinstance(part, FilePart):
         media, data = _inline(part.file_data or part.file_url or "", "document")
         name = re.sub(r"[^A-Za-z0-9 ()\[\]-]", "-", (part.filename or "document").rsplit(".", 1)[0])[:200]
-        return {"document": {"format": media.rsplit("/", 1)[-1], "name": name or "document",
-                             "source": {"bytes": data}}}
+        return {"document": {"format": media.rsplit("/", 1)[-1], "name": name or "document", "source": {"bytes": data}}}
     raise TypeError(type(part))
-
 
 
 def system_and_messages(request: CanonicalRequest) -> tuple[list[dict], list[dict]]:
@@ -59,14 +58,38 @@ def system_and_messages(request: CanonicalRequest) -> tuple[list[dict], list[dic
             else:
                 merge_turn(messages, item.role, blocks)
         elif isinstance(item, FunctionCall):
-            merge_turn(messages, "assistant", [{"toolUse": {"toolUseId": item.call_id, "name": item.name,
-                                                         "input": arguments_object(item.arguments)}}])
+            merge_turn(
+                messages,
+                "assistant",
+                [
+                    {
+                        "toolUse": {
+                            "toolUseId": item.call_id,
+                            "name": item.name,
+                            "input": arguments_object(item.arguments),
+                        }
+                    }
+                ],
+            )
         elif isinstance(item, FunctionCallOutput):
-            merge_turn(messages, "user", [{"toolResult": {"toolUseId": item.call_id,
-                                                       "content": [{"text": item.output}]}}])
+            merge_turn(
+                messages, "user", [{"toolResult": {"toolUseId": item.call_id, "content": [{"text": item.output}]}}]
+            )
         elif isinstance(item, Reasoning) and item.format == FORMAT and item.signature:
-            merge_turn(messages, "assistant", [{"reasoningContent": {"reasoningText": {
-                "text": "".join(item.content or item.summary), "signature": item.signature}}}])
+            merge_turn(
+                messages,
+                "assistant",
+                [
+                    {
+                        "reasoningContent": {
+                            "reasoningText": {
+                                "text": "".join(item.content or item.summary),
+                                "signature": item.signature,
+                            }
+                        }
+                    }
+                ],
+            )
     return system, messages
 
 
@@ -78,13 +101,19 @@ def _tool_choice(choice) -> dict | None:
 
 def build_body(request: CanonicalRequest) -> dict:
     system, messages = system_and_messages(request)
-    inference = drop_none({"maxTokens": request.max_output_tokens, "temperature": request.temperature,
-                           "topP": request.top_p})
+    inference = drop_none(
+        {"maxTokens": request.max_output_tokens, "temperature": request.temperature, "topP": request.top_p}
+    )
     extra: dict[str, Any] = {}
     reasoning = request.reasoning
     thinking_allowed = not (request.tools and forces_tool(request.tool_choice))  # as on Anthropic's own API
-    if thinking_allowed and reasoning and reasoning.enabled is not False and reasoning.effort != "none" and (
-            reasoning.effort or reasoning.max_tokens or reasoning.enabled):
+    if (
+        thinking_allowed
+        and reasoning
+        and reasoning.enabled is not False
+        and reasoning.effort != "none"
+        and (reasoning.effort or reasoning.max_tokens or reasoning.enabled)
+    ):
         budget = max(MIN_THINKING_BUDGET, reasoning.max_tokens or EFFORT_BUDGET[reasoning.effort or "medium"])
         extra["thinking"] = {"type": "enabled", "budget_tokens": budget}
         inference.pop("temperature", None)
@@ -94,18 +123,32 @@ def build_body(request: CanonicalRequest) -> dict:
             inference["maxTokens"] = budget + (request.max_output_tokens or 4096)
     elif request.top_k is not None:
         extra["top_k"] = request.top_k
-    body = {"messages": messages, "system": system or None, "inferenceConfig": inference or None,
-            "additionalModelRequestFields": extra or None}
+    body = {
+        "messages": messages,
+        "system": system or None,
+        "inferenceConfig": inference or None,
+        "additionalModelRequestFields": extra or None,
+    }
     if request.tools and request.tool_choice != "none":
-        body["toolConfig"] = drop_none({
-            "tools": [{"toolSpec": drop_none({"name": tool.name, "description": tool.description,
-                                              "inputSchema": {"json": tool.parameters or {"type": "object"}}})}
-                      for tool in request.tools],
-            "toolChoice": _tool_choice(request.tool_choice),
-        })
+        body["toolConfig"] = drop_none(
+            {
+                "tools": [
+                    {
+                        "toolSpec": drop_none(
+                            {
+                                "name": tool.name,
+                                "description": tool.description,
+                                "inputSchema": {"json": tool.parameters or {"type": "object"}},
+                            }
+                        )
+                    }
+                    for tool in request.tools
+                ],
+                "toolChoice": _tool_choice(request.tool_choice),
+            }
+        )
     return drop_none(body)
 
 
 def encode(body: dict) -> bytes:
     return json.dumps(body, separators=(",", ":")).encode()
-

@@ -35,17 +35,26 @@ STOP: StopMapping = {
     "guardrail_intervened": ("incomplete", "content_filter"),
     "content_filtered": ("incomplete", "content_filter"),
 }
-EXCEPTION_STATUS = {"throttlingException": 429, "modelStreamErrorException": 424, "internalServerException": 500,
-                    "serviceUnavailableException": 503, "validationException": 400,
-                    "modelTimeoutException": 408}
+EXCEPTION_STATUS = {
+    "throttlingException": 429,
+    "modelStreamErrorException": 424,
+    "internalServerException": 500,
+    "serviceUnavailableException": 503,
+    "validationException": 400,
+    "modelTimeoutException": 408,
+}
 
 
 def usage(raw: dict | None) -> Usage:
     raw = raw or {}
     cache_read = int(raw.get("cacheReadInputTokens") or 0)
     cache_write = int(raw.get("cacheWriteInputTokens") or 0)
-    return Usage(input_tokens=int(raw.get("inputTokens") or 0) + cache_read + cache_write, cached_tokens=cache_read,
-                 cache_write_tokens=cache_write, output_tokens=int(raw.get("outputTokens") or 0))
+    return Usage(
+        input_tokens=int(raw.get("inputTokens") or 0) + cache_read + cache_write,
+        cached_tokens=cache_read,
+        cache_write_tokens=cache_write,
+        output_tokens=int(raw.get("outputTokens") or 0),
+    )
 
 
 def parse(body: dict) -> CanonicalResponse:
@@ -57,25 +66,38 @@ def parse(body: dict) -> CanonicalResponse:
             texts.append(block["text"])
         elif "toolUse" in block:
             tool = block["toolUse"]
-            calls.append(OutputFunctionCall(call_id=tool.get("toolUseId", ""), name=tool.get("name", ""),
-                                            arguments=json.dumps(tool.get("input") or {}, separators=(",", ":"))))
+            calls.append(
+                OutputFunctionCall(
+                    call_id=tool.get("toolUseId", ""),
+                    name=tool.get("name", ""),
+                    arguments=json.dumps(tool.get("input") or {}, separators=(",", ":")),
+                )
+            )
         elif "reasoningContent" in block:
             reasoning = block["reasoningContent"].get("reasoningText") or {}
-            output.append(OutputReasoning(content=(reasoning.get("text", ""),), signature=reasoning.get("signature"),
-                                          format=FORMAT))
+            output.append(
+                OutputReasoning(
+                    content=(reasoning.get("text", ""),), signature=reasoning.get("signature"), format=FORMAT
+                )
+            )
     if texts:
         output.append(OutputMessage(text="".join(texts)))
     output.extend(calls)
     status, reason = STOP.get(body.get("stopReason") or "end_turn", ("completed", None))
-    return CanonicalResponse(output=tuple(output), usage=usage(body.get("usage")), status=status,
-                             incomplete_reason=reason)
+    return CanonicalResponse(
+        output=tuple(output), usage=usage(body.get("usage")), status=status, incomplete_reason=reason
+    )
 
 
 def _exception(message: StreamMessage) -> UpstreamError:
     status = EXCEPTION_STATUS.get(message.event_type, 500)
-    return UpstreamError(error_type=error_type_for_status(status), retryable=status != 400, status=status,
-                         message=str(message.payload.get("message") or "Provider returned error")[:500],
-                         provider_code=message.event_type)
+    return UpstreamError(
+        error_type=error_type_for_status(status),
+        retryable=status != 400,
+        status=status,
+        message=str(message.payload.get("message") or "Provider returned error")[:500],
+        provider_code=message.event_type,
+    )
 
 
 def stream(messages: Iterable[StreamMessage]) -> Iterator[StreamEvent]:
@@ -97,8 +119,9 @@ def stream(messages: Iterable[StreamMessage]) -> Iterator[StreamEvent]:
             if "text" in delta:
                 yield TextDelta(text=delta["text"])
             elif "toolUse" in delta and delta["toolUse"].get("input"):
-                yield ToolCallDelta(index=tools.get(payload.get("contentBlockIndex", 0), 0),
-                                    arguments=delta["toolUse"]["input"])
+                yield ToolCallDelta(
+                    index=tools.get(payload.get("contentBlockIndex", 0), 0), arguments=delta["toolUse"]["input"]
+                )
             elif "reasoningContent" in delta:
                 reasoning = delta["reasoningContent"]
                 if reasoning.get("text"):

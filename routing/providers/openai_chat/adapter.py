@@ -10,8 +10,9 @@ class OpenAIChatAdapter(ProviderAdapter):
     docs_url = "https://platform.openai.com/docs/api-reference/chat"
 
     def build_request(self, request, *, base_url, credentials):
-        return UpstreamRequest(url=f"{base_url}/chat/completions", body=chat_request.build_body(request),
-                               headers=bearer(credentials))
+        return UpstreamRequest(
+            url=f"{base_url}/chat/completions", body=chat_request.build_body(request), headers=bearer(credentials)
+        )
 
     def parse_response(self, body):
         return chat_response.parse(body)

@@ -23,8 +23,10 @@ def _part(part: Part) -> dict:
     if isinstance(part, FilePart):
         if part.file_id:
             return {"type": "file", "file": {"file_id": part.file_id}}
-        return {"type": "file", "file": drop_none({"filename": part.filename,
-                                                   "file_data": part.file_data or part.file_url})}
+        return {
+            "type": "file",
+            "file": drop_none({"filename": part.filename, "file_data": part.file_data or part.file_url}),
+        }
     raise TypeError(type(part))
 
 
@@ -51,8 +53,11 @@ def messages(request: CanonicalRequest) -> list[dict]:
                 role = "system" if item.role == "developer" else item.role
                 out.append({"role": role, "content": _content(item.content)})
         elif isinstance(item, FunctionCall):
-            call = {"id": item.call_id, "type": "function",
-                    "function": {"name": item.name, "arguments": item.arguments}}
+            call = {
+                "id": item.call_id,
+                "type": "function",
+                "function": {"name": item.name, "arguments": item.arguments},
+            }
             previous = out[-1] if out else None
             if previous and previous["role"] == "assistant":
                 previous.setdefault("tool_calls", []).append(call)
@@ -77,10 +82,17 @@ def response_format(text_format: dict | None) -> dict | None:
     if not text_format or text_format.get("type") == "text":
         return None
     if text_format["type"] == "json_schema":
-        return {"type": "json_schema", "json_schema": drop_none({
-            "name": text_format.get("name", "response"), "schema": text_format.get("schema"),
-            "strict": text_format.get("strict"), "description": text_format.get("description"),
-        })}
+        return {
+            "type": "json_schema",
+            "json_schema": drop_none(
+                {
+                    "name": text_format.get("name", "response"),
+                    "schema": text_format.get("schema"),
+                    "strict": text_format.get("strict"),
+                    "description": text_format.get("description"),
+                }
+            ),
+        }
     return {"type": "json_object"}
 
 
@@ -104,10 +116,20 @@ def build_body(request: CanonicalRequest) -> dict:
     if request.top_logprobs is not None:
         body.update(logprobs=True, top_logprobs=request.top_logprobs)
     if request.tools:
-        body["tools"] = [{"type": "function", "function": drop_none({
-            "name": tool.name, "description": tool.description,
-            "parameters": tool.parameters or {"type": "object", "properties": {}}, "strict": tool.strict,
-        })} for tool in request.tools]
+        body["tools"] = [
+            {
+                "type": "function",
+                "function": drop_none(
+                    {
+                        "name": tool.name,
+                        "description": tool.description,
+                        "parameters": tool.parameters or {"type": "object", "properties": {}},
+                        "strict": tool.strict,
+                    }
+                ),
+            }
+            for tool in request.tools
+        ]
         body["tool_choice"] = tool_choice(request.tool_choice)
         body["parallel_tool_calls"] = request.parallel_tool_calls
     if request.stream:

@@ -64,12 +64,20 @@ def parse(body: dict) -> CanonicalResponse:
         output.append(OutputMessage(text=message.get("content") or "", refusal=message.get("refusal")))
     for call in message.get("tool_calls") or []:
         function = call.get("function") or {}
-        output.append(OutputFunctionCall(call_id=call.get("id", ""), name=function.get("name", ""),
-                                         arguments=function.get("arguments") or ""))
+        output.append(
+            OutputFunctionCall(
+                call_id=call.get("id", ""), name=function.get("name", ""), arguments=function.get("arguments") or ""
+            )
+        )
     status, reason = FINISH.get(choice.get("finish_reason") or "stop", ("completed", None))
     return CanonicalResponse(
-        output=tuple(output), usage=usage(body.get("usage")), status=status, incomplete_reason=reason,
-        upstream_id=body.get("id"), model=body.get("model"), service_tier=body.get("service_tier"),
+        output=tuple(output),
+        usage=usage(body.get("usage")),
+        status=status,
+        incomplete_reason=reason,
+        upstream_id=body.get("id"),
+        model=body.get("model"),
+        service_tier=body.get("service_tier"),
     )
 
 
@@ -83,8 +91,7 @@ def stream(events: Iterable[SSEEvent]) -> Iterator[StreamEvent]:
         chunk = event.json()
         if "error" in chunk:
             message, code = error_details(event.data.encode())
-            raise UpstreamError(error_type="provider_unavailable", message=message, retryable=True,
-                                provider_code=code)
+            raise UpstreamError(error_type="provider_unavailable", message=message, retryable=True, provider_code=code)
         if not started and chunk.get("id"):  # Azure opens with an id-less content-filter chunk
             started = True
             yield ResponseStarted(upstream_id=chunk.get("id"), model=chunk.get("model"))

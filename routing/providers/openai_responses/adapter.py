@@ -8,8 +8,9 @@ class OpenAIResponsesAdapter(ProviderAdapter):
     docs_url = "https://platform.openai.com/docs/api-reference/responses"
 
     def build_request(self, request, *, base_url, credentials):
-        return UpstreamRequest(url=f"{base_url}/responses", body=responses_request.build_body(request),
-                               headers=bearer(credentials))
+        return UpstreamRequest(
+            url=f"{base_url}/responses", body=responses_request.build_body(request), headers=bearer(credentials)
+        )
 
     def parse_response(self, body):
         return responses_response.parse(body)

@@ -25,8 +25,15 @@ def _part(part: Part) -> dict:
     if isinstance(part, ImagePart):
         return {"type": "input_image", "image_url": part.url, "detail": part.detail}
     if isinstance(part, FilePart):
-        return drop_none({"type": "input_file", "filename": part.filename, "file_data": part.file_data,
-                          "file_url": part.file_url, "file_id": part.file_id})
+        return drop_none(
+            {
+                "type": "input_file",
+                "filename": part.filename,
+                "file_data": part.file_data,
+                "file_url": part.file_url,
+                "file_id": part.file_id,
+            }
+        )
     raise TypeError(type(part))
 
 
@@ -43,8 +50,14 @@ def _item(item) -> dict | None:
     if isinstance(item, Reasoning):
         if item.format != FORMAT or not item.encrypted_content:
             return None  # another provider's reasoning cannot be replayed here
-        return drop_none({"type": "reasoning", "id": item.id, "encrypted_content": item.encrypted_content,
-                          "summary": [{"type": "summary_text", "text": text} for text in item.summary]})
+        return drop_none(
+            {
+                "type": "reasoning",
+                "id": item.id,
+                "encrypted_content": item.encrypted_content,
+                "summary": [{"type": "summary_text", "text": text} for text in item.summary],
+            }
+        )
     raise TypeError(type(item))
 
 
@@ -72,10 +85,18 @@ def build_body(request: CanonicalRequest) -> dict:
     if reasoning is not None:
         body["include"] = ["reasoning.encrypted_content"]
     if request.tools:
-        body["tools"] = [drop_none({
-            "type": "function", "name": tool.name, "description": tool.description,
-            "parameters": tool.parameters or {"type": "object", "properties": {}}, "strict": tool.strict,
-        }) for tool in request.tools]
+        body["tools"] = [
+            drop_none(
+                {
+                    "type": "function",
+                    "name": tool.name,
+                    "description": tool.description,
+                    "parameters": tool.parameters or {"type": "object", "properties": {}},
+                    "strict": tool.strict,
+                }
+            )
+            for tool in request.tools
+        ]
         body["tool_choice"] = request.tool_choice
         body["parallel_tool_calls"] = request.parallel_tool_calls
     return drop_none(body)

@@ -56,11 +56,13 @@ def _output_item(item: dict):
         return OutputReasoning(
             summary=tuple(p.get("text", "") for p in item.get("summary") or []),
             content=tuple(p.get("text", "") for p in item.get("content") or []),
-            encrypted_content=item.get("encrypted_content"), format=FORMAT,
+            encrypted_content=item.get("encrypted_content"),
+            format=FORMAT,
         )
     if kind == "function_call":
-        return OutputFunctionCall(call_id=item.get("call_id", ""), name=item.get("name", ""),
-                                  arguments=item.get("arguments", ""))
+        return OutputFunctionCall(
+            call_id=item.get("call_id", ""), name=item.get("name", ""), arguments=item.get("arguments", "")
+        )
     return None  # server-tool items of the provider's own are not passed on
 
 
@@ -68,8 +70,13 @@ def parse(body: dict) -> CanonicalResponse:
     status, reason = _status(body)
     output = tuple(out for out in map(_output_item, body.get("output") or []) if out is not None)
     return CanonicalResponse(
-        output=output, usage=usage(body.get("usage")), status=status, incomplete_reason=reason,
-        upstream_id=body.get("id"), model=body.get("model"), service_tier=body.get("service_tier"),
+        output=output,
+        usage=usage(body.get("usage")),
+        status=status,
+        incomplete_reason=reason,
+        upstream_id=body.get("id"),
+        model=body.get("model"),
+        service_tier=body.get("service_tier"),
     )
 
 

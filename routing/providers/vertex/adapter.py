@@ -32,6 +32,8 @@ class VertexAnthropicAdapter(AnthropicAdapter):
         extra = credentials.extra if isinstance(credentials.extra, dict) else {}
         region = extra.get("region") or "global"
         method = "streamRawPredict" if request.stream else "rawPredict"
-        url = (f"{vertex_base(base_url, region)}/projects/{extra.get('project_id', '')}/locations/{region}"
-               f"/publishers/anthropic/models/{request.model}:{method}")
+        url = (
+            f"{vertex_base(base_url, region)}/projects/{extra.get('project_id', '')}/locations/{region}"
+            f"/publishers/anthropic/models/{request.model}:{method}"
+        )
         return UpstreamRequest(url=url, body=body, headers={"Authorization": f"Bearer {credentials.api_key}"})

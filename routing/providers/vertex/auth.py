@@ -33,8 +33,13 @@ def _b64(data: bytes) -> str:
 
 def signed_assertion(account: dict, *, now: int) -> str:
     header = {"alg": "RS256", "typ": "JWT", "kid": str(account.get("private_key_id") or "")}
-    claims = {"iss": str(account.get("client_email") or ""), "scope": SCOPE,
-              "aud": account.get("token_uri") or DEFAULT_TOKEN_URI, "iat": now, "exp": now + 3600}
+    claims = {
+        "iss": str(account.get("client_email") or ""),
+        "scope": SCOPE,
+        "aud": account.get("token_uri") or DEFAULT_TOKEN_URI,
+        "iat": now,
+        "exp": now + 3600,
+    }
     signing_input = f"{_b64(json.dumps(header).encode())}.{_b64(json.dumps(claims).encode())}"
     try:
         key = serialization.load_pem_private_key(str(account.get("private_key") or "").encode(), password=None)
@@ -42,15 +47,17 @@ def signed_assertion(account: dict, *, now: int) -> str:
             raise TypeError("RS256 needs an RSA key")
         signature = key.sign(signing_input.encode(), padding.PKCS1v15(), hashes.SHA256())
     except (ValueError, TypeError, AttributeError, UnicodeError) as exc:
-        raise UpstreamError(error_type="authentication", message="The service account's private key is unusable",
-                            retryable=True) from exc
+        raise UpstreamError(
+            error_type="authentication", message="The service account's private key is unusable", retryable=True
+        ) from exc
     return f"{signing_input}.{_b64(signature)}"
 
 
 def token_cache_key(account: dict, *, owner: str) -> str:
     """Everything that makes the token: the owner and every field of the secret, unambiguously encoded."""
-    fields = [owner] + [str(account.get(name) or "") for name in
-                        ("private_key", "client_email", "private_key_id", "token_uri")]
+    fields = [owner] + [
+        str(account.get(name) or "") for name in ("private_key", "client_email", "private_key_id", "token_uri")
+    ]
     return hashlib.sha256(json.dumps(fields).encode()).hexdigest()
 
 
@@ -74,11 +81,16 @@ def access_token(account: dict, *, owner: str = "operator") -> str:
         return cached[0]
     assertion = signed_assertion(account, now=int(time.time()))
     try:
-        response = http.request("POST", account.get("token_uri") or DEFAULT_TOKEN_URI, headers={}, form_body={
-            "grant_type": "urn:ietf:params:oauth:grant-type:jwt-bearer", "assertion": assertion})
+        response = http.request(
+            "POST",
+            account.get("token_uri") or DEFAULT_TOKEN_URI,
+            headers={},
+            form_body={"grant_type": "urn:ietf:params:oauth:grant-type:jwt-bearer", "assertion": assertion},
+        )
     except http.TransportError as exc:
-        raise UpstreamError(error_type="provider_unavailable", message="Could not reach the token endpoint",
-                            retryable=True) from exc
+        raise UpstreamError(
+            error_type="provider_unavailable", message="Could not reach the token endpoint", retryable=True
+        ) from exc
     try:
         payload = jsonsafe.loads(response.content) if response.status_code == 200 else {}
     except ValueError:
@@ -87,8 +99,12 @@ def access_token(account: dict, *, owner: str = "operator") -> str:
         http.close(response)
     token = payload.get("access_token") if isinstance(payload, dict) else None
     if not token or not isinstance(token, str):
-        raise UpstreamError(error_type="authentication", status=response.status_code, retryable=True,
-                            message="The service account was refused an access token")
+        raise UpstreamError(
+            error_type="authentication",
+            status=response.status_code,
+            retryable=True,
+            message="The service account was refused an access token",
+        )
     try:
         lifetime = float(payload.get("expires_in") or 3600)
     except (TypeError, ValueError):
@@ -110,6 +126,8 @@ def vertex_credentials(credentials: ProviderCredentials) -> ProviderCredentials:
         return credentials  # a ready-made access token
     owner = f"byok:{credentials.byok_key_id}" if credentials.is_byok else "operator"
     return ProviderCredentials(
-        api_key=access_token(account, owner=owner), is_byok=credentials.is_byok, byok_key_id=credentials.byok_key_id,
+        api_key=access_token(account, owner=owner),
+        is_byok=credentials.is_byok,
+        byok_key_id=credentials.byok_key_id,
         extra={"project_id": account.get("project_id") or "", "region": account.get("region") or "global"},
     )

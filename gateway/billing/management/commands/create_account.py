@@ -17,8 +17,9 @@ class Command(BaseCommand):
         parser.add_argument("--name", required=True)
         parser.add_argument("--plan", choices=Plan.values, default=Plan.PAY_AS_YOU_GO)
         parser.add_argument("--credits", default="0", help="Initial credits in USD")
-        parser.add_argument("--reuse", action="store_true",
-                            help="If an account with this name exists, issue new keys for it instead")
+        parser.add_argument(
+            "--reuse", action="store_true", help="If an account with this name exists, issue new keys for it instead"
+        )
         parser.add_argument("--text", action="store_true", help="Print readable lines instead of JSON")
 
     def handle(self, *args, **options):
@@ -32,15 +33,21 @@ class Command(BaseCommand):
             name=options["name"], plan=options["plan"], credits=credits, reuse=options["reuse"]
         )
         if options["text"]:
-            self.stdout.write(f"Account:        {provisioned.account_id}\n"
-                              f"API key:        {provisioned.inference_key.plaintext}\n"
-                              f"Management key: {provisioned.management_key.plaintext}")
+            self.stdout.write(
+                f"Account:        {provisioned.account_id}\n"
+                f"API key:        {provisioned.inference_key.plaintext}\n"
+                f"Management key: {provisioned.management_key.plaintext}"
+            )
             return
-        self.stdout.write(json.dumps({
-            "account_id": str(provisioned.account_id),
-            "workspace_id": str(provisioned.workspace_id),
-            "api_key": provisioned.inference_key.plaintext,
-            "api_key_hash": provisioned.inference_key.key.hash,
-            "management_key": provisioned.management_key.plaintext,
-            "management_key_hash": provisioned.management_key.key.hash,
-        }))
+        self.stdout.write(
+            json.dumps(
+                {
+                    "account_id": str(provisioned.account_id),
+                    "workspace_id": str(provisioned.workspace_id),
+                    "api_key": provisioned.inference_key.plaintext,
+                    "api_key_hash": provisioned.inference_key.key.hash,
+                    "management_key": provisioned.management_key.plaintext,
+                    "management_key_hash": provisioned.management_key.key.hash,
+                }
+            )
+        )

@@ -29,10 +29,16 @@ class Command(BaseCommand):
         except GatewayError as exc:
             raise CommandError(exc.message) from exc
         summary = credits_summary(account_id=account.id)
-        self.stdout.write(json.dumps({
-            "account_id": str(account.id), "balance": str(summary.balance),
-            "total_credits": str(summary.total_credits), "total_usage": str(summary.total_usage),
-        }))
+        self.stdout.write(
+            json.dumps(
+                {
+                    "account_id": str(account.id),
+                    "balance": str(summary.balance),
+                    "total_credits": str(summary.total_credits),
+                    "total_usage": str(summary.total_usage),
+                }
+            )
+        )
 
 
 def _find(ref: str) -> Account:
