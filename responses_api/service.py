@@ -119,11 +119,21 @@ class ResponseRun:
         tier = self.plan.service_tier if self.plan.service_tier in candidate.endpoint.service_tiers else None
         return replace(self.prepared.canonical, model=candidate.endpoint.upstream_model, service_tier=tier)
 
-    def bound_usage(self, usage: Usage, candidate: Candidate) -> Usage:
+    def bound_usage(self, response: CanonicalResponse, candidate: Candidate) -> Usage:
         """The provider's usage when plausible for this request; otherwise clamped (negatives to 0, counts above
-        the request's limits to what the hold assumed), the anomaly kept for the generation record and logged."""
+        the request's limits to what the hold assumed), the anomaly kept for the generation record and logged.
+        Output with no output tokens reported is estimated from its text, so it is never free."""
+        usage = response.usage
         bounds = usage_bounds(prepared=self.prepared, endpoint=candidate.endpoint)
         bounded, reasons = clamp_usage(usage, bounds)
+        if bounded.output_tokens <= 0:
+            estimated = usage_or_estimate(
+                replace(response, usage=bounded), estimated_input=self.prepared.estimated_input_tokens
+            )
+            if estimated is not bounded:
+                reasons.append("output_tokens not reported: estimated from the text generated")
+                bounded, more = clamp_usage(estimated, bounds)
+                reasons += more
         if reasons:
             self.usage_anomaly = {
                 "reasons": reasons,
@@ -469,3 +479,20 @@ def _reported(value):
     if isinstance(value, float) and math.isfinite(value) and value == int(value):
         return int(value)
     return repr(value)[:40]
+
+
+def usage_or_estimate(response: CanonicalResponse, *, estimated_input: int) -> Usage:
+    """The upstream's usage when it reported one; otherwise an estimate from the text generated so far."""
+    if response.usage.output_tokens > 0:
+        return response.usage
+    generated = sum(len(getattr(item, "text", "") or getattr(item, "arguments", "") or "") for item in response.output)
+    generated += sum(
+        len(text) for item in response.output for text in getattr(item, "summary", ()) + getattr(item, "content", ())
+    )
+    if not generated:
+        return response.usage
+    return replace(
+        response.usage,
+        output_tokens=max(1, generated // 4),
+        input_tokens=response.usage.input_tokens or estimated_input,
+    )

@@ -13,7 +13,6 @@ from responses_api.render import failure_error
 from responses_api.service import ResponseRun, response_abandon
 from responses_api.stream_render import DONE, KEEPALIVE, StreamRenderer
 from routing.attempts import WAITING, AttemptsFailed, AttemptStream, release_db_connection
-from routing.canonical import CanonicalResponse, Usage
 from routing.errors import ErrorType, UpstreamError
 
 logger = logging.getLogger(__name__)
@@ -128,9 +127,7 @@ def _settle_unfinished(run: ResponseRun, stream: AttemptStream, outcome: StreamO
     error, cancelled = outcome.error, outcome.cancelled
     try:
         response = stream.accumulator.response()
-        usage = run.bound_usage(
-            _usage_so_far(response, estimated_input=run.prepared.estimated_input_tokens), stream.candidate
-        )
+        usage = run.bound_usage(response, stream.candidate)
         run.close(
             status="cancelled" if cancelled else "failed",
             served=stream.candidate if usage.output_tokens else None,
@@ -143,20 +140,3 @@ def _settle_unfinished(run: ResponseRun, stream: AttemptStream, outcome: StreamO
         )
     except Exception:
         logger.exception("could not settle stream %s", run.generation_id)
-
-
-def _usage_so_far(response: CanonicalResponse, *, estimated_input: int) -> Usage:
-    """The upstream's usage when it reported one; otherwise an estimate from the text generated so far."""
-    if response.usage.output_tokens > 0:
-        return response.usage
-    generated = sum(len(getattr(item, "text", "") or getattr(item, "arguments", "") or "") for item in response.output)
-    generated += sum(
-        len(text) for item in response.output for text in getattr(item, "summary", ()) + getattr(item, "content", ())
-    )
-    if not generated:
-        return response.usage
-    return replace(
-        response.usage,
-        output_tokens=max(1, generated // 4),
-        input_tokens=response.usage.input_tokens or estimated_input,
-    )

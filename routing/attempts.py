@@ -86,8 +86,8 @@ def release_db_connection() -> None:
         connection.close()
 
 
-def _unbounded(usage: Usage, candidate: Candidate) -> Usage:
-    return usage
+def _unbounded(response: CanonicalResponse, candidate: Candidate) -> Usage:
+    return response.usage
 
 
 class AttemptSequence:
@@ -100,7 +100,7 @@ class AttemptSequence:
         *,
         candidates: Sequence[Candidate],
         request_for: Callable[[Candidate], CanonicalRequest],
-        bound_usage: Callable[[Usage, Candidate], Usage] = _unbounded,
+        bound_usage: Callable[[CanonicalResponse, Candidate], Usage] = _unbounded,
         sticky_key: str = "",
     ) -> None:
         self._remaining = iter(candidates)
@@ -167,7 +167,7 @@ class AttemptSequence:
     def _succeeded(
         self, candidate: Candidate, started: float, response: CanonicalResponse, ttft_s: float | None = None
     ) -> CanonicalResponse:
-        response = replace(response, usage=self._bound_usage(response.usage, candidate))
+        response = replace(response, usage=self._bound_usage(response, candidate))
         self.record(candidate, started, None, usage=response.usage, ttft_s=ttft_s)
         self.served = candidate
         if self._sticky_key:

@@ -97,23 +97,51 @@ def test_huge_reported_usage_is_clamped_to_the_hold(alice, standin_catalog, prov
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
-def test_negative_usage_is_zero(alice, standin_catalog, stream):
+def test_negative_usage_is_never_credited_and_the_output_is_estimated(alice, standin_catalog, stream):
+    # Given an upstream that reports negative token counts for an answer with text
     response = ask(
         alice.client(),
         stream=stream,
+        max_output_tokens=64,
         provider={"only": ["standin-responses"]},
         input=scripted({"input_tokens": -5000, "output_tokens": -7000}),
     )
     assert response.status_code == 200
     result = sse_events(response)[-1]["response"] if stream else response.json()
     usage = result["usage"]
-    assert (usage["input_tokens"], usage["output_tokens"], usage["total_tokens"]) == (0, 0, 0)
-    assert usage["cost"] == 0
+    # Then nothing is negative: the output is estimated from its text (never free), within the request's limit
+    assert 0 < usage["output_tokens"] <= 64 and usage["input_tokens"] > 0
     record = Generation.objects.get(pk=response["X-Generation-Id"])
-    assert record.tokens_input == 0 and record.tokens_output == 0 and record.cost == 0
-    assert {"negative input_tokens", "negative output_tokens"} <= set(record.usage_anomaly["reasons"])
-    assert not LedgerEntry.objects.filter(generation_id=record.id, kind=EntryKind.CHARGE).exists()
-    assert ledger_consistent(alice.account_id) == Decimal("10")
+    assert record.tokens_output == usage["output_tokens"] and record.cost > 0
+    reasons = set(record.usage_anomaly["reasons"])
+    assert {"negative input_tokens", "negative output_tokens"} <= reasons
+    assert "output_tokens not reported: estimated from the text generated" in reasons
+    charged, held = charge_and_hold(record.id)
+    assert 0 < charged <= held
+    assert ledger_consistent(alice.account_id) == Decimal("10") - charged
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+def test_output_without_reported_usage_is_billed_from_its_text(alice, standin_catalog, provider, stream):
+    # Given an upstream that answers with text but reports no tokens at all
+    text = "word " * 80
+    response = ask(
+        alice.client(),
+        stream=stream,
+        provider={"only": [provider]},
+        input=scripted({"input_tokens": 0, "output_tokens": 0}, text),
+    )
+    assert response.status_code == 200
+    result = sse_events(response)[-1]["response"] if stream else response.json()
+    # Then the output is estimated from the text generated (about 4 characters a token) and charged
+    assert result["usage"]["output_tokens"] > 0 and result["usage"]["input_tokens"] > 0
+    record = Generation.objects.get(pk=response["X-Generation-Id"])
+    assert record.tokens_output == result["usage"]["output_tokens"]
+    assert "output_tokens not reported: estimated from the text generated" in record.usage_anomaly["reasons"]
+    charged, held = charge_and_hold(record.id)
+    assert 0 < charged <= held and record.cost == charged
+    ledger_consistent(alice.account_id)
 
 
 def test_plausible_usage_is_billed_as_reported(alice, standin_catalog):
