@@ -39,6 +39,7 @@ MSG_BODY_INCOMPLETE = "The request body ended before its Content-Length"
 MSG_BAD_CHUNKED = "Malformed chunked request body"
 MSG_UNSUPPORTED_CODING = "Unsupported Transfer-Encoding (only chunked is supported)"
 MSG_LENGTH_REQUIRED = "Content-Length required (this server cannot read a chunked body)"
+MSG_UNSUPPORTED_CONTENT_ENCODING = "Unsupported Content-Encoding {coding!r}: send the body uncompressed"
 READ_STEP = 256 * 1024
 
 
@@ -137,6 +138,10 @@ def buffer_body(request):
     codings = [c.strip() for c in meta.get("HTTP_TRANSFER_ENCODING", "").lower().split(",") if c.strip()]
     if set(codings) - {"chunked"}:  # gzip etc. reach the application undecoded
         return error_json_response(501, MSG_UNSUPPORTED_CODING)
+    # A compressed body would be parsed as if it were plain JSON: refuse it instead (RFC 9110 15.5.16).
+    encoding = meta.get("HTTP_CONTENT_ENCODING", "").strip().lower()
+    if encoding and encoding != "identity":
+        return error_json_response(415, MSG_UNSUPPORTED_CONTENT_ENCODING.format(coding=encoding[:32]))
     chunked = bool(codings)
     if chunked:  # Transfer-Encoding wins over Content-Length (RFC 9112 6.3); gunicorn refuses both together
         if not meta.get("wsgi.input_terminated"):

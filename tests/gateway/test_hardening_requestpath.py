@@ -274,3 +274,23 @@ def test_slow_chunked_body_is_408(gateway, fay):
     with socket.create_connection(("127.0.0.1", gateway.port), timeout=20) as sock:
         sock.sendall(head + b'5\r\n{"mod')
         assert_json_error(*read_response(sock), 408)
+
+
+@pytest.mark.parametrize("coding", ["gzip", "br", "deflate, gzip"])
+def test_compressed_request_bodies_are_refused_not_parsed_as_json(gateway, fay, coding):
+    # A body with a Content-Encoding would be parsed as plain JSON: it is refused with 415 instead
+    import gzip
+
+    body = gzip.compress(json.dumps({"model": "standin/echo", "input": "Hi"}).encode())
+    answer = requests.post(
+        f"{gateway.api}/responses",
+        data=body,
+        headers={
+            "Authorization": f"Bearer {fay.api_key}",
+            "Content-Type": "application/json",
+            "Content-Encoding": coding,
+        },
+        timeout=10,
+    )
+    assert answer.status_code == 415 and answer.json()["error"]["code"] == 415
+    assert "Content-Encoding" in answer.json()["error"]["message"]
