@@ -12,7 +12,10 @@ import re
 from dataclasses import dataclass
 from urllib.parse import parse_qs, urlsplit
 
+from django.conf import settings
+
 from byok.crypto import mask_secret
+from gateway.netaddr import is_public_address, literal_address
 
 MAX_KEY_CHARS = 32_768  # the whole credential, as sent or as stored (canonical JSON)
 MAX_SECRET_CHARS = 8_192  # one header-bound secret (Bedrock API keys and AWS tokens run to ~2 KB)
@@ -144,6 +147,17 @@ def _string(
     return check_text(value, f"{where}.{name}", cap=cap, multiline=multiline) if text else value
 
 
+def _public_host(url, field: str) -> None:
+    """A customer's URL must not name a loopback, private or link-local host literally (the outbound guard refuses
+    it at connect time anyway, whatever its name resolves to: this says so when the key is saved)."""
+    if settings.OUTBOUND_ALLOW_PRIVATE_NETWORKS:
+        return
+    host = (url.hostname or "").lower().rstrip(".")
+    address = literal_address(host)
+    if host == "localhost" or host.endswith(".localhost") or (address is not None and not is_public_address(address)):
+        raise ShapeError(f"{field} must be a public address (loopback, private and link-local hosts are refused)")
+
+
 def _url(value: str, field: str, *, schemes: tuple[str, ...]):
     check_text(value, field, cap=MAX_URL_CHARS)
     try:
@@ -211,6 +225,7 @@ def _azure_deployment(config: dict, where: str) -> None:
     _string(config, "api_key", where, cap=MAX_SECRET_CHARS)
     _string(config, "model_id", where)
     url = _url(_string(config, "endpoint_url", where, cap=MAX_URL_CHARS), f"{where}.endpoint_url", schemes=("https",))
+    _public_host(url, f"{where}.endpoint_url")
     if not url.path.rstrip("/").endswith("/chat/completions"):
         raise ShapeError(f"{where}.endpoint_url must be the full deployment URL ending in /chat/completions")
     if "api-version" not in parse_qs(url.query):

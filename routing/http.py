@@ -17,7 +17,6 @@ an exception the caller does not expect.
 
 import contextvars
 import heapq
-import ipaddress
 import itertools
 import json
 import os
@@ -36,6 +35,8 @@ from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import NewConnectionError, ReadTimeoutError
 from urllib3.util import connection as urllib3_connection
+
+from gateway.netaddr import is_public_address
 
 MAX_ERROR_BODY = 64 * 1024  # an error body longer than this is cut (its message is all we keep)
 
@@ -94,48 +95,6 @@ class DestinationRefused(NewConnectionError):
 
 
 # ---- destinations -----------------------------------------------------------------------------------------
-
-_NAT64_WELL_KNOWN = ipaddress.ip_network("64:ff9b::/96")  # RFC 6052: IPv4 in the last 32 bits
-_NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")  # RFC 8215: local-use translation: refused outright
-_IPV4_COMPATIBLE = ipaddress.ip_network("::/96")  # deprecated ::a.b.c.d (also :: and ::1)
-_IPV4_TRANSLATED = ipaddress.ip_network("::ffff:0:0:0/96")  # RFC 2765 ::ffff:0:a.b.c.d
-_SITE_LOCAL = ipaddress.ip_network("fec0::/10")  # deprecated, but routed inside some networks
-
-
-def _embedded_ipv4(ip: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
-    """The IPv4 addresses an IPv6 address carries (mapped, compatible, translated, NAT64, 6to4, Teredo)."""
-    low32 = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
-    if ip.ipv4_mapped:
-        return [ip.ipv4_mapped]
-    if ip in _IPV4_COMPATIBLE or ip in _IPV4_TRANSLATED or ip in _NAT64_WELL_KNOWN:
-        return [low32]
-    if ip.sixtofour:
-        return [ip.sixtofour]
-    if ip.teredo:
-        server, client = ip.teredo  # the client is the inverted last 32 bits
-        return [server, client]
-    return []
-
-
-def is_public_address(address: str) -> bool:
-    """Whether an outbound call may connect to this address: global unicast only, judged on the IPv4 address
-    an IPv6 form embeds (`::ffff:127.0.0.1`, `::127.0.0.1`, `64:ff9b::7f00:1`, `2002:7f00:1::`, Teredo)."""
-    try:
-        ip = ipaddress.ip_address(address.split("%", 1)[0])
-    except ValueError:
-        return False
-    if isinstance(ip, ipaddress.IPv6Address):
-        if ip in _NAT64_LOCAL or ip in _SITE_LOCAL or ip.is_multicast:
-            return False
-        embedded = _embedded_ipv4(ip)
-        if embedded:  # the translation and tunnel prefixes are global: the embedded address decides
-            return all(_ipv4_public(v4) for v4 in embedded)
-        return ip.is_global
-    return _ipv4_public(ip)
-
-
-def _ipv4_public(ip: ipaddress.IPv4Address) -> bool:
-    return ip.is_global and not ip.is_multicast and not ip.is_reserved and not ip.is_unspecified
 
 
 def _guarded_socket(conn: HTTPConnection) -> socket.socket:

@@ -210,6 +210,27 @@ BAD = [
     ),
     ("azure", [{**DEPLOYMENT, "endpoint_url": "https://acme.openai.azure.com/d/x/chat/completions"}], "api-version"),
     ("azure", [{**DEPLOYMENT, "model_slug": "gpt-4o"}], "model_slug"),
+    *[
+        (
+            "azure",
+            [{**DEPLOYMENT, "endpoint_url": f"https://{host}/openai/deployments/x/chat/completions?api-version=1"}],
+            "public address",
+        )
+        for host in (
+            "127.0.0.1",
+            "127.1",
+            "0x7f000001",
+            "2130706433",
+            "localhost",
+            "api.localhost",
+            "10.0.0.5",
+            "169.254.169.254",
+            "[::1]",
+            "[::ffff:127.0.0.1]",
+            "[64:ff9b::a9fe:a9fe]",
+            "[fd00:ec2::254]",
+        )
+    ],
     ("azure", [{**DEPLOYMENT, "extra": 1}], "unknown fields"),
     ("amazon-bedrock", {"accessKeyId": "nope", "secretAccessKey": "s" * 40, "region": "us-east-1"}, "accessKeyId"),
     (
