@@ -21,7 +21,7 @@ from routing.canonical import (
     Usage,
     UsageReported,
 )
-from routing.errors import UpstreamError
+from routing.errors import ErrorType, UpstreamError
 from routing.providers.base import StopMapping, error_details, stream_cut_error
 from routing.sse import SSEEvent
 
@@ -53,7 +53,13 @@ def _reasoning_text(holder: dict) -> str | None:
     return holder.get("reasoning_content") or holder.get("reasoning")
 
 
+MSG_ERROR_IN_200 = "The provider answered with an error instead of a completion"
+
+
 def parse(body: dict) -> CanonicalResponse:
+    if not body.get("choices") and isinstance(body.get("error"), dict | str):
+        # Some OpenAI-compatible servers answer 200 with only an error object: a failed attempt, not an empty answer.
+        raise UpstreamError(error_type=ErrorType.PROVIDER_UNAVAILABLE, message=MSG_ERROR_IN_200, retryable=True)
     choice = (body.get("choices") or [{}])[0]
     message = choice.get("message") or {}
     output: list[OutputItem] = []
