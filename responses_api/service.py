@@ -134,6 +134,10 @@ class ResponseRun:
                 reasons.append("output_tokens not reported: estimated from the text generated")
                 bounded, more = clamp_usage(estimated, bounds)
                 reasons += more
+        elif bounded.output_tokens < bounds.held_output_tokens and _text_tokens(response) > 2 * bounds.output_tokens:
+            # Far more text than the request allowed, reported as little: billed as the most the request allowed.
+            reasons.append("output text far longer than the reported output_tokens")
+            bounded = replace(bounded, output_tokens=bounds.held_output_tokens)
         if reasons:
             self.usage_anomaly = {
                 "reasons": reasons,
@@ -481,14 +485,23 @@ def _reported(value):
     return repr(value)[:40]
 
 
+def _generated_chars(response: CanonicalResponse) -> int:
+    generated = sum(len(getattr(item, "text", "") or getattr(item, "arguments", "") or "") for item in response.output)
+    return generated + sum(
+        len(text) for item in response.output for text in getattr(item, "summary", ()) + getattr(item, "content", ())
+    )
+
+
+def _text_tokens(response: CanonicalResponse) -> int:
+    """A low estimate of the tokens in the generated text (4 characters a token; fewer for most other scripts)."""
+    return _generated_chars(response) // 4
+
+
 def usage_or_estimate(response: CanonicalResponse, *, estimated_input: int) -> Usage:
     """The upstream's usage when it reported one; otherwise an estimate from the text generated so far."""
     if response.usage.output_tokens > 0:
         return response.usage
-    generated = sum(len(getattr(item, "text", "") or getattr(item, "arguments", "") or "") for item in response.output)
-    generated += sum(
-        len(text) for item in response.output for text in getattr(item, "summary", ()) + getattr(item, "content", ())
-    )
+    generated = _generated_chars(response)
     if not generated:
         return response.usage
     return replace(

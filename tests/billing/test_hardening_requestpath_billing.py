@@ -144,6 +144,40 @@ def test_output_without_reported_usage_is_billed_from_its_text(alice, standin_ca
     ledger_consistent(alice.account_id)
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+def test_far_more_text_than_reported_is_billed_as_the_most_the_request_allowed(alice, standin_catalog, stream):
+    # Given an upstream that sends 500 tokens' worth of text for max_output_tokens 16 but reports 5 output tokens
+    response = ask(
+        alice.client(),
+        stream=stream,
+        max_output_tokens=16,
+        provider={"only": ["standin-chat"]},
+        input=scripted({"input_tokens": 10, "output_tokens": 5, "text": "word " * 400}),
+    )
+    assert response.status_code == 200
+    result = sse_events(response)[-1]["response"] if stream else response.json()
+    # Then it is billed as the most output the request allowed, and the anomaly is recorded
+    assert result["usage"]["output_tokens"] == 16
+    record = Generation.objects.get(pk=response["X-Generation-Id"])
+    assert record.tokens_output == 16
+    assert "output text far longer than the reported output_tokens" in record.usage_anomaly["reasons"]
+    charged, held = charge_and_hold(record.id)
+    assert 0 < charged <= held
+    ledger_consistent(alice.account_id)
+
+
+def test_text_a_little_longer_than_reported_is_billed_as_reported(alice, standin_catalog):
+    # Token counts and characters do not match exactly: modest differences are not anomalies
+    response = ask(
+        alice.client(),
+        max_output_tokens=100,
+        provider={"only": ["standin-chat"]},
+        input=scripted({"input_tokens": 10, "output_tokens": 30, "text": "word " * 60}),
+    )
+    assert response.json()["usage"]["output_tokens"] == 30
+    assert Generation.objects.get(pk=response["X-Generation-Id"]).usage_anomaly is None
+
+
 def test_plausible_usage_is_billed_as_reported(alice, standin_catalog):
     # A few tokens over the requested maximum are within the margin: billed as reported, no anomaly
     response = ask(
