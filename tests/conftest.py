@@ -8,7 +8,7 @@ import pytest
 from gateway.billing.provisioning import account_provision
 
 # The last three moved to tests/support.py; still importable from here for tests written against the old layout.
-from tests.support import STANDIN_KEY, Persona, assert_error_envelope, point_provider, standin_endpoint  # noqa: F401
+from tests.support import STANDIN_KEY, Persona
 
 
 @pytest.fixture(autouse=True)
