@@ -1,6 +1,7 @@
 """The adapter interface: each upstream wire format implements these four pure operations."""
 
 import json
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -80,6 +81,22 @@ class ProviderAdapter(ABC):
             retry_after=parse_retry_after(headers),
             provider_code=code,
         )
+
+
+def token_count(value: object) -> int:
+    """A token count as the provider reported it, or 0 when it is not a finite number: a broken or hostile usage
+    field must not fail an answer whose content is complete (billing then estimates from the text and records it)."""
+    if isinstance(value, bool):
+        return 0
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and math.isfinite(value):
+        return int(value)
+    return 0
+
+
+def as_mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def error_details(body: bytes) -> tuple[str, str | None]:

@@ -32,3 +32,40 @@ def test_an_answer_with_choices_is_parsed_even_beside_an_error_field():
     }
     response = parse(body)
     assert response.status == "completed" and response.usage.output_tokens == 1
+
+
+JUNK_USAGE = [None, [], [1, 2], "12", {"weird": True}, float("nan")]
+
+
+@pytest.mark.parametrize("junk", JUNK_USAGE, ids=repr)
+def test_a_malformed_usage_field_reads_as_not_reported_instead_of_failing_the_answer(junk):
+    # Every adapter's usage reader takes whatever the provider sent: non-numbers count as 0 (billing then
+    # estimates the output from its text and records the anomaly), so complete content is never thrown away.
+    from routing.providers.anthropic.response import usage as anthropic_usage
+    from routing.providers.bedrock.response import usage as bedrock_usage
+    from routing.providers.openai_chat.response import usage as chat_usage
+    from routing.providers.openai_responses.response import usage as responses_usage
+
+    for read in (anthropic_usage, bedrock_usage, chat_usage, responses_usage):
+        assert read(junk).output_tokens == 0 and read(junk).input_tokens == 0
+        counts = read(
+            {
+                "input_tokens": junk,
+                "prompt_tokens": junk,
+                "inputTokens": junk,
+                "output_tokens": 7,
+                "completion_tokens": 7,
+                "outputTokens": 7,
+                "prompt_tokens_details": junk,
+                "input_tokens_details": junk,
+            }
+        )
+        assert counts.output_tokens == 7 and counts.input_tokens == 0 and counts.cached_tokens == 0
+
+
+def test_valid_counts_are_read_as_before():
+    from routing.providers.openai_chat.response import usage as chat_usage
+
+    counts = chat_usage({"prompt_tokens": 12, "completion_tokens": 5.0, "prompt_tokens_details": {"cached_tokens": 4}})
+    assert (counts.input_tokens, counts.output_tokens, counts.cached_tokens) == (12, 5, 4)
+    assert chat_usage({"prompt_tokens": -3}).input_tokens == -3  # kept: billing clamps it and records why

@@ -2,7 +2,8 @@
 https://docs.anthropic.com/en/api/messages  https://docs.anthropic.com/en/docs/build-with-claude/streaming"""
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
 
 from routing.canonical import (
     CanonicalResponse,
@@ -23,7 +24,7 @@ from routing.canonical import (
 )
 from routing.errors import UpstreamError
 from routing.providers.anthropic.request import FORMAT
-from routing.providers.base import StopMapping, stream_cut_error
+from routing.providers.base import StopMapping, as_mapping, stream_cut_error, token_count
 
 STOP: StopMapping = {
     "end_turn": ("completed", None),
@@ -48,16 +49,16 @@ ERROR_TYPES = {
 }
 
 
-def usage(raw: dict | None, output_tokens: int | None = None) -> Usage:
-    raw = raw or {}
-    cache_read = int(raw.get("cache_read_input_tokens") or 0)
-    cache_write = int(raw.get("cache_creation_input_tokens") or 0)
+def usage(raw: object, output_tokens: int | None = None) -> Usage:
+    raw = as_mapping(raw)
+    cache_read = token_count(raw.get("cache_read_input_tokens"))
+    cache_write = token_count(raw.get("cache_creation_input_tokens"))
     # Anthropic's input_tokens exclude cached and cache-written tokens; ours include them.
     return Usage(
-        input_tokens=int(raw.get("input_tokens") or 0) + cache_read + cache_write,
+        input_tokens=token_count(raw.get("input_tokens")) + cache_read + cache_write,
         cached_tokens=cache_read,
         cache_write_tokens=cache_write,
-        output_tokens=int(output_tokens if output_tokens is not None else raw.get("output_tokens") or 0),
+        output_tokens=token_count(output_tokens if output_tokens is not None else raw.get("output_tokens")),
     )
 
 
@@ -109,7 +110,7 @@ def stream_error(payload: dict) -> UpstreamError:
 
 
 def stream(events: Iterable) -> Iterator[StreamEvent]:
-    input_usage: dict = {}
+    input_usage: Mapping[str, Any] = {}
     tool_index: dict[int, int] = {}  # content block index -> tool call index
     signature: list[str] = []
     finish: Finished | None = None
@@ -118,7 +119,7 @@ def stream(events: Iterable) -> Iterator[StreamEvent]:
         kind = payload.get("type", event.event)
         if kind == "message_start":
             message = payload.get("message") or {}
-            input_usage = message.get("usage") or {}
+            input_usage = as_mapping(message.get("usage"))
             yield ResponseStarted(upstream_id=message.get("id"), model=message.get("model"))
         elif kind == "content_block_start":
             block = payload.get("content_block") or {}
@@ -145,8 +146,8 @@ def stream(events: Iterable) -> Iterator[StreamEvent]:
             signature = []
         elif kind == "message_delta":
             stop_reason = (payload.get("delta") or {}).get("stop_reason")
-            output_tokens = (payload.get("usage") or {}).get("output_tokens")
-            yield UsageReported(usage=usage({**input_usage, **(payload.get("usage") or {})}, output_tokens))
+            output_tokens = as_mapping(payload.get("usage")).get("output_tokens")
+            yield UsageReported(usage=usage({**input_usage, **as_mapping(payload.get("usage"))}, output_tokens))
             if stop_reason:
                 status, reason = STOP.get(stop_reason, ("completed", None))
                 finish = Finished(status=status, incomplete_reason=reason)

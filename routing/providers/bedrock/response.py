@@ -22,7 +22,7 @@ from routing.canonical import (
     UsageReported,
 )
 from routing.errors import UpstreamError, error_type_for_status
-from routing.providers.base import StopMapping, stream_cut_error
+from routing.providers.base import StopMapping, as_mapping, stream_cut_error, token_count
 from routing.providers.bedrock.eventstream import StreamMessage
 from routing.providers.bedrock.request import FORMAT
 
@@ -45,15 +45,15 @@ EXCEPTION_STATUS = {
 }
 
 
-def usage(raw: dict | None) -> Usage:
-    raw = raw or {}
-    cache_read = int(raw.get("cacheReadInputTokens") or 0)
-    cache_write = int(raw.get("cacheWriteInputTokens") or 0)
+def usage(raw: object) -> Usage:
+    raw = as_mapping(raw)
+    cache_read = token_count(raw.get("cacheReadInputTokens"))
+    cache_write = token_count(raw.get("cacheWriteInputTokens"))
     return Usage(
-        input_tokens=int(raw.get("inputTokens") or 0) + cache_read + cache_write,
+        input_tokens=token_count(raw.get("inputTokens")) + cache_read + cache_write,
         cached_tokens=cache_read,
         cache_write_tokens=cache_write,
-        output_tokens=int(raw.get("outputTokens") or 0),
+        output_tokens=token_count(raw.get("outputTokens")),
     )
 
 

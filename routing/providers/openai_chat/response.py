@@ -22,7 +22,7 @@ from routing.canonical import (
     UsageReported,
 )
 from routing.errors import ErrorType, UpstreamError
-from routing.providers.base import StopMapping, error_details, stream_cut_error
+from routing.providers.base import StopMapping, as_mapping, error_details, stream_cut_error, token_count
 from routing.sse import SSEEvent
 
 # finish_reason -> (status, incomplete reason)
@@ -35,16 +35,16 @@ FINISH: StopMapping = {
 }
 
 
-def usage(raw: dict | None) -> Usage:
-    raw = raw or {}
-    prompt_details = raw.get("prompt_tokens_details") or {}
-    completion_details = raw.get("completion_tokens_details") or {}
+def usage(raw: object) -> Usage:
+    raw = as_mapping(raw)
+    prompt_details = as_mapping(raw.get("prompt_tokens_details"))
+    completion_details = as_mapping(raw.get("completion_tokens_details"))
     return Usage(
-        input_tokens=int(raw.get("prompt_tokens") or 0),
-        cached_tokens=int(prompt_details.get("cached_tokens") or 0),
-        cache_write_tokens=int(prompt_details.get("cache_write_tokens") or 0),
-        output_tokens=int(raw.get("completion_tokens") or 0),
-        reasoning_tokens=int(completion_details.get("reasoning_tokens") or 0),
+        input_tokens=token_count(raw.get("prompt_tokens")),
+        cached_tokens=token_count(prompt_details.get("cached_tokens")),
+        cache_write_tokens=token_count(prompt_details.get("cache_write_tokens")),
+        output_tokens=token_count(raw.get("completion_tokens")),
+        reasoning_tokens=token_count(completion_details.get("reasoning_tokens")),
     )
 
 

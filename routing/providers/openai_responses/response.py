@@ -22,17 +22,17 @@ from routing.canonical import (
     UsageReported,
 )
 from routing.errors import UpstreamError
-from routing.providers.base import ResponseStatus, stream_cut_error
+from routing.providers.base import ResponseStatus, as_mapping, stream_cut_error, token_count
 from routing.providers.openai_responses.request import FORMAT
 
 
-def usage(raw: dict | None) -> Usage:
-    raw = raw or {}
+def usage(raw: object) -> Usage:
+    raw = as_mapping(raw)
     return Usage(
-        input_tokens=int(raw.get("input_tokens") or 0),
-        cached_tokens=int((raw.get("input_tokens_details") or {}).get("cached_tokens") or 0),
-        output_tokens=int(raw.get("output_tokens") or 0),
-        reasoning_tokens=int((raw.get("output_tokens_details") or {}).get("reasoning_tokens") or 0),
+        input_tokens=token_count(raw.get("input_tokens")),
+        cached_tokens=token_count(as_mapping(raw.get("input_tokens_details")).get("cached_tokens")),
+        output_tokens=token_count(raw.get("output_tokens")),
+        reasoning_tokens=token_count(as_mapping(raw.get("output_tokens_details")).get("reasoning_tokens")),
     )
 
 
