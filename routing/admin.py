@@ -8,6 +8,7 @@ from gateway.admin_forms import ServiceValidatedForm
 from routing.models import AccountRoutingSettings, Endpoint, Model, Provider
 from routing.serializers import AccountRoutingSettingsSerializer
 from routing.services import (
+    PROVIDER_FIELDS,
     CatalogError,
     account_routing_update,
     endpoint_problems,
@@ -43,22 +44,7 @@ class ProviderForm(CatalogRowForm):
 
     class Meta:
         model = Provider
-        fields = (
-            "slug",
-            "name",
-            "adapter",
-            "credential_kind",
-            "base_url",
-            "api_key_env",
-            "zdr",
-            "retains_prompts",
-            "trains_on_prompts",
-            "region",
-            "status",
-            "is_local_standin",
-            "allow_private_network",
-            "docs_url",
-        )
+        fields = ("slug", *PROVIDER_FIELDS)
 
     def clean(self):
         cleaned = super().clean()

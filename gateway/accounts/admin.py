@@ -102,22 +102,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
     list_display = ("name", "label", "kind", "account", "workspace", "disabled", "expires_at", "created_at")
     list_filter = ("kind", "disabled")
     search_fields = ("name", "label", "hash", "account__name")
-    fields = (
-        "name",
-        "kind",
-        "account",
-        "workspace",
-        "creator",
-        "disabled",
-        "expires_at",
-        "limit",
-        "limit_reset",
-        "include_byok_in_limit",
-        "hash",
-        "label",
-        "created_at",
-        "updated_at",
-    )
+    fields = (*ApiKeyForm.Meta.fields, "hash", "label", "created_at", "updated_at")
 
     def get_readonly_fields(self, request, obj=None):
         always = ("hash", "label", "created_at", "updated_at")
