@@ -92,9 +92,9 @@ class ApiKeyListQuerySerializer(serializers.Serializer):
     limit = fields.QueryIntegerField(required=False, default=100, min_value=1, max_value=1000)
 
 
-class ApiKeyCreateRequestSerializer(serializers.Serializer):
-    name = fields.CharField(max_length=200)
-    limit = fields.MoneyField(
+def key_limit_field() -> fields.MoneyField:
+    """A key's credit limit in USD, as POST and PATCH /keys take it."""
+    return fields.MoneyField(
         max_digits=24,
         decimal_places=12,
         min_value=0,
@@ -103,6 +103,11 @@ class ApiKeyCreateRequestSerializer(serializers.Serializer):
         allow_null=True,
         help_text="Credit limit in USD",
     )
+
+
+class ApiKeyCreateRequestSerializer(serializers.Serializer):
+    name = fields.CharField(max_length=200)
+    limit = key_limit_field()
     limit_reset = fields.ChoiceField(choices=LimitReset.choices, required=False, allow_null=True)
     include_byok_in_limit = fields.BooleanField(required=False, default=False)
     expires_at = fields.DateTimeField(required=False, allow_null=True)
@@ -118,15 +123,7 @@ class ApiKeyCreateRequestSerializer(serializers.Serializer):
 class ApiKeyUpdateRequestSerializer(serializers.Serializer):
     name = fields.CharField(max_length=200, required=False)
     disabled = fields.BooleanField(required=False)
-    limit = fields.MoneyField(
-        max_digits=24,
-        decimal_places=12,
-        min_value=0,
-        max_value=MAX_KEY_LIMIT,
-        required=False,
-        allow_null=True,
-        help_text="Credit limit in USD",
-    )
+    limit = key_limit_field()
     limit_reset = fields.ChoiceField(choices=LimitReset.choices, required=False, allow_null=True)
     include_byok_in_limit = fields.BooleanField(required=False)
 
