@@ -135,3 +135,38 @@ def ask(text: str = "Hello", *, stream: bool = False, **fields) -> CanonicalRequ
     return CanonicalRequest(
         model="standin-echo", input=(Message(role="user", content=(TextPart(text),)),), stream=stream, **fields
     )
+
+
+def load_vertex_catalog(*, base_url: str) -> None:
+    """A google-vertex provider at `base_url` (private network allowed) serving anthropic/claude-vtx."""
+    from routing.services import catalog_load
+
+    catalog_load(
+        data={
+            "providers": [
+                {
+                    "slug": "google-vertex",
+                    "name": "Vertex",
+                    "adapter": "vertex",
+                    "credential_kind": "vertex",
+                    "base_url": base_url,
+                    "allow_private_network": True,
+                    "zdr": True,
+                }
+            ],
+            "models": [
+                {
+                    "id": "anthropic/claude-vtx",
+                    "name": "Claude on Vertex",
+                    "context_length": 200000,
+                    "endpoints": [
+                        {
+                            "provider": "google-vertex",
+                            "upstream_model": "claude-sonnet-4-5@20250929",
+                            "pricing": {"prompt": 3, "completion": 15},
+                        }
+                    ],
+                }
+            ],
+        }
+    )

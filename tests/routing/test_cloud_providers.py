@@ -14,7 +14,7 @@ from django.test import override_settings
 from routing.errors import UpstreamError
 from routing.providers.vertex import auth
 from routing.services import catalog_load
-from tests.support import Persona
+from tests.support import Persona, load_vertex_catalog
 
 PRIVATE_KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)
 PEM = PRIVATE_KEY.private_bytes(
@@ -76,35 +76,7 @@ def test_token_endpoint_on_a_private_address_is_refused_by_default(standin):
 @override_settings(OUTBOUND_ALLOW_PRIVATE_NETWORKS=True)
 def test_byok_service_account_routes_through_vertex(db, standin):
     auth._cache.clear()
-    catalog_load(
-        data={
-            "providers": [
-                {
-                    "slug": "google-vertex",
-                    "name": "Vertex",
-                    "adapter": "vertex",
-                    "credential_kind": "vertex",
-                    "base_url": f"{standin.url}/v1",
-                    "allow_private_network": True,
-                    "zdr": True,
-                }
-            ],
-            "models": [
-                {
-                    "id": "anthropic/claude-vtx",
-                    "name": "Claude on Vertex",
-                    "context_length": 200000,
-                    "endpoints": [
-                        {
-                            "provider": "google-vertex",
-                            "upstream_model": "claude-sonnet-4-5@20250929",
-                            "pricing": {"prompt": 3, "completion": 15},
-                        }
-                    ],
-                }
-            ],
-        }
-    )
+    load_vertex_catalog(base_url=f"{standin.url}/v1")
     from gateway.billing.provisioning import account_provision
 
     gina = Persona(account_provision(name="gina", plan="payg", credits=Decimal("1")))

@@ -27,7 +27,7 @@ from routing.providers.vertex import auth
 from routing.redact import REDACTED, request_secrets, scrub
 from routing.services import catalog_load, provider_credential_set
 from routing.upstream import build_upstream_request, call, open_stream
-from tests.support import Persona, assert_error_envelope, standin_endpoint
+from tests.support import Persona, assert_error_envelope, load_vertex_catalog, standin_endpoint
 from tests.support import ask as canonical_ask
 
 # ---- 3. the outbound address guard ------------------------------------------------------------------------
@@ -514,35 +514,7 @@ def test_token_cache_is_keyed_on_the_whole_secret_and_its_owner(token_server):
 @override_settings(OUTBOUND_ALLOW_PRIVATE_NETWORKS=True)
 def test_a_forged_service_account_never_gets_the_victims_token(db, standin, token_server):
     auth._cache.clear()
-    catalog_load(
-        data={
-            "providers": [
-                {
-                    "slug": "google-vertex",
-                    "name": "Vertex",
-                    "adapter": "vertex",
-                    "credential_kind": "vertex",
-                    "base_url": f"{standin.url}/v1",
-                    "allow_private_network": True,
-                    "zdr": True,
-                }
-            ],
-            "models": [
-                {
-                    "id": "anthropic/claude-vtx",
-                    "name": "Claude on Vertex",
-                    "context_length": 200000,
-                    "endpoints": [
-                        {
-                            "provider": "google-vertex",
-                            "upstream_model": "claude-sonnet-4-5@20250929",
-                            "pricing": {"prompt": 3, "completion": 15},
-                        }
-                    ],
-                }
-            ],
-        }
-    )
+    load_vertex_catalog(base_url=f"{standin.url}/v1")
     from gateway.billing.provisioning import account_provision
 
     victim = Persona(account_provision(name="victim", plan="payg", credits=Decimal("1")))
