@@ -28,3 +28,9 @@ def assert_golden(relative: str, actual) -> None:
         path.write_text(json.dumps(actual, indent=2, sort_keys=True) + "\n")
     expected = json.loads(path.read_text())
     assert actual == expected, f"{relative} differs from the golden file"
+
+
+def stream_fixture(kind: str) -> bytes:
+    """Recorded stream bodies: SSE text, or Bedrock's binary event stream."""
+    binary = FIXTURES / f"adapters/{kind}/stream.bin"
+    return binary.read_bytes() if binary.exists() else (FIXTURES / f"adapters/{kind}/stream.sse").read_bytes()

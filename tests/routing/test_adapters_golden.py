@@ -22,7 +22,7 @@ from routing.canonical import (
 )
 from routing.errors import UpstreamError
 from routing.providers.registry import ADAPTERS
-from tests.golden import FIXTURES, assert_golden
+from tests.golden import FIXTURES, assert_golden, stream_fixture
 
 KINDS = sorted(ADAPTERS)
 SECRET = "sk-test-secret-0123456789"
@@ -137,12 +137,6 @@ def test_build_request(kind, case, request_):
 def test_parse_response(kind):
     body = json.loads((FIXTURES / f"adapters/{kind}/response.json").read_text())
     assert_golden(f"adapters/{kind}/response.expected.json", ADAPTERS[kind].parse_response(body))
-
-
-def stream_fixture(kind: str) -> bytes:
-    """Recorded stream bodies: SSE text, or Bedrock's binary event stream."""
-    binary = FIXTURES / f"adapters/{kind}/stream.bin"
-    return binary.read_bytes() if binary.exists() else (FIXTURES / f"adapters/{kind}/stream.sse").read_bytes()
 
 
 @pytest.mark.parametrize("kind", KINDS)
