@@ -156,7 +156,7 @@ class LocalExtras:
     def list_push(self, cache: BaseCache, key: str, item, *, max_items: int, timeout: int) -> None:
         with self.lists_lock:
             items = cache.get(key) or []
-            items = [*items[len(items) - max_items + 1 :], item] if max_items > 1 else [item]
+            items = [*items[max(0, len(items) - max_items + 1) :], item] if max_items > 1 else [item]
             cache.set(key, items, timeout=timeout)
 
     @staticmethod
