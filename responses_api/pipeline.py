@@ -28,11 +28,10 @@ from responses_api.service import (
     response_normalize,
     response_plan,
 )
-from responses_api.stages import Block, StageEntry
+from responses_api.stages import Block, StageBlocked, StageEntry
 from responses_api.streaming import response_open_stream
 from responses_api.validation.request import ResponseCreateRequestSerializer
 from routing.attempts import AttemptsFailed
-from routing.canonical import CanonicalResponse
 
 
 def authenticate(request: Request, data: dict) -> RequestContext:
@@ -77,19 +76,6 @@ def pre_stages(prepared: Prepared, ctx: RequestContext) -> tuple[Prepared, list[
     return prepared, ran
 
 
-def post_stages(run: ResponseRun, response: CanonicalResponse) -> CanonicalResponse | GatewayError:
-    for stage in stages.POST_STAGES:
-        result = stage(response, run.ctx)
-        if isinstance(result, Block):
-            run.pipeline.append(StageEntry(type=stage.type, name=stage.name, outcome="blocked"))
-            return result.error()
-        run.pipeline.append(
-            StageEntry(type=stage.type, name=stage.name, outcome="passed" if result is response else "changed")
-        )
-        response = result
-    return response
-
-
 def respond_json(run: ResponseRun) -> dict:
     try:
         return _respond_json(run)
@@ -106,10 +92,11 @@ def _respond_json(run: ResponseRun) -> dict:
         served = run.sequence.call()
     except AttemptsFailed as failed:
         raise run.fail(failed.error) from None
-    response = post_stages(run, served.response)
-    blocked = response if isinstance(response, GatewayError) else None
-    if not isinstance(response, CanonicalResponse):
-        response = served.response
+    blocked = None
+    try:
+        response = stages.post_stages(served.response, run.ctx, run.pipeline)
+    except StageBlocked as refused:
+        blocked, response = refused, served.response
     settled = run.close(
         status=response.status,
         served=served.candidate,
@@ -123,6 +110,6 @@ def _respond_json(run: ResponseRun) -> dict:
 
 
 def respond_stream(run: ResponseRun) -> Iterator[bytes]:
-    """run attempts (the first 200 before answering) -> relay -> settle + record -> SSE (post-stages: none on
-    streams yet; a stage that needs the whole response would buffer here)."""
+    """run attempts (the first 200 before answering) -> relay -> post-stages -> settle + record -> SSE. With
+    post-stages configured the answer is relayed once they passed it (keep-alives meanwhile)."""
     return response_open_stream(run=run)

@@ -9,6 +9,7 @@ from typing import Literal, Protocol
 from gateway.errors import GatewayError
 from responses_api.service import RequestContext
 from routing.canonical import CanonicalRequest, CanonicalResponse
+from routing.errors import ErrorType
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,9 +19,18 @@ class Block:
     message: str
     status: int = 400
     metadata: dict | None = None  # the error's `metadata` (a guardrail: its `patterns`)
+    error_type: ErrorType = ErrorType.INVALID_REQUEST  # a stream refused after its 200: the failed event's
 
-    def error(self) -> GatewayError:
-        return GatewayError(self.message, status=self.status, metadata=self.metadata)
+    def error(self) -> "StageBlocked":
+        return StageBlocked(self.message, status=self.status, metadata=self.metadata, error_type=self.error_type)
+
+
+class StageBlocked(GatewayError):
+    """A stage's Block as an error: an HTTP error before a stream's 200, a failed event after it."""
+
+    def __init__(self, message: str, *, status: int, metadata: dict | None, error_type: ErrorType):
+        super().__init__(message, status=status, metadata=metadata)
+        self.error_type = error_type
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,3 +66,15 @@ class PostStage(Protocol):
 # The configured stages, in order (empty today: guardrails, plugins and server tools will register here).
 PRE_STAGES: list[PreStage] = []
 POST_STAGES: list[PostStage] = []
+
+
+def post_stages(response: CanonicalResponse, ctx: RequestContext, ran: list[StageEntry]) -> CanonicalResponse:
+    """The post-stages in order, each listed in `ran`; raises StageBlocked when one refuses the response."""
+    for stage in POST_STAGES:
+        result = stage(response, ctx)
+        if isinstance(result, Block):
+            ran.append(StageEntry(type=stage.type, name=stage.name, outcome="blocked"))
+            raise result.error()
+        ran.append(StageEntry(type=stage.type, name=stage.name, outcome="passed" if result is response else "changed"))
+        response = result
+    return response

@@ -3,16 +3,21 @@ while nothing was sent), relay it as Responses events with keep-alives, fail in 
 and bill what was generated however the stream ends (one settlement, with its record)."""
 
 import logging
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 from django.conf import settings
 
+from responses_api import stages
 from responses_api.errors import final_error
 from responses_api.render import failure_error
 from responses_api.service import ResponseRun, response_abandon
+from responses_api.stages import StageBlocked
 from responses_api.stream_render import DONE, KEEPALIVE, StreamRenderer
-from routing.attempts import WAITING, AttemptsFailed, AttemptStream, release_db_connection
+from routing.accumulate import replay
+from routing.attempts import AttemptsFailed, AttemptStream, release_db_connection
+from routing.canonical import CanonicalResponse
 from routing.errors import ErrorType, UpstreamError
 
 logger = logging.getLogger(__name__)
@@ -61,7 +66,7 @@ def _stream_body(run: ResponseRun, stream: AttemptStream, renderer: StreamRender
                 error=UpstreamError(error_type=ErrorType.SERVER, message="Internal server error", retryable=False)
             )
         if outcome.error is not None:
-            yield from _fail_in_band(run, renderer, outcome.error)
+            yield from _fail_in_band(run, stream, renderer, outcome.error)
         yield DONE
     except GeneratorExit:
         outcome = replace(outcome, cancelled=True)
@@ -74,17 +79,32 @@ def _stream_body(run: ResponseRun, stream: AttemptStream, renderer: StreamRender
 
 
 def _relay(run: ResponseRun, stream: AttemptStream, renderer: StreamRenderer) -> Iterator[bytes]:
-    for event in stream.events():
-        if event is WAITING:
+    # A post-stage sees the whole answer before the client does: then the steps are kept (the fold has them)
+    # and only keep-alives go out until the stages passed it.
+    buffered = bool(stages.POST_STAGES)
+    interval = settings.STREAM_KEEPALIVE_SECONDS
+    written = time.monotonic()
+    for steps in stream.events():
+        if not isinstance(steps, list):
             yield KEEPALIVE
-            continue
-        chunk = b"".join(renderer.feed(event))  # the events one upstream event becomes, as one write
-        if chunk:
-            yield chunk
-    # The upstream finished: close the last item, settle and record, complete.
+        elif not buffered:
+            yield renderer.render(steps)  # the events one upstream event becomes, as one write
+        elif time.monotonic() - written >= interval:
+            written = time.monotonic()
+            yield KEEPALIVE
+    # The upstream finished: close the last item (or replay the checked answer), settle and record, complete.
     response = stream.response
     assert response is not None and run.served is not None
-    closing = b"".join(renderer.close_open())
+    if buffered:
+        try:
+            response = stages.post_stages(response, run.ctx, run.pipeline)
+        except StageBlocked as blocked:
+            _settle_blocked(run, response, stream)
+            yield from _blocked_in_band(run, renderer, blocked)
+            return
+        closing = renderer.render(replay(response))
+    else:
+        closing = renderer.render(stream.fold.close())
     settled = run.close(
         status=response.status,
         served=run.served,
@@ -104,21 +124,45 @@ def _ttft_ms(run: ResponseRun, stream: AttemptStream) -> int | None:
     return int((stream.first_content_at - run.started) * 1000)
 
 
-def _fail_in_band(run: ResponseRun, renderer: StreamRenderer, error: UpstreamError) -> Iterator[bytes]:
+def _fail_in_band(
+    run: ResponseRun, stream: AttemptStream, renderer: StreamRenderer, error: UpstreamError
+) -> Iterator[bytes]:
     """After the 200 went out: a flat `error` event, then `response.failed`."""
     gateway_error = final_error(error, attempts=run.attempts, gateway_metadata=None)
-    body = failure_error(error.error_type, gateway_error.message)
-    yield from renderer.close_open()
-    yield renderer.error(code=body["code"], message=body["message"])
+    if renderer.content_started:  # what was sent is closed (a buffered answer sent nothing)
+        yield renderer.render(stream.fold.close())
+    yield _failed(run, renderer, error.error_type, gateway_error.message)
+
+
+def _blocked_in_band(run: ResponseRun, renderer: StreamRenderer, blocked: StageBlocked) -> Iterator[bytes]:
+    """A post-stage refused a streamed answer: nothing of it was sent; the refusal ends the stream."""
+    yield _failed(run, renderer, blocked.error_type, blocked.message)
+
+
+def _failed(run: ResponseRun, renderer: StreamRenderer, error_type: str, message: str) -> bytes:
+    body = failure_error(error_type, message)
     failed = run.shell.render(
         status="failed",
         model=run.plan.requested,
         output=renderer.items,
         error=body,
-        error_type=error.error_type,
+        error_type=error_type,
         metadata=run.metadata(),
     )
-    yield renderer.lifecycle("response.failed", failed)
+    return renderer.error(code=body["code"], message=body["message"]) + renderer.lifecycle("response.failed", failed)
+
+
+def _settle_blocked(run: ResponseRun, response: CanonicalResponse, stream: AttemptStream) -> None:
+    """The tokens were generated: billed as served, then refused (as on the JSON path)."""
+    assert run.served is not None
+    run.close(
+        status=response.status,
+        served=run.served,
+        usage=response.usage,
+        upstream_id=response.upstream_id,
+        finish_reason=response.incomplete_reason or "stop",
+        ttft_ms=_ttft_ms(run, stream),
+    )
 
 
 def _settle_unfinished(run: ResponseRun, stream: AttemptStream, outcome: StreamOutcome) -> None:
@@ -126,7 +170,7 @@ def _settle_unfinished(run: ResponseRun, stream: AttemptStream, outcome: StreamO
     limits) to the endpoint that generated it, or give the hold back; record the generation, once."""
     error, cancelled = outcome.error, outcome.cancelled
     try:
-        response = stream.accumulator.response()
+        response = stream.fold.response()
         usage = run.bound_usage(response, stream.candidate)
         run.close(
             status="cancelled" if cancelled else "failed",

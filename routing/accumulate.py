@@ -1,6 +1,11 @@
-"""Fold canonical stream events into the canonical response they add up to."""
+"""The one fold of canonical stream events. `Fold.add` turns each event into the steps that build the
+answer's items in the order they arrive (an item opened, a part opened, a delta, a part done, an item done);
+the SSE renderer (responses_api.stream_render) writes those steps as Responses events, and `response()` is the
+canonical response they add up to, valid at any point (a cut stream is billed from it)."""
 
 from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Literal
 
 from routing.canonical import (
     CanonicalResponse,
@@ -21,75 +26,199 @@ from routing.canonical import (
     UsageReported,
 )
 
+# A message's parts are output_text and refusal; a reasoning item's are one summary_text and one reasoning_text.
+PartKind = Literal["output_text", "refusal", "summary_text", "reasoning_text"]
 
-class Accumulator:
-    """Keeps the output so far; `response()` is valid at any point (e.g. after a cut stream)."""
+
+@dataclass(frozen=True, slots=True)
+class ItemOpened:
+    index: int  # the item's output index
+    item: OutputItem  # as it starts: empty (a function call: its call id and name)
+
+
+@dataclass(frozen=True, slots=True)
+class PartOpened:
+    index: int
+    part: PartKind
+    part_index: int
+
+
+@dataclass(frozen=True, slots=True)
+class Delta:
+    index: int
+    part: PartKind | Literal["arguments"]
+    part_index: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class PartDone:
+    index: int
+    part: PartKind
+    part_index: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ItemDone:
+    index: int
+    item: OutputItem  # complete
+
+
+FoldStep = ItemOpened | PartOpened | Delta | PartDone | ItemDone
+
+
+@dataclass(slots=True)
+class _Part:
+    kind: PartKind
+    texts: list[str] = field(default_factory=list)
+    done: bool = False
+
+
+@dataclass(slots=True)
+class _OpenItem:
+    """The item being built: a message (parts), reasoning (summary and/or content part, seal) or a call."""
+
+    index: int
+    kind: Literal["message", "reasoning", "function_call"]
+    parts: list[_Part] = field(default_factory=list)  # a message's parts, in order
+    summary: _Part | None = None
+    content: _Part | None = None
+    signature: str | None = None
+    encrypted_content: str | None = None
+    format: str = "unknown"
+    call_id: str = ""
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+
+    def item(self) -> OutputItem:
+        if self.kind == "message":
+            text = "".join("".join(part.texts) for part in self.parts if part.kind == "output_text")
+            refusal = "".join("".join(part.texts) for part in self.parts if part.kind == "refusal")
+            return OutputMessage(text=text, refusal=refusal or None)
+        if self.kind == "reasoning":
+            return OutputReasoning(
+                summary=("".join(self.summary.texts),) if self.summary else (),
+                content=("".join(self.content.texts),) if self.content else (),
+                signature=self.signature,
+                encrypted_content=self.encrypted_content,
+                format=self.format,
+            )
+        return OutputFunctionCall(call_id=self.call_id, name=self.name, arguments="".join(self.arguments))
+
+
+class Fold:
+    """The answer so far: its closed items, the open one, and what the stream said about itself."""
 
     def __init__(self) -> None:
+        self.items: list[OutputItem] = []  # closed, in output order
+        self.open: _OpenItem | None = None
         self.upstream_id: str | None = None
         self.model: str | None = None
-        self.reasoning_summary: list[str] = []
-        self.reasoning_content: list[str] = []
-        self.reasoning_sealed: ReasoningSealed | None = None
-        self.text: list[str] = []
-        self.refusal: list[str] = []
-        self.calls: dict[int, list] = {}  # index -> [call_id, name, [argument fragments]]
         self.usage = Usage()
         self.finished: Finished | None = None
 
-    def add(self, event: StreamEvent) -> None:
+    def add(self, event: StreamEvent) -> list[FoldStep]:
         match event:
+            case TextDelta():
+                return self._text("output_text", event.text)
+            case RefusalDelta():
+                return self._text("refusal", event.text)
+            case ReasoningDelta():
+                return self._reasoning(event)
+            case ReasoningSealed():
+                steps = self._open_as("reasoning")
+                assert self.open is not None
+                self.open.signature = event.signature or self.open.signature
+                self.open.encrypted_content = event.encrypted_content or self.open.encrypted_content
+                self.open.format = event.format
+                return steps
+            case ToolCallStarted():
+                steps = self.close()
+                self.open = _OpenItem(
+                    index=len(self.items), kind="function_call", call_id=event.call_id, name=event.name
+                )
+                return [*steps, ItemOpened(self.open.index, self.open.item())]
+            case ToolCallDelta():
+                steps = []
+                if self.open is None or self.open.kind != "function_call":  # arguments with no start
+                    steps = self.add(ToolCallStarted(index=event.index, call_id=f"call_{event.index}", name=""))
+                assert self.open is not None
+                self.open.arguments.append(event.arguments)
+                return [*steps, Delta(self.open.index, "arguments", 0, event.arguments)]
             case ResponseStarted():
                 self.upstream_id = event.upstream_id or self.upstream_id
                 self.model = event.model or self.model
-            case TextDelta():
-                self.text.append(event.text)
-            case RefusalDelta():
-                self.refusal.append(event.text)
-            case ReasoningDelta():
-                (self.reasoning_summary if event.kind == "summary" else self.reasoning_content).append(event.text)
-            case ReasoningSealed():
-                self.reasoning_sealed = event
-            case ToolCallStarted():
-                self.calls[event.index] = [event.call_id, event.name, []]
-            case ToolCallDelta():
-                self.calls.setdefault(event.index, [f"call_{event.index}", "", []])[2].append(event.arguments)
             case UsageReported():
                 self.usage = event.usage
             case Finished():
                 self.finished = event
+        return []
+
+    def _open_as(self, kind: Literal["message", "reasoning"]) -> list[FoldStep]:
+        if self.open is not None and self.open.kind == kind:
+            return []
+        steps = self.close()
+        self.open = _OpenItem(index=len(self.items), kind=kind)
+        return [*steps, ItemOpened(self.open.index, self.open.item())]
+
+    def _text(self, kind: PartKind, text: str) -> list[FoldStep]:
+        steps = self._open_as("message")
+        item = self.open
+        assert item is not None
+        if not item.parts or item.parts[-1].kind != kind:
+            steps += self._close_part()
+            item.parts.append(_Part(kind))
+            steps.append(PartOpened(item.index, kind, len(item.parts) - 1))
+        item.parts[-1].texts.append(text)
+        return [*steps, Delta(item.index, kind, len(item.parts) - 1, text)]
+
+    def _reasoning(self, event: ReasoningDelta) -> list[FoldStep]:
+        steps = self._open_as("reasoning")
+        item = self.open
+        assert item is not None
+        kind: PartKind = "summary_text" if event.kind == "summary" else "reasoning_text"
+        part = item.summary if event.kind == "summary" else item.content
+        if part is None:
+            part = _Part(kind)
+            if event.kind == "summary":
+                item.summary = part
+            else:
+                item.content = part
+            steps.append(PartOpened(item.index, kind, 0))
+        part.texts.append(event.text)
+        return [*steps, Delta(item.index, kind, 0, event.text)]
+
+    def _close_part(self) -> list[FoldStep]:
+        item = self.open
+        if item is None or item.kind != "message" or not item.parts or item.parts[-1].done:
+            return []
+        part = item.parts[-1]
+        part.done = True
+        return [PartDone(item.index, part.kind, len(item.parts) - 1, "".join(part.texts))]
+
+    def close(self) -> list[FoldStep]:
+        """Close the open item (the stream ended, or another item begins)."""
+        item = self.open
+        if item is None:
+            return []
+        steps = self._close_part()
+        for part in (item.summary, item.content):
+            if part is not None:
+                steps.append(PartDone(item.index, part.kind, 0, "".join(part.texts)))
+        done = item.item()
+        self.items.append(done)
+        self.open = None
+        return [*steps, ItemDone(item.index, done)]
 
     def has_output(self) -> bool:
-        return bool(
-            self.text
-            or self.refusal
-            or self.calls
-            or self.reasoning_summary
-            or self.reasoning_content
-            or self.reasoning_sealed
-        )
+        return bool(self.items) or self.open is not None
 
     def response(self) -> CanonicalResponse:
-        output: list[OutputItem] = []
-        if self.reasoning_summary or self.reasoning_content or self.reasoning_sealed:
-            sealed = self.reasoning_sealed or ReasoningSealed()
-            output.append(
-                OutputReasoning(
-                    summary=("".join(self.reasoning_summary),) if self.reasoning_summary else (),
-                    content=("".join(self.reasoning_content),) if self.reasoning_content else (),
-                    signature=sealed.signature,
-                    encrypted_content=sealed.encrypted_content,
-                    format=sealed.format,
-                )
-            )
-        if self.text or self.refusal:
-            output.append(OutputMessage(text="".join(self.text), refusal="".join(self.refusal) or None))
-        for index in sorted(self.calls):
-            call_id, name, fragments = self.calls[index]
-            output.append(OutputFunctionCall(call_id=call_id, name=name, arguments="".join(fragments)))
+        output = tuple(self.items) + ((self.open.item(),) if self.open is not None else ())
         finished = self.finished or Finished()
         return CanonicalResponse(
-            output=tuple(output),
+            output=output,
             usage=self.usage,
             status=finished.status,
             incomplete_reason=finished.incomplete_reason,
@@ -100,7 +229,36 @@ class Accumulator:
 
 
 def accumulate(events: Iterable[StreamEvent]) -> CanonicalResponse:
-    accumulator = Accumulator()
+    fold = Fold()
     for event in events:
-        accumulator.add(event)
-    return accumulator.response()
+        fold.add(event)
+    return fold.response()
+
+
+def replay(response: CanonicalResponse) -> list[FoldStep]:
+    """The steps that build a complete response's items, each item its own (a response a post-stage changed,
+    then streamed)."""
+    fold = Fold()
+    steps: list[FoldStep] = []
+    for index, item in enumerate(response.output):
+        steps += fold.close()
+        for event in _item_events(index, item):
+            steps += fold.add(event)
+    return steps + fold.close()
+
+
+def _item_events(index: int, item: OutputItem) -> list[StreamEvent]:
+    events: list[StreamEvent] = []
+    match item:
+        case OutputMessage():
+            if item.text or not item.refusal:
+                events.append(TextDelta(item.text))
+            if item.refusal:
+                events.append(RefusalDelta(item.refusal))
+        case OutputReasoning():
+            events += [ReasoningDelta(text, kind="summary") for text in item.summary]
+            events += [ReasoningDelta(text, kind="content") for text in item.content]
+            events.append(ReasoningSealed(item.signature, item.encrypted_content, item.format))
+        case OutputFunctionCall():
+            events += [ToolCallStarted(index, item.call_id, item.name), ToolCallDelta(index, item.arguments)]
+    return events

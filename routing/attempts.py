@@ -17,7 +17,7 @@ from django.db import connection
 
 from gateway.billing.generations import AttemptRecord
 from routing import upstream
-from routing.accumulate import Accumulator
+from routing.accumulate import Fold, FoldStep
 from routing.canonical import (
     CanonicalRequest,
     CanonicalResponse,
@@ -194,10 +194,11 @@ class AttemptSequence:
 
 
 class AttemptStream:
-    """An open canonical event stream. `events()` yields canonical events (and WAITING while the first content
-    is awaited); a failure before anything was committed to the client moves on to the next candidate, a later
-    or final one is raised as UpstreamError. `committed` says whether content reached the client (default:
-    a content event was yielded). Always `close()`."""
+    """An open canonical event stream, folded as it arrives (routing.accumulate). `events()` yields the fold's
+    steps for each upstream event that made any (and WAITING while the first content is awaited); a failure
+    before anything was committed to the client moves on to the next candidate, a later or final one is raised
+    as UpstreamError. `committed` says whether content reached the client (default: a step was yielded).
+    Always `close()`."""
 
     def __init__(
         self,
@@ -213,11 +214,11 @@ class AttemptStream:
         self._committed = committed or (lambda: self.first_content_at is not None)
         self.upstream_body = opened.upstream_body  # the first attempt's body (for debug echo)
         self.candidate: Candidate = opened.candidate  # the attempt under way (or the last one)
-        self.accumulator = Accumulator()  # the fold of the current attempt's events
+        self.fold = Fold()  # the one fold of the current attempt's events
         self.first_content_at: float | None = None
         self.response: CanonicalResponse | None = None  # set when the stream completed (usage bounded)
 
-    def events(self) -> Iterator[StreamEvent | _Waiting]:
+    def events(self) -> Iterator[list[FoldStep] | _Waiting]:
         while self._opened is not None:
             opened = self._opened
             try:
@@ -228,7 +229,7 @@ class AttemptStream:
                 opened.stream.close()
                 if self._committed() or not error.retryable:
                     raise
-                self.accumulator = Accumulator()
+                self.fold = Fold()
                 try:
                     self._opened = self._sequence._open()
                 except AttemptsFailed as failed:
@@ -236,7 +237,7 @@ class AttemptStream:
                     raise (failed.error or error) from None
                 self.candidate = self._opened.candidate
 
-    def _relay(self, opened: _Opened) -> Iterator[StreamEvent | _Waiting]:
+    def _relay(self, opened: _Opened) -> Iterator[list[FoldStep] | _Waiting]:
         events = opened.stream.events()
         ended = False
         for kind, event in _until_first_content(events, self._interval):
@@ -244,26 +245,25 @@ class AttemptStream:
                 yield WAITING
             elif kind == "event":
                 assert event is not None
-                yield self._add(event)
+                if steps := self._add(event):
+                    yield steps
             else:
                 ended = kind == "end"
         if not ended:
             for event in events:
-                yield self._add(event)
-        if not self.accumulator.has_output() and self.accumulator.finished is None:
+                if steps := self._add(event):
+                    yield steps
+        if not self.fold.has_output() and self.fold.finished is None:
             raise UpstreamError(
                 error_type=ErrorType.PROVIDER_UNAVAILABLE, message="The provider's stream had no output", retryable=True
             )
         ttft_s = self.first_content_at - opened.started if self.first_content_at is not None else None
-        self.response = self._sequence._succeeded(
-            opened.candidate, opened.started, self.accumulator.response(), ttft_s=ttft_s
-        )
+        self.response = self._sequence._succeeded(opened.candidate, opened.started, self.fold.response(), ttft_s=ttft_s)
 
-    def _add(self, event: StreamEvent) -> StreamEvent:
+    def _add(self, event: StreamEvent) -> list[FoldStep]:
         if self.first_content_at is None and not isinstance(event, NOT_CONTENT):
             self.first_content_at = time.monotonic()
-        self.accumulator.add(event)
-        return event
+        return self.fold.add(event)
 
     def close(self) -> None:
         if self._opened is not None:

@@ -1,6 +1,7 @@
 """Plain helpers shared by test modules (fixtures live in conftest.py): personas, the error envelope check,
 catalog data, stand-in endpoints and scripted behaviours, canonical requests."""
 
+import json
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -170,3 +171,14 @@ def load_vertex_catalog(*, base_url: str) -> None:
             ],
         }
     )
+
+
+def sse_events(response) -> tuple[list[dict], bytes]:
+    """A streamed test-client response's Responses events (data lines, [DONE] left out), and its bytes."""
+    raw = b"".join(response.streaming_content)
+    events = []
+    for block in raw.decode().split("\n\n"):
+        data = [line[6:] for line in block.split("\n") if line.startswith("data: ")]
+        if data and data[0] != "[DONE]":
+            events.append(json.loads("\n".join(data)))
+    return events, raw

@@ -10,7 +10,8 @@ import byok.selectors
 from gateway.billing.models import Generation, Reservation
 from responses_api import stages
 from responses_api.stages import Block
-from tests.support import assert_error_envelope
+from routing.canonical import OutputMessage
+from tests.support import assert_error_envelope, sse_events
 
 METADATA = {"HTTP_X_GATEWAY_METADATA": "enabled"}
 
@@ -22,10 +23,10 @@ def add_key(persona, provider: str, key: str, **fields) -> None:
     assert response.status_code == 201, response.content
 
 
-def ask(client, **body):
+def ask(client, *, stream=False, **body):
     return client.post(
         "/api/v1/responses",
-        {"model": "standin/echo", "input": "Hello", "provider": {"sort": "price"}, **body},
+        {"model": "standin/echo", "input": "Hello", "provider": {"sort": "price"}, "stream": stream, **body},
         format="json",
         **METADATA,
     )
@@ -102,3 +103,51 @@ def test_keys_are_decrypted_only_for_the_candidates_tried(alice, multi, monkeypa
     )
     assert response.status_code == 200 and response.json()["usage"]["is_byok"] is True
     assert len(opened) == 1 and opened[0].startswith("byok:")  # the first key only: it served
+
+
+class Shout:
+    """A response plugin that rewrites the answer's text."""
+
+    type, name = "response_plugin", "shout"
+
+    def __call__(self, response, ctx):
+        output = tuple(
+            replace(item, text=item.text.upper()) if isinstance(item, OutputMessage) else item
+            for item in response.output
+        )
+        return replace(response, output=output)
+
+
+class Withhold:
+    type, name = "response_plugin", "withhold"
+
+    def __call__(self, response, ctx):
+        return Block("The answer was withheld", status=403)
+
+
+def test_a_post_stage_sees_a_streamed_answer_before_the_client(alice, standin_catalog, configured):
+    configured(post=[Shout()])
+    events, raw = sse_events(ask(alice.client(), stream=True))
+    text = "".join(e["delta"] for e in events if e["type"] == "response.output_text.delta")
+    assert text and text == text.upper()  # only the changed answer went out
+    completed = events[-1]
+    assert completed["type"] == "response.completed"
+    assert completed["response"]["output"][0]["content"][0]["text"] == text
+    assert completed["response"]["gateway_metadata"]["pipeline"] == [
+        {"type": "response_plugin", "name": "shout", "summary": "changed", "data": {}}
+    ]
+    assert [e["sequence_number"] for e in events] == list(range(len(events)))
+    assert raw.endswith(b"data: [DONE]\n\n")
+
+
+def test_a_post_stage_refusing_a_stream_ends_it_failed_and_billed(alice, standin_catalog, configured):
+    configured(post=[Withhold()])
+    response = ask(alice.client(), stream=True)
+    events, _ = sse_events(response)
+    kinds = [e["type"] for e in events]
+    assert kinds == ["response.created", "response.in_progress", "error", "response.failed"]  # no answer leaked
+    assert events[2]["message"] == "The answer was withheld"
+    failed = events[-1]["response"]
+    assert failed["error"]["message"] == "The answer was withheld" and failed["output"] == []
+    record = Generation.objects.get(pk=response["X-Generation-Id"])
+    assert record.cost > 0 and record.tokens_output > 0  # generated, so billed, as on the JSON path

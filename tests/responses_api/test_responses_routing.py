@@ -12,7 +12,7 @@ from rest_framework.test import APIClient
 from gateway.accounts.models import Account
 from gateway.billing.models import EntryKind, Generation, LedgerEntry
 from routing.services import catalog_load
-from tests.support import assert_error_envelope, point_provider
+from tests.support import assert_error_envelope, point_provider, sse_events
 
 PROVIDERS = ["standin-chat", "standin-responses", "standin-anthropic"]
 
@@ -23,16 +23,6 @@ def ask(client, *, stream=False, headers=None, **body):
     if stream:
         payload["stream"] = True
     return client.post("/api/v1/responses", payload, format="json", **(headers or {}))
-
-
-def sse_events(response) -> tuple[list[dict], bytes]:
-    raw = b"".join(response.streaming_content)
-    events = []
-    for block in raw.decode().split("\n\n"):
-        data = [line[6:] for line in block.split("\n") if line.startswith("data: ")]
-        if data and data[0] != "[DONE]":
-            events.append(json.loads("\n".join(data)))
-    return events, raw
 
 
 def all_fail(server, script: str) -> None:

@@ -9,6 +9,8 @@ import json
 import pytest
 
 from responses_api import stream_render
+from responses_api.render import output_items
+from routing.accumulate import Fold, replay
 from routing.canonical import (
     Finished,
     ReasoningDelta,
@@ -69,20 +71,35 @@ def numbered_ids(monkeypatch):
     monkeypatch.setattr(stream_render, "new_id", lambda prefix: f"{prefix}_{next(counter)}")
 
 
-def render(events) -> tuple[bytes, list[dict]]:
-    """The bytes for the events, then for closing the last item; and the items the stream completed with."""
-    renderer = stream_render.StreamRenderer()
-    chunks = [b"".join(renderer.feed(event)) for event in events]
-    chunks.append(b"".join(renderer.close_open()))
-    return b"".join(chunks), renderer.items
+def render(events) -> tuple[bytes, list[dict], Fold]:
+    """The bytes for the events, then for closing the last item; the items the stream completed with; the fold."""
+    fold, renderer = Fold(), stream_render.StreamRenderer()
+    chunks = [renderer.render(fold.add(event)) for event in events]
+    chunks.append(renderer.render(fold.close()))
+    return b"".join(chunks), renderer.items, fold
+
+
+def without_ids(items: list[dict]) -> list[dict]:
+    return [{key: value for key, value in item.items() if key != "id"} for item in items]
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_sse_bytes_are_the_golden_ones(case, numbered_ids):
     events = _adapter_events(CASES[case]) if case.startswith("adapter_") else SYNTHETIC[case]
-    body, items = render(events)
+    body, items, fold = render(events)
+    assert without_ids(output_items(fold.response())) == without_ids(items)  # billed == sent
     body += b"items: " + json.dumps(items, sort_keys=True).encode() + b"\n"
     path = FIXTURES / f"stream_render/{case}.sse"
     if not path.exists():  # first run writes it (review the diff)
         path.write_bytes(body)
     assert body == path.read_bytes()
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_complete_response_replays_as_the_same_items(case, numbered_ids):
+    """A response changed by a post-stage is streamed from its items: the same items come out."""
+    events = _adapter_events(CASES[case]) if case.startswith("adapter_") else SYNTHETIC[case]
+    response = render(events)[2].response()
+    renderer = stream_render.StreamRenderer()
+    renderer.render(replay(response))
+    assert without_ids(renderer.items) == without_ids(output_items(response))
