@@ -30,6 +30,13 @@ class ByokKey(models.Model):
     allowed_api_key_hashes = models.JSONField(null=True, blank=True)
     allowed_user_ids = models.JSONField(null=True, blank=True)
     shared_capacity = models.CharField(max_length=20, choices=SharedCapacity.choices, default=SharedCapacity.ALWAYS)
+    serves_models = models.JSONField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="Azure keys: the model slugs their per-deployment configs serve ('*': a catalog config serves any "
+        "model), kept in the clear so routing never decrypts a key to plan; null: any model",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -29,6 +29,7 @@ class ByokKeyInfo:
     allowed_user_ids: tuple[str, ...] | None
     shared_capacity: str
     kind: str = "api_key"
+    serves_models: tuple[str, ...] | None = None  # None: any model (see ByokKey.serves_models)
 
     def applies(self, *, model_id: str, api_key_hash: str, user_id: str | None) -> bool:
         """Rule 4: every active filter must match."""
@@ -68,6 +69,7 @@ def byok_keys_for_routing(*, account_id: UUID, workspace_id: UUID) -> list[ByokK
             "allowed_user_ids",
             "shared_capacity",
             "kind",
+            "serves_models",
             "created_at",
         )
         .order_by("sort_order", "created_at")
@@ -83,17 +85,18 @@ def byok_keys_for_routing(*, account_id: UUID, workspace_id: UUID) -> list[ByokK
             allowed_user_ids=_tuple(row.allowed_user_ids),
             shared_capacity=row.shared_capacity,
             kind=row.kind,
+            serves_models=_tuple(row.serves_models),
         )
         for row in rows
     ]
 
 
 def byok_key_serves(*, key: ByokKeyInfo, model_id: str) -> bool:
-    """Whether the key has credentials for this model, known without decrypting it except for Azure keys (whose
-    per-deployment configs are sealed): those are decrypted to look, and the plaintext is dropped at once."""
-    if key.kind != "azure":
+    """Whether the key has credentials for this model, known without decrypting it: an Azure key's configs
+    are summarized in the clear when it is saved (`serves_models`, the same rule as `azure_config_for`)."""
+    if key.serves_models is None:
         return True
-    return byok_credentials(key_id=key.id, model_id=model_id) is not None
+    return model_id in key.serves_models or "*" in key.serves_models
 
 
 def operator_credentials(*, provider_id: int, key_id: str, sealed: bytes) -> ProviderCredentials:

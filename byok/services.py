@@ -16,6 +16,7 @@ FILTERS = ("allowed_models", "allowed_api_key_hashes", "allowed_user_ids")
 def _seal_into(key: ByokKey, credential: ParsedCredential) -> None:
     sealed = seal(credential.material, aad=f"byok:{key.id}")
     key.sealed, key.key_id, key.label = sealed.blob, sealed.key_id, credential.label
+    key.serves_models = credential.serves_models
 
 
 def _section(key: ByokKey):

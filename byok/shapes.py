@@ -61,6 +61,7 @@ class ParsedCredential:
     label: str
     api_key: str  # the secret an adapter sends (first config's key for Azure)
     extra: dict | list | None = None
+    serves_models: list[str] | None = None  # Azure: what its configs serve (see ByokKey.serves_models)
 
 
 def parse_credential(*, kind: str, value) -> ParsedCredential:
@@ -202,8 +203,18 @@ def _azure(value) -> ParsedCredential:
             raise ShapeError(f"{where} needs resource_name (catalog config) or endpoint_url (per-deployment config)")
     material = json.dumps(configs, separators=(",", ":"), sort_keys=True)
     return ParsedCredential(
-        material=material, label=mask_secret(configs[0]["api_key"]), api_key=configs[0]["api_key"], extra=configs
+        material=material,
+        label=mask_secret(configs[0]["api_key"]),
+        api_key=configs[0]["api_key"],
+        extra=configs,
+        serves_models=azure_serves(configs),
     )
+
+
+def azure_serves(configs: list[dict]) -> list[str]:
+    """The model slugs of the per-deployment configs, and '*' when a catalog config serves any other model."""
+    models = {config["model_slug"] for config in configs if config.get("endpoint_url") and config.get("model_slug")}
+    return sorted(models) + (["*"] if any(config.get("resource_name") for config in configs) else [])
 
 
 def _azure_catalog(config: dict, where: str) -> None:
