@@ -104,15 +104,6 @@ class Endpoint(models.Model):
         return f"{self.model_id} @ {self.provider.slug}"
 
 
-class CatalogVersion(models.Model):
-    """One row whose value changes with every catalog change: processes rebuild their snapshot when it does."""
-
-    value = models.CharField(max_length=32)
-
-    def __str__(self) -> str:
-        return self.value
-
-
 class DataCollection(models.TextChoices):
     ALLOW = "allow", "Allow"
     DENY = "deny", "Deny"

@@ -1,11 +1,12 @@
 """An in-process snapshot of the routable catalog, rebuilt when the catalog version changes.
 
-Each request reads one small row (the version) instead of the catalog; saving a provider, model, endpoint,
-account routing settings or BYOK key (admin, loader, services, API) bumps the version, so changes route at
-once in every process. Bulk `QuerySet.update()` sends no signals: call `catalog_changed()` after one."""
+A request runs no query for it: the version is a counter of gateway.versions, which each process re-reads
+at most every CACHE_VERSION_CHECK_SECONDS. Saving a provider, model, endpoint, account routing settings or
+BYOK key (admin, loader, services, API) bumps it when the change commits, so changes route at once in the
+process that made them and within that window in every other. Bulk `QuerySet.update()` sends no signals:
+call `catalog_changed()` after one."""
 
 import threading
-import uuid
 from dataclasses import dataclass, field
 
 from django.db import transaction
@@ -13,8 +14,11 @@ from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
 from byok.models import ByokKey
+from gateway.versions.counters import version_bump, version_current
 from routing.catalog import EndpointInfo, endpoint_info
-from routing.models import AccountRoutingSettings, CatalogVersion, Endpoint, Model, Provider, ProviderStatus
+from routing.models import AccountRoutingSettings, Endpoint, Model, Provider, ProviderStatus
+
+VERSION = "catalog"
 
 
 @dataclass(frozen=True)
@@ -29,7 +33,7 @@ class ProviderSecret:
 
 @dataclass(frozen=True)
 class CatalogSnapshot:
-    version: str | None
+    version: str  # the catalog version it was built under (gateway.versions token)
     models: frozenset[str]
     endpoints_by_model: dict[str, tuple[EndpointInfo, ...]]
     secrets: dict[str, ProviderSecret]
@@ -48,7 +52,8 @@ _current: CatalogSnapshot | None = None
 
 
 def catalog_changed() -> None:
-    CatalogVersion.objects.update_or_create(pk=1, defaults={"value": uuid.uuid4().hex})
+    """Every process rebuilds its snapshot: this one at once, the others within the version window."""
+    version_bump(VERSION)
 
 
 @receiver([post_save, post_delete], sender=Provider)
@@ -60,7 +65,7 @@ def _bump_version(sender, **kwargs) -> None:
     catalog_changed()
 
 
-def _build(version: str | None) -> CatalogSnapshot:
+def _build(version: str) -> CatalogSnapshot:
     endpoints: dict[str, list[EndpointInfo]] = {}
     rows = (
         Endpoint.objects.filter(enabled=True, provider__status=ProviderStatus.ACTIVE)
@@ -87,12 +92,16 @@ def _build(version: str | None) -> CatalogSnapshot:
 
 
 def current_snapshot() -> CatalogSnapshot:
+    """The snapshot of the current catalog version; built under the version read before the build, so a
+    change committed during the build makes the next call build again."""
     global _current
-    version = CatalogVersion.objects.filter(pk=1).values_list("value", flat=True).first()
+    version = version_current(VERSION)
     snapshot = _current
-    if snapshot is not None and snapshot.version == version and version is not None:
+    if snapshot is not None and snapshot.version == version:
         return snapshot
-    with _lock, transaction.atomic():
-        snapshot = _build(version)
-        _current = snapshot
+    with _lock:
+        snapshot = _current
+        if snapshot is None or snapshot.version != version:  # another thread may have built it meanwhile
+            with transaction.atomic():
+                snapshot = _current = _build(version)
     return snapshot

@@ -22,6 +22,15 @@ def _fresh_cache():
 
 
 @pytest.fixture(autouse=True)
+def _fresh_versions():
+    """API keys and the catalog are cached per process under version counters: every test starts with none
+    (the previous test's rows were rolled back, and its cached copies must not be served)."""
+    from gateway.versions.counters import versions_reset
+
+    versions_reset()
+
+
+@pytest.fixture(autouse=True)
 def _no_stray_outbound_http(monkeypatch):
     """Any outbound call that is not to loopback fails the test (the stand-in provider lives on loopback)."""
     import socket

@@ -1,15 +1,30 @@
-"""Bearer API-key authentication for /api/v1."""
+"""Bearer API-key authentication for /api/v1, from an in-process cache of keys by hash.
+
+The cache is dropped whenever the "keys" version changes (gateway.versions): every change that can affect
+authentication or the Caller bumps it, so a key disabled, deleted, expired early or limited stops being
+served from the cache within CACHE_VERSION_CHECK_SECONDS in every process (at once in the one that changed
+it). The receivers below cover saves and deletes (admin, API, services, cascades); a bulk
+`QuerySet.update()` of keys, accounts or members sends no signal: call `api_keys_changed()` after one.
+A key that is not found is not cached (unknown keys cannot fill memory; a new key works at once)."""
 
 from dataclasses import dataclass
+from datetime import datetime
 from uuid import UUID
 
+from django.db.models.signals import post_delete, post_save
+from django.dispatch import receiver
 from django.utils import timezone
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 
 from gateway.accounts.keys import KEY_PREFIX, key_hash
-from gateway.accounts.models import ApiKey, KeyKind, Plan
+from gateway.accounts.models import Account, ApiKey, KeyKind, Member, Plan
 from gateway.errors import MSG_INVALID_KEY, MSG_MISSING_AUTH
+from gateway.versions.counters import VersionedCache, version_bump
+
+VERSION = "keys"
+# Keys kept per process (the oldest go first): about 1 KB each.
+MAX_CACHED_KEYS = 4096
 
 
 @dataclass(frozen=True)
@@ -36,6 +51,67 @@ class Caller:
         return self.plan == Plan.ENTERPRISE
 
 
+@dataclass(frozen=True)
+class KeyState:
+    """A key as authentication sees it: its Caller and what is checked on every request."""
+
+    caller: Caller
+    disabled: bool
+    expires_at: datetime | None
+
+
+_keys: VersionedCache[str, KeyState] = VersionedCache(VERSION, max_entries=MAX_CACHED_KEYS)
+
+
+def api_keys_changed() -> None:
+    """Every process drops its cached keys: this one at once, the others within the version window."""
+    version_bump(VERSION)
+
+
+@receiver([post_save, post_delete], sender=ApiKey)
+@receiver([post_save, post_delete], sender=Account)
+@receiver([post_save, post_delete], sender=Member)
+def _keys_changed_by(sender, created: bool = False, update_fields=None, **kwargs) -> None:
+    """A new row cannot be in any cache; an account matters for its plan (balance moves are not saves)."""
+    if created or (sender is Account and update_fields is not None and "plan" not in update_fields):
+        return
+    api_keys_changed()
+
+
+def key_state_load(hash_: str) -> KeyState | None:
+    """The key with this hash from the database, or None."""
+    key = (
+        ApiKey.objects.select_related("account", "creator")
+        .filter(hash=hash_)
+        .only(
+            "id",
+            "hash",
+            "kind",
+            "disabled",
+            "expires_at",
+            "account_id",
+            "workspace_id",
+            "limit",
+            "account__plan",
+            "creator__user_id",
+        )
+        .first()
+    )
+    if key is None:
+        return None
+    caller = Caller(
+        key_id=key.id,
+        key_hash=key.hash,
+        kind=key.kind,
+        account_id=key.account_id,
+        workspace_id=key.workspace_id,
+        plan=key.account.plan,
+        creator_user_id=key.creator.user_id if key.creator else None,
+        has_limit=key.limit is not None,
+    )
+    return KeyState(caller=caller, disabled=key.disabled, expires_at=key.expires_at)
+
+
 class ApiKeyAuthentication(authentication.BaseAuthentication):
     def authenticate(self, request):
         header = request.META.get("HTTP_AUTHORIZATION", "")
@@ -45,40 +121,14 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         token = token.strip()
         if scheme.lower() != "bearer" or not token.startswith(KEY_PREFIX) or len(token) > 200:
             raise exceptions.AuthenticationFailed(MSG_INVALID_KEY)
-        key = (
-            ApiKey.objects.select_related("account", "creator")
-            .filter(hash=key_hash(token))
-            .only(
-                "id",
-                "hash",
-                "kind",
-                "disabled",
-                "expires_at",
-                "account_id",
-                "workspace_id",
-                "limit",
-                "account__plan",
-                "creator__user_id",
-            )
-            .first()
-        )
-        if key is None:
+        state = _keys.get_or_load(key_hash(token), key_state_load)
+        if state is None:
             raise exceptions.AuthenticationFailed(MSG_INVALID_KEY)
-        if key.disabled:
+        if state.disabled:
             raise exceptions.AuthenticationFailed("API key is disabled")
-        if key.expires_at is not None and key.expires_at <= timezone.now():
+        if state.expires_at is not None and state.expires_at <= timezone.now():
             raise exceptions.AuthenticationFailed("API key has expired")
-        caller = Caller(
-            key_id=key.id,
-            key_hash=key.hash,
-            kind=key.kind,
-            account_id=key.account_id,
-            workspace_id=key.workspace_id,
-            plan=key.account.plan,
-            creator_user_id=key.creator.user_id if key.creator else None,
-            has_limit=key.limit is not None,
-        )
-        return caller, key.hash
+        return state.caller, state.caller.key_hash
 
     def authenticate_header(self, request):
         return 'Bearer realm="api"'

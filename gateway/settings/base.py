@@ -24,6 +24,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "gateway.versions",
     "gateway.accounts",
     "gateway.billing",
     "routing",
@@ -77,6 +78,10 @@ elif env.bool("DB_POOL", default=True):
         "max_size": env.int("DB_POOL_MAX_SIZE", default=20),
         "timeout": 30,
     }
+
+# Each process re-reads the version counters of its in-process caches (API keys, the catalog) at most this
+# often, in seconds: a key disabled or deleted, or a catalog change, is seen everywhere within it.
+CACHE_VERSION_CHECK_SECONDS = env.float("CACHE_VERSION_CHECK_SECONDS", default=0.5)
 
 REDIS_URL = env.str("REDIS_URL", default="")
 # Redis is an optimisation: on any Redis error the cache serves from process-local memory, logs the outage

@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class VersionsConfig(AppConfig):
+    name = "gateway.versions"
+    label = "versions"
+    verbose_name = "Cache versions"
