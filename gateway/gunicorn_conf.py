@@ -1,7 +1,9 @@
 """gunicorn settings of the gateway: `gunicorn -c python:gateway.gunicorn_conf gateway.wsgi:application`.
 
-scripts/run.sh and the live tests (tests/live.py) both start gunicorn with this file; command-line flags
-override it. Environment: WEB_CONCURRENCY (worker processes), GUNICORN_THREADS (threads per worker).
+scripts/run.sh and the live tests (tests/live.py) both start gunicorn with this file, and ./gunicorn.conf.py
+loads it when gunicorn starts without -c; command-line flags override it. Each worker warms up before it
+accepts (post_worker_init below). Environment: WEB_CONCURRENCY (worker processes), GUNICORN_THREADS (threads
+per worker).
 
 Limits on what reaches the application (a reverse proxy in front should be at least as strict; see the
 README): the request line (method + URL) at most 8190 bytes (414 above), at most 100 header fields of at
@@ -23,3 +25,12 @@ keepalive = 5
 limit_request_line = 8190
 limit_request_fields = 100
 limit_request_field_size = 8190
+
+
+def post_worker_init(worker) -> None:
+    """Warm each worker before it accepts its first connection (gateway/wsgi.py warm_up), rather than
+    preloading the application in the master: nothing is shared across the fork (no connection, client or
+    thread to close in each child), and the master stays small (RSS is counted per process)."""
+    from gateway.wsgi import warm_up
+
+    worker.log.info("worker %s %s", worker.pid, warm_up())
