@@ -1,386 +1,699 @@
-"""Benchmark: the gateway's own overhead against calling the stand-in provider directly, in one run.
+"""Benchmark: issue 11's table in one run. This gateway against the provider called directly (and against
+LiteLLM with --litellm), each target measured the same way, on loopback. Started by benchmarks/run.sh, which
+prepares the shared harness (../shared/bench: the fake upstream, wrk's post.lua, stream_load.py, and
+LiteLLM's config) and runs this file with the harness's Python (psutil, aiohttp, uvloop).
 
-    .venv/bin/python benchmarks/gateway_overhead.py [--requests 300] [--streams 200,1000]
-                                                    [--database-url postgres://...] [--threads 600]
+    benchmarks/run.sh [--quick] [--litellm] [--duration 10] [--streams 1000,200] [--held 1000] [--json FILE]
 
-Measures, on loopback:
-  1. non-streaming latency (sequential requests, keep-alive) direct vs through the gateway, and the
-     gateway's CPU time per request (utime+stime of the gunicorn workers, from /proc);
-  2. with N concurrent streams, direct vs through the gateway: (a) a burst of N streams opened at once
-     (each 2 s long): time to first token of each and how many completed; (b) N long streams held open
-     and streaming, then the time to first token of further requests one at a time.
-Everything runs here (stand-in, gateway, clients); bounded in count and time; it cleans up after itself.
-"""
+The gateway is booted the production way: a fresh PostgreSQL database, Redis, gunicorn with the project's
+settings (gateway/gunicorn_conf.py: gthread, 2 workers x 256 threads), DEBUG off. Two fake upstreams: one
+sends 20 token chunks 50 ms apart, the other is slow (60 chunks 500 ms apart) for the streams held open.
+
+Measured per target, in this order:
+  1. right after start: a burst of --cold-burst streams (does a fresh worker pay for lazy imports?);
+  2. non-streaming, wrk closed loop at 1, 16 and 64 connections: requests/s, p50 (added over direct at 1),
+     the target's own CPU per request (its process tree, psutil), and for this gateway PostgreSQL's CPU (the
+     postmaster's auxiliary processes and the backends of the bench database) and Redis's, plus the bench
+     database's transactions and rows written per request (pg_stat_database deltas);
+  3. each --streams burst: N streams opened at once, TTFT p50/p99, completed, CPU per stream;
+  4. --held slow streams held open: RSS of the tree, and the TTFT of --probes new streams one at a time;
+  5. the cold burst again, later (compare with 1).
+Idle RSS is taken before any load. PostgreSQL and Redis are shared with whatever else runs on the machine:
+their CPU is counted only for the bench database's backends, but Redis is one process (say so in reports).
+Everything is bounded in time and stopped at the end (the database is dropped)."""
 
 import argparse
 import asyncio
+import contextlib
 import http.client
 import json
 import os
+import re
+import signal
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
+
 ROOT = Path(__file__).resolve().parents[1]
-PYTHON = sys.executable
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+FAST_PORT, SLOW_PORT, LITELLM_PORT = 18080, 18082, 4000  # LiteLLM's config routes to 18080
+TOKEN_MARKER = b"response.output_text.delta"
+LITELLM_KEY = "sk-bench-master-0000"  # general_settings.master_key in the harness's litellm/config.yaml
+
+
+# ---- processes -----------------------------------------------------------------------------------
+
+
+def port_free(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) != 0
 
 
 def free_port() -> int:
-    import socket
-
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
 
 
-def wait_http(port: int, path: str = "/", timeout: float = 30) -> None:
+def wait_http(url: str, timeout: float = 60) -> None:
+    host, port, path = re.match(r"http://([^:/]+):(\d+)(/.*)", url).groups()  # type: ignore[union-attr]
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
-            conn.request("GET", path)
-            conn.getresponse().read()
-            return
+            connection = http.client.HTTPConnection(host, int(port), timeout=1)
+            connection.request("GET", path)
+            if connection.getresponse().status < 500:
+                return
         except OSError:
-            time.sleep(0.2)
-    raise RuntimeError(f"nothing answered on port {port}")
+            time.sleep(0.1)
+    raise RuntimeError(f"nothing answered {url} within {timeout} s")
 
 
-def cpu_seconds(pids: list[int]) -> float:
-    total = 0
-    for pid in pids:
+class Processes:
+    """What this run started, each in its own session so that it is stopped with everything it forked."""
+
+    def __init__(self, logs: Path):
+        self.logs = logs
+        self.started: list[subprocess.Popen] = []
+
+    def start(self, name: str, command: list[str], **kwargs) -> subprocess.Popen:
+        log = open(self.logs / f"{name}.log", "w")  # noqa: SIM115 (closed with the process)
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, **kwargs)
+        self.started.append(process)
+        return process
+
+    def stop(self, process: subprocess.Popen) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
         try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += int(fields[11]) + int(fields[12])  # utime, stime
-    return total / CLOCK_TICKS
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=10)
+
+    def stop_all(self) -> None:
+        for process in reversed(self.started):
+            self.stop(process)
 
 
-def children_of(pid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                    found.append(int(entry.name))
-            except (OSError, IndexError, ValueError):
-                continue
-    return found
+# ---- accounting ----------------------------------------------------------------------------------
 
 
-def percentiles(values: list[float]) -> dict:
-    if not values:
-        return {"n": 0}
-    ordered = sorted(values)
-
-    def pick(q):
-        return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000, 2)
-
-    return {
-        "n": len(values),
-        "p50_ms": pick(0.5),
-        "p95_ms": pick(0.95),
-        "p99_ms": pick(0.99),
-        "mean_ms": round(statistics.fmean(values) * 1000, 2),
-    }
+def tree(pid: int) -> list[psutil.Process]:
+    with contextlib.suppress(psutil.NoSuchProcess):
+        root = psutil.Process(pid)
+        return [root, *root.children(recursive=True)]
+    return []
 
 
-class Stack:
-    """Stand-in provider + gateway (gunicorn) on loopback ports, with a funded account."""
+def postgres_processes(database: str) -> list[psutil.Process]:
+    """The postmaster, its auxiliary processes and the backends of `database`; other databases' backends
+    (other users of a shared server) are left out."""
+    postmasters = [
+        p
+        for p in psutil.process_iter(["name", "ppid"])
+        if p.info["name"] == "postgres" and psutil.Process(p.info["ppid"]).name() != "postgres"
+    ]
+    kept = []
+    for process in (child for master in postmasters for child in tree(master.pid)):
+        with contextlib.suppress(psutil.NoSuchProcess):
+            title = " ".join(process.cmdline())
+            is_backend = re.search(r"\d+\.\d+\.\d+\.\d+\(\d+\)|\[local\]", title) is not None
+            if not is_backend or f" {database} " in title:
+                kept.append(process)
+    return kept
 
-    def __init__(self, args):
-        self.args = args
-        self.tmp = tempfile.TemporaryDirectory(prefix="gw-bench-")
-        self.standin_port, self.gateway_port = free_port(), free_port()
-        database_url = args.database_url or f"sqlite:///{self.tmp.name}/bench.sqlite3"
-        self.env = {
-            **os.environ,
-            "DJANGO_SETTINGS_MODULE": "gateway.settings.base",
-            "DATABASE_URL": database_url,
-            "SECRET_KEY": "benchmark-secret-key-" + "x" * 40,
-            "STANDIN_API_KEY": "standin-bench-key",
-            "GATEWAY_ENCRYPTION_KEYS": "b1:" + "B" * 43 + "=",
-            "LOG_LEVEL": "WARNING",
-            "DB_POOL_MAX_SIZE": str(args.db_pool),
-        }
-        for name in ("CHAT", "RESPONSES", "ANTHROPIC"):
-            self.env[f"GATEWAY_PROVIDER_STANDIN_{name}_BASE_URL"] = f"http://127.0.0.1:{self.standin_port}/v1"
-        self.processes = []
 
-    def manage(self, *command: str) -> str:
-        return subprocess.run(
-            [PYTHON, "manage.py", *command], cwd=ROOT, env=self.env, check=True, capture_output=True, text=True
-        ).stdout
+def redis_processes(port: int) -> list[psutil.Process]:
+    return [
+        p
+        for p in psutil.process_iter(["name", "cmdline"])
+        if p.info["name"] == "redis-server" and f":{port}" in " ".join(p.info["cmdline"] or [])
+    ]
+
+
+class CpuMeter:
+    """CPU seconds spent by a changing set of processes between start() and stop(): a process seen only at the
+    end counts from zero (started during the step)."""
+
+    def __init__(self, find):
+        self.find = find
+        self.before: dict[tuple[int, float], float] = {}
+
+    @staticmethod
+    def _sample(processes) -> dict[tuple[int, float], float]:
+        found = {}
+        for process in processes:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                times = process.cpu_times()
+                found[(process.pid, process.create_time())] = times.user + times.system
+        return found
 
     def start(self) -> None:
-        self.manage("migrate", "--noinput")
-        self.manage("load_catalog", "routing/catalog/standin.yaml")
-        account = json.loads(self.manage("create_account", "--name", f"bench-{os.getpid()}", "--credits", "1000000"))
-        self.api_key = account["api_key"]
-        self.processes.append(
-            subprocess.Popen(
-                [
-                    PYTHON,
-                    "manage.py",
-                    "standin_provider",
-                    "--port",
-                    str(self.standin_port),
-                    "--chunks",
-                    "20",
-                    "--interval-ms",
-                    str(self.args.chunk_interval_ms),
-                ],
-                cwd=ROOT,
-                env=self.env,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
+        self.before = self._sample(self.find())
+
+    def stop(self) -> float:
+        after = self._sample(self.find())
+        return sum(cpu - self.before.get(key, 0.0) for key, cpu in after.items())
+
+
+def rss_mb(processes) -> float:
+    total = 0
+    for process in processes:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            total += process.memory_info().rss
+    return round(total / 2**20, 1)
+
+
+def psql(database: str, sql: str) -> str:
+    return subprocess.run(
+        ["psql", "-h", "127.0.0.1", "-U", "postgres", "-d", database, "-Atq", "-c", sql],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+
+
+def pg_counters(database: str) -> tuple[int, int]:
+    """(transactions, rows inserted + updated + deleted) of `database` so far. Backends report their counts
+    within a second of going idle, so callers wait that long after a step."""
+    line = psql(
+        database,
+        "SELECT pg_stat_clear_snapshot(); SELECT xact_commit + xact_rollback, tup_inserted + tup_updated + "
+        "tup_deleted FROM pg_stat_database WHERE datname = current_database()",
+    )
+    transactions, rows = line.splitlines()[-1].split("|")
+    return int(transactions), int(rows)
+
+
+# ---- targets -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Target:
+    name: str
+    url: str  # base; the path /v1/responses is appended
+    key: str
+    model: str
+    slow_url: str
+    slow_model: str
+    pid: int | None = None  # root of the process tree to account (None: not measured, e.g. direct)
+    database: str = ""  # set for this gateway: PostgreSQL and Redis are accounted beside it
+    redis_port: int = 0
+    results: dict = field(default_factory=dict)
+
+    def processes(self) -> list[psutil.Process]:
+        return tree(self.pid) if self.pid else []
+
+
+def body(model: str, stream: bool, harness: Path) -> dict:
+    payload = json.loads((harness / "bodies" / "responses.json").read_text())
+    return {**payload, "model": model, "stream": stream}
+
+
+def catalog(fast: str, slow: str) -> dict:
+    """Models bench/chat and bench/slow on the Chat Completions wire, each on its own fake upstream."""
+    providers, models = [], []
+    for name, url in (("chat", fast), ("slow", slow)):
+        providers.append(
+            {
+                "slug": f"bench-{name}",
+                "name": f"Bench {name}",
+                "adapter": "openai_chat",
+                "base_url": url,
+                "api_key_env": "BENCH_UPSTREAM_KEY",
+                "allow_private_network": True,
+            }
         )
-        self.gunicorn = subprocess.Popen(
-            [
-                PYTHON,
-                "-m",
-                "gunicorn",
-                "-c",
-                "python:gateway.gunicorn_conf",
-                "gateway.wsgi:application",
-                "--bind",
-                f"127.0.0.1:{self.gateway_port}",
-                "--workers",
-                str(self.args.workers),
-                "--threads",
-                str(self.args.threads),
-                "--backlog",
-                "4096",
-                "--timeout",
-                "120",
-            ],
-            cwd=ROOT,
-            env=self.env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+        endpoint = {
+            "provider": f"bench-{name}",
+            "upstream_model": "fake-model",
+            "max_completion_tokens": 4096,
+            "pricing": {"prompt": 0.1, "completion": 0.2},
+        }
+        models.append(
+            {"id": f"bench/{name}", "name": f"Bench {name}", "context_length": 128000, "endpoints": [endpoint]}
         )
-        self.processes.append(self.gunicorn)
-        wait_http(self.standin_port)
-        wait_http(self.gateway_port, "/healthz")
-
-    def stop(self) -> None:
-        for process in self.processes:
-            process.terminate()
-        for process in self.processes:
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-        self.tmp.cleanup()
+    return {"providers": providers, "models": models}
 
 
-# ---- 1. non-streaming ------------------------------------------------------------------------------
+def boot_gateway(args, procs: Processes, work: Path, checkout: Path) -> Target:
+    """This gateway as production runs it (see ../shared/bench/ours/boot.sh), on a database of its own."""
+    database = f"gw_bench_run_{os.getpid()}"
+    psql("postgres", f"CREATE DATABASE {database}")
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{database}",
+        "REDIS_URL": args.redis_url,
+        "DJANGO_SETTINGS_MODULE": "gateway.settings.base",
+        "DEBUG": "false",
+        "ALLOWED_HOSTS": "127.0.0.1,localhost",
+        "SECRET_KEY": "bench-secret-key-" + "b" * 50,
+        "GATEWAY_ENCRYPTION_KEYS": "k1:" + "B" * 43 + "=",
+        "BENCH_UPSTREAM_KEY": "sk-upstream",
+        "LOG_LEVEL": "WARNING",
+    }
+    python = str(ROOT / ".venv" / "bin" / "python")  # the checkout runs with this project's environment
+    (work / "catalog.yaml").write_text(catalog(f"http://127.0.0.1:{FAST_PORT}/v1", f"http://127.0.0.1:{SLOW_PORT}/v1"))
+    subprocess.run(
+        ["redis-cli", "-u", args.redis_url, "flushdb"], check=True, capture_output=True
+    )  # this run's Redis database
+    manage = [python, "manage.py"]
+    subprocess.run([*manage, "migrate", "--noinput"], cwd=checkout, env=env, check=True, capture_output=True)
+    subprocess.run(
+        [*manage, "load_catalog", str(work / "catalog.json")], cwd=checkout, env=env, check=True, capture_output=True
+    )
+    account = subprocess.run(
+        [*manage, "create_account", "--name", "bench", "--credits", "1000000"],
+        cwd=checkout,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    port = free_port()
+    gunicorn = procs.start(
+        "gunicorn",
+        [
+            python,
+            "-m",
+            "gunicorn",
+            "-c",
+            "python:gateway.gunicorn_conf",
+            "gateway.wsgi:application",
+            "--bind",
+            f"127.0.0.1:{port}",
+        ],
+        cwd=checkout,
+        env=env,
+    )
+    wait_http(f"http://127.0.0.1:{port}/healthz")
+    return Target(
+        name="this gateway",
+        url=f"http://127.0.0.1:{port}/api",
+        key=json.loads(account.stdout)["api_key"],
+        model="bench/chat",
+        slow_url=f"http://127.0.0.1:{port}/api",
+        slow_model="bench/slow",
+        pid=gunicorn.pid,
+        database=database,
+        redis_port=int(re.search(r":(\d+)", args.redis_url.split("//", 1)[1]).group(1)),
+    )
 
 
-LONG = ' <<standin {"chunks": 60, "interval_ms": 500}>>'  # a 30-second stream
+def boot_litellm(args, procs: Processes, work: Path) -> Target:
+    """The harness's LiteLLM proxy (2 uvicorn workers, no database), with one more model on the slow upstream;
+    model fake-gpt-cc bridges /v1/responses to upstream Chat Completions, as this gateway's bench/chat does."""
+    harness = Path(args.harness)
+    config = (harness / "litellm" / "config.yaml").read_text()
+    slow = (
+        "  - model_name: fake-slow-cc\n    litellm_params:\n      model: openai/chat_completions/fake-model\n"
+        f"      api_base: http://127.0.0.1:{SLOW_PORT}/v1\n      api_key: sk-fake-upstream-key\n"
+    )
+    (work / "litellm.yaml").write_text(config.replace("\ngeneral_settings:", slow + "\ngeneral_settings:", 1))
+    env = {
+        **os.environ,
+        "LITELLM_MODE": "PRODUCTION",
+        "LITELLM_LOG": "ERROR",
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "DISABLE_SCHEMA_UPDATE": "True",
+    }
+    litellm = procs.start(
+        "litellm",
+        [
+            str(harness / ".venv-litellm" / "bin" / "litellm"),
+            "--config",
+            str(work / "litellm.yaml"),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(LITELLM_PORT),
+            "--num_workers",
+            "2",
+        ],
+        env=env,
+    )
+    wait_http(f"http://127.0.0.1:{LITELLM_PORT}/health/liveliness", timeout=180)
+    deadline = time.monotonic() + 60  # liveliness answers with the first worker up: wait for the second
+    while len(tree(litellm.pid)) < 3 and time.monotonic() < deadline:
+        time.sleep(1)
+    time.sleep(5)
+    url = f"http://127.0.0.1:{LITELLM_PORT}"
+    return Target("LiteLLM", url, LITELLM_KEY, "fake-gpt-cc", url, "fake-slow-cc", pid=litellm.pid)
 
 
-def direct_request(stream: bool, prompt: str = "Hello") -> tuple[str, dict, dict]:
-    body = {"model": "standin-echo", "messages": [{"role": "user", "content": prompt}], "stream": stream}
-    return "/v1/chat/completions", body, {"Authorization": "Bearer standin-bench-key"}
+# ---- load ----------------------------------------------------------------------------------------
 
 
-def gateway_request(stack: Stack, stream: bool, prompt: str = "Hello") -> tuple[str, dict, dict]:
-    body = {"model": "standin/echo", "input": prompt, "stream": stream, "provider": {"only": ["standin-chat"]}}
-    return "/api/v1/responses", body, {"Authorization": f"Bearer {stack.api_key}"}
+def wrk(args, target: Target, connections: int, seconds: float) -> dict:
+    harness = Path(args.harness)
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as file:
+        json.dump(body(target.model, False, harness), file)
+    run = subprocess.run(
+        [
+            "wrk",
+            "-t1",
+            f"-c{connections}",
+            f"-d{seconds}s",
+            "--timeout",
+            "10s",
+            "--latency",
+            "-s",
+            str(harness / "post.lua"),
+            target.url + "/v1/responses",
+        ],
+        env={**os.environ, "WRK_BODY_FILE": file.name, "WRK_API_KEY": target.key},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    os.unlink(file.name)
+    found = json.loads(next(line[9:] for line in run.stdout.splitlines() if line.startswith("WRK_JSON ")))
+    ok = found["requests"] - found["err_status"]
+    return {"ok": ok, "rps": ok / (found["duration_us"] / 1e6), "p50_ms": found["p50_us"] / 1000}
 
 
-def sequential(port: int, request: tuple, count: int) -> list[float]:
-    path, body, headers = request
-    payload = json.dumps(body)
-    headers = {**headers, "Content-Type": "application/json"}
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    latencies = []
-    for _ in range(count):
-        started = time.perf_counter()
-        conn.request("POST", path, payload, headers)
-        response = conn.getresponse()
-        response.read()
-        if response.status != 200:
-            raise RuntimeError(f"status {response.status} from port {port}")
-        latencies.append(time.perf_counter() - started)
-    conn.close()
-    return latencies
+def stream_burst(args, target: Target, count: int) -> dict:
+    harness = Path(args.harness)
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as file:
+        json.dump(body(target.model, False, harness), file)
+    run = subprocess.run(
+        [
+            sys.executable,
+            str(harness / "stream_load.py"),
+            "--url",
+            target.url + "/v1/responses",
+            "--key",
+            target.key,
+            "--body-file",
+            file.name,
+            "-n",
+            str(count),
+            "--expect-tokens",
+            "20",
+            "--json-only",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    os.unlink(file.name)
+    return json.loads(next(line[12:] for line in run.stdout.splitlines() if line.startswith("STREAM_JSON ")))
 
 
-# ---- 2. concurrent streams -------------------------------------------------------------------------
-
-
-async def one_stream(
-    port: int,
-    request: tuple,
-    marker: bytes,
-    start: asyncio.Event,
-    *,
-    first_token_only: bool = False,
-    on_first_token=None,
-) -> tuple[float | None, bool]:
-    path, body, headers = request
-    payload = json.dumps(body).encode()
-    head = [
-        f"POST {path} HTTP/1.1",
-        "Host: 127.0.0.1",
-        "Content-Type: application/json",
-        f"Content-Length: {len(payload)}",
-        "Connection: close",
-    ] + [f"{k}: {v}" for k, v in headers.items()]
-    await start.wait()
-    started = time.perf_counter()
-    ttft, writer = None, None
+async def open_stream(url: str, key: str, payload: bytes, started: list, *, first_token_only: bool) -> float | None:
+    """One streaming request on a raw connection: seconds to its first token (None if none came)."""
+    host, port, path = re.match(r"http://([^:/]+):(\d+)(/.*)", url).groups()  # type: ignore[union-attr]
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nAuthorization: Bearer {key}\r\n"
+        f"Content-Length: {len(payload)}\r\nConnection: close\r\n\r\n"
+    ).encode()
+    began, writer = time.perf_counter(), None
     try:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), 30)
-        writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + payload)
-        await writer.drain()
-        seen = b""
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), 30)
+        writer.write(head + payload)
+        seen, first = b"", None
         while True:
             chunk = await asyncio.wait_for(reader.read(65536), 60)
             if not chunk:
-                return ttft, False
-            seen = seen[-200:] + chunk
-            if ttft is None and marker in seen:
-                ttft = time.perf_counter() - started
-                if on_first_token:
-                    on_first_token()
+                return first
+            seen = seen[-100:] + chunk
+            if first is None and TOKEN_MARKER in seen:
+                first = time.perf_counter() - began
+                started.append(first)
                 if first_token_only:
-                    return ttft, True
-            if b"data: [DONE]" in seen:
-                return ttft, True
+                    return first
     except (TimeoutError, OSError):
-        return ttft, False
+        return None
     finally:
         if writer is not None:
             writer.close()
 
 
-async def concurrent_streams(port: int, request: tuple, marker: bytes, count: int) -> dict:
-    """`count` streams opened at once: time to first token of each, and how many completed."""
-    start = asyncio.Event()
-    tasks = [asyncio.create_task(one_stream(port, request, marker, start)) for _ in range(count)]
-    await asyncio.sleep(0.2)
-    began = time.perf_counter()
-    start.set()
-    results = await asyncio.gather(*tasks)
-    ttfts = [ttft for ttft, _ in results if ttft is not None]
-    return {
-        **percentiles(ttfts),
-        "completed": sum(ok for _, ok in results),
-        "of": count,
-        "wall_s": round(time.perf_counter() - began, 2),
-    }
-
-
-async def probes_while_held(
-    port: int, held_request: tuple, probe_request: tuple, marker: bytes, count: int, probes: int
-) -> dict:
-    """Hold `count` long streams open (each streaming), then measure the time to first token of `probes`
-    further requests, one after another: the cost of carrying that many streams."""
-    start, started = asyncio.Event(), []
+async def held_and_probes(args, target: Target, count: int) -> dict:
+    """Hold `count` slow streams open (all streaming), then the first-token time of --probes new streams one at
+    a time; the tree's RSS is taken while they are all open."""
+    harness = Path(args.harness)
+    slow = json.dumps(body(target.slow_model, True, harness)).encode()
+    fast = json.dumps(body(target.model, True, harness)).encode()
+    started: list[float] = []
     held = [
-        asyncio.create_task(one_stream(port, held_request, marker, start, on_first_token=lambda: started.append(1)))
+        asyncio.create_task(
+            open_stream(target.slow_url + "/v1/responses", target.key, slow, started, first_token_only=False)
+        )
         for _ in range(count)
     ]
-    start.set()
-    deadline = time.perf_counter() + 60
-    while len(started) < count and time.perf_counter() < deadline:
+    deadline = time.monotonic() + 60
+    while len(started) < count and time.monotonic() < deadline:
         await asyncio.sleep(0.1)
     streaming = len(started)
+    rss = rss_mb(target.processes())
     ttfts = []
-    for _ in range(probes):
-        go = asyncio.Event()
-        task = asyncio.create_task(one_stream(port, probe_request, marker, go, first_token_only=True))
-        go.set()
-        ttft, _ = await task
+    for _ in range(args.probes):
+        ttft = await open_stream(target.url + "/v1/responses", target.key, fast, [], first_token_only=True)
         if ttft is not None:
             ttfts.append(ttft)
+        await asyncio.sleep(0.1)
+    rss = max(rss, rss_mb(target.processes()))
     still_open = sum(not task.done() for task in held)
     for task in held:
         task.cancel()
     await asyncio.gather(*held, return_exceptions=True)
-    return {**percentiles(ttfts), "held_streaming": streaming, "held_open_after_probes": still_open, "held": count}
+    return {
+        "held": count,
+        "streaming": streaming,
+        "still_open_after_probes": still_open,
+        "probe_ttft_p50_ms": round(statistics.median(ttfts) * 1000, 1) if ttfts else None,
+        "probes_ok": len(ttfts),
+        "rss_mb": rss,
+    }
+
+
+# ---- the run -------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def measured(target: Target) -> Iterator[dict]:
+    """CPU of the target (and of PostgreSQL and Redis beside this gateway), and the database's counters."""
+    meters = {"own": CpuMeter(target.processes)}
+    if target.database:
+        meters["postgres"] = CpuMeter(lambda: postgres_processes(target.database))
+        meters["redis"] = CpuMeter(lambda: redis_processes(target.redis_port))
+        counters = pg_counters(target.database)
+    for meter in meters.values():
+        meter.start()
+    found: dict = {}
+    yield found
+    for name, meter in meters.items():
+        found[f"cpu_{name}_s"] = meter.stop()
+    if target.database:
+        time.sleep(1.5)  # backends report their counters within a second of going idle
+        after = pg_counters(target.database)
+        found["pg_transactions"], found["pg_rows_written"] = (after[0] - counters[0], after[1] - counters[1])
+
+
+def non_streaming(args, target: Target) -> None:
+    found: dict = {"steps": {}}
+    with measured(target) as usage:
+        for connections in (1, 16, 64):
+            found["steps"][connections] = wrk(args, target, connections, args.duration)
+            time.sleep(1)
+    requests = sum(step["ok"] for step in found["steps"].values()) or 1
+    found["per_request"] = {
+        "cpu_own_ms": usage["cpu_own_s"] * 1000 / requests,
+        **{
+            name: usage[key] * (1000 if key.startswith("cpu") else 1) / requests
+            for name, key in (
+                ("cpu_postgres_ms", "cpu_postgres_s"),
+                ("cpu_redis_ms", "cpu_redis_s"),
+                ("pg_transactions", "pg_transactions"),
+                ("pg_rows_written", "pg_rows_written"),
+            )
+            if key in usage
+        },
+    }
+    target.results["non_streaming"] = found
+
+
+def bursts(args, target: Target) -> None:
+    found = {}
+    for count in args.streams:
+        with measured(target) as usage:
+            result = stream_burst(args, target, count)
+        result["cpu_own_ms_per_stream"] = usage["cpu_own_s"] * 1000 / max(1, result["ok"])
+        found[count] = result
+        time.sleep(2)
+    target.results["bursts"] = found
+
+
+def run(args) -> dict:
+    harness = Path(args.harness)
+    work = Path(tempfile.mkdtemp(prefix="gw-bench-"))
+    procs = Processes(work)
+    for port in (FAST_PORT, SLOW_PORT) + ((LITELLM_PORT,) if args.litellm else ()):
+        if not port_free(port):
+            raise SystemExit(f"port {port} is in use: stop what listens there (another benchmark?) first")
+    upstream = [sys.executable, str(harness / "fake_upstream.py"), "--first-byte-delay-ms", "0"]
+    procs.start("upstream", [*upstream, "--port", str(FAST_PORT), "--chunks", "20", "--chunk-delay-ms", "50"])
+    procs.start("upstream-slow", [*upstream, "--port", str(SLOW_PORT), "--chunks", "60", "--chunk-delay-ms", "500"])
+    wait_http(f"http://127.0.0.1:{FAST_PORT}/health")
+    wait_http(f"http://127.0.0.1:{SLOW_PORT}/health")
+    direct = Target(
+        "direct",
+        f"http://127.0.0.1:{FAST_PORT}",
+        "sk-direct",
+        "fake-model",
+        f"http://127.0.0.1:{SLOW_PORT}",
+        "fake-model",
+    )
+    targets = [direct]
+    ours = None
+    try:
+        ours = boot_gateway(args, procs, work, Path(args.checkout))
+        targets.append(ours)
+        if args.litellm:
+            targets.append(boot_litellm(args, procs, work))
+        for target in targets:
+            target.results["idle_rss_mb"] = rss_mb(target.processes())
+            target.results["cold_burst"] = stream_burst(args, target, args.cold_burst)
+        for target in targets:  # warm-up, unrecorded
+            wrk(args, target, 4, 2)
+            stream_burst(args, target, 20)
+        for target in targets:
+            non_streaming(args, target)
+            print(f"{target.name}: non-streaming done", file=sys.stderr, flush=True)
+        for target in targets:
+            bursts(args, target)
+            print(f"{target.name}: bursts done", file=sys.stderr, flush=True)
+        for target in targets:
+            target.results["held"] = asyncio.run(held_and_probes(args, target, args.held))
+            time.sleep(3)
+            print(f"{target.name}: held streams done", file=sys.stderr, flush=True)
+        for target in targets:
+            target.results["later_burst"] = stream_burst(args, target, args.cold_burst)
+            target.results["end_rss_mb"] = rss_mb(target.processes())
+    finally:
+        procs.stop_all()
+        if ours is not None:
+            psql("postgres", f"DROP DATABASE IF EXISTS {ours.database} WITH (FORCE)")
+    return {target.name: target.results for target in targets}
+
+
+# ---- the table -----------------------------------------------------------------------------------
+
+
+def table(results: dict, args) -> str:
+    """One markdown table, a column per target; a cell that does not apply (or was not measured) is "-"."""
+    direct = results["direct"]
+    largest = max(args.streams)
+
+    def steps(found: dict) -> dict:
+        return found["non_streaming"]["steps"]
+
+    def per_request(found: dict) -> dict:
+        return found["non_streaming"]["per_request"]
+
+    def own_cpu(found: dict) -> str:
+        return f"{per_request(found)['cpu_own_ms']:.2f} ms"
+
+    def beside(found: dict) -> str:
+        if "cpu_postgres_ms" not in per_request(found):
+            return "none"
+        return f"{per_request(found)['cpu_postgres_ms']:.2f} + {per_request(found)['cpu_redis_ms']:.2f} ms"
+
+    def database(found: dict) -> str:
+        return f"{per_request(found)['pg_transactions']:.2f} / {per_request(found)['pg_rows_written']:.2f}"
+
+    def throughput(found: dict) -> str:
+        return f"{steps(found)[16]['rps']:.0f} / {steps(found)[64]['rps']:.0f}"
+
+    def added_p50(found: dict) -> str:
+        p50 = steps(found)[1]["p50_ms"]
+        return f"{p50 - steps(direct)[1]['p50_ms']:.2f} ms ({p50:.2f} ms)"
+
+    def burst(count: int):
+        def cell(found: dict) -> str:
+            b = found["bursts"][count]
+            return f"{b['ttft_p50_ms'] / 1000:.2f} s / {b['ttft_p99_ms'] / 1000:.2f} s ({b['ok']}/{b['n']})"
+
+        return cell
+
+    def stream_cpu(found: dict) -> str:
+        return f"{found['bursts'][largest]['cpu_own_ms_per_stream']:.1f} ms"
+
+    def probe(found: dict) -> str:
+        held, baseline = found["held"], direct["held"]["probe_ttft_p50_ms"]
+        note = "" if held["streaming"] == args.held else f" [{held['streaming']} streaming]"
+        return f"{held['probe_ttft_p50_ms']:.1f} ms (+{held['probe_ttft_p50_ms'] - baseline:.1f}){note}"
+
+    def memory(found: dict) -> str:
+        return f"{found['idle_rss_mb']:.0f} / {found['held']['rss_mb']:.0f} / {found['end_rss_mb']:.0f} MB"
+
+    def restart(found: dict) -> str:
+        cold, later = found["cold_burst"], found["later_burst"]
+        return (
+            f"{cold['ttft_p50_ms']:.0f} / {cold['ttft_p99_ms']:.0f} ms;"
+            f" later {later['ttft_p50_ms']:.0f} / {later['ttft_p99_ms']:.0f} ms"
+        )
+
+    rows = [
+        ("CPU per non-streaming request (own processes)", own_cpu, False),
+        ("PostgreSQL + Redis CPU per request (beside it)", beside, False),
+        ("PostgreSQL transactions / rows written per request", database, False),
+        ("requests/s at 16 / 64 concurrent", throughput, True),
+        ("added p50 at concurrency 1 (p50 itself)", added_p50, True),
+        *((f"{n:,} streams opened at once: TTFT p50 / p99 (completed)", burst(n), True) for n in args.streams),
+        (f"CPU per stream (20 chunks, {largest:,}-stream burst)", stream_cpu, False),
+        (f"new request's TTFT p50 while {args.held:,} streams are held (+ vs direct)", probe, True),
+        ("idle RSS / with the streams held / at the end", memory, False),
+        (f"{args.cold_burst}-stream burst right after start: TTFT p50 / p99", restart, True),
+    ]
+    lines = ["| | " + " | ".join(results) + " |", "|---|" + "---:|" * len(results)]
+    for label, cell, for_direct in rows:
+        values = []
+        for name, found in results.items():
+            try:
+                values.append(cell(found) if for_direct or name != "direct" else "-")
+            except (KeyError, TypeError):
+                values.append("-")
+        lines.append(f"| {label} | " + " | ".join(values) + " |")
+    return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--requests", type=int, default=300)
-    parser.add_argument("--streams", default="200,1000")
-    parser.add_argument("--database-url", default="")
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--threads", type=int, default=600)
-    parser.add_argument("--db-pool", type=int, default=20)
-    parser.add_argument("--chunk-interval-ms", type=int, default=100)
+    parser.add_argument("--harness", required=True, help="a writable copy of ../shared/bench, set up (run.sh does it)")
+    parser.add_argument("--checkout", default=str(ROOT), help="the project checkout to boot (default: this one)")
+    parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/13", help="its database is flushed")
+    parser.add_argument("--litellm", action="store_true", help="also LiteLLM (the harness's .venv-litellm)")
+    parser.add_argument("--quick", action="store_true", help="about 2 minutes: 3 s steps, 200 streams, 5 probes")
+    parser.add_argument("--duration", type=float, default=10, help="seconds per non-streaming step")
+    parser.add_argument("--streams", default="1000,200", help="sizes of the bursts of streams opened at once")
+    parser.add_argument("--held", type=int, default=1000, help="slow streams held open while probing")
     parser.add_argument("--probes", type=int, default=20)
+    parser.add_argument("--cold-burst", type=int, default=300, help="streams in the burst right after start")
+    parser.add_argument("--json", help="also write the raw results here")
     args = parser.parse_args()
-
-    stack = Stack(args)
-    stack.start()
-    results = {
-        "config": {k: v for k, v in vars(args).items() if k != "database_url"},
-        "database": "postgresql" if args.database_url.startswith("postgres") else "sqlite",
-    }
-    try:
-        # Warm up both paths (imports, pools, caches).
-        sequential(stack.standin_port, direct_request(False), 20)
-        sequential(stack.gateway_port, gateway_request(stack, False), 20)
-
-        direct = sequential(stack.standin_port, direct_request(False), args.requests)
-        workers = children_of(stack.gunicorn.pid)
-        cpu_before = cpu_seconds(workers)
-        through = sequential(stack.gateway_port, gateway_request(stack, False), args.requests)
-        cpu_per_request = (cpu_seconds(workers) - cpu_before) / args.requests
-        results["non_streaming"] = {
-            "direct": percentiles(direct),
-            "gateway": percentiles(through),
-            "added_p50_ms": round((statistics.median(through) - statistics.median(direct)) * 1000, 2),
-            "gateway_cpu_ms_per_request": round(cpu_per_request * 1000, 2),
-        }
-        results["streams"] = {}
-        for count in map(int, args.streams.split(",")):
-            direct_streams = asyncio.run(
-                concurrent_streams(stack.standin_port, direct_request(True), b'"content":"H', count)
-            )
-            gateway_streams = asyncio.run(
-                concurrent_streams(
-                    stack.gateway_port, gateway_request(stack, True), b"response.output_text.delta", count
-                )
-            )
-            direct_probes = asyncio.run(
-                probes_while_held(
-                    stack.standin_port,
-                    direct_request(True, "Hello" + LONG),
-                    direct_request(True),
-                    b'"content":"H',
-                    count,
-                    args.probes,
-                )
-            )
-            gateway_probes = asyncio.run(
-                probes_while_held(
-                    stack.gateway_port,
-                    gateway_request(stack, True, "Hello" + LONG),
-                    gateway_request(stack, True),
-                    b"response.output_text.delta",
-                    count,
-                    args.probes,
-                )
-            )
-            results["streams"][str(count)] = {
-                "burst": {"direct": direct_streams, "gateway": gateway_streams},
-                "probe_while_held": {"direct": direct_probes, "gateway": gateway_probes},
-            }
-    finally:
-        stack.stop()
-    print(json.dumps(results, indent=2))
+    if args.quick:
+        args.duration, args.streams, args.held, args.probes, args.cold_burst = 3, "200", 200, 5, 200
+    args.streams = [int(n) for n in str(args.streams).split(",")]
+    started = time.monotonic()
+    results = run(args)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+    print(
+        f"Non-streaming: wrk closed loop, {args.duration:g} s per step; streams: 20 chunks 50 ms apart; "
+        f"held streams: 60 chunks 500 ms apart. Run took {time.monotonic() - started:.0f} s.\n"
+    )
+    print(table(results, args))
 
 
 if __name__ == "__main__":
