@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING
 from gateway.accounts.authentication import Caller
 from gateway.billing import services as credits
 from gateway.billing.fees import byok_fee, byok_month_to_date
-from gateway.billing.generations import GenerationRecord, generation_id_new
-from gateway.billing.models import Generation
+from gateway.billing.generations import GenerationRecord
 from gateway.errors import GatewayError
 from responses_api.errors import final_error
 from responses_api.metadata import attach_error_metadata, gateway_metadata, requested_models
@@ -70,8 +69,7 @@ class ResponseRun:
     ctx: RequestContext
     prepared: Prepared
     plan: RoutePlan
-    reservation: credits.ReservationHandle
-    generation_id: str = field(default_factory=generation_id_new)
+    reservation: credits.ReservationHandle  # the hold is the request's generation row (its id is the request's)
     started: float = field(default_factory=time.monotonic)
     usage_anomaly: dict | None = None
     pipeline: list["StageEntry"] = field(default_factory=list)  # the stages that ran (gateway_metadata)
@@ -94,6 +92,10 @@ class ResponseRun:
             bound_usage=self.bound_usage,
             sticky_key=self.sticky_key if self.ctx.session_id else "",
         )
+
+    @property
+    def generation_id(self) -> str:
+        return self.reservation.id
 
     @property
     def stream(self) -> bool:
@@ -357,6 +359,8 @@ def response_hold(*, ctx: RequestContext, prepared: Prepared, plan: RoutePlan) -
         amount=amount,
         api_key_id=ctx.caller.key_id,
         key_has_limit=ctx.caller.has_limit,
+        requested_model=plan.requested,
+        workspace_id=ctx.caller.workspace_id,
     )
     return ResponseRun(ctx=ctx, prepared=prepared, plan=plan, reservation=reservation)
 
@@ -393,8 +397,8 @@ def response_abandon(run: ResponseRun) -> None:
     """An unexpected failure: give the hold back (unless it was settled) and record the failure."""
     logger.exception("request %s failed unexpectedly", run.generation_id)
     try:
-        if run.settled is not None or Generation.objects.filter(pk=run.generation_id).exists():
-            return  # settled and recorded: the failure came later
+        if run.settled is not None:
+            return  # settled and recorded: the failure came later (a settlement is once: see generation_settle)
         run.close(status="failed", error_type=ErrorType.SERVER)
     except Exception:
         logger.exception("could not release the reservation of %s", run.generation_id)

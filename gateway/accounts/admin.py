@@ -16,9 +16,9 @@ class WorkspaceInline(admin.TabularInline):
 
 @admin.register(Account)
 class AccountAdmin(admin.ModelAdmin):
-    list_display = ("name", "plan", "balance", "created_at")
+    list_display = ("name", "plan", "balance", "reserved", "created_at")
     search_fields = ("name", "id")
-    readonly_fields = ("id", "balance", "created_at")
+    readonly_fields = ("id", "balance", "reserved", "created_at")
     inlines = [WorkspaceInline]
 
     def save_model(self, request, obj, form, change):

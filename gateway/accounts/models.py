@@ -15,10 +15,26 @@ class Account(models.Model):
     plan = models.CharField(max_length=20, choices=Plan.choices, default=Plan.PAY_AS_YOU_GO)
     # A cache of the ledger's sum, only ever changed together with a ledger entry (billing.services).
     balance = models.DecimalField(max_digits=24, decimal_places=12, default=Decimal("0"), editable=False)
+    # The sum of the account's open credit holds (requests in flight), never in the ledger: what is left to spend
+    # is balance - reserved. Changed only by billing.services, in the statement that opens or closes a hold.
+    reserved = models.DecimalField(
+        max_digits=24,
+        decimal_places=12,
+        default=Decimal("0"),
+        editable=False,
+        help_text="Held for requests in flight (not in the ledger); spendable credits are balance - reserved",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        constraints = [models.CheckConstraint(condition=models.Q(balance__gte=0), name="account_balance_gte_0")]
+        constraints = [
+            models.CheckConstraint(condition=models.Q(balance__gte=0), name="account_balance_gte_0"),
+            # A hold never promises money the balance does not have, whatever the code above the database does.
+            models.CheckConstraint(
+                condition=models.Q(reserved__gte=0, balance__gte=models.F("reserved")),
+                name="account_reserved_in_balance",
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.name

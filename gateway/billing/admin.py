@@ -4,7 +4,7 @@ from django import forms
 from django.contrib import admin
 
 from gateway.accounts.models import Account
-from gateway.billing.models import EntryKind, LedgerEntry, Reservation
+from gateway.billing.models import EntryKind, LedgerEntry
 from gateway.billing.services import credits_topup
 
 MAX_ENTRY = Decimal("1000000000")  # one top-up or refund, USD
@@ -64,18 +64,3 @@ class LedgerEntryAdmin(admin.ModelAdmin):
         )
         obj.pk = entry.pk
         obj._state.adding = False
-
-
-@admin.register(Reservation)
-class ReservationAdmin(admin.ModelAdmin):
-    list_display = ("id", "account", "amount", "status", "created_at", "closed_at")
-    list_filter = ("status",)
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False

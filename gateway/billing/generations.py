@@ -1,10 +1,12 @@
-"""Generation records: written once per request, read by `GET /generation`."""
+"""Generation records: opened with the request's credit hold, completed once at settlement (billing.services),
+read by `GET /generation`."""
 
 import re
 import secrets
 import string
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from decimal import Decimal
+from typing import Any
 from uuid import UUID
 
 from django.db.models import CharField, TextField
@@ -70,16 +72,23 @@ class GenerationRecord:
     usage_anomaly: dict | None = None  # see Generation.usage_anomaly
 
 
-def generation_create(*, record: GenerationRecord) -> Generation:
-    data = _storable(asdict(record))
+# Written when the request's hold opens (billing.services.credits_reserve); settlement writes the rest, except the
+# cost, which is what was charged.
+OPENING_FIELDS = ("id", "account_id", "api_key_id", "workspace_id", "requested_model")
+OUTCOME_FIELDS = tuple(f.name for f in fields(GenerationRecord) if f.name not in (*OPENING_FIELDS, "cost"))
+
+
+def generation_outcome(*, record: GenerationRecord) -> dict[str, Any]:
+    """The columns settlement writes on the request's row (OUTCOME_FIELDS), as the database takes them."""
+    data = _storable({name: getattr(record, name) for name in OUTCOME_FIELDS})
     data["provider_responses"] = [asdict(attempt) for attempt in record.provider_responses]
-    return Generation.objects.create(**data)
+    return data
 
 
 def _storable(data: dict) -> dict:
     """Text fields as the database takes them. Some come from the upstream (its response id): a NUL, a lone
-    surrogate or a value longer than the column would fail the insert after the request was charged, losing the
-    record (streams) or turning a served answer into a 500 (JSON)."""
+    surrogate or a value longer than the column would fail the settlement, leaving the hold open and the record
+    unwritten (streams), or turning a served answer into a 500 (JSON)."""
     for model_field in Generation._meta.concrete_fields:
         if not isinstance(model_field, CharField | TextField) or data.get(model_field.name) is None:
             continue

@@ -1,5 +1,3 @@
-import uuid
-
 from django.db import models
 
 from gateway.accounts.models import Account, ApiKey
@@ -8,30 +6,13 @@ from gateway.accounts.models import Account, ApiKey
 class EntryKind(models.TextChoices):
     TOPUP = "topup", "Top-up"
     REFUND = "refund", "Refund"
-    RESERVE = "reserve", "Reservation"
-    RELEASE = "release", "Reservation released"
     CHARGE = "charge", "Charge"
+    # Holds lived in the ledger until migration 0004; their old entries stay (each pair sums to zero), no new ones.
+    RESERVE = "reserve", "Reservation (before 0004)"
+    RELEASE = "release", "Reservation released (before 0004)"
 
 
-class ReservationStatus(models.TextChoices):
-    HELD = "held", "Held"
-    SETTLED = "settled", "Settled"
-    RELEASED = "released", "Released"
-
-
-class Reservation(models.Model):
-    """Credits held for one request before its upstream call, settled or released afterwards."""
-
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="reservations")
-    api_key = models.ForeignKey(ApiKey, null=True, blank=True, on_delete=models.SET_NULL)
-    amount = models.DecimalField(max_digits=24, decimal_places=12)
-    status = models.CharField(max_length=10, choices=ReservationStatus.choices, default=ReservationStatus.HELD)
-    created_at = models.DateTimeField(auto_now_add=True)
-    closed_at = models.DateTimeField(null=True, blank=True)
-
-    def __str__(self) -> str:
-        return f"{self.amount} {self.status}"
+IN_PROGRESS = "in_progress"  # Generation.status while its credit hold is open
 
 
 class LedgerEntry(models.Model):
@@ -41,7 +22,6 @@ class LedgerEntry(models.Model):
     kind = models.CharField(max_length=10, choices=EntryKind.choices)
     amount = models.DecimalField(max_digits=24, decimal_places=12, help_text="Signed USD; debits are negative.")
     api_key = models.ForeignKey(ApiKey, null=True, blank=True, on_delete=models.SET_NULL)
-    reservation = models.ForeignKey(Reservation, null=True, blank=True, on_delete=models.PROTECT)
     generation_id = models.CharField(max_length=64, blank=True)
     is_byok = models.BooleanField(default=False)
     note = models.CharField(max_length=500, blank=True)
@@ -50,10 +30,11 @@ class LedgerEntry(models.Model):
     class Meta:
         verbose_name_plural = "ledger entries"
         constraints = [
+            # A request is charged once, whatever retries or races happen (its hold closes once, too).
             models.UniqueConstraint(
-                fields=["reservation", "kind"],
-                condition=models.Q(reservation__isnull=False),
-                name="one_entry_per_reservation_kind",
+                fields=["generation_id"],
+                condition=models.Q(kind="charge") & ~models.Q(generation_id=""),
+                name="one_charge_per_generation",
             )
         ]
         indexes = [models.Index(fields=["api_key", "kind", "created_at"])]
@@ -63,7 +44,9 @@ class LedgerEntry(models.Model):
 
 
 class Generation(models.Model):
-    """One served (or failed) request. Holds no prompt or completion text."""
+    """One request, written when its credits are held (status `in_progress`, `held` set) and completed once at
+    settlement (the same row: no second insert). Holds no prompt or completion text. The account's open holds are
+    its `in_progress` rows; Account.reserved is their sum."""
 
     id = models.CharField(max_length=64, primary_key=True)
     account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="generations")
@@ -74,7 +57,7 @@ class Generation(models.Model):
     provider = models.CharField(max_length=100, blank=True)
     endpoint_id = models.BigIntegerField(null=True, blank=True)
     upstream_id = models.CharField(max_length=256, blank=True)
-    status = models.CharField(max_length=20, default="completed")  # completed | incomplete | failed
+    status = models.CharField(max_length=20, default="completed")  # in_progress | completed | incomplete | failed
     finish_reason = models.CharField(max_length=40, blank=True)
     error_type = models.CharField(max_length=40, blank=True)
     tokens_input = models.IntegerField(default=0)
@@ -85,6 +68,9 @@ class Generation(models.Model):
     cost = models.DecimalField(max_digits=24, decimal_places=12, default=0, help_text="Charged to credits (USD)")
     upstream_cost = models.DecimalField(
         max_digits=24, decimal_places=12, default=0, help_text="List-price inference cost (USD)"
+    )
+    held = models.DecimalField(
+        max_digits=24, decimal_places=12, default=0, help_text="Credits held while in progress (USD)"
     )
     is_byok = models.BooleanField(default=False)
     streamed = models.BooleanField(default=False)
@@ -102,6 +88,12 @@ class Generation(models.Model):
         "and the bounds it was clamped to; null when the usage was billed as reported",
     )
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        indexes = [
+            # Only the open holds (a few per request in flight): the key limit's sum and the stale-hold sweep.
+            models.Index(fields=["created_at"], condition=models.Q(status=IN_PROGRESS), name="generation_open_holds")
+        ]
 
     def __str__(self) -> str:
         return self.id

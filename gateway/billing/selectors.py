@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from gateway.accounts.models import ApiKey, LimitReset
 from gateway.accounts.usage import KeyUsage
-from gateway.billing.models import EntryKind, LedgerEntry
+from gateway.billing.models import IN_PROGRESS, EntryKind, Generation, LedgerEntry
 
 ZERO = Decimal(0)
 
@@ -55,11 +55,26 @@ def key_usage(*, key_id: int) -> KeyUsage:
     return KeyUsage(**{name: -value for name, value in totals.items()})
 
 
+def limit_window_start(limit_reset: str | None) -> datetime | None:
+    """Where a key's limit window starts: the current day, week or month; None for a lifetime limit."""
+    return window_starts()[limit_reset] if limit_reset in LimitReset.values else None
+
+
 def key_usage_in_window(*, key: ApiKey) -> Decimal:
     """What counts against the key's limit in its current reset window (lifetime when none)."""
     query = Q(api_key_id=key.pk, kind=EntryKind.CHARGE)
     if not key.include_byok_in_limit:
         query &= Q(is_byok=False)
-    if key.limit_reset in LimitReset.values:
-        query &= Q(created_at__gte=window_starts()[key.limit_reset])
+    start = limit_window_start(key.limit_reset)
+    if start is not None:
+        query &= Q(created_at__gte=start)
     return -LedgerEntry.objects.filter(query).aggregate(total=_sum(Q()))["total"]
+
+
+def key_open_holds(*, key_id: int) -> Decimal:
+    """What the key's requests in flight hold (counted against its limit with what it already spent)."""
+    return Generation.objects.filter(api_key_id=key_id, status=IN_PROGRESS).aggregate(total=_sum_of("held"))["total"]
+
+
+def _sum_of(column: str):
+    return Coalesce(Sum(column), Value(ZERO), output_field=DecimalField(max_digits=24, decimal_places=12))

@@ -1,9 +1,15 @@
-"""Credit movements. Every change of `Account.balance` happens here, together with its ledger entry,
-inside one transaction, so the balance always equals the ledger's sum and never goes negative."""
+"""Credit movements. The balance changes only together with its ledger entry (a top-up, a refund, a request's
+one charge), so it always equals the ledger's sum. A request's credit hold is not in the ledger: it is the
+request's own generation row (status `in_progress`, `held`) plus the account's `reserved` (the sum of its open
+holds). On PostgreSQL a hold opens in ONE statement (a key with a limit adds its row lock, in the same round
+trip) and settles in ONE statement, so the account row, which every request of the account writes, is never
+locked across a round trip; elsewhere (SQLite) the same steps run in a transaction. `balance >= reserved >= 0`
+is a database constraint: no hold or charge overdraws, whatever races happen above it."""
 
-import uuid
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from typing import Any
 from uuid import UUID
 
 from django.db import connection, transaction
@@ -11,18 +17,25 @@ from django.db.models import F
 from django.utils import timezone
 
 from gateway.accounts.models import Account, ApiKey
-from gateway.billing.generations import GenerationRecord, generation_create
-from gateway.billing.models import EntryKind, Generation, LedgerEntry, Reservation, ReservationStatus
-from gateway.billing.selectors import key_usage_in_window
+from gateway.billing.generations import OUTCOME_FIELDS, GenerationRecord, generation_id_new, generation_outcome
+from gateway.billing.models import IN_PROGRESS, EntryKind, Generation, LedgerEntry
+from gateway.billing.selectors import key_open_holds, key_usage_in_window, window_starts
 from gateway.errors import GatewayError, PaymentRequired
 
 MSG_INSUFFICIENT = "Insufficient credits. Add more credits to your account to continue."
 MSG_KEY_LIMIT = "This API key's credit limit is exhausted"
+# Holds older than this are a killed worker's, never a live request's (the longest stream is 30 minutes): the
+# sweep (release_stale_reservations) and a 402 release them.
+STALE_HOLD_SECONDS = 6 * 3600
+HOLD_EXPIRED = "hold_expired"  # the error_type of a generation whose hold expired unsettled
+_LIFETIME = datetime(1970, 1, 1, tzinfo=UTC)  # the start of a lifetime limit's window
 
 
 @dataclass(frozen=True)
 class ReservationHandle:
-    id: UUID
+    """An open hold. `id` is the request's generation id: its row is the hold."""
+
+    id: str
     account_id: UUID
     api_key_id: int | None
     amount: Decimal
@@ -30,7 +43,7 @@ class ReservationHandle:
 
 @dataclass(frozen=True)
 class Settlement:
-    reservation_id: UUID
+    generation_id: str
     charged: Decimal
     shortfall: Decimal
 
@@ -47,208 +60,250 @@ def credits_topup(*, account_id: UUID, amount: Decimal, note: str = "", kind: st
         return LedgerEntry.objects.create(account_id=account_id, kind=kind, amount=amount, note=note)
 
 
+def credits_reserve(
+    *,
+    account_id: UUID,
+    amount: Decimal,
+    api_key_id: int | None = None,
+    key_has_limit: bool = True,
+    generation_id: str = "",
+    requested_model: str = "",
+    workspace_id: UUID | None = None,
+) -> ReservationHandle:
+    """Hold `amount` before an upstream call by opening the request's generation record (a new id unless given);
+    402 when the spendable balance (or the key's limit) cannot cover it. A 402 first expires the account's stale
+    holds and tries once more, so a killed worker's holds never block an account, cron or not."""
+    hold: dict[str, Any] = {
+        "id": generation_id or generation_id_new(),
+        "account": account_id,
+        "key": api_key_id,
+        "workspace": workspace_id,
+        "model": requested_model,
+        "amount": max(amount, Decimal(0)),
+    }
+    check_limit = api_key_id is not None and key_has_limit
+    try:
+        _hold(hold, check_limit=check_limit)
+    except PaymentRequired:
+        if not holds_expire(older_than_seconds=STALE_HOLD_SECONDS, account_id=account_id):
+            raise
+        _hold(hold, check_limit=check_limit)
+    return ReservationHandle(id=hold["id"], account_id=account_id, api_key_id=api_key_id, amount=hold["amount"])
+
+
+def _hold(hold: dict[str, Any], *, check_limit: bool) -> None:
+    if connection.vendor != "postgresql":
+        _hold_in_transaction(hold, check_limit=check_limit)
+    elif check_limit:
+        _hold_in_one_statement(HOLD_WITHIN_LIMIT_SQL, {**hold, **window_starts(), "lifetime": _LIFETIME})
+    else:
+        _hold_in_one_statement(HOLD_SQL, hold)
+
+
+_OPEN_GENERATION = """
+INSERT INTO billing_generation
+    (id, account_id, api_key_id, workspace_id, requested_model, model, provider, endpoint_id, upstream_id, status,
+     finish_reason, error_type, tokens_input, tokens_cached, tokens_cache_write, tokens_output, tokens_reasoning,
+     cost, upstream_cost, held, is_byok, streamed, cancelled, latency_ms, ttft_ms, generation_time_ms, session_id,
+     service_tier, provider_responses, usage_anomaly, created_at)
+SELECT %(id)s, id, %(key)s, %(workspace)s, %(model)s, '', '', NULL, '', 'in_progress', '', '', 0, 0, 0, 0, 0,
+       0, 0, %(amount)s, false, false, false, NULL, NULL, NULL, '', '', '[]', NULL, now()
+FROM held"""
+
+HOLD_SQL = f"""
+WITH held AS (
+    UPDATE accounts_account SET reserved = reserved + %(amount)s
+    WHERE id = %(account)s AND balance - reserved >= %(amount)s RETURNING id),
+opened AS ({_OPEN_GENERATION} RETURNING id)
+SELECT true, 0, NULL, (SELECT count(*) FROM opened)
+"""  # noqa: S608 (composed of constants: every value is a bound parameter)
+
+# Two statements in one round trip (one implicit transaction): the key's row lock orders the holds of one key, and
+# the hold statement's snapshot, taken after the lock, sees every hold and charge committed before it, so the limit
+# is never overrun (one statement could not: its snapshot would predate the lock). NO KEY UPDATE: the foreign key
+# checks of a concurrent settlement's ledger entry (KEY SHARE, taken while it holds the account row) pass it.
+HOLD_WITHIN_LIMIT_SQL = f"""
+SELECT id FROM accounts_apikey WHERE id = %(key)s FOR NO KEY UPDATE;
+WITH key AS (
+    SELECT k."limit", k.include_byok_in_limit AS byok,
+           CASE k.limit_reset WHEN 'daily' THEN %(daily)s WHEN 'weekly' THEN %(weekly)s
+                              WHEN 'monthly' THEN %(monthly)s ELSE %(lifetime)s END AS since
+    FROM (VALUES (1)) AS one LEFT JOIN accounts_apikey k ON k.id = %(key)s),
+used AS (
+    SELECT coalesce(-sum(e.amount), 0) AS total FROM billing_ledgerentry e, key
+    WHERE e.api_key_id = %(key)s AND e.kind = 'charge' AND (key.byok OR NOT e.is_byok) AND e.created_at >= key.since),
+open AS (
+    SELECT coalesce(sum(held), 0) AS total FROM billing_generation
+    WHERE api_key_id = %(key)s AND status = 'in_progress'),
+allowed AS (
+    SELECT key."limit" IS NULL OR used.total + open.total + %(amount)s <= key."limit" AS ok, used.total AS used,
+           key."limit" FROM key, used, open),
+held AS (
+    UPDATE accounts_account SET reserved = reserved + %(amount)s
+    WHERE id = %(account)s AND balance - reserved >= %(amount)s AND (SELECT ok FROM allowed) RETURNING id),
+opened AS ({_OPEN_GENERATION} RETURNING id)
+SELECT ok, used, "limit", (SELECT count(*) FROM opened) FROM allowed
+"""  # noqa: S608 (as HOLD_SQL)
+
+
+def _hold_in_one_statement(sql: str, params: dict[str, Any]) -> None:
+    """PostgreSQL: the account's `reserved` grows only while the spendable balance covers the hold, and the
+    request's generation row opens, in one statement (concurrent holds on the account row re-check the condition
+    on its newest version, so none overdraws) and one round trip."""
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        while cursor.nextset():  # the hold's result is the last (the key lock's comes first)
+            pass
+        within_limit, used, limit, opened = cursor.fetchone()
+    if not within_limit:
+        raise PaymentRequired(MSG_KEY_LIMIT, metadata={"limit": float(limit), "usage": float(used)})
+    if not opened:
+        raise PaymentRequired(MSG_INSUFFICIENT, metadata={"required": float(params["amount"])})
+
+
+def _hold_in_transaction(hold: dict[str, Any], *, check_limit: bool) -> None:
+    """The same hold through the ORM, for databases other than PostgreSQL."""
+    with transaction.atomic():
+        if check_limit:
+            _check_key_limit(api_key_id=hold["key"], amount=hold["amount"])
+        account = Account.objects.filter(pk=hold["account"], balance__gte=F("reserved") + hold["amount"])
+        if not account.update(reserved=F("reserved") + hold["amount"]):
+            raise PaymentRequired(MSG_INSUFFICIENT, metadata={"required": float(hold["amount"])})
+        Generation.objects.create(
+            id=hold["id"],
+            account_id=hold["account"],
+            api_key_id=hold["key"],
+            workspace_id=hold["workspace"],
+            requested_model=hold["model"],
+            status=IN_PROGRESS,
+            held=hold["amount"],
+        )
+
+
 def _check_key_limit(*, api_key_id: int, amount: Decimal) -> None:
     key = ApiKey.objects.select_for_update().only("limit", "limit_reset", "include_byok_in_limit").get(pk=api_key_id)
     if key.limit is None:
         return
     used = key_usage_in_window(key=key)
-    held = sum(
-        Reservation.objects.filter(api_key_id=api_key_id, status=ReservationStatus.HELD).values_list(
-            "amount", flat=True
-        ),
-        Decimal(0),
-    )
-    if used + held + amount > key.limit:
+    if used + key_open_holds(key_id=api_key_id) + amount > key.limit:
         raise PaymentRequired(MSG_KEY_LIMIT, metadata={"limit": float(key.limit), "usage": float(used)})
 
 
-def credits_reserve(
-    *, account_id: UUID, amount: Decimal, api_key_id: int | None = None, key_has_limit: bool = True
-) -> ReservationHandle:
-    """Hold `amount` before an upstream call; 402 when the balance (or the key's limit) cannot cover it."""
-    amount = max(amount, Decimal(0))
-    if connection.vendor == "postgresql" and not (api_key_id is not None and key_has_limit):
-        return _reserve_in_one_statement(account_id=account_id, amount=amount, api_key_id=api_key_id)
-    with transaction.atomic():
-        if api_key_id is not None and key_has_limit:
-            # Lock order everywhere: account row, then key row.
-            Account.objects.select_for_update().only("id").get(pk=account_id)
-            _check_key_limit(api_key_id=api_key_id, amount=amount)
-        # The balance row is the one every request of the account writes: touch it last, so its lock is
-        # held only for the UPDATE and the COMMIT.
-        reservation = Reservation.objects.create(account_id=account_id, api_key_id=api_key_id, amount=amount)
-        LedgerEntry.objects.create(
-            account_id=account_id,
-            kind=EntryKind.RESERVE,
-            amount=-amount,
-            api_key_id=api_key_id,
-            reservation=reservation,
-        )
-        debited = Account.objects.filter(pk=account_id, balance__gte=amount).update(balance=F("balance") - amount)
-        if not debited:
-            raise PaymentRequired(MSG_INSUFFICIENT, metadata={"required": float(amount)})  # rolls back the rows
-    return ReservationHandle(id=reservation.id, account_id=account_id, api_key_id=api_key_id, amount=amount)
-
-
-RESERVE_SQL = """
-WITH debited AS (
-    UPDATE accounts_account SET balance = balance - %(amount)s
-    WHERE id = %(account)s AND balance >= %(amount)s RETURNING id),
-held AS (
-    INSERT INTO billing_reservation (id, account_id, api_key_id, amount, status, created_at, closed_at)
-    SELECT %(reservation)s, id, %(key)s, %(amount)s, 'held', now(), NULL FROM debited RETURNING id)
-INSERT INTO billing_ledgerentry
-    (account_id, kind, amount, api_key_id, reservation_id, generation_id, is_byok, note, created_at)
-SELECT %(account)s, 'reserve', -%(amount)s, %(key)s, id, '', false, '', now() FROM held
-RETURNING reservation_id
-"""
-
-
-def _reserve_in_one_statement(*, account_id: UUID, amount: Decimal, api_key_id: int | None) -> ReservationHandle:
-    """PostgreSQL: the debit, the hold and its ledger entry in one statement, so the account's balance row
-    (written by every request of the account) is locked only while the server runs it, never across a
-    client round trip. Same effect as the transaction below."""
-    reservation_id = uuid.uuid4()
-    with connection.cursor() as cursor:
-        cursor.execute(
-            RESERVE_SQL, {"amount": amount, "account": account_id, "reservation": reservation_id, "key": api_key_id}
-        )
-        if cursor.fetchone() is None:
-            raise PaymentRequired(MSG_INSUFFICIENT, metadata={"required": float(amount)})
-    return ReservationHandle(id=reservation_id, account_id=account_id, api_key_id=api_key_id, amount=amount)
-
-
-def credits_settle(
-    *, reservation: ReservationHandle, cost: Decimal, generation_id: str = "", is_byok: bool = False
-) -> Settlement:
-    """Release the hold and charge the actual cost, once. A cost above the balance is charged down to 0
-    and the rest reported as `shortfall` (the balance never goes negative)."""
-    cost = max(cost, Decimal(0))
-    if connection.vendor == "postgresql":
-        settled = _settle_in_one_statement(
-            reservation=reservation, cost=cost, generation_id=generation_id, is_byok=is_byok
-        )
-        if settled is not None:
-            return settled
-    held = reservation.amount
-    with transaction.atomic(savepoint=False):  # all-or-nothing with the caller's transaction, if any
-        if not _close(reservation, ReservationStatus.SETTLED):
-            return Settlement(reservation_id=reservation.id, charged=Decimal(0), shortfall=Decimal(0))
-        account = Account.objects.filter(pk=reservation.account_id)
-        # Common case in one statement: the hold plus the balance cover the cost.
-        if account.filter(balance__gte=cost - held).update(balance=F("balance") + held - cost):
-            charged = cost
-        else:
-            balance = account.select_for_update().values_list("balance", flat=True).get()
-            charged = min(cost, balance + held)
-            account.update(balance=F("balance") + held - charged)
-        entries = [_entry(reservation, EntryKind.RELEASE, held, generation_id)]
-        if charged:
-            entries.append(_entry(reservation, EntryKind.CHARGE, -charged, generation_id, is_byok=is_byok))
-        LedgerEntry.objects.bulk_create(entries)
-    return Settlement(reservation_id=reservation.id, charged=charged, shortfall=cost - charged)
-
-
-SETTLE_SQL = """
-WITH target AS (
-    SELECT id, account_id, api_key_id, amount FROM billing_reservation
-    WHERE id = %(reservation)s AND status = 'held' FOR UPDATE),
-paid AS (
-    UPDATE accounts_account a SET balance = a.balance + t.amount - %(cost)s
-    FROM target t WHERE a.id = t.account_id AND a.balance + t.amount >= %(cost)s
-    RETURNING t.id, t.account_id, t.api_key_id, t.amount),
-closed AS (
-    UPDATE billing_reservation r SET status = 'settled', closed_at = now()
-    FROM paid p WHERE r.id = p.id RETURNING r.id),
-entries AS (
-    INSERT INTO billing_ledgerentry
-        (account_id, kind, amount, api_key_id, reservation_id, generation_id, is_byok, note, created_at)
-    SELECT p.account_id, k.kind, CASE WHEN k.kind = 'release' THEN p.amount ELSE -%(cost)s END, p.api_key_id,
-           p.id, %(generation)s, k.kind = 'charge' AND %(byok)s, '', now()
-    FROM paid p CROSS JOIN (VALUES ('release'), ('charge')) AS k(kind)
-    WHERE k.kind = 'release' OR %(cost)s > 0
-    RETURNING id)
-SELECT (SELECT count(*) FROM target), (SELECT count(*) FROM closed)
-"""
-
-
-def _settle_in_one_statement(
-    *, reservation: ReservationHandle, cost: Decimal, generation_id: str, is_byok: bool
-) -> Settlement | None:
-    """PostgreSQL, the common case (the hold plus the balance cover the cost) in one statement, so the
-    balance row is not locked across client round trips. None when the balance falls short: the caller
-    then takes the general path, which changes nothing unless it settles."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            SETTLE_SQL, {"reservation": reservation.id, "cost": cost, "generation": generation_id, "byok": is_byok}
-        )
-        held, closed = cursor.fetchone()
-    if not held:
-        return Settlement(reservation_id=reservation.id, charged=Decimal(0), shortfall=Decimal(0))
-    if closed:
-        return Settlement(reservation_id=reservation.id, charged=cost, shortfall=Decimal(0))
-    return None
-
-
 def generation_settle(*, reservation: ReservationHandle, record: GenerationRecord, charge: bool) -> Decimal:
-    """The one way a request's billing ends (JSON or stream, served, failed, cut or cancelled): in ONE
-    transaction, write its generation record and either charge `record.cost` against the hold (`charge`) or
-    give the hold back. The record is written first: the settlement's balance update is the last statement,
-    so the account row (written by every request of the account) stays locked as briefly as possible.
-    Returns what was charged (less than `record.cost` when the balance could not cover it all)."""
-    with transaction.atomic():
-        generation_create(record=record)
-        if not charge:
-            credits_release(reservation=reservation)
-            return Decimal(0)
-        charged = credits_settle(
-            reservation=reservation, cost=record.cost, generation_id=record.id, is_byok=record.is_byok
-        ).charged
-        if charged != record.cost:
-            Generation.objects.filter(pk=record.id).update(cost=charged)
-        return charged
+    """The one way a request's billing ends (JSON or stream, served, failed, cut or cancelled): complete its
+    generation row with `record`, close its hold and charge `record.cost` (`charge`) or nothing: one statement on
+    PostgreSQL, one ledger row at most (none for a failure or a zero cost). Once: a second settlement, or one after
+    the hold expired, changes nothing and returns 0. Returns what was charged: a cost above the balance the hold
+    can reach (the spendable balance plus the hold) is charged down to it, never below 0."""
+    if record.id != reservation.id:
+        raise ValueError(f"the record {record.id} is not the hold {reservation.id}")
+    cost = max(record.cost, Decimal(0)) if charge else Decimal(0)
+    return _close(reservation, outcome=generation_outcome(record=record), cost=cost) or Decimal(0)
 
 
-def credits_release(*, reservation: ReservationHandle) -> None:
-    """Give a hold back in full (the request was not served); a no-op when already closed."""
-    with transaction.atomic():
-        if not _close(reservation, ReservationStatus.RELEASED):
-            return
-        Account.objects.filter(pk=reservation.account_id).update(balance=F("balance") + reservation.amount)
-        _entry(reservation, EntryKind.RELEASE, reservation.amount, "").save()
-
-
-def _close(reservation: ReservationHandle, status: str) -> bool:
-    """Mark a held reservation settled or released; False when it was already closed (no double charge)."""
-    return bool(
-        Reservation.objects.filter(pk=reservation.id, status=ReservationStatus.HELD).update(
-            status=status, closed_at=timezone.now()
-        )
-    )
-
-
-def _entry(
-    reservation: ReservationHandle, kind: str, amount: Decimal, generation_id: str, is_byok: bool = False
-) -> LedgerEntry:
-    return LedgerEntry(
+def credits_settle(*, reservation: ReservationHandle, cost: Decimal, is_byok: bool = False) -> Settlement:
+    """Charge `cost` against a hold and close it, with no record of a served request (the generation is marked
+    completed and keeps what it had). The part of the cost the balance could not cover is the `shortfall`."""
+    record = GenerationRecord(
+        id=reservation.id,
         account_id=reservation.account_id,
-        kind=kind,
-        amount=amount,
         api_key_id=reservation.api_key_id,
-        reservation_id=reservation.id,
-        generation_id=generation_id,
+        workspace_id=None,
+        requested_model="",
+        cost=cost,
         is_byok=is_byok,
     )
+    charged = _close(reservation, outcome=generation_outcome(record=record), cost=max(cost, Decimal(0)))
+    if charged is None:  # already closed
+        return Settlement(generation_id=reservation.id, charged=Decimal(0), shortfall=Decimal(0))
+    return Settlement(generation_id=reservation.id, charged=charged, shortfall=max(cost, Decimal(0)) - charged)
 
 
-def credits_release_stale(*, older_than_seconds: int) -> int:
-    """Release holds left open by requests that never finished (a killed worker); returns how many."""
-    from datetime import timedelta
+def _close(reservation: ReservationHandle, *, outcome: dict[str, Any], cost: Decimal) -> Decimal | None:
+    """Close an open hold, charging at most `cost`; None when it was already closed."""
+    if connection.vendor == "postgresql":
+        params = {name: _OUTCOME_COLUMNS[name].get_db_prep_save(value, connection) for name, value in outcome.items()}
+        with connection.cursor() as cursor:
+            cursor.execute(SETTLE_SQL, {**params, "id": reservation.id, "cost": cost})
+            row = cursor.fetchone()
+        return None if row is None else row[0]
+    return _close_in_transaction(reservation, outcome=outcome, cost=cost)
 
-    cutoff = timezone.now() - timedelta(seconds=older_than_seconds)
-    released = 0
-    for row in Reservation.objects.filter(status=ReservationStatus.HELD, created_at__lt=cutoff).iterator():
-        handle = ReservationHandle(id=row.id, account_id=row.account_id, api_key_id=row.api_key_id, amount=row.amount)
-        credits_release(reservation=handle)
-        released += 1
-    return released
+
+_OUTCOME_COLUMNS = {field.name: field for field in Generation._meta.concrete_fields if field.name in OUTCOME_FIELDS}
+
+
+def _settle_sql() -> str:
+    outcome = ", ".join(f"{_OUTCOME_COLUMNS[name].column} = %({name})s" for name in OUTCOME_FIELDS)
+    return f"""
+WITH hold AS (
+    SELECT id, account_id, api_key_id, held FROM billing_generation
+    WHERE id = %(id)s AND status = 'in_progress' FOR NO KEY UPDATE),
+priced AS (
+    SELECT h.id, h.account_id, h.api_key_id, h.held, LEAST(%(cost)s, a.balance - a.reserved + h.held) AS charged
+    FROM accounts_account a JOIN hold h ON a.id = h.account_id FOR NO KEY UPDATE OF a),
+paid AS (
+    UPDATE accounts_account a SET balance = a.balance - p.charged, reserved = a.reserved - p.held
+    FROM priced p WHERE a.id = p.account_id RETURNING a.id),
+recorded AS (
+    UPDATE billing_generation g SET {outcome}, cost = p.charged FROM priced p WHERE g.id = p.id RETURNING g.id),
+ledger AS (
+    INSERT INTO billing_ledgerentry (account_id, kind, amount, api_key_id, generation_id, is_byok, note, created_at)
+    SELECT account_id, 'charge', -charged, api_key_id, id, %(is_byok)s, '', now() FROM priced WHERE charged > 0
+    RETURNING id)
+SELECT charged FROM priced
+"""  # noqa: S608 (column names from the model: every value is a bound parameter)
+
+
+# Locks the request's row, then its account's (the lock order of the sweep too); `priced` reads the account's
+# newest version (the row lock waits for a concurrent settlement, then returns the row it committed).
+SETTLE_SQL = _settle_sql()
+
+
+def _close_in_transaction(reservation: ReservationHandle, *, outcome: dict[str, Any], cost: Decimal) -> Decimal | None:
+    """The same settlement through the ORM, for databases other than PostgreSQL."""
+    with transaction.atomic():
+        # Claiming the row first (the status change) makes this the one close of the hold.
+        if not Generation.objects.filter(pk=reservation.id, status=IN_PROGRESS).update(status=outcome["status"]):
+            return None
+        account_id, api_key_id, held = Generation.objects.values_list("account_id", "api_key_id", "held").get(
+            pk=reservation.id
+        )
+        account = Account.objects.select_for_update().filter(pk=account_id)
+        balance, reserved = account.values_list("balance", "reserved").get()
+        charged = min(cost, balance - reserved + held)
+        account.update(balance=F("balance") - charged, reserved=F("reserved") - held)
+        Generation.objects.filter(pk=reservation.id).update(**outcome, cost=charged)
+        if charged:
+            LedgerEntry.objects.create(
+                account_id=account_id,
+                kind=EntryKind.CHARGE,
+                amount=-charged,
+                api_key_id=api_key_id,
+                generation_id=reservation.id,
+                is_byok=outcome["is_byok"],
+            )
+    return charged
+
+
+def holds_expire(*, older_than_seconds: int, account_id: UUID | None = None) -> int:
+    """Release holds left open by requests that never settled (a killed worker): the generation is marked failed
+    (`hold_expired`) and charged nothing. Each closes in its own transaction, claimed by the same status change a
+    settlement makes, so of a late settlement and the sweep exactly one closes a hold. Returns how many."""
+    stale = Generation.objects.filter(
+        status=IN_PROGRESS, created_at__lt=timezone.now() - timedelta(seconds=older_than_seconds)
+    )
+    if account_id is not None:
+        stale = stale.filter(account_id=account_id)
+    return sum(_expire(generation_id) for generation_id in stale.values_list("pk", flat=True))
+
+
+def _expire(generation_id: str) -> bool:
+    with transaction.atomic():
+        if not Generation.objects.filter(pk=generation_id, status=IN_PROGRESS).update(
+            status="failed", error_type=HOLD_EXPIRED
+        ):
+            return False  # settled meanwhile
+        account_id, held = Generation.objects.values_list("account_id", "held").get(pk=generation_id)
+        Account.objects.filter(pk=account_id).update(reserved=F("reserved") - held)
+    return True

@@ -7,13 +7,13 @@ import logging
 from decimal import Decimal
 
 import pytest
-from django.db.models import Sum
 from django.test import override_settings
 
 from gateway.accounts.models import Account
-from gateway.billing.models import EntryKind, Generation, LedgerEntry, Reservation
+from gateway.billing.models import EntryKind, Generation, LedgerEntry
 from routing.models import Provider
 from routing.services import provider_credential_set
+from tests.billing.books import assert_books
 from tests.support import assert_error_envelope, point_provider
 
 PROVIDERS = ["standin-chat", "standin-responses", "standin-anthropic"]
@@ -43,14 +43,12 @@ def sse_events(response) -> list[dict]:
 
 
 def ledger_consistent(account_id) -> Decimal:
-    balance = Account.objects.get(pk=account_id).balance
-    assert balance == LedgerEntry.objects.filter(account_id=account_id).aggregate(s=Sum("amount"))["s"]
-    return balance
+    return assert_books(account_id).balance
 
 
 def charge_and_hold(generation_id: str) -> tuple[Decimal, Decimal]:
     charge = LedgerEntry.objects.get(generation_id=generation_id, kind=EntryKind.CHARGE)
-    return -charge.amount, Reservation.objects.get(pk=charge.reservation_id).amount
+    return -charge.amount, Generation.objects.get(pk=generation_id).held
 
 
 # ---- item 8: reported usage is bounded ---------------------------------------------------------------
@@ -315,23 +313,26 @@ def test_not_before_authentication(standin_catalog):
 @pytest.mark.parametrize("upstream_id", ["abc\x00def", "i" * 300, "a\ud800b", {"a": 1}])
 def test_upstream_text_on_the_generation_record_is_storable(alice, upstream_id):
     """The upstream's response id is stored on the record: a NUL, a lone surrogate or more than the column holds
-    failed the insert after the charge (a JSON answer became a 500; a stream was charged without a record)."""
-    from gateway.billing.generations import GenerationRecord, generation_create, generation_id_new
+    failed the settlement after the upstream answered (a JSON answer became a 500; a stream stayed held)."""
+    from gateway.billing.generations import GenerationRecord
+    from gateway.billing.services import credits_reserve, generation_settle
 
-    record = generation_create(
-        record=GenerationRecord(
-            id=generation_id_new(),
-            account_id=alice.account_id,
-            api_key_id=None,
-            workspace_id=None,
-            requested_model="standin/echo",
-            upstream_id=upstream_id,
-            finish_reason="stop\x00" * 100,
-        )
+    hold = credits_reserve(account_id=alice.account_id, amount=Decimal("1"))
+    record = GenerationRecord(
+        id=hold.id,
+        account_id=alice.account_id,
+        api_key_id=None,
+        workspace_id=None,
+        requested_model="standin/echo",
+        upstream_id=upstream_id,
+        finish_reason="stop\x00" * 100,
+        cost=Decimal("0.5"),
     )
-    stored = Generation.objects.get(pk=record.pk)
+    assert generation_settle(reservation=hold, record=record, charge=True) == Decimal("0.5")
+    stored = Generation.objects.get(pk=record.id)
     assert "\x00" not in stored.upstream_id and len(stored.upstream_id) <= 256
-    assert stored.upstream_id.encode("utf-8")
+    assert stored.upstream_id.encode("utf-8") and stored.finish_reason == "stop" * 10
     assert stored.upstream_id == {"abc\x00def": "abcdef", "a\ud800b": "a\ufffdb"}.get(
         upstream_id if isinstance(upstream_id, str) else "", stored.upstream_id
     )
+    assert assert_books(alice.account_id).balance == Decimal("9.5")

@@ -1,16 +1,18 @@
-"""One billing service for both paths: a JSON request and a cut stream each end in exactly one settlement
-(one reservation closed, its ledger entries) and one generation record, written in ONE transaction: a failure
-raised by the record write at commit time (a deferred PostgreSQL trigger) rolls the settlement back."""
+"""One billing service for both paths: a request's hold is its generation row, opened in one statement, and its
+end is one settlement that completes that row and writes at most one ledger entry (the charge), in one statement
+on PostgreSQL: a successful request writes exactly 2 rows, a failed one 1 (its record) and no ledger entry."""
 
 from decimal import Decimal
 
 import pytest
 from django.db import DatabaseError, connection
+from django.test.utils import CaptureQueriesContext
 
-from gateway.accounts.models import Account
-from gateway.billing.generations import GenerationRecord, generation_id_new
-from gateway.billing.models import EntryKind, Generation, LedgerEntry, Reservation, ReservationStatus
+from gateway.billing import services
+from gateway.billing.generations import GenerationRecord
+from gateway.billing.models import IN_PROGRESS, EntryKind, Generation, LedgerEntry
 from gateway.billing.services import credits_reserve, generation_settle
+from tests.billing.books import assert_books, rows
 from tests.support import point_provider
 
 PROVIDERS = ["standin-chat", "standin-responses", "standin-anthropic"]
@@ -18,58 +20,100 @@ PROVIDERS = ["standin-chat", "standin-responses", "standin-anthropic"]
 
 def ask(client, *, stream=False):
     payload = {"model": "standin/echo", "input": "Hello", "provider": {"sort": "price"}, "stream": stream}
-    return client.post("/api/v1/responses", payload, format="json")
+    response = client.post("/api/v1/responses", payload, format="json")
+    if response.streaming:
+        response.raw = b"".join(response.streaming_content)  # the settlement runs as the stream ends
+    return response
 
 
 def settlements(generation_id: str) -> list[str]:
     return sorted(LedgerEntry.objects.filter(generation_id=generation_id).values_list("kind", flat=True))
 
 
-def test_a_json_request_settles_once_with_its_record(alice, standin_catalog):
-    response = ask(alice.client())
+@pytest.fixture
+def billing_statements(monkeypatch) -> dict[str, list[int]]:
+    """The SQL statements each billing call of a request ran, by call ("hold", "settle")."""
+    counted: dict[str, list[int]] = {"hold": [], "settle": []}
+
+    def counting(name, function):
+        def wrapper(**kwargs):
+            with CaptureQueriesContext(connection) as queries:
+                result = function(**kwargs)
+            counted[name].append(len(queries))
+            return result
+
+        return wrapper
+
+    monkeypatch.setattr(services, "credits_reserve", counting("hold", services.credits_reserve))
+    monkeypatch.setattr(services, "generation_settle", counting("settle", services.generation_settle))
+    return counted
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+def test_a_successful_request_writes_two_rows(alice, standin_catalog, billing_statements, stream):
+    before = rows()
+    response = ask(alice.client(), stream=stream)
     assert response.status_code == 200
     gen_id = response["X-Generation-Id"]
+    # Then two rows: its generation record and one charge, nothing else in the ledger
+    assert rows() - before == 2
     record = Generation.objects.get(pk=gen_id)
-    assert settlements(gen_id) == [EntryKind.CHARGE, EntryKind.RELEASE]
-    charge = LedgerEntry.objects.get(generation_id=gen_id, kind=EntryKind.CHARGE)
-    assert -charge.amount == record.cost > 0 and record.status == "completed"
-    assert response.json()["usage"]["cost"] == float(record.cost)
-    assert list(Reservation.objects.filter(account_id=alice.account_id).values_list("status", flat=True)) == [
-        ReservationStatus.SETTLED
-    ]
+    assert settlements(gen_id) == [EntryKind.CHARGE]
+    charge = LedgerEntry.objects.get(generation_id=gen_id)
+    assert -charge.amount == record.cost > 0 and record.status == "completed" and record.streamed is stream
+    assert 0 < record.cost <= record.held
+    if not stream:
+        assert response.json()["usage"]["cost"] == float(record.cost)
+    account = assert_books(alice.account_id)
+    assert (account.balance, account.reserved) == (Decimal(10) - record.cost, 0)
+    # And, on PostgreSQL, one statement to hold and one to settle
+    if connection.vendor == "postgresql":
+        assert billing_statements == {"hold": [1], "settle": [1]}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+def test_a_failed_request_releases_its_hold_and_writes_no_ledger_entry(alice, standin_catalog, stream):
+    for slug in PROVIDERS:
+        point_provider(slug, standin_catalog, "status=500")
+    before = rows()
+    response = ask(alice.client(), stream=stream)
+    assert response.status_code == 502  # before the first byte: a stream fails as JSON does
+    record = Generation.objects.get(pk=response["X-Generation-Id"])
+    assert (record.status, record.cost) == ("failed", 0) and record.held > 0
+    assert rows() - before == 1 and settlements(record.id) == []
+    account = assert_books(alice.account_id)
+    assert (account.balance, account.reserved) == (Decimal(10), 0)
 
 
 def test_a_cut_stream_settles_once_with_its_record(alice, standin_catalog):
     for slug in PROVIDERS:
         point_provider(slug, standin_catalog, "cut_after=3,chunks=6,text=abcdefghijklmnopqrstuvwxyz0123456789")
     response = ask(alice.client(), stream=True)
-    raw = b"".join(response.streaming_content)
-    assert b"response.failed" in raw
+    assert b"response.failed" in response.raw
     gen_id = response["X-Generation-Id"]
     record = Generation.objects.get(pk=gen_id)
     assert record.status == "failed" and record.tokens_output > 0
-    assert settlements(gen_id) == [EntryKind.CHARGE, EntryKind.RELEASE]
+    assert settlements(gen_id) == [EntryKind.CHARGE]
     assert -LedgerEntry.objects.get(generation_id=gen_id, kind=EntryKind.CHARGE).amount == record.cost > 0
     assert Generation.objects.filter(account_id=alice.account_id).count() == 1
-    assert list(Reservation.objects.filter(account_id=alice.account_id).values_list("status", flat=True)) == [
-        ReservationStatus.SETTLED
-    ]
+    assert assert_books(alice.account_id).reserved == 0
 
 
 FAIL_AT_COMMIT = """
 CREATE OR REPLACE FUNCTION pipeline_test_refuse() RETURNS trigger AS $$
 BEGIN RAISE EXCEPTION 'record refused'; END $$ LANGUAGE plpgsql;
-CREATE CONSTRAINT TRIGGER pipeline_test_refuse AFTER INSERT ON billing_generation
+CREATE CONSTRAINT TRIGGER pipeline_test_refuse AFTER UPDATE ON billing_generation
 DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION pipeline_test_refuse();
 """
 
 
 @pytest.mark.django_db(transaction=True)
 def test_a_failed_record_write_rolls_the_settlement_back(alice):
-    assert connection.vendor == "postgresql"
+    if connection.vendor != "postgresql":
+        pytest.skip("a deferred trigger is PostgreSQL's")
     reservation = credits_reserve(account_id=alice.account_id, amount=Decimal("1"))
     record = GenerationRecord(
-        id=generation_id_new(),
+        id=reservation.id,
         account_id=alice.account_id,
         api_key_id=None,
         workspace_id=None,
@@ -77,7 +121,7 @@ def test_a_failed_record_write_rolls_the_settlement_back(alice):
         cost=Decimal("0.25"),
     )
     with connection.cursor() as cursor:
-        cursor.execute(FAIL_AT_COMMIT)  # fails at commit: after the settlement's statements ran
+        cursor.execute(FAIL_AT_COMMIT)  # fails at commit: after the settlement's statement ran
     try:
         with pytest.raises(DatabaseError, match="record refused"):
             generation_settle(reservation=reservation, record=record, charge=True)
@@ -86,12 +130,13 @@ def test_a_failed_record_write_rolls_the_settlement_back(alice):
             cursor.execute(
                 "DROP TRIGGER pipeline_test_refuse ON billing_generation; DROP FUNCTION pipeline_test_refuse();"
             )
-    assert not Generation.objects.filter(pk=record.id).exists()
+    assert Generation.objects.get(pk=record.id).status == IN_PROGRESS
     assert settlements(record.id) == []
-    assert Reservation.objects.get(pk=reservation.id).status == ReservationStatus.HELD
-    assert Account.objects.get(pk=alice.account_id).balance == Decimal("9")  # still held, nothing charged
+    account = assert_books(alice.account_id)
+    assert (account.balance, account.reserved) == (Decimal("10"), Decimal("1"))  # still held, nothing charged
 
     charged = generation_settle(reservation=reservation, record=record, charge=True)
     assert charged == Decimal("0.25") and Generation.objects.get(pk=record.id).cost == charged
-    assert settlements(record.id) == [EntryKind.CHARGE, EntryKind.RELEASE]
-    assert Account.objects.get(pk=alice.account_id).balance == Decimal("9.75")
+    assert settlements(record.id) == [EntryKind.CHARGE]
+    account = assert_books(alice.account_id)
+    assert (account.balance, account.reserved) == (Decimal("9.75"), 0)

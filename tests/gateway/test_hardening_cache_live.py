@@ -15,7 +15,7 @@ from django.db.models import Sum
 
 from gateway.accounts.keys import key_hash
 from gateway.accounts.models import Account
-from gateway.billing.models import EntryKind, Generation, LedgerEntry, Reservation, ReservationStatus
+from gateway.billing.models import IN_PROGRESS, EntryKind, Generation, LedgerEntry
 from gateway.billing.provisioning import account_provision
 from tests.live import LiveGateway, PrivateRedis, free_port
 from tests.support import Persona, assert_error_envelope
@@ -67,9 +67,10 @@ def assert_books_balance(who: Persona, generation_ids: list[str]) -> None:
     assert set(Generation.objects.filter(account_id=who.account_id).values_list("id", flat=True)) == set(generation_ids)
     for generation_id in generation_ids:
         assert LedgerEntry.objects.filter(generation_id=generation_id, kind=EntryKind.CHARGE).count() == 1
-    assert not Reservation.objects.filter(account_id=who.account_id, status=ReservationStatus.HELD).exists()
+    assert not Generation.objects.filter(account_id=who.account_id, status=IN_PROGRESS).exists()
     ledger = LedgerEntry.objects.filter(account_id=who.account_id).aggregate(total=Sum("amount"))["total"]
     assert Account.objects.get(pk=who.account_id).balance == ledger < Decimal("5")
+    assert Account.objects.get(pk=who.account_id).reserved == 0
 
 
 def gateway_log(gateway: LiveGateway) -> str:

@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 import byok.selectors
-from gateway.billing.models import Generation, Reservation
+from gateway.billing.models import Generation
 from responses_api import stages
 from responses_api.stages import Block
 from routing.canonical import OutputMessage
@@ -87,7 +87,6 @@ def test_a_blocking_pre_stage_is_a_4xx_before_hold_and_upstream(alice, standin_c
     assert body["error"]["message"] == "This request is not allowed here"
     assert body["error"]["metadata"]["patterns"] == ["secret"]
     assert len(standin_catalog.requests_for("/chat/completions")) == before
-    assert not Reservation.objects.filter(account_id=alice.account_id).exists()
     assert not Generation.objects.filter(account_id=alice.account_id).exists()
 
 

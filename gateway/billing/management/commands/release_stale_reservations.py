@@ -1,17 +1,18 @@
 from django.core.management.base import BaseCommand
 
-from gateway.billing.services import credits_release_stale
+from gateway.billing.services import STALE_HOLD_SECONDS, holds_expire
 
 
 class Command(BaseCommand):
     help = (
-        "Release credit holds older than --older-than-minutes (default 360) that were never settled, e.g. "
-        "after a worker was killed mid-request. Run it from cron; keep the age above the longest stream."
+        "Release credit holds older than --older-than-minutes (default 360) that were never settled, e.g. after a "
+        "worker was killed mid-request: their generations are marked failed, nothing is charged. Run it from cron "
+        "(a 402 also releases the account's own); keep the age above the longest stream."
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("--older-than-minutes", type=int, default=360)
+        parser.add_argument("--older-than-minutes", type=int, default=STALE_HOLD_SECONDS // 60)
 
     def handle(self, *args, **options):
-        count = credits_release_stale(older_than_seconds=options["older_than_minutes"] * 60)
-        self.stdout.write(f"released {count} stale reservations")
+        count = holds_expire(older_than_seconds=options["older_than_minutes"] * 60)
+        self.stdout.write(f"released {count} stale holds")
