@@ -183,8 +183,10 @@ def test_create_account_command_prints_working_keys():
 @pytest.mark.django_db
 def test_topup_command_adds_credits(alice):
     out = StringIO()
+    credits_reserve(account_id=alice.account_id, amount=Decimal("1.5"))
     call_command("topup_credits", str(alice.account_id), "2.5", "--note", "invoice 7", stdout=out)
-    assert json.loads(out.getvalue())["balance"].startswith("12.5")
+    printed = json.loads(out.getvalue())
+    assert Decimal(printed["balance"]) == Decimal("12.5") and Decimal(printed["reserved"]) == Decimal("1.5")
     call_command("topup_credits", "alice", "1", stdout=StringIO())
     assert credits_summary(account_id=alice.account_id).total_credits == Decimal("13.5")
 

@@ -29,11 +29,13 @@ class Command(BaseCommand):
         except GatewayError as exc:
             raise CommandError(exc.message) from exc
         summary = credits_summary(account_id=account.id)
+        account.refresh_from_db(fields=["reserved"])
         self.stdout.write(
             json.dumps(
                 {
                     "account_id": str(account.id),
                     "balance": str(summary.balance),
+                    "reserved": str(account.reserved),  # held for requests in flight: not spendable, not in the ledger
                     "total_credits": str(summary.total_credits),
                     "total_usage": str(summary.total_usage),
                 }
