@@ -44,6 +44,8 @@ class LiveGateway:
             "STREAM_KEEPALIVE_SECONDS": "0.2",
             "DB_CONN_MAX_AGE": "0",
             "LOG_LEVEL": "WARNING",
+            # Tests change keys and the catalog in this process and use them at once over HTTP: no 0.5 s window.
+            "CACHE_VERSION_CHECK_SECONDS": "0",
             **(extra_env or {}),
         }
         self.log = open(ROOT / f".live-gateway-{self.port}.log", "w")  # noqa: SIM115

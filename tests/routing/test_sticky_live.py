@@ -34,9 +34,7 @@ def test_session_sticks_across_instances_sharing_redis(transactional_db, multi, 
         endpoint.price_prompt = endpoint.price_completion = Decimal(1)
         endpoint.save()
     frank = Persona(account_provision(name="frank", plan="payg", credits=Decimal("5")))
-    # (version checks on every request: the provider change below must route at once in the other processes)
-    env = {"REDIS_URL": REDIS_URL, "CACHE_VERSION_CHECK_SECONDS": "0"}
-    instances = [LiveGateway(workers=2, threads=4, extra_env=env) for _ in range(2)]
+    instances = [LiveGateway(workers=2, threads=4, extra_env={"REDIS_URL": REDIS_URL}) for _ in range(2)]
     try:
 
         def send(index: int) -> Generation:
