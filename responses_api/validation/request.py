@@ -90,7 +90,7 @@ class ResponseCreateRequestSerializer(serializers.Serializer):
     SPARE_TREES: ClassVar[int] = 16  # about the validations that run at once (they hold the GIL)
 
     @property
-    def fields(self):  # type: ignore[override]  # DRF's is a cached_property
+    def fields(self):  # DRF: a cached_property, here a lent tree
         tree = self.__dict__.get("_tree")
         if tree is None:
             try:
