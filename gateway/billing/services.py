@@ -8,7 +8,7 @@ is a database constraint: no hold or charge overdraws, whatever races happen abo
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from decimal import Decimal
+from decimal import Context, Decimal
 from typing import Any
 from uuid import UUID
 
@@ -29,6 +29,15 @@ MSG_KEY_LIMIT = "This API key's credit limit is exhausted"
 STALE_HOLD_SECONDS = 6 * 3600
 HOLD_EXPIRED = "hold_expired"  # the error_type of a generation whose hold expired unsettled
 _LIFETIME = datetime(1970, 1, 1, tzinfo=UTC)  # the start of a lifetime limit's window
+_PLACES = Decimal("1e-12")  # the money columns' scale
+_WIDE = Context(prec=100)  # room for any amount a request could ask for: one beyond the balance is a 402, not a 500
+_COLUMN_LIMIT = Decimal("1e12")  # numeric(24, 12) holds less than this
+
+
+def _usd(amount: Decimal) -> Decimal:
+    """An amount as the money columns store it (12 places, not negative): the balance, the ledger entry and the
+    record then change by exactly the same number, with no rounding of their own."""
+    return max(amount, Decimal(0)).quantize(_PLACES, context=_WIDE)
 
 
 @dataclass(frozen=True)
@@ -79,8 +88,10 @@ def credits_reserve(
         "key": api_key_id,
         "workspace": workspace_id,
         "model": requested_model,
-        "amount": max(amount, Decimal(0)),
+        "amount": _usd(amount),
     }
+    if hold["amount"] >= _COLUMN_LIMIT:  # no balance covers it (and the columns could not hold it)
+        raise PaymentRequired(MSG_INSUFFICIENT, metadata={"required": float(hold["amount"])})
     check_limit = api_key_id is not None and key_has_limit
     try:
         _hold(hold, check_limit=check_limit)
@@ -197,7 +208,7 @@ def generation_settle(*, reservation: ReservationHandle, record: GenerationRecor
     can reach (the spendable balance plus the hold) is charged down to it, never below 0."""
     if record.id != reservation.id:
         raise ValueError(f"the record {record.id} is not the hold {reservation.id}")
-    cost = max(record.cost, Decimal(0)) if charge else Decimal(0)
+    cost = _usd(record.cost) if charge else Decimal(0)
     return _close(reservation, outcome=generation_outcome(record=record), cost=cost) or Decimal(0)
 
 
@@ -213,10 +224,10 @@ def credits_settle(*, reservation: ReservationHandle, cost: Decimal, is_byok: bo
         cost=cost,
         is_byok=is_byok,
     )
-    charged = _close(reservation, outcome=generation_outcome(record=record), cost=max(cost, Decimal(0)))
+    charged = _close(reservation, outcome=generation_outcome(record=record), cost=_usd(cost))
     if charged is None:  # already closed
         return Settlement(generation_id=reservation.id, charged=Decimal(0), shortfall=Decimal(0))
-    return Settlement(generation_id=reservation.id, charged=charged, shortfall=max(cost, Decimal(0)) - charged)
+    return Settlement(generation_id=reservation.id, charged=charged, shortfall=_usd(cost) - charged)
 
 
 def _close(reservation: ReservationHandle, *, outcome: dict[str, Any], cost: Decimal) -> Decimal | None:

@@ -93,6 +93,8 @@ def test_a_hold_beyond_the_spendable_balance_is_402_and_changes_nothing(alice):
     with pytest.raises(PaymentRequired) as caught:
         credits_reserve(account_id=alice.account_id, amount=Decimal("10.000001"))
     assert caught.value.status == 402 and caught.value.message == MSG_INSUFFICIENT
+    with pytest.raises(PaymentRequired):  # far beyond what the columns hold: still a 402
+        credits_reserve(account_id=alice.account_id, amount=Decimal("1e30"))
     # Open holds count: 6 held leaves 4 to hold
     credits_reserve(account_id=alice.account_id, amount=Decimal("6"))
     with pytest.raises(PaymentRequired):
