@@ -130,15 +130,17 @@ def test_one_round_trip_per_attempt_and_per_request(private_redis, monkeypatch):
         return real_command(self, *args, **kwargs)
 
     with override_settings(CACHES=redis_caches(private_redis.url)):
-        health.health_record(endpoint_id=1, ok=True, latency_s=0.1)  # connect outside the count
+        health.health_record(endpoint_id=1, ok=True, latency_s=0.1)  # connect and load the scripts outside
+        health.endpoint_stats([1])
         monkeypatch.setattr(redis.client.Pipeline, "execute", counted_execute)
         monkeypatch.setattr(redis.Redis, "execute_command", counted_command)
         health.health_record(endpoint_id=1, ok=True, latency_s=0.2, ttft_s=0.05, throughput=30.0)
-        assert calls == ["pipeline"]
+        assert calls == ["EVALSHA"]  # one script call appends to both lists
         calls.clear()
         stats = health.endpoint_stats([1, 2, 3])
-        assert calls == ["pipeline"]
-        assert stats[1].samples == 2 and stats[2].samples == 0
+        assert calls == ["EVALSHA"]  # one script call reads three endpoints
+        assert stats[1].samples == 2 and stats[2].samples == 0 and stats[2].latency is None
+        assert stats[1].latency == {"p50": 0.2, "p75": 0.2, "p90": 0.2, "p99": 0.2}
 
     raw = private_redis.client()
     for _ in range(health.MAX_SAMPLES + 5):
