@@ -72,7 +72,10 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
 elif env.bool("DB_POOL", default=True):
     # A bounded pool per process: a thread holds a connection only while it uses the database (long
     # streams hand theirs back), so thousands of concurrent streams need only a few connections.
+    import gateway.dbpool  # noqa: F401  # its pool check (fewer round trips than CONN_HEALTH_CHECKS)
+
     DATABASES["default"]["CONN_MAX_AGE"] = 0
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = False  # the pool checks, now and then (gateway/dbpool.py)
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": 1,
         "max_size": env.int("DB_POOL_MAX_SIZE", default=20),
