@@ -177,9 +177,10 @@ def _hold_in_transaction(hold: dict[str, Any], *, check_limit: bool) -> None:
     with transaction.atomic():
         if check_limit:
             _check_key_limit(api_key_id=hold["key"], amount=hold["amount"])
-        account = Account.objects.filter(pk=hold["account"], balance__gte=F("reserved") + hold["amount"])
-        if not account.update(reserved=F("reserved") + hold["amount"]):
+        balance, reserved = Account.objects.filter(pk=hold["account"]).values_list("balance", "reserved").get()
+        if balance - reserved < hold["amount"]:
             raise PaymentRequired(MSG_INSUFFICIENT, metadata={"required": float(hold["amount"])})
+        _account_set(hold["account"], reserved=reserved + hold["amount"])
         Generation.objects.create(
             id=hold["id"],
             account_id=hold["account"],
@@ -283,7 +284,7 @@ def _close_in_transaction(reservation: ReservationHandle, *, outcome: dict[str, 
         account = Account.objects.select_for_update().filter(pk=account_id)
         balance, reserved = account.values_list("balance", "reserved").get()
         charged = min(cost, balance - reserved + held)
-        account.update(balance=F("balance") - charged, reserved=F("reserved") - held)
+        _account_set(account_id, balance=balance - charged, reserved=reserved - held)
         Generation.objects.filter(pk=reservation.id).update(**outcome, cost=charged)
         if charged:
             LedgerEntry.objects.create(
@@ -316,5 +317,16 @@ def _expire(generation_id: str) -> bool:
         ):
             return False  # settled meanwhile
         account_id, held = Generation.objects.values_list("account_id", "held").get(pk=generation_id)
-        Account.objects.filter(pk=account_id).update(reserved=F("reserved") - held)
+        if connection.vendor == "postgresql":
+            Account.objects.filter(pk=account_id).update(reserved=F("reserved") - held)
+        else:
+            reserved = Account.objects.filter(pk=account_id).values_list("reserved", flat=True).get()
+            _account_set(account_id, reserved=reserved - held)
     return True
+
+
+def _account_set(account_id: UUID, **amounts: Decimal) -> None:
+    """Write an account's new balance and/or reserved amount whole, computed in Decimal under the transaction's
+    lock (databases other than PostgreSQL: SQLite keeps decimals as floats, where `reserved - held` done in SQL
+    can land a hair below zero, or below the balance, and trip the account's CHECK constraint)."""
+    Account.objects.filter(pk=account_id).update(**{name: _usd(value) for name, value in amounts.items()})
