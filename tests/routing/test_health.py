@@ -144,12 +144,20 @@ def test_one_round_trip_per_attempt_and_per_request(private_redis, monkeypatch):
         assert stats[1].latency == {"p50": 0.2, "p75": 0.2, "p90": 0.2, "p99": 0.2}
 
     raw = private_redis.client()
-    for _ in range(health.MAX_SAMPLES + 5):
-        with override_settings(CACHES=redis_caches(private_redis.url)):
-            health.health_record(endpoint_id=9, ok=False)
-    outcomes = [key for key in raw.keys("*") if key.endswith(b"routing:health:9:outcomes")]
-    assert len(outcomes) == 1 and raw.llen(outcomes[0]) == health.FAILURES_TO_TRIP
-    assert 0 < raw.ttl(outcomes[0]) <= health.KEPT_SECONDS
+    with override_settings(CACHES=redis_caches(private_redis.url)):
+        for n in range(health.MAX_SAMPLES + 5):
+            health.health_record(endpoint_id=9, ok=n % 2 == 0, latency_s=float(n), throughput=1.0)
+        for n in range(health.MAX_SAMPLES + 5):
+            health.health_record(endpoint_id=9, ok=True, latency_s=float(n), throughput=1.0)
+
+    def size(suffix: str) -> int:
+        (key,) = [key for key in raw.keys("*") if key.endswith(f"routing:health:9:{suffix}".encode())]
+        assert 0 < raw.ttl(key) <= health.KEPT_SECONDS
+        return raw.zcard(key) if suffix in health.MEASURES else raw.llen(key)
+
+    # Every list and sorted set holds exactly what is kept, no more: the evicted samples left the sets too.
+    assert size("outcomes") == health.FAILURES_TO_TRIP
+    assert size("samples") == size("latency") == size("throughput") == health.MAX_SAMPLES
 
 
 def test_redis_dying_mid_run_keeps_routing_verdicts_in_process(private_redis):
