@@ -46,6 +46,8 @@ ROOT = Path(__file__).resolve().parents[1]
 FAST_PORT, SLOW_PORT, LITELLM_PORT = 18080, 18082, 4000  # LiteLLM's config routes to 18080
 TOKEN_MARKER = b"response.output_text.delta"
 LITELLM_KEY = "sk-bench-master-0000"  # general_settings.master_key in the harness's litellm/config.yaml
+FULL = {"duration": 10.0, "streams": "1000,200", "held": 1000, "probes": 20, "cold_burst": 300}
+QUICK = {"duration": 3.0, "streams": "200", "held": 200, "probes": 5, "cold_burst": 200}
 
 
 # ---- processes -----------------------------------------------------------------------------------
@@ -182,16 +184,18 @@ def psql(database: str, sql: str) -> str:
     ).stdout.strip()
 
 
-def pg_counters(database: str) -> tuple[int, int]:
-    """(transactions, rows inserted + updated + deleted) of `database` so far. Backends report their counts
-    within a second of going idle, so callers wait that long after a step."""
+def pg_counters(database: str) -> tuple[int, int, int]:
+    """(transactions, table scans, rows inserted + updated + deleted) of `database` so far: a statement that
+    reads is at least one scan, and outside a transaction block every statement is a transaction. Backends
+    report their counts within a second of going idle, so callers wait that long after a step."""
     line = psql(
         database,
-        "SELECT pg_stat_clear_snapshot(); SELECT xact_commit + xact_rollback, tup_inserted + tup_updated + "
-        "tup_deleted FROM pg_stat_database WHERE datname = current_database()",
+        "SELECT pg_stat_clear_snapshot(); SELECT xact_commit + xact_rollback, (SELECT sum(seq_scan + "
+        "coalesce(idx_scan, 0)) FROM pg_stat_user_tables), tup_inserted + tup_updated + tup_deleted "
+        "FROM pg_stat_database WHERE datname = current_database()",
     )
-    transactions, rows = line.splitlines()[-1].split("|")
-    return int(transactions), int(rows)
+    transactions, scans, rows = line.splitlines()[-1].split("|")
+    return int(transactions), int(scans or 0), int(rows)
 
 
 # ---- targets -------------------------------------------------------------------------------------
@@ -245,9 +249,9 @@ def catalog(fast: str, slow: str) -> dict:
     return {"providers": providers, "models": models}
 
 
-def boot_gateway(args, procs: Processes, work: Path, checkout: Path) -> Target:
-    """This gateway as production runs it (see ../shared/bench/ours/boot.sh), on a database of its own."""
-    database = f"gw_bench_run_{os.getpid()}"
+def boot_gateway(args, procs: Processes, work: Path, database: str) -> Target:
+    """This gateway as production runs it (see ../shared/bench/ours/boot.sh), on a fresh database."""
+    checkout = Path(args.checkout)
     psql("postgres", f"CREATE DATABASE {database}")
     env = {
         **os.environ,
@@ -262,7 +266,8 @@ def boot_gateway(args, procs: Processes, work: Path, checkout: Path) -> Target:
         "LOG_LEVEL": "WARNING",
     }
     python = str(ROOT / ".venv" / "bin" / "python")  # the checkout runs with this project's environment
-    (work / "catalog.yaml").write_text(catalog(f"http://127.0.0.1:{FAST_PORT}/v1", f"http://127.0.0.1:{SLOW_PORT}/v1"))
+    fast, slow = f"http://127.0.0.1:{FAST_PORT}/v1", f"http://127.0.0.1:{SLOW_PORT}/v1"
+    (work / "catalog.json").write_text(json.dumps(catalog(fast, slow)))
     subprocess.run(
         ["redis-cli", "-u", args.redis_url, "flushdb"], check=True, capture_output=True
     )  # this run's Redis database
@@ -362,7 +367,7 @@ def wrk(args, target: Target, connections: int, seconds: float) -> dict:
             "wrk",
             "-t1",
             f"-c{connections}",
-            f"-d{seconds}s",
+            f"-d{seconds:g}s",
             "--timeout",
             "10s",
             "--latency",
@@ -497,7 +502,19 @@ def measured(target: Target) -> Iterator[dict]:
     if target.database:
         time.sleep(1.5)  # backends report their counters within a second of going idle
         after = pg_counters(target.database)
-        found["pg_transactions"], found["pg_rows_written"] = (after[0] - counters[0], after[1] - counters[1])
+        for index, name in enumerate(("pg_transactions", "pg_scans", "pg_rows_written")):
+            found[name] = after[index] - counters[index]
+
+
+# What `measured` found over a step -> (per-request name, factor).
+PER_REQUEST = {
+    "cpu_own_s": ("cpu_own_ms", 1000),
+    "cpu_postgres_s": ("cpu_postgres_ms", 1000),
+    "cpu_redis_s": ("cpu_redis_ms", 1000),
+    "pg_transactions": ("pg_transactions", 1),
+    "pg_scans": ("pg_scans", 1),
+    "pg_rows_written": ("pg_rows_written", 1),
+}
 
 
 def non_streaming(args, target: Target) -> None:
@@ -508,17 +525,7 @@ def non_streaming(args, target: Target) -> None:
             time.sleep(1)
     requests = sum(step["ok"] for step in found["steps"].values()) or 1
     found["per_request"] = {
-        "cpu_own_ms": usage["cpu_own_s"] * 1000 / requests,
-        **{
-            name: usage[key] * (1000 if key.startswith("cpu") else 1) / requests
-            for name, key in (
-                ("cpu_postgres_ms", "cpu_postgres_s"),
-                ("cpu_redis_ms", "cpu_redis_s"),
-                ("pg_transactions", "pg_transactions"),
-                ("pg_rows_written", "pg_rows_written"),
-            )
-            if key in usage
-        },
+        name: usage[key] * factor / requests for key, (name, factor) in PER_REQUEST.items() if key in usage
     }
     target.results["non_streaming"] = found
 
@@ -555,10 +562,9 @@ def run(args) -> dict:
         "fake-model",
     )
     targets = [direct]
-    ours = None
+    database = f"gw_bench_run_{os.getpid()}"
     try:
-        ours = boot_gateway(args, procs, work, Path(args.checkout))
-        targets.append(ours)
+        targets.append(boot_gateway(args, procs, work, database))
         if args.litellm:
             targets.append(boot_litellm(args, procs, work))
         for target in targets:
@@ -582,8 +588,7 @@ def run(args) -> dict:
             target.results["end_rss_mb"] = rss_mb(target.processes())
     finally:
         procs.stop_all()
-        if ours is not None:
-            psql("postgres", f"DROP DATABASE IF EXISTS {ours.database} WITH (FORCE)")
+        psql("postgres", f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
     return {target.name: target.results for target in targets}
 
 
@@ -610,7 +615,8 @@ def table(results: dict, args) -> str:
         return f"{per_request(found)['cpu_postgres_ms']:.2f} + {per_request(found)['cpu_redis_ms']:.2f} ms"
 
     def database(found: dict) -> str:
-        return f"{per_request(found)['pg_transactions']:.2f} / {per_request(found)['pg_rows_written']:.2f}"
+        counts = per_request(found)
+        return f"{counts['pg_transactions']:.2f} / {counts['pg_scans']:.2f} / {counts['pg_rows_written']:.2f}"
 
     def throughput(found: dict) -> str:
         return f"{steps(found)[16]['rps']:.0f} / {steps(found)[64]['rps']:.0f}"
@@ -647,7 +653,7 @@ def table(results: dict, args) -> str:
     rows = [
         ("CPU per non-streaming request (own processes)", own_cpu, False),
         ("PostgreSQL + Redis CPU per request (beside it)", beside, False),
-        ("PostgreSQL transactions / rows written per request", database, False),
+        ("PostgreSQL transactions / table scans / rows written per request", database, False),
         ("requests/s at 16 / 64 concurrent", throughput, True),
         ("added p50 at concurrency 1 (p50 itself)", added_p50, True),
         *((f"{n:,} streams opened at once: TTFT p50 / p99 (completed)", burst(n), True) for n in args.streams),
@@ -674,24 +680,26 @@ def main() -> None:
     parser.add_argument("--checkout", default=str(ROOT), help="the project checkout to boot (default: this one)")
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/13", help="its database is flushed")
     parser.add_argument("--litellm", action="store_true", help="also LiteLLM (the harness's .venv-litellm)")
-    parser.add_argument("--quick", action="store_true", help="about 2 minutes: 3 s steps, 200 streams, 5 probes")
-    parser.add_argument("--duration", type=float, default=10, help="seconds per non-streaming step")
-    parser.add_argument("--streams", default="1000,200", help="sizes of the bursts of streams opened at once")
-    parser.add_argument("--held", type=int, default=1000, help="slow streams held open while probing")
-    parser.add_argument("--probes", type=int, default=20)
-    parser.add_argument("--cold-burst", type=int, default=300, help="streams in the burst right after start")
+    parser.add_argument("--quick", action="store_true", help="about 2 minutes: the QUICK sizes below")
+    parser.add_argument("--duration", type=float, help="seconds per non-streaming step (10; quick: 3)")
+    parser.add_argument("--streams", help="sizes of the bursts of streams opened at once (1000,200; quick: 200)")
+    parser.add_argument("--held", type=int, help="slow streams held open while probing (1000; quick: 200)")
+    parser.add_argument("--probes", type=int, help="new streams timed while they are held (20; quick: 5)")
+    parser.add_argument("--cold-burst", type=int, help="streams in the burst right after start (300; quick: 200)")
     parser.add_argument("--json", help="also write the raw results here")
     args = parser.parse_args()
-    if args.quick:
-        args.duration, args.streams, args.held, args.probes, args.cold_burst = 3, "200", 200, 5, 200
+    for name, value in (QUICK if args.quick else FULL).items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
     args.streams = [int(n) for n in str(args.streams).split(",")]
-    started = time.monotonic()
+    started, load = time.monotonic(), os.getloadavg()[0]
     results = run(args)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
     print(
         f"Non-streaming: wrk closed loop, {args.duration:g} s per step; streams: 20 chunks 50 ms apart; "
-        f"held streams: 60 chunks 500 ms apart. Run took {time.monotonic() - started:.0f} s.\n"
+        f"held streams: 60 chunks 500 ms apart. Run took {time.monotonic() - started:.0f} s; load average "
+        f"{load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end (2 cores: above 2, others compete).\n"
     )
     print(table(results, args))
 
