@@ -27,10 +27,17 @@ limit_request_fields = 100
 limit_request_field_size = 8190
 
 
+# Connections each worker opens before its first request (a burst right after a restart would otherwise open
+# them while it waits). The database's count per worker x workers x instances must fit its max_connections.
+warm_database_connections = int(os.environ.get("GUNICORN_WARM_DB_CONNECTIONS", "4"))
+warm_redis_connections = int(os.environ.get("GUNICORN_WARM_REDIS_CONNECTIONS", "32"))
+
+
 def post_worker_init(worker) -> None:
     """Warm each worker before it accepts its first connection (gateway/wsgi.py warm_up), rather than
     preloading the application in the master: nothing is shared across the fork (no connection, client or
     thread to close in each child), and the master stays small (RSS is counted per process)."""
     from gateway.wsgi import warm_up
 
-    worker.log.info("worker %s %s", worker.pid, warm_up())
+    summary = warm_up(database_connections=warm_database_connections, redis_connections=warm_redis_connections)
+    worker.log.info("worker %s %s", worker.pid, summary)

@@ -33,7 +33,43 @@ def _warm_imports() -> str:
     return getattr(match.func, "view_class", match.func).__name__
 
 
-def _warm_clients() -> dict[str, str]:
+def _open_database_connections(count: int) -> int:
+    """Open up to `count` connections of this process's database pool and hand them back, so that the first
+    burst does not wait on the pool opening them one by one (the pool closes those above its min_size after
+    its max_idle, 10 minutes, when they are not used). Each worker holds them: mind max_connections."""
+    from django.db import connection
+
+    pool = getattr(connection, "pool", None)  # PostgreSQL with a pool configured; None otherwise
+    if pool is None:
+        return 0
+    held = [pool.getconn() for _ in range(min(count, pool.max_size))]
+    for conn in held:
+        pool.putconn(conn)
+    return len(held)
+
+
+def _open_redis_connections(count: int) -> int:
+    """The same for the Redis client's pool (Redis has no tight connection limit), when Redis is in use and up."""
+    from django.core.cache import caches
+
+    from gateway.cache import UNAVAILABLE, ResilientRedisCache
+
+    backend = caches["default"]
+    if not isinstance(backend, ResilientRedisCache) or backend.breaker.degraded:
+        return 0
+    pool = backend._cache.get_client(None, write=True).connection_pool
+    held = []
+    try:
+        for _ in range(count):
+            held.append(pool.get_connection())
+    except UNAVAILABLE as exc:
+        backend.breaker.failed(exc)
+    for conn in held:
+        pool.release(conn)
+    return len(held)
+
+
+def _warm_clients(*, database_connections: int, redis_connections: int) -> dict[str, str]:
     """Open this process's database pool and Redis client, and load the catalog snapshot (one query). An
     unavailable database is reported, not raised: the worker still starts, and /readyz says so."""
     from django.db import DatabaseError, connections
@@ -44,21 +80,25 @@ def _warm_clients() -> dict[str, str]:
     state = {}
     try:
         current_snapshot()
-        state["database"] = "ok (catalog loaded)"
+        opened = _open_database_connections(database_connections)
+        state["database"] = f"ok (catalog loaded), {opened} connections open"
     except DatabaseError as exc:
         state["database"] = f"error ({type(exc).__name__})"
     finally:
         connections.close_all()  # this thread serves no requests: its connection goes back to the pool
     cache = cache_status(probe=True)
-    state["cache"] = f"{cache['backend']} {cache['state']}"
+    state["cache"] = (
+        f"{cache['backend']} {cache['state']}, {_open_redis_connections(redis_connections)} connections open"
+    )
     return state
 
 
-def warm_up() -> str:
-    """Warm this process; a one-line summary for the log."""
+def warm_up(*, database_connections: int = 0, redis_connections: int = 0) -> str:
+    """Warm this process, opening that many connections to the database and to Redis ahead of the first
+    burst; a one-line summary for the log."""
     started = time.perf_counter()
     view = _warm_imports()
-    clients = _warm_clients()
+    clients = _warm_clients(database_connections=database_connections, redis_connections=redis_connections)
     took = (time.perf_counter() - started) * 1000
     details = ", ".join(f"{name} {value}" for name, value in clients.items())
     return f"warm in {took:.0f} ms: URLconf ready ({WARM_PATH} -> {view}), {details}"

@@ -4,6 +4,7 @@ restart does not pay for that all at once."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -82,7 +83,7 @@ def test_each_gunicorn_worker_is_warm_before_it_accepts(transactional_db, standi
         assert len(warm) == 2, log.read_text()[-2000:]  # one line per worker, written before it accepts
         for line in warm:
             assert "URLconf ready (/api/v1/responses -> ResponseCreateApi)" in line
-            assert "database ok (catalog loaded)" in line
+            assert re.search(r"database ok \(catalog loaded\), \d+ connections open", line), line
         answer = requests.post(
             f"{gateway.api}/responses",
             json={"model": "standin/echo", "input": "Hi"},
