@@ -1,0 +1,551 @@
+"""Content filters of guardrails: user patterns on RE2 plus the builtin detectors, compiled once per definition.
+
+Every pattern, the user's and the builtins' candidate finders alike, runs on RE2 (google-re2): its matching time is
+linear in the input whatever the pattern, so no filter can hang a worker (no backtracking, so no ReDoS). A scan is
+one pass of a combined program over the text; only the patterns that can match anything are then run for spans,
+and the builtins confirm their candidates with the library that knows the format (libphonenumber, the Luhn check,
+the stdlib `ipaddress`). `person-name` and `address` have no such library: they are found by a configured catalog
+model (`GUARDRAILS_ENTITY_MODEL`), whose answer the caller passes to `ContentPolicy.scan` as spans.
+
+On overlapping matches the strongest action wins: block beats redact beats flag (`Scan.regions`).
+"""
+
+from __future__ import annotations
+
+import functools
+import ipaddress
+import json
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, cast
+
+import phonenumbers
+import re2
+from django.conf import settings
+
+Action = Literal["block", "redact", "flag"]
+ACTIONS: tuple[Action, ...] = ("block", "redact", "flag")
+ACTION_RANK: dict[str, int] = {"flag": 1, "redact": 2, "block": 3}
+
+# A pattern's length bound: RE2's program grows with the pattern, and every policy compiles its patterns into one
+# combined program too; 4,096 characters is far beyond any real filter and keeps each program small.
+MAX_PATTERN_CHARS = 4096
+# RE2's memory budget for one compiled pattern (its DFA cache included); a pattern whose program does not fit is
+# refused by `pattern_problem` ("pattern too large").
+PATTERN_MAX_MEM = 8 << 20
+# The combined prefilter of a policy holds up to every filter of several guardrails at once.
+COMBINED_MAX_MEM = 64 << 20
+
+BUILTIN_SLUGS: tuple[str, ...] = (
+    "email",
+    "phone",
+    "ssn",
+    "credit-card",
+    "ip-address",
+    "person-name",
+    "address",
+    "regex-prompt-injection",
+)
+# Found by the catalog model named in settings.GUARDRAILS_ENTITY_MODEL, not by code in this process.
+ENTITY_SLUGS: tuple[str, ...] = ("person-name", "address")
+
+REDACTION_TEMPLATE = "[REDACTED:{label}]"
+
+
+def _options(max_mem: int) -> re2.Options:
+    """RE2 options for our programs: UTF-8 text, a memory bound, and no stderr noise for refused patterns."""
+    options = re2.Options()
+    options.max_mem = max_mem
+    options.log_errors = False
+    return options
+
+
+def _reason(exc: re2.error) -> str:
+    """RE2's message for a refused pattern (the binding hands it over as bytes)."""
+    reason = exc.args[0] if exc.args else exc
+    return reason.decode("utf-8", errors="replace") if isinstance(reason, bytes) else str(reason)
+
+
+def pattern_problem(pattern: str) -> str | None:
+    """Why a user's filter pattern cannot be used (None when it can): checked at creation, shown as a 400.
+
+    RE2 refuses what it cannot run in linear time (backreferences, lookarounds) and programs over the memory
+    bound; a pattern that matches the empty text would match everywhere, which is never what a filter means.
+    """
+    if not isinstance(pattern, str) or not pattern:
+        return "the pattern must be a non-empty string"
+    if len(pattern) > MAX_PATTERN_CHARS:
+        return f"the pattern is {len(pattern)} characters long; at most {MAX_PATTERN_CHARS} are allowed"
+    try:
+        compiled = re2.compile(pattern.encode(), _options(PATTERN_MAX_MEM))
+    except re2.error as exc:
+        return f"not a valid RE2 regular expression: {_reason(exc)}"
+    if compiled.fullmatch(b"") is not None:
+        return "the pattern matches the empty text, so it would match every input"
+    return None
+
+
+def entity_model() -> str:
+    """The catalog model id that finds person names and addresses, or "" when this gateway has none."""
+    return str(getattr(settings, "GUARDRAILS_ENTITY_MODEL", "") or "")
+
+
+def builtin_problem(slug: str) -> str | None:
+    """Why a builtin cannot be used here (None when it can): unknown slugs, and entity builtins without a model."""
+    if slug not in BUILTIN_SLUGS:
+        return f"unknown builtin {slug!r}; expected one of: {', '.join(BUILTIN_SLUGS)}"
+    if slug in ENTITY_SLUGS and not entity_model():
+        return (
+            f"the {slug!r} builtin needs an entity-recognition model and this gateway has none configured "
+            "(set GUARDRAILS_ENTITY_MODEL to a catalog model id)"
+        )
+    return None
+
+
+# --- Builtins: a candidate pattern on RE2, then a confirmation by the library that knows the format ----------------
+
+
+Span = tuple[int, int]
+Confirm = Callable[[str, int, int], Iterable[Span]]
+
+
+def _confirm_as_is(text: str, start: int, end: int) -> Iterable[Span]:
+    """The candidate pattern alone decides (email, the prompt-injection phrases)."""
+    return ((start, end),)
+
+
+def _phone_region() -> str:
+    """The region whose national formats are read without a leading +country code (ISO 3166 alpha-2)."""
+    return str(getattr(settings, "GUARDRAILS_PHONE_REGION", "US") or "US")
+
+
+# libphonenumber's matcher looks at the characters around a number (a letter glued to it means it is not one).
+_PHONE_CONTEXT = 8
+
+
+def _confirm_phone(text: str, start: int, end: int) -> Iterable[Span]:
+    """Numbers that libphonenumber's matcher finds, and holds valid, in and around a run of digits."""
+    offset = max(0, start - _PHONE_CONTEXT)
+    window = text[offset : end + _PHONE_CONTEXT]
+    matcher = phonenumbers.PhoneNumberMatcher(window, _phone_region(), leniency=phonenumbers.Leniency.VALID)
+    for found in matcher:
+        if found.start < end - offset and found.end > start - offset:
+            yield offset + found.start, offset + found.end
+
+
+def _ssn_is_issuable(area: str, group: str, serial: str) -> bool:
+    """SSA rules: area 000, 666 and 900-999, group 00 and serial 0000 are never issued."""
+    return area not in ("000", "666") and not area.startswith("9") and group != "00" and serial != "0000"
+
+
+def _confirm_ssn(text: str, start: int, end: int) -> Iterable[Span]:
+    """A dashed or spaced 3-2-4 number with one separator kind, in the issuable ranges."""
+    candidate = text[start:end]
+    separator = candidate[3]
+    if candidate[6] == separator and _ssn_is_issuable(candidate[:3], candidate[4:6], candidate[7:]):
+        yield start, end
+
+
+def luhn_valid(digits: str) -> bool:
+    """The Luhn (mod 10) checksum of card numbers (ISO/IEC 7812-1)."""
+    total = 0
+    for index, char in enumerate(reversed(digits)):
+        value = ord(char) - 48
+        if index % 2:
+            value *= 2
+            if value > 9:
+                value -= 9
+        total += value
+    return total % 10 == 0
+
+
+def _confirm_card(text: str, start: int, end: int) -> Iterable[Span]:
+    """13-19 digits of a major network's range (first digit 2-6) whose Luhn checksum holds."""
+    digits = "".join(char for char in text[start:end] if char.isdigit())
+    if 13 <= len(digits) <= 19 and digits[0] in "23456" and luhn_valid(digits):
+        yield start, end
+
+
+def _glued(text: str, start: int, end: int) -> bool:
+    """An address candidate that is part of a longer dotted or colon-separated token (a version, a path)."""
+    before = text[start - 1] if start > 0 else ""
+    after = text[end] if end < len(text) else ""
+    after_next = text[end + 1] if end + 1 < len(text) else ""
+    return (
+        before.isalnum() or before in ".:" or after.isalnum() or after == ":" or (after == "." and after_next.isalnum())
+    )
+
+
+def _confirm_ip(text: str, start: int, end: int) -> Iterable[Span]:
+    """An IPv4 or IPv6 address that the stdlib parses, not glued to a longer token."""
+    candidate = text[start:end]
+    if ":" in candidate and sum(char.isalnum() for char in candidate) == 0:
+        return
+    if _glued(text, start, end):
+        return
+    try:
+        ipaddress.ip_address(candidate)
+    except ValueError:
+        return
+    yield start, end
+
+
+_HEX = "[0-9A-Fa-f]"
+
+_PROMPT_INJECTION = (
+    r"(?i)(?:"
+    r"\b(?:ignore|disregard|forget|override|bypass)\s+(?:all\s+|any\s+|the\s+|your\s+|of\s+)*"
+    r"(?:previous|prior|above|earlier|preceding|original|initial|system)\s+"
+    r"(?:instructions?|prompts?|rules|directions|guidelines|directives|messages?)\b"
+    r"|\b(?:reveal|print|show|repeat|output|leak|tell\s+me)\s+(?:me\s+)?(?:your|the)\s+"
+    r"(?:system\s+prompt|hidden\s+(?:instructions?|prompt)|initial\s+(?:instructions?|prompt)|instructions\s+above)\b"
+    r"|\byou\s+are\s+now\s+(?:DAN|in\s+developer\s+mode|jailbroken|unrestricted|unfiltered)\b"
+    r"|\b(?:DAN|developer)\s+mode\s+(?:enabled|activated|on)\b"
+    r"|\b(?:act|behave|respond)\s+as\s+(?:if\s+you\s+(?:have|had)\s+no\s+(?:rules|restrictions|guidelines)"
+    r"|an?\s+(?:unrestricted|unfiltered|uncensored)\s+(?:ai|assistant|model))\b"
+    r"|<\|im_start\|>\s*system|<\|system\|>|\[/?INST\]|<<SYS>>"
+    r")"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Builtin:
+    """A builtin detector: its RE2 candidate pattern, the confirmation step, and the engines it uses."""
+
+    slug: str
+    candidate: str
+    confirm: Confirm
+    engines: tuple[str, ...]
+
+
+BUILTINS: dict[str, Builtin] = {
+    builtin.slug: builtin
+    for builtin in (
+        Builtin(
+            "email",
+            r"\b[A-Za-z0-9._%+'-]+@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+            r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.[A-Za-z]{2,63}\b",
+            _confirm_as_is,
+            ("re2",),
+        ),
+        # Seven or more digits with the separators phone numbers are written with; libphonenumber decides.
+        Builtin("phone", r"\+?\(?\d(?:[ \t().\-/]{0,3}\d){6,16}", _confirm_phone, ("re2", "phonenumbers")),
+        Builtin("ssn", r"\b\d{3}[- ]\d{2}[- ]\d{4}\b", _confirm_ssn, ("re2",)),
+        Builtin("credit-card", r"\b\d(?:[ -]?\d){12,18}\b", _confirm_card, ("re2", "luhn")),
+        Builtin(
+            "ip-address",
+            rf"\b(?:\d{{1,3}}\.){{3}}\d{{1,3}}\b|{_HEX}{{0,4}}:{_HEX}{{0,4}}(?::{_HEX}{{0,4}}){{1,6}}"
+            r"(?:(?:\d{1,3}\.){3}\d{1,3})?",
+            _confirm_ip,
+            ("re2", "ipaddress"),
+        ),
+        Builtin("regex-prompt-injection", _PROMPT_INJECTION, _confirm_as_is, ("re2",)),
+    )
+}
+
+
+# --- Rules, policies and scans ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One filter of a guardrail: a user pattern (kind "pattern") or a builtin (kind "builtin", source = slug)."""
+
+    kind: Literal["pattern", "builtin"]
+    source: str
+    action: Action
+    label: str
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    """One detection: where (character offsets), which filter (its label or builtin slug), its configured action."""
+
+    start: int
+    end: int
+    label: str
+    action: Action
+
+
+@dataclass(frozen=True, slots=True)
+class Region:
+    """Overlapping matches merged: the strongest action among them applies to the whole span."""
+
+    start: int
+    end: int
+    action: Action
+    matches: tuple[Match, ...]
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        """The filters that matched here, each once, in order of appearance."""
+        return tuple(dict.fromkeys(match.label for match in self.matches))
+
+    @property
+    def redaction_label(self) -> str:
+        """The label shown in the replacement: the first (then longest) match that asked for this action."""
+        own = [match for match in self.matches if match.action == self.action] or list(self.matches)
+        return min(own, key=lambda match: (match.start, -match.end)).label
+
+
+@dataclass(frozen=True, slots=True)
+class EntitySpan:
+    """A span the entity model found (`slug` is "person-name" or "address"), in character offsets of the text."""
+
+    start: int
+    end: int
+    slug: str
+
+
+@dataclass(frozen=True)
+class Scan:
+    """What a policy found in one text. `regions` resolve overlaps: block beats redact beats flag."""
+
+    text: str
+    matches: tuple[Match, ...]
+
+    @functools.cached_property
+    def regions(self) -> tuple[Region, ...]:
+        """Matches grouped into maximal overlapping runs, each with the strongest action of its members."""
+        regions: list[Region] = []
+        ordered = sorted(self.matches, key=lambda match: (match.start, -match.end))
+        group: list[Match] = []
+        group_end = -1
+        for match in [*ordered, None]:
+            if group and (match is None or match.start >= group_end):
+                action = max((member.action for member in group), key=ACTION_RANK.__getitem__)
+                regions.append(Region(group[0].start, group_end, action, tuple(group)))
+                group = []
+            if match is not None:
+                group.append(match)
+                group_end = max(group_end, match.end) if len(group) > 1 else match.end
+        return tuple(regions)
+
+    @property
+    def action(self) -> Action | None:
+        """The strongest action any region takes (None when nothing matched)."""
+        if not self.regions:
+            return None
+        return max((region.action for region in self.regions), key=ACTION_RANK.__getitem__)
+
+    def patterns(self, action: Action | None = None) -> tuple[str, ...]:
+        """Labels or slugs that matched (in regions taking `action`, or all): never the matched text."""
+        labels = (
+            label for region in self.regions if action is None or region.action == action for label in region.labels
+        )
+        return tuple(dict.fromkeys(labels))
+
+    def redacted(self) -> str:
+        """The text with each redact region replaced by `[REDACTED:<label>]`; other text untouched."""
+        pieces: list[str] = []
+        cursor = 0
+        for region in self.regions:
+            if region.action != "redact":
+                continue
+            pieces.append(self.text[cursor : region.start])
+            pieces.append(REDACTION_TEMPLATE.format(label=region.redaction_label))
+            cursor = region.end
+        pieces.append(self.text[cursor:])
+        return "".join(pieces)
+
+
+@dataclass(frozen=True, slots=True)
+class _Detector:
+    """A compiled pattern with the rule it reports as and how its candidates are confirmed."""
+
+    rule: Rule
+    regexp: Any  # re2._Regexp[bytes]; the stubs do not export the class
+    confirm: Confirm
+
+
+class ContentPolicy:
+    """The compiled filters of one or more guardrails. Build with `policy_for` / `policy_combine` (cached)."""
+
+    def __init__(self, rules: tuple[Rule, ...]) -> None:
+        self.rules = rules
+        detectors: list[_Detector] = []
+        for rule in rules:
+            if rule.kind == "builtin" and rule.source in ENTITY_SLUGS:
+                continue
+            if rule.kind == "builtin":
+                builtin = BUILTINS[rule.source]
+                pattern, confirm = builtin.candidate, builtin.confirm
+            else:
+                pattern, confirm = rule.source, _confirm_as_is
+            try:
+                regexp = re2.compile(pattern.encode(), _options(PATTERN_MAX_MEM))
+            except re2.error as exc:
+                raise ValueError(f"content filter {rule.label!r}: {_reason(exc)}") from exc
+            detectors.append(_Detector(rule, regexp, confirm))
+        self._detectors = tuple(detectors)
+        self._any, self._which = _combined(tuple(detector.rule for detector in detectors))
+        self.entity_rules: tuple[Rule, ...] = tuple(
+            rule for rule in rules if rule.kind == "builtin" and rule.source in ENTITY_SLUGS
+        )
+
+    @property
+    def entity_slugs(self) -> tuple[str, ...]:
+        """The entity builtins this policy needs the model for (ask it before `scan`, pass its spans in)."""
+        return tuple(dict.fromkeys(rule.source for rule in self.entity_rules))
+
+    @property
+    def engines(self) -> tuple[str, ...]:
+        """The engines that take part in a scan, for the pipeline entry (`re2`, `phonenumbers`, `luhn`, ...)."""
+        names: list[str] = []
+        for rule in self.rules:
+            if rule.kind == "pattern":
+                names.append("re2")
+            elif rule.source in ENTITY_SLUGS:
+                names.append(f"model:{entity_model()}")
+            else:
+                names.extend(BUILTINS[rule.source].engines)
+        return tuple(dict.fromkeys(names))
+
+    def scan(self, text: str, entities: Iterable[EntitySpan] = ()) -> Scan:
+        """Every match of the policy in `text`, plus the entity model's spans for the entity builtins it holds."""
+        matches: list[Match] = list(self._entity_matches(entities))
+        if not self._detectors or not text:
+            return Scan(text, tuple(matches))
+        data = text.encode()
+        if self._any is not None and self._any.search(data) is None:
+            return Scan(text, tuple(matches))
+        to_chars = _offset_converter(text, data)
+        for detector in self._candidates(data):
+            for found in detector.regexp.finditer(data):
+                byte_start, byte_end = found.span()
+                if byte_start == byte_end:
+                    continue
+                start, end = to_chars(byte_start), to_chars(byte_end)
+                for span_start, span_end in detector.confirm(text, start, end):
+                    matches.append(Match(span_start, span_end, detector.rule.label, detector.rule.action))
+        return Scan(text, tuple(dict.fromkeys(matches)))
+
+    def _candidates(self, data: bytes) -> Iterator[_Detector]:
+        """The detectors that match somewhere: RE2::Set says which in one pass; all of them if it cannot say."""
+        which = self._which.Match(data) if self._which is not None else None
+        # RE2::Set has no fallback when its DFA runs out of memory and then reports no match at all; the combined
+        # search above (which falls back to the NFA) has seen one, so a silent Set means: run every detector.
+        indices = cast(list[int] | None, which)
+        if not indices:
+            yield from self._detectors
+            return
+        for index in sorted(indices):
+            yield self._detectors[index]
+
+    def _entity_matches(self, entities: Iterable[EntitySpan]) -> Iterator[Match]:
+        """The model's spans as matches of this policy's entity rules (spans of slugs it does not hold are dropped)."""
+        spans = tuple(entities)
+        for rule in self.entity_rules:
+            for span in spans:
+                if span.slug == rule.source and span.end > span.start:
+                    yield Match(span.start, span.end, rule.label, rule.action)
+
+
+def _offset_converter(text: str, data: bytes) -> Callable[[int], int]:
+    """UTF-8 byte offsets (what RE2 reports on bytes) to character offsets; the identity for ASCII text."""
+    if len(data) == len(text):
+        return lambda offset: offset
+    return lambda offset: len(data[:offset].decode("utf-8", errors="ignore"))
+
+
+def _combined(rules: tuple[Rule, ...]) -> tuple[Any, Any]:
+    """The one-pass programs over all patterns: a search (any match?) and an RE2::Set (which ones?).
+
+    None for either when RE2 cannot build it within the memory bound; the scan then runs each pattern alone.
+    """
+    if not rules:
+        return None, None
+    patterns = [BUILTINS[rule.source].candidate if rule.kind == "builtin" else rule.source for rule in rules]
+    options = _options(COMBINED_MAX_MEM)
+    options.never_capture = True
+    try:
+        search = re2.compile("|".join(f"(?:{pattern})" for pattern in patterns).encode(), options)
+    except re2.error:
+        search = None
+    which = re2.Set.SearchSet(options)
+    try:
+        for pattern in patterns:
+            which.Add(pattern.encode())
+        which.Compile()
+    except re2.error:
+        return search, None
+    return search, which
+
+
+# --- Building policies from guardrail definitions (cached) ---------------------------------------------------------
+
+
+def _rules_from(filters: Sequence[Mapping[str, Any]], builtins: Sequence[Mapping[str, Any]]) -> tuple[Rule, ...]:
+    """Rules from the stored JSON: a filter without a label reports as `filter-<n>` (1-based), never its text."""
+    rules: list[Rule] = []
+    for number, item in enumerate(filters, start=1):
+        label = str(item.get("label") or f"filter-{number}")
+        rules.append(Rule("pattern", str(item["pattern"]), cast(Action, item["action"]), label))
+    for item in builtins:
+        slug = str(item["slug"])
+        if slug not in BUILTIN_SLUGS:
+            raise ValueError(f"unknown content filter builtin {slug!r}")
+        rules.append(Rule("builtin", slug, cast(Action, item["action"]), slug))
+    for rule in rules:
+        if rule.action not in ACTIONS:
+            raise ValueError(f"content filter {rule.label!r}: unknown action {rule.action!r}")
+    return tuple(dict.fromkeys(rules))
+
+
+@functools.lru_cache(maxsize=1024)
+def _compiled(rules: tuple[Rule, ...]) -> ContentPolicy:
+    """One compiled policy per distinct definition: compiling costs far more than a scan."""
+    return ContentPolicy(rules)
+
+
+def policy_for(filters: Sequence[Mapping[str, Any]], builtins: Sequence[Mapping[str, Any]]) -> ContentPolicy:
+    """The compiled policy of one guardrail's `content_filters` and `content_filter_builtins` (cached by value)."""
+    return _compiled(_rules_from(filters, builtins))
+
+
+def policy_combine(policies: Iterable[ContentPolicy]) -> ContentPolicy:
+    """The union of several guardrails' filters, as one policy (one pass over the text for all of them)."""
+    rules = tuple(dict.fromkeys(rule for policy in policies for rule in policy.rules))
+    return _compiled(rules)
+
+
+# --- The entity model's side: what to ask, and how its answer becomes spans -----------------------------------------
+
+ENTITY_INSTRUCTIONS = (
+    "You find personal data in the text the user sends. Answer with one JSON object and nothing else, with one key "
+    'per requested kind ({kinds}), each a list of the exact substrings of the text that are of that kind: "person-name"'
+    ' for the names of people (not companies, products or places), "address" for postal or street addresses. Copy '
+    "each substring exactly as it appears. Use an empty list when there is none."
+)
+
+
+def entity_instructions(slugs: Sequence[str]) -> str:
+    """The system instructions for the entity model, asking only for the kinds the policy holds."""
+    return ENTITY_INSTRUCTIONS.format(kinds=", ".join(json.dumps(slug) for slug in slugs))
+
+
+def entity_spans(text: str, answer: str, slugs: Sequence[str]) -> tuple[EntitySpan, ...]:
+    """Every occurrence in `text` of each substring the model reported, for the kinds asked.
+
+    The model quotes substrings rather than offsets (models count characters badly); an answer that is not the JSON
+    asked for raises ValueError, so the caller can fail closed rather than let unchecked text through.
+    """
+    try:
+        found = json.loads(answer)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"the entity model's answer is not JSON: {exc}") from exc
+    if not isinstance(found, dict):
+        raise ValueError("the entity model's answer is not a JSON object")
+    spans: list[EntitySpan] = []
+    for slug in slugs:
+        values = found.get(slug) or []
+        if not isinstance(values, list):
+            raise ValueError(f"the entity model's {slug!r} is not a list")
+        for value in values:
+            if not isinstance(value, str) or not value.strip():
+                continue
+            start = text.find(value)
+            while start != -1:
+                spans.append(EntitySpan(start, start + len(value), slug))
+                start = text.find(value, start + len(value))
+    return tuple(dict.fromkeys(spans))
