@@ -12,6 +12,7 @@ from byok.apis import ByokDetailApi, ByokListCreateApi
 from gateway import health
 from gateway.accounts.apis import ApiKeyDetailApi, ApiKeyListCreateApi, CurrentKeyApi
 from gateway.billing.apis import CreditsApi, GenerationApi
+from guardrails.urls import urlpatterns as guardrail_urls
 from responses_api.apis import ResponseCreateApi
 from routing.apis import AccountRoutingSettingsApi, ModelEndpointsApi, ModelListApi, ProviderListApi
 
@@ -43,6 +44,7 @@ api_v1 = [
     path("byok", ByokListCreateApi.as_view(), name="byok"),
     path("byok/<uuid:byok_id>", ByokDetailApi.as_view(), name="byok-detail"),
     path("routing/settings", AccountRoutingSettingsApi.as_view(), name="routing-settings"),
+    *guardrail_urls,
     path("openapi.json", SpectacularJSONAPIView.as_view(), name="schema"),
     path("openapi.yaml", SpectacularYAMLAPIView.as_view(), name="schema-yaml"),
     path("docs", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),

@@ -29,6 +29,7 @@ INSTALLED_APPS = [
     "gateway.billing",
     "routing",
     "byok",
+    "guardrails",
     "responses_api",
 ]
 

@@ -1,0 +1,10 @@
+from django.apps import AppConfig
+
+
+class GuardrailsConfig(AppConfig):
+    name = "guardrails"
+    verbose_name = "Guardrails"
+
+    def ready(self) -> None:
+        # The receivers that bump the "guardrails" version on every change (cascades included).
+        from guardrails import selectors  # noqa: F401
