@@ -124,13 +124,19 @@ _PHONE_CONTEXT = 8
 
 
 def _confirm_phone(text: str, start: int, end: int) -> Iterable[Span]:
-    """Numbers that libphonenumber's matcher finds, and holds valid, in and around a run of digits."""
+    """Numbers that libphonenumber's matcher finds, and holds valid, in and around a candidate."""
     offset = max(0, start - _PHONE_CONTEXT)
-    window = text[offset : end + _PHONE_CONTEXT]
-    matcher = phonenumbers.PhoneNumberMatcher(window, _phone_region(), leniency=phonenumbers.Leniency.VALID)
-    for found in matcher:
-        if found.start < end - offset and found.end > start - offset:
-            yield offset + found.start, offset + found.end
+    for found_start, found_end in _phone_numbers_in(text[offset : end + _PHONE_CONTEXT], _phone_region()):
+        if found_start < end - offset and found_end > start - offset:
+            yield offset + found_start, offset + found_end
+
+
+@functools.lru_cache(maxsize=4096)
+def _phone_numbers_in(window: str, region: str) -> tuple[Span, ...]:
+    """The matcher's findings in a small window, cached: it costs about 0.1 ms a call, and a conversation sends
+    the same earlier messages again on every turn."""
+    matcher = phonenumbers.PhoneNumberMatcher(window, region, leniency=phonenumbers.Leniency.VALID)
+    return tuple((found.start, found.end) for found in matcher)
 
 
 def _ssn_is_issuable(area: str, group: str, serial: str) -> bool:
@@ -190,7 +196,27 @@ def _confirm_ip(text: str, start: int, end: int) -> Iterable[Span]:
     yield start, end
 
 
-_HEX = "[0-9A-Fa-f]"
+# Where libphonenumber is asked (about 0.1 ms each, so the candidates must be few): the international form
+# (+country code) of every country, and the national forms NANP (650-253-0000, (650) 253-0000, 6502530000) and
+# trunk-prefix-0 (020 7946 0958, 01 23 45 67 89, 030 1234567). Dates, times and plain counters are not candidates.
+_PHONE_CANDIDATES = (
+    r"\+\d[\d ().\-]{5,20}\d"
+    r"|\(\d{2,5}\)[ .\-]?\d{2,5}(?:[ .\-]?\d{2,5}){0,3}\b"
+    r"|\b\d{3}[ .\-]\d{3}[ .\-]\d{4}\b"
+    r"|\b0\d(?:[ .\-]\d{2}){4}\b"
+    r"|\b0\d{2,4}[ \-/]\d{3,8}(?:[ \-]\d{2,4})?\b"
+    r"|\b\d{10,11}\b"
+)
+
+# IPv4 dotted quads, and IPv6 in full (eight groups) or compressed ("::") form, possibly ending in a dotted quad;
+# "12:30:45" is not a candidate. The stdlib `ipaddress` decides.
+_HEX = "[0-9A-Fa-f]{1,4}"
+_QUAD = r"\d{1,3}(?:\.\d{1,3}){3}"
+_IP_CANDIDATES = (
+    rf"\b{_QUAD}\b"
+    rf"|{_HEX}(?::{_HEX}){{7}}"
+    rf"|(?:{_HEX}(?::{_HEX}){{0,6}})?::(?:(?:{_HEX}:){{0,6}}(?:{_QUAD}|{_HEX}))?"
+)
 
 _PROMPT_INJECTION = (
     r"(?i)(?:"
@@ -223,19 +249,19 @@ BUILTINS: dict[str, Builtin] = {
     for builtin in (
         Builtin(
             "email",
-            r"\b[A-Za-z0-9._%+'-]+@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
-            r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.[A-Za-z]{2,63}\b",
+            # RFC 5322 dot-atoms with internationalised (RFC 6531) letters; RE2's \b is ASCII-only, so the leftmost
+            # longest run of local-part characters is taken instead.
+            r"[\pL\pN._%+'-]+@[\pL\pN](?:[\pL\pN-]{0,61}[\pL\pN])?(?:\.[\pL\pN](?:[\pL\pN-]{0,61}[\pL\pN])?)*"
+            r"\.\pL{2,63}",
             _confirm_as_is,
             ("re2",),
         ),
-        # Seven or more digits with the separators phone numbers are written with; libphonenumber decides.
-        Builtin("phone", r"\+?\(?\d(?:[ \t().\-/]{0,3}\d){6,16}", _confirm_phone, ("re2", "phonenumbers")),
+        Builtin("phone", _PHONE_CANDIDATES, _confirm_phone, ("re2", "phonenumbers")),
         Builtin("ssn", r"\b\d{3}[- ]\d{2}[- ]\d{4}\b", _confirm_ssn, ("re2",)),
         Builtin("credit-card", r"\b\d(?:[ -]?\d){12,18}\b", _confirm_card, ("re2", "luhn")),
         Builtin(
             "ip-address",
-            rf"\b(?:\d{{1,3}}\.){{3}}\d{{1,3}}\b|{_HEX}{{0,4}}:{_HEX}{{0,4}}(?::{_HEX}{{0,4}}){{1,6}}"
-            r"(?:(?:\d{1,3}\.){3}\d{1,3})?",
+            _IP_CANDIDATES,
             _confirm_ip,
             ("re2", "ipaddress"),
         ),
@@ -299,7 +325,10 @@ class EntitySpan:
 
 @dataclass(frozen=True)
 class Scan:
-    """What a policy found in one text. `regions` resolve overlaps: block beats redact beats flag."""
+    """What a policy found in one text. `regions` resolve overlaps: block beats redact beats flag.
+
+    A text with a certain block holds only the block matches (see `ContentPolicy._candidates`).
+    """
 
     text: str
     matches: tuple[Match, ...]
@@ -420,17 +449,23 @@ class ContentPolicy:
                     matches.append(Match(span_start, span_end, detector.rule.label, detector.rule.action))
         return Scan(text, tuple(dict.fromkeys(matches)))
 
-    def _candidates(self, data: bytes) -> Iterator[_Detector]:
-        """The detectors that match somewhere: RE2::Set says which in one pass; all of them if it cannot say."""
+    def _candidates(self, data: bytes) -> list[_Detector]:
+        """The detectors that match somewhere: RE2::Set says which in one pass; all of them if it cannot say.
+
+        Locating costs one more pass per detector, so when a block filter that needs no confirmation matches, only
+        the block filters are located: the request is refused, and where it would be redacted or flagged no
+        longer matters.
+        """
         which = self._which.Match(data) if self._which is not None else None
         # RE2::Set has no fallback when its DFA runs out of memory and then reports no match at all; the combined
-        # search above (which falls back to the NFA) has seen one, so a silent Set means: run every detector.
+        # search (which falls back to the NFA) has seen one, so a silent Set means: run every detector.
         indices = cast(list[int] | None, which)
         if not indices:
-            yield from self._detectors
-            return
-        for index in sorted(indices):
-            yield self._detectors[index]
+            return list(self._detectors)
+        found = [self._detectors[index] for index in sorted(indices)]
+        if any(detector.rule.action == "block" and detector.confirm is _confirm_as_is for detector in found):
+            return [detector for detector in found if detector.rule.action == "block"]
+        return found
 
     def _entity_matches(self, entities: Iterable[EntitySpan]) -> Iterator[Match]:
         """The model's spans as matches of this policy's entity rules (spans of slugs it does not hold are dropped)."""
