@@ -1,0 +1,220 @@
+"""Staff edit guardrails and their assignments here. The form validates through POST/PATCH /guardrails'
+serializer (the same pattern check, 400 there, a form error here) and saves through the services; inline
+assignments move a key or member that had another guardrail, as the API does. "Test this text" shows what
+the guardrail's filters would block, redact or flag in a text."""
+
+from django import forms
+from django.contrib import admin
+from django.core.exceptions import PermissionDenied
+from django.db.models import Count
+from django.forms.models import BaseInlineFormSet
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html
+
+from gateway.admin_forms import ServiceValidatedForm
+from guardrails import content, selectors, services
+from guardrails.models import Guardrail, GuardrailKeyAssignment, GuardrailMemberAssignment
+from guardrails.serializers import MAX_LIMIT_USD, GuardrailUpdateRequestSerializer
+
+VALIDATED = tuple(name for name in services.EDITABLE if name not in ("name", "limit_usd"))
+MAX_TEST_TEXT_CHARS = 100_000
+
+
+class GuardrailForm(ServiceValidatedForm):
+    """Every changed field goes through PATCH /guardrails' serializer (a new guardrail: every field), so the
+    admin saves nothing the API would refuse; `guardrail_fields` is what the service then writes."""
+
+    class Meta:
+        model = Guardrail
+        fields = ("account", "workspace", *services.EDITABLE)
+
+    def clean(self):
+        cleaned = super().clean()
+        self.guardrail_fields: dict = {}
+        if self.errors:
+            return cleaned
+        adding = self.instance._state.adding
+        if adding and cleaned["workspace"].account_id != cleaned["account"].pk:
+            self.add_error("workspace", "This workspace belongs to another account.")
+        limit = cleaned.get("limit_usd")
+        if limit is not None and not 0 <= limit <= MAX_LIMIT_USD:
+            self.add_error("limit_usd", f"Must be between 0 and {MAX_LIMIT_USD}.")
+        names = [n for n in VALIDATED if adding or n in self.changed_data]
+        serializer = GuardrailUpdateRequestSerializer(data={name: cleaned.get(name) for name in names})
+        checked = self.run_service_check(self.run_serializer, serializer, error_field="content_filters")
+        if checked is not None and not self.errors:
+            self.guardrail_fields = {
+                **checked,
+                **{n: cleaned.get(n) for n in ("name", "limit_usd") if adding or n in self.changed_data},
+            }
+        # The service moves the workspace default; the form's own instance must not trip the one-default
+        # constraint (checked after `clean`) before it has.
+        cleaned.pop("is_workspace_default", None)
+        return cleaned
+
+
+class AssignmentFormSet(BaseInlineFormSet):
+    """Only the guardrail's own account's keys or members; one of them assigned elsewhere moves here."""
+
+    target = ""  # "api_key" or "member"
+
+    def clean(self):
+        super().clean()
+        for form in self.forms:
+            chosen = form.cleaned_data.get(self.target) if form.cleaned_data else None
+            if chosen is not None and chosen.account_id != self.instance.account_id:
+                form.add_error(self.target, "This belongs to another account.")
+            if chosen is not None and getattr(chosen, "disabled", False) and form.has_changed():
+                form.add_error(self.target, "This key is disabled.")
+
+
+class KeyAssignmentFormSet(AssignmentFormSet):
+    target = "api_key"
+
+
+class MemberAssignmentFormSet(AssignmentFormSet):
+    target = "member"
+
+
+class AssignmentForm(forms.ModelForm):
+    def validate_unique(self) -> None:
+        """Skipped on purpose: a key or member that has another guardrail is moved here when saved."""
+
+
+class KeyAssignmentInline(admin.TabularInline):
+    model = GuardrailKeyAssignment
+    form = AssignmentForm
+    formset = KeyAssignmentFormSet
+    fields = ("api_key", "assigned_by", "created_at")
+    readonly_fields = ("assigned_by", "created_at")
+    raw_id_fields = ("api_key",)
+    extra = 0
+
+
+class MemberAssignmentInline(admin.TabularInline):
+    model = GuardrailMemberAssignment
+    form = AssignmentForm
+    formset = MemberAssignmentFormSet
+    fields = ("member", "assigned_by", "created_at")
+    readonly_fields = ("assigned_by", "created_at")
+    raw_id_fields = ("member",)
+    extra = 0
+
+
+class TestTextForm(forms.Form):
+    text = forms.CharField(widget=forms.Textarea(attrs={"rows": 8, "cols": 100}), max_length=MAX_TEST_TEXT_CHARS)
+
+
+@admin.register(Guardrail)
+class GuardrailAdmin(admin.ModelAdmin):
+    form = GuardrailForm
+    inlines = [KeyAssignmentInline, MemberAssignmentInline]
+    list_display = ("name", "account", "workspace", "scope", "budget", "spend", "resets_at")
+    list_filter = ("is_workspace_default", "reset_interval", "enforce_zdr", "data_collection")
+    search_fields = ("name", "description", "account__name")
+    readonly_fields = ("id", "test_text_link", "created_at", "updated_at")
+    fields = ("id", "account", "workspace", *services.EDITABLE, "test_text_link", "created_at", "updated_at")
+
+    def get_readonly_fields(self, request, obj=None):
+        # A guardrail never moves to another account or workspace (the API cannot move one either).
+        return (*self.readonly_fields, "account", "workspace") if obj else self.readonly_fields
+
+    def get_queryset(self, request):
+        return (
+            super()
+            .get_queryset(request)
+            .select_related("account", "workspace")
+            .annotate(key_count=Count("key_assignments", distinct=True))
+            .annotate(member_count=Count("member_assignments", distinct=True))
+        )
+
+    @admin.display(description="Scope")
+    def scope(self, obj) -> str:
+        parts = ["workspace default"] if obj.is_workspace_default else []
+        parts += [f"{obj.key_count} key(s)"] if obj.key_count else []
+        parts += [f"{obj.member_count} member(s)"] if obj.member_count else []
+        return ", ".join(parts) or "unassigned"
+
+    @admin.display(description="Budget")
+    def budget(self, obj) -> str:
+        if obj.limit_usd is None:
+            return "-"
+        return f"${obj.limit_usd.normalize():f} {obj.reset_interval or 'lifetime'}"
+
+    @admin.display(description="Spend this period")
+    def spend(self, obj) -> str:
+        return f"${selectors.guardrail_usage(guardrail=obj).usage.normalize():f}"
+
+    @admin.display(description="Resets at")
+    def resets_at(self, obj):
+        return selectors.period_bounds(obj.reset_interval)[1] or "never (lifetime)"
+
+    @admin.display(description="Test this text")
+    def test_text_link(self, obj) -> str:
+        if obj is None or obj.pk is None:
+            return "Save the guardrail first."
+        url = reverse("admin:guardrails_guardrail_test_text", args=[obj.pk])
+        return format_html('<a href="{}">Test a text against these filters</a>', url)
+
+    def save_model(self, request, obj, form, change):
+        if change:
+            saved = services.guardrail_update(guardrail=obj, changes=form.guardrail_fields)
+        else:
+            saved = services.guardrail_create(
+                account_id=obj.account_id, workspace_id=obj.workspace_id, fields=form.guardrail_fields
+            )
+        obj.pk, obj.created_at, obj.updated_at = saved.pk, saved.created_at, saved.updated_at
+        obj._state.adding = False
+
+    def save_formset(self, request, form, formset, change):
+        """Assignments are written by the services, which move a key or member from its old guardrail."""
+        target = formset.target
+        guardrail, by = form.instance, f"admin:{request.user.get_username()}"
+        removed = [f.instance.pk for f in formset.deleted_forms if f.instance.pk]
+        changed = [f for f in formset.forms if f not in formset.deleted_forms and f.has_changed()]
+        removed += [f.instance.pk for f in changed if f.instance.pk]  # an existing row pointed elsewhere
+        old_rows = list(formset.model.objects.filter(pk__in=removed).select_related(target))
+        old = [getattr(row, target) for row in old_rows]
+        chosen = [f.cleaned_data[target] for f in changed]
+        if target == "api_key":
+            services.guardrail_keys_unassign(guardrail=guardrail, keys=old)
+            services.guardrail_keys_assign(guardrail=guardrail, keys=chosen, assigned_by=by)
+        else:
+            services.guardrail_members_unassign(guardrail=guardrail, members=old)
+            services.guardrail_members_assign(guardrail=guardrail, members=chosen, assigned_by=by)
+        # What formset.save() would have recorded, for the admin's change message.
+        formset.new_objects = list(formset.model.objects.filter(guardrail=guardrail, **{f"{target}__in": chosen}))
+        formset.changed_objects, formset.deleted_objects = [], old_rows
+
+    def get_urls(self):
+        test = path(
+            "<uuid:guardrail_id>/test-text/",
+            self.admin_site.admin_view(self.test_text_view),
+            name="guardrails_guardrail_test_text",
+        )
+        return [test, *super().get_urls()]
+
+    def test_text_view(self, request, guardrail_id):
+        """What the guardrail's own filters would do with a text (the entity builtins need the entity model,
+        which only the request pipeline asks: they are listed as not checked here)."""
+        guardrail = get_object_or_404(Guardrail, pk=guardrail_id)
+        if not self.has_view_or_change_permission(request, guardrail):
+            raise PermissionDenied
+        form = TestTextForm(request.POST or None)
+        scan = None
+        policy = content.policy_for(guardrail.content_filters, guardrail.content_filter_builtins)
+        if request.method == "POST" and form.is_valid():
+            scan = policy.scan(form.cleaned_data["text"])
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "original": guardrail,
+            "title": f"Test a text against {guardrail.name}",
+            "form": form,
+            "scan": scan,
+            "not_checked": policy.entity_slugs,
+            "blocked": scan is not None and scan.action == "block",
+        }
+        return TemplateResponse(request, "admin/guardrails/guardrail/test_text.html", context)
