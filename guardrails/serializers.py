@@ -23,7 +23,8 @@ MAX_ASSIGNMENTS_PER_CALL = 1000
 MAX_LIMIT_USD = Decimal("1000000000")  # the column holds 12 integer digits
 KEY_HASH = re.compile(r"^[0-9a-f]{64}$")
 MODEL_PATTERN = re.compile(r"^[^/\s*]+/[^/\s]+$")  # author/slug; a `*` in the slug is a wildcard
-LABEL = re.compile(r"^[\w .:/-]{1,64}$")
+LABEL = re.compile(r"^[A-Za-z0-9_ .:/-]{1,64}$")  # ASCII, so the schema's pattern means the same
+MSG_MODEL_PATTERN = "each entry must be a model id author/slug, or author/<wildcard> with * in the slug"
 CODE_INVALID_REGEX = "invalid_regex_pattern"
 CODE_UNAVAILABLE_BUILTIN = "unavailable_builtin"
 
@@ -32,9 +33,10 @@ class NullableListField(fields.ListField):
     """An array of distinct non-blank strings (at most 100), or null; an empty array is refused (null
     removes the restriction)."""
 
-    def __init__(self, **kwargs):
+    def __init__(self, *, pattern: re.Pattern | None = None, pattern_message: str = "", **kwargs):
+        validators = [RegexValidator(pattern, pattern_message)] if pattern else []  # (also the schema's pattern)
         super().__init__(
-            child=fields.CharField(max_length=256),
+            child=fields.CharField(max_length=256, validators=validators),
             min_length=1,
             max_length=MAX_LIST_ENTRIES,
             allow_null=True,
@@ -48,15 +50,21 @@ class NullableListField(fields.ListField):
         return list(dict.fromkeys(super().to_internal_value(data)))
 
 
+@extend_schema_field({"type": "string", "minLength": 1, "maxLength": content.MAX_PATTERN_CHARS})
+class PatternField(fields.CharField):
+    """A filter's pattern. Its length and syntax are `content.pattern_problem`'s to judge (400
+    `invalid_regex_pattern` naming the filter); the schema states the length bound."""
+
+
 class ContentFilterSerializer(serializers.Serializer):
-    pattern = fields.CharField(help_text="An RE2 regular expression (linear time: no lookarounds, backreferences)")
+    pattern = PatternField(help_text="An RE2 regular expression (linear time: no lookarounds or backreferences)")
     action = fields.ChoiceField(choices=FilterAction.choices)
     label = fields.CharField(  # type: ignore[assignment]  # shadows Field.label
         required=False,
         allow_null=True,
         max_length=64,
         validators=[RegexValidator(LABEL, "letters, digits, spaces and . : / _ - only")],
-        help_text="Shown in [REDACTED:<label>] and in `patterns`; the pattern's position when omitted",
+        help_text="Shown in [REDACTED:<label>] and in `patterns`; filter-<n> (its 1-based position) when omitted",
     )
 
 
@@ -131,8 +139,16 @@ class GuardrailFieldsSerializer(serializers.Serializer):
     )
     reset_interval = ResetIntervalField(required=False, help_text="null = lifetime")
     include_byok_in_budgets = fields.BooleanField(required=False)
-    allowed_models = NullableListField(help_text="Model ids or wildcards (author/*); null = all")
-    ignored_models = NullableListField(help_text="Model ids or wildcards (author/*); null = none")
+    allowed_models = NullableListField(
+        pattern=MODEL_PATTERN,
+        pattern_message=MSG_MODEL_PATTERN,
+        help_text="Model ids or wildcards (author/*); null = all",
+    )
+    ignored_models = NullableListField(
+        pattern=MODEL_PATTERN,
+        pattern_message=MSG_MODEL_PATTERN,
+        help_text="Model ids or wildcards (author/*); null = none",
+    )
     allowed_providers = NullableListField(help_text="Provider slugs (a base slug matches its variants); null = all")
     ignored_providers = NullableListField(help_text="Provider slugs (a base slug matches its variants); null = none")
     enforce_zdr = fields.BooleanField(required=False)
@@ -247,17 +263,19 @@ class GuardrailDeletedSerializer(serializers.Serializer):
 
 
 class KeyHashesRequestSerializer(serializers.Serializer):
-    """`context`: `account_id`, and `live_only` (assigning takes live keys; removing takes any of the account's)."""
+    """API keys by their SHA-256 hash (as GET /keys shows it), all of this account."""
 
+    # context: `account_id`, and `live_only` (assigning takes live keys; removing takes any of the account's)
     key_hashes = fields.ListField(
-        child=fields.CharField(max_length=64), min_length=1, max_length=MAX_ASSIGNMENTS_PER_CALL
+        child=fields.CharField(
+            max_length=64, validators=[RegexValidator(KEY_HASH, "must be exactly 64 lowercase hexadecimal characters")]
+        ),
+        min_length=1,
+        max_length=MAX_ASSIGNMENTS_PER_CALL,
     )
 
     def validate_key_hashes(self, value: list[str]) -> list[ApiKey]:
         value = list(dict.fromkeys(value))
-        malformed = [h for h in value if not KEY_HASH.match(h)]
-        if malformed:
-            raise serializers.ValidationError("each entry must be exactly 64 lowercase hexadecimal characters")
         keys = ApiKey.objects.filter(account_id=self.context["account_id"], hash__in=value)
         if self.context.get("live_only"):
             keys = keys.filter(disabled=False)
@@ -270,6 +288,8 @@ class KeyHashesRequestSerializer(serializers.Serializer):
 
 
 class MemberUserIdsRequestSerializer(serializers.Serializer):
+    """Members of this account by their user id."""
+
     member_user_ids = fields.ListField(
         child=fields.CharField(max_length=256), min_length=1, max_length=MAX_ASSIGNMENTS_PER_CALL
     )
