@@ -42,6 +42,7 @@ def _open_database_connections(count: int) -> int:
     pool = getattr(connection, "pool", None)  # PostgreSQL with a pool configured; None otherwise
     if pool is None:
         return 0
+    connection.close()  # this thread's connection goes back first: a pool of 2 must not wait on itself
     held = [pool.getconn() for _ in range(min(count, pool.max_size))]
     for conn in held:
         pool.putconn(conn)
