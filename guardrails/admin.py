@@ -3,6 +3,8 @@ serializer (the same pattern check, 400 there, a form error here) and saves thro
 assignments move a key or member that had another guardrail, as the API does. "Test this text" shows what
 the guardrail's filters would block, redact or flag in a text."""
 
+import re
+
 from django import forms
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
@@ -29,6 +31,10 @@ class GuardrailForm(ServiceValidatedForm):
     class Meta:
         model = Guardrail
         fields = ("account", "workspace", *services.EDITABLE)
+
+    def add_field_error(self, name: str | None, message: str) -> None:
+        """`content_filters[1].pattern` (the API's name for the filter) is an error on `content_filters` here."""
+        super().add_field_error(re.split(r"[\[.]", name, maxsplit=1)[0] if name else None, message)
 
     def clean(self):
         cleaned = super().clean()

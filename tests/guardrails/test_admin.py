@@ -119,6 +119,14 @@ def test_add_refuses_what_the_api_refuses(staff, alice, providers, settings, ove
     assert not Guardrail.objects.exists()
 
 
+def test_a_bad_pattern_is_an_error_on_the_filters_field(staff, alice, providers):
+    response = staff.post(
+        ADD, form(alice, content_filters='[{"pattern": "ok", "action": "flag"}, {"pattern": "(", "action": "flag"}]')
+    )
+    refused(response, "content_filters[1].pattern: invalid_regex_pattern: not a valid RE2 regular expression")
+    assert "content_filters[1].pattern" in str(response.context["adminform"].form.errors["content_filters"])
+
+
 def test_add_refuses_another_accounts_workspace(staff, alice, bob_other_account, providers):
     refused(staff.post(ADD, form(alice, workspace=bob_other_account.provisioned.workspace_id)), "another account")
     assert not Guardrail.objects.exists()
