@@ -60,6 +60,11 @@ def _options(max_mem: int) -> re2.Options:
     return options
 
 
+# Where an empty match would show: what decides one is only the characters on either side (none, word, space,
+# newline), and these texts hold every such pair.
+_EMPTY_PROBES = (b"", b"a", b" ", b"\n", b"a a", b"a\nb", b" \n ", b"aa\n\n  ")
+
+
 def _reason(exc: re2.error) -> str:
     """RE2's message for a refused pattern (the binding hands it over as bytes)."""
     reason = exc.args[0] if exc.args else exc
@@ -70,7 +75,7 @@ def pattern_problem(pattern: str) -> str | None:
     """Why a user's filter pattern cannot be used (None when it can): checked at creation, shown as a 400.
 
     RE2 refuses what it cannot run in linear time (backreferences, lookarounds) and programs over the memory
-    bound; a pattern that matches the empty text would match everywhere, which is never what a filter means.
+    bound; a pattern that can match empty text (`a*`, `\\b`) would match anywhere, which no filter means.
     """
     if not isinstance(pattern, str) or not pattern:
         return "the pattern must be a non-empty string"
@@ -80,8 +85,8 @@ def pattern_problem(pattern: str) -> str | None:
         compiled = re2.compile(pattern.encode(), _options(PATTERN_MAX_MEM))
     except re2.error as exc:
         return f"not a valid RE2 regular expression: {_reason(exc)}"
-    if compiled.fullmatch(b"") is not None:
-        return "the pattern matches the empty text, so it would match every input"
+    if any(found.start() == found.end() for probe in _EMPTY_PROBES for found in compiled.finditer(probe)):
+        return "the pattern can match empty text (an optional part or anchors alone), so it would match anywhere"
     return None
 
 

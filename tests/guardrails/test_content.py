@@ -21,6 +21,8 @@ def rule(pattern: str, action: str, label: str | None = None) -> dict:
     return {"pattern": pattern, "action": action, **({"label": label} if label else {})}
 
 
+EMPTY = "the pattern can match empty text (an optional part or anchors alone), so it would match anywhere"
+
 # --- pattern_problem -------------------------------------------------------------------------------------------
 
 
@@ -43,7 +45,11 @@ def test_usable_patterns_have_no_problem(pattern):
             "x" * (MAX_PATTERN_CHARS + 1),
             f"the pattern is 4097 characters long; at most {MAX_PATTERN_CHARS} are allowed",
         ),
-        ("a*", "the pattern matches the empty text, so it would match every input"),
+        ("a*", EMPTY),
+        (r"\b", EMPTY),
+        (r"foo|", EMPTY),
+        (r"(?m)^$", EMPTY),
+        (r"\bx?", EMPTY),
         ("", "the pattern must be a non-empty string"),
     ],
 )
