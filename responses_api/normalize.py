@@ -20,6 +20,7 @@ from routing.canonical import (
     ReasoningConfig,
     TextPart,
 )
+from routing.limits import RoutingLimit
 
 IMAGE_TOKENS = 1000  # a rough per-image estimate for reservations and context checks
 CHARS_PER_TOKEN = 4
@@ -35,6 +36,7 @@ class Prepared:
     estimated_input_tokens: int = 0
     suffix: str | None = None  # ":nitro" / ":floor" of the first model
     used_params: frozenset[str] = frozenset()
+    limits: tuple[RoutingLimit, ...] = ()  # where pre-stages (guardrails) let the request route
 
 
 def _part(part: dict):

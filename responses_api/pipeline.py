@@ -20,7 +20,6 @@ from responses_api.metadata import metadata_requested
 from responses_api.normalize import Prepared
 from responses_api.render import output_items
 from responses_api.service import (
-    RequestContext,
     ResponseRun,
     error_metadata,
     response_abandon,
@@ -28,10 +27,10 @@ from responses_api.service import (
     response_normalize,
     response_plan,
 )
-from responses_api.stages import Block, StageBlocked, StageEntry
 from responses_api.streaming import response_open_stream
 from responses_api.validation.request import ResponseCreateRequestSerializer
 from routing.attempts import AttemptsFailed
+from routing.stages import Block, RequestContext, StageBlocked, Staged, StageEntry
 
 
 def authenticate(request: Request, data: dict) -> RequestContext:
@@ -62,16 +61,22 @@ def prepare_run(*, ctx: RequestContext, data: dict) -> ResponseRun:
 
 
 def pre_stages(prepared: Prepared, ctx: RequestContext) -> tuple[Prepared, list[StageEntry]]:
+    """The pre-stages in order. Raises StageBlocked (with the entries so far) when one refuses the request;
+    the routing limits they set are kept on the prepared request for the plan."""
     ran: list[StageEntry] = []
     for stage in stages.PRE_STAGES:
         result = stage(prepared.canonical, ctx)
         if isinstance(result, Block):
-            raise result.error()
-        ran.append(
-            StageEntry(
-                type=stage.type, name=stage.name, outcome="passed" if result is prepared.canonical else "changed"
-            )
-        )
+            ran += result.entries or (StageEntry(type=stage.type, name=stage.name, outcome="blocked"),)
+            error = result.error()
+            error.pipeline = [entry.as_dict() for entry in ran]
+            raise error
+        if isinstance(result, Staged):
+            ran += result.entries
+            prepared = replace(prepared, canonical=result.request, limits=prepared.limits + result.limits)
+            continue
+        outcome = "passed" if result is prepared.canonical else "changed"
+        ran.append(StageEntry(type=stage.type, name=stage.name, outcome=outcome))
         prepared = replace(prepared, canonical=result)
     return prepared, ran
 

@@ -8,7 +8,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
-from typing import TYPE_CHECKING
 
 from gateway.accounts.authentication import Caller
 from gateway.billing import services as credits
@@ -30,9 +29,7 @@ from routing.providers.anthropic.request import EFFORT_BUDGET, MIN_THINKING_BUDG
 from routing.selection import Candidate, RoutePlan, RoutingCaller, endpoints_for_request
 from routing.selectors import endpoints_for_model
 from routing.snapshot import current_snapshot
-
-if TYPE_CHECKING:
-    from responses_api.stages import StageEntry
+from routing.stages import RequestContext, StageEntry
 
 logger = logging.getLogger(__name__)
 DEFAULT_RESERVED_OUTPUT_TOKENS = 4096
@@ -46,13 +43,6 @@ USAGE_INPUT_SLACK = 4096
 UNKNOWN_CONTEXT_TOKENS = 2_000_000  # the input bound for documents by URL on an endpoint of unknown context
 USAGE_FIELDS = ("input_tokens", "cached_tokens", "cache_write_tokens", "output_tokens", "reasoning_tokens")
 MSG_PROMPT_NOT_FOUND = "Prompt {id} not found: this gateway stores no prompt templates"
-
-
-@dataclass(frozen=True)
-class RequestContext:
-    caller: Caller
-    session_id: str = ""
-    want_metadata: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +62,7 @@ class ResponseRun:
     reservation: credits.ReservationHandle  # the hold is the request's generation row (its id is the request's)
     started: float = field(default_factory=time.monotonic)
     usage_anomaly: dict | None = None
-    pipeline: list["StageEntry"] = field(default_factory=list)  # the stages that ran (gateway_metadata)
+    pipeline: list[StageEntry] = field(default_factory=list)  # the stages that ran (gateway_metadata)
 
     def __post_init__(self) -> None:
         self.shell = ResultShell(
@@ -303,6 +293,9 @@ def error_metadata(*, ctx: RequestContext, data: dict) -> Iterator[list[RoutePla
             else:
                 requested, models = requested_models(data)
                 attach_error_metadata(error, requested=requested, models=models)
+            stages_ran = getattr(error, "pipeline", None)  # a stage's block: the stages that ran, it included
+            if stages_ran and error.gateway_metadata is not None:
+                error.gateway_metadata["pipeline"] = stages_ran
         raise
 
 
@@ -348,6 +341,7 @@ def response_plan(*, ctx: RequestContext, prepared: Prepared) -> RoutePlan:
             user_id=caller.creator_user_id,
         ),
         snapshot=snapshot,
+        limits=prepared.limits,
     )
 
 

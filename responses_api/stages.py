@@ -1,71 +1,15 @@
-"""The stage interface of the request pipeline (responses_api.pipeline). A stage is a named callable: a
-pre-stage gets the canonical request before routing and returns it (changed or not) or a Block; a post-stage
-gets the canonical response before settlement and returns it or a Block. Each stage that runs adds one
-`StageEntry` to `gateway_metadata.pipeline` (the spec's entry: `type`, `name`, `summary`, and `data`)."""
+"""The configured stages of the request pipeline, in order (the interface: routing.stages). Built from
+settings.PIPELINE_PRE_STAGES / PIPELINE_POST_STAGES (dotted paths of stage classes), so responses_api names
+no guardrail or plugin module itself; tests may replace the lists."""
 
-from dataclasses import dataclass
-from typing import Literal, Protocol
+from django.conf import settings
+from django.utils.module_loading import import_string
 
-from gateway.errors import GatewayError
-from responses_api.service import RequestContext
-from routing.canonical import CanonicalRequest, CanonicalResponse
-from routing.errors import ErrorType
+from routing.canonical import CanonicalResponse
+from routing.stages import Block, PostStage, PreStage, RequestContext, StageEntry
 
-
-@dataclass(frozen=True, slots=True)
-class Block:
-    """A stage refuses the request (or the response): answered as the spec's error body with this status."""
-
-    message: str
-    status: int = 400
-    metadata: dict | None = None  # the error's `metadata` (a guardrail: its `patterns`)
-    error_type: ErrorType = ErrorType.INVALID_REQUEST  # a stream refused after its 200: the failed event's
-
-    def error(self) -> "StageBlocked":
-        return StageBlocked(self.message, status=self.status, metadata=self.metadata, error_type=self.error_type)
-
-
-class StageBlocked(GatewayError):
-    """A stage's Block as an error: an HTTP error before a stream's 200, a failed event after it."""
-
-    def __init__(self, message: str, *, status: int, metadata: dict | None, error_type: ErrorType):
-        super().__init__(message, status=status, metadata=metadata)
-        self.error_type = error_type
-
-
-@dataclass(frozen=True, slots=True)
-class StageEntry:
-    """One line of `gateway_metadata.pipeline`."""
-
-    type: str  # the stage's kind: guardrail, request_plugin, response_plugin, server_tools
-    name: str
-    outcome: Literal["passed", "changed", "blocked"]
-
-    def as_dict(self) -> dict:
-        return {"type": self.type, "name": self.name, "summary": self.outcome, "data": {}}
-
-
-class PreStage(Protocol):
-    """Guardrails, request plugins: before routing, so a changed request is what gets planned and held."""
-
-    type: str
-    name: str
-
-    def __call__(self, request: CanonicalRequest, ctx: RequestContext) -> CanonicalRequest | Block: ...
-
-
-class PostStage(Protocol):
-    """Response plugins, the server-tool loop: after the attempts, before settlement and rendering."""
-
-    type: str
-    name: str
-
-    def __call__(self, response: CanonicalResponse, ctx: RequestContext) -> CanonicalResponse | Block: ...
-
-
-# The configured stages, in order (empty today: guardrails, plugins and server tools will register here).
-PRE_STAGES: list[PreStage] = []
-POST_STAGES: list[PostStage] = []
+PRE_STAGES: list[PreStage] = [import_string(path)() for path in settings.PIPELINE_PRE_STAGES]
+POST_STAGES: list[PostStage] = [import_string(path)() for path in settings.PIPELINE_POST_STAGES]
 
 
 def post_stages(response: CanonicalResponse, ctx: RequestContext, ran: list[StageEntry]) -> CanonicalResponse:

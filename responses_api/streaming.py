@@ -13,12 +13,12 @@ from responses_api import stages
 from responses_api.errors import final_error
 from responses_api.render import failure_error
 from responses_api.service import ResponseRun, response_abandon
-from responses_api.stages import StageBlocked
 from responses_api.stream_render import DONE, KEEPALIVE, StreamRenderer
 from routing.accumulate import replay
 from routing.attempts import AttemptsFailed, AttemptStream, release_db_connection
 from routing.canonical import CanonicalResponse
 from routing.errors import ErrorType, UpstreamError
+from routing.stages import StageBlocked
 
 logger = logging.getLogger(__name__)
 

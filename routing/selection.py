@@ -1,5 +1,6 @@
 """Which endpoints a request tries, in what order: `endpoints_for_request`."""
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from uuid import UUID
 
@@ -10,6 +11,7 @@ from gateway.errors import GatewayError
 from routing.catalog import EndpointInfo
 from routing.errors import ErrorType, UpstreamError
 from routing.health import endpoint_stats
+from routing.limits import RoutingLimit
 from routing.ordering import order_endpoints
 from routing.preferences import Preferences
 from routing.selectors import endpoints_for_model, model_exists, provider_credentials, provider_has_credentials
@@ -100,11 +102,13 @@ def endpoints_for_request(
     sticky_endpoint_id: int | None = None,
     caller: RoutingCaller | None = None,
     snapshot: CatalogSnapshot | None = None,
+    limits: Sequence[RoutingLimit] = (),
 ) -> RoutePlan:
     """The ordered candidates for the requested models (see routing.ordering): per model (or all together
     with `partition: none`), the caller's matching Prioritized BYOK keys, then the service's own endpoints,
     then Fallback keys. Endpoints whose context cannot hold the input are left out, and shared endpoints
-    whose provider has no operator credentials or whose BYOK key forbids shared capacity."""
+    whose provider has no operator credentials or whose BYOK key forbids shared capacity, and what a caller's
+    `limits` (routing.limits: a guardrail's) exclude: when they exclude everything, the limit's 403."""
     prefs = prefs or Preferences()
     snapshot = snapshot or current_snapshot()
     known = [model for model in models if model_exists(model_id=model, snapshot=snapshot)]
@@ -113,11 +117,15 @@ def endpoints_for_request(
             status=404, code="model_not_found", models=models, message=MSG_UNKNOWN_MODEL.format(model=models[0])
         )
     available, groups, excluded = [], [], set()
+    limited_by: list[RoutingLimit] = []
     credentials: dict[str, bool] = {}
     for model in known:
         group = []
         for endpoint in endpoints_for_model(model_id=model, snapshot=snapshot):
             available.append(endpoint)
+            if limited := next((limit for limit in limits if limit.excludes(endpoint)), None):
+                limited_by.append(limited)
+                continue
             if endpoint.context_length and estimated_input_tokens > endpoint.context_length:
                 excluded.add("context_length")
                 continue
@@ -147,6 +155,8 @@ def endpoints_for_request(
         excluded=excluded,
         snapshot=snapshot,
     )
+    if not candidates and available and len(limited_by) == len(available):
+        raise _limited(limited_by, models=models)
     if not candidates:
         raise _nothing_left(
             known=known,
@@ -215,6 +225,16 @@ def _shared_allowed(endpoint: EndpointInfo, keys: list[ByokKeyInfo]) -> bool:
         ):
             return False
     return True
+
+
+def _limited(limited_by: list[RoutingLimit], *, models) -> GatewayError:
+    """Every endpoint of the request was excluded by its caller's limits: refused, naming them."""
+    sources = ", ".join(dict.fromkeys(limit.source for limit in limited_by))
+    return GatewayError(
+        f"Request blocked by {sources}: it allows no endpoint of {', '.join(models)} "
+        "(its models, providers or data policy)",
+        status=limited_by[0].status,
+    )
 
 
 def _nothing_left(*, known, models, available, excluded, estimated_input_tokens) -> GatewayError:

@@ -83,6 +83,11 @@ elif env.bool("DB_POOL", default=True):
         "timeout": 30,
     }
 
+# The request pipeline's stages (routing.stages is their interface), as dotted paths of stage classes, in
+# order: pre-stages see the canonical request before routing, post-stages the answer before settlement.
+PIPELINE_PRE_STAGES = ["guardrails.stage.GuardrailStage"]
+PIPELINE_POST_STAGES: list[str] = []
+
 # Each process re-reads the version counters of its in-process caches (API keys, the catalog) at most this
 # often, in seconds: a key disabled or deleted, or a catalog change, is seen everywhere within it.
 CACHE_VERSION_CHECK_SECONDS = env.float("CACHE_VERSION_CHECK_SECONDS", default=0.5)

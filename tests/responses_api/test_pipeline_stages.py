@@ -9,8 +9,8 @@ import pytest
 import byok.selectors
 from gateway.billing.models import Generation
 from responses_api import stages
-from responses_api.stages import Block
 from routing.canonical import OutputMessage
+from routing.stages import Block
 from tests.support import assert_error_envelope, sse_events
 
 METADATA = {"HTTP_X_GATEWAY_METADATA": "enabled"}

@@ -1,0 +1,188 @@
+"""The guardrail pre-stage: before routing, on every inference request (JSON and stream), the caller's
+guardrails (the key's, the member's, else the workspace default: guardrails.selectors) are applied.
+
+- Content: every text the caller sends (instructions, each message part, function call arguments and tool
+  outputs; file and image data are not text) is scanned by each guardrail's filters (guardrails.content). A
+  `block` anywhere refuses the request with 403 naming the guardrail, its `metadata.patterns` the labels or
+  slugs (never the text); otherwise `redact` matches are replaced by `[REDACTED:<label>]` before the request
+  leaves (all guardrails' filters together: on one span block beats redact beats flag); `flag` lets it through,
+  recorded in the pipeline entry and on the generation record.
+- Routing: each guardrail's model and provider lists, ZDR and data-collection become a RoutingLimit (an
+  endpoint must pass every limit: allow-lists intersect, ignore-lists add up); routing refuses with 403 naming
+  the guardrail when they leave nothing.
+Each guardrail that applies adds its pipeline entry (`guardrail_id`, `guardrail_scope`, `data{action,
+detected, engines, patterns}`)."""
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+
+from gateway.errors import GatewayError
+from guardrails.content import (
+    ACTION_RANK,
+    ContentPolicy,
+    EntitySpan,
+    Scan,
+    entity_instructions,
+    entity_model,
+    entity_spans,
+    policy_combine,
+    policy_for,
+)
+from guardrails.selectors import GuardrailRule, guardrails_for_caller
+from routing.attempts import AttemptSequence, AttemptsFailed
+from routing.canonical import CanonicalRequest, FunctionCall, FunctionCallOutput, Item, Message, TextPart
+from routing.errors import ErrorType
+from routing.limits import RoutingLimit
+from routing.selection import endpoints_for_request
+from routing.stages import Block, RequestContext, Staged, StageEntry
+
+SUMMARY = {"block": "blocked", "redact": "redacted", "flag": "flagged", None: "passed"}
+MAX_ENTITY_TEXT_CHARS = 100_000  # the text sent to the entity model for person names and addresses
+MSG_ENTITY_CHECK = (
+    "A guardrail's person-name or address check could not run ({model} did not answer usably): the request "
+    "was not sent unchecked; try again"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _Text:
+    """One text of the request and how to put a changed one back."""
+
+    text: str
+    put: Callable[[CanonicalRequest, str], CanonicalRequest]
+
+
+class GuardrailStage:
+    type = "guardrail"
+    name = "guardrails"
+
+    def __call__(self, request: CanonicalRequest, ctx: RequestContext) -> Staged | Block:
+        caller = ctx.caller
+        rules = guardrails_for_caller(
+            account_id=caller.account_id,
+            workspace_id=caller.workspace_id,
+            key_hash=caller.key_hash,
+            user_id=caller.creator_user_id,
+        )
+        if not rules:
+            return Staged(request)
+        texts = list(_texts(request))
+        policies = [policy_for(*rule.policy_inputs()) for rule in rules]
+        entities = _entities(policy_combine(policies), texts)
+        scans = [[policy.scan(t.text, entities.get(i, ())) for i, t in enumerate(texts)] for policy in policies]
+        entries = tuple(map(_entry, rules, policies, scans))
+        for rule, rule_scans in zip(rules, scans, strict=True):
+            blocked = _patterns(rule_scans, "block")
+            if blocked:
+                return Block(
+                    f"Request blocked by guardrail {rule.name}: the input matched {', '.join(blocked)}",
+                    status=403,
+                    metadata={"patterns": list(blocked)},
+                    error_type=ErrorType.CONTENT_POLICY_VIOLATION,
+                    entries=entries,
+                )
+        if any(_patterns(rule_scans, "redact") for rule_scans in scans):
+            combined = policy_combine(policies)
+            for index, text in enumerate(texts):
+                redacted = combined.scan(text.text, entities.get(index, ())).redacted()
+                if redacted != text.text:
+                    request = text.put(request, redacted)
+        return Staged(request, entries=entries, limits=tuple(limit for rule in rules if (limit := _limit(rule))))
+
+
+def _texts(request: CanonicalRequest) -> Iterator[_Text]:
+    if request.instructions:
+        yield _Text(request.instructions, lambda r, new: replace(r, instructions=new))
+    for index, item in enumerate(request.input):
+        match item:
+            case Message():
+                for part_index, part in enumerate(item.content):
+                    if isinstance(part, TextPart) and part.text:
+                        yield _Text(part.text, _part_setter(index, part_index))
+            case FunctionCallOutput():
+                yield _Text(item.output, _item_setter(index, "output"))
+            case FunctionCall():
+                yield _Text(item.arguments, _item_setter(index, "arguments"))
+
+
+def _item_setter(index: int, name: str) -> Callable[[CanonicalRequest, str], CanonicalRequest]:
+    def put(request: CanonicalRequest, new: str) -> CanonicalRequest:
+        items = list(request.input)
+        items[index] = replace(items[index], **{name: new})  # type: ignore[arg-type]  # a call or its output
+        return replace(request, input=tuple(items))
+
+    return put
+
+
+def _part_setter(index: int, part_index: int) -> Callable[[CanonicalRequest, str], CanonicalRequest]:
+    def put(request: CanonicalRequest, new: str) -> CanonicalRequest:
+        items: list[Item] = list(request.input)
+        message = items[index]
+        assert isinstance(message, Message)
+        parts = list(message.content)
+        parts[part_index] = replace(parts[part_index], text=new)  # type: ignore[arg-type]  # a TextPart
+        items[index] = replace(message, content=tuple(parts))
+        return replace(request, input=tuple(items))
+
+    return put
+
+
+def _patterns(scans: list[Scan], action: str) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(label for scan in scans for label in scan.patterns(action)))  # type: ignore[arg-type]
+
+
+def _entry(rule: GuardrailRule, policy: ContentPolicy, scans: list[Scan]) -> StageEntry:
+    actions: list[str] = [found for scan in scans if (found := scan.action) is not None]
+    action = max(actions, key=lambda name: ACTION_RANK[name]) if actions else None
+    return StageEntry(
+        type="guardrail",
+        name=rule.name,
+        outcome=SUMMARY[action],
+        extra={"guardrail_id": str(rule.id), "guardrail_scope": rule.scope},
+        data={
+            "action": action or "allow",
+            "detected": action is not None,
+            "engines": list(policy.engines),
+            "patterns": list(dict.fromkeys(label for scan in scans for label in scan.patterns())),
+        },
+    )
+
+
+def _limit(rule: GuardrailRule) -> RoutingLimit | None:
+    limit = RoutingLimit(
+        source=f"guardrail {rule.name}",
+        allowed_models=rule.allowed_models,
+        ignored_models=rule.ignored_models,
+        allowed_providers=rule.allowed_providers,
+        ignored_providers=rule.ignored_providers,
+        zdr=rule.enforce_zdr,
+        deny_data_collection=rule.data_collection == "deny",
+    )
+    return limit if limit != RoutingLimit(source=limit.source) else None
+
+
+def _entities(policy: ContentPolicy, texts: list[_Text]) -> dict[int, tuple[EntitySpan, ...]]:
+    """Person names and addresses, found by the configured entity model (one call for all the texts); {} when
+    no guardrail asks for them. A guardrail cannot ask without the model configured (refused at creation), and
+    a request whose entity check cannot run is refused rather than let through unchecked."""
+    slugs = policy.entity_slugs
+    if not slugs or not texts:
+        return {}
+    joined = "\n\n".join(text.text for text in texts)[:MAX_ENTITY_TEXT_CHARS]
+    plan = endpoints_for_request(models=[entity_model()])
+    probe = CanonicalRequest(
+        model="",
+        instructions=entity_instructions(slugs),
+        input=(Message(role="user", content=(TextPart(joined),)),),
+        temperature=0,
+    )
+    sequence = AttemptSequence(
+        candidates=plan.candidates,
+        request_for=lambda candidate: replace(probe, model=candidate.endpoint.upstream_model),
+    )
+    try:
+        answer = sequence.call().response
+        said = "".join(getattr(item, "text", "") or "" for item in answer.output)
+        return {index: entity_spans(item.text, said, slugs) for index, item in enumerate(texts)}
+    except (AttemptsFailed, ValueError):
+        raise GatewayError(MSG_ENTITY_CHECK.format(model=entity_model()), status=503) from None
