@@ -259,6 +259,12 @@ class ResponseRun:
             service_tier=self.prepared.canonical.service_tier or "",
             provider_responses=tuple(self.attempts),
             usage_anomaly=self.usage_anomaly,
+            guardrail_flags=[
+                {"guardrail_id": e.extra["guardrail_id"], "name": e.name, "patterns": e.data["patterns"]}
+                for e in self.pipeline
+                if e.type == "guardrail" and e.outcome == "flagged"
+            ]
+            or None,
         )
 
     def result(self, response: CanonicalResponse, *, served: Candidate, items: list[dict], settled: Settled) -> dict:

@@ -70,6 +70,7 @@ class GenerationRecord:
     service_tier: str = ""
     provider_responses: tuple[AttemptRecord, ...] = field(default_factory=tuple)
     usage_anomaly: dict | None = None  # see Generation.usage_anomaly
+    guardrail_flags: list[dict] | None = None  # see Generation.guardrail_flags
 
 
 # Written when the request's hold opens (billing.services.credits_reserve); settlement writes the rest, except the

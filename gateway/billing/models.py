@@ -87,6 +87,12 @@ class Generation(models.Model):
         help_text="The provider's usage when it was implausible (negative, or above what the request allows), "
         "and the bounds it was clamped to; null when the usage was billed as reported",
     )
+    guardrail_flags = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="What the caller's guardrails flagged in the input (guardrail id, name, and the filters' labels; "
+        "never the matched text); null when nothing was flagged",
+    )
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
     class Meta:

@@ -116,9 +116,9 @@ INSERT INTO billing_generation
     (id, account_id, api_key_id, workspace_id, requested_model, model, provider, endpoint_id, upstream_id, status,
      finish_reason, error_type, tokens_input, tokens_cached, tokens_cache_write, tokens_output, tokens_reasoning,
      cost, upstream_cost, held, is_byok, streamed, cancelled, latency_ms, ttft_ms, generation_time_ms, session_id,
-     service_tier, provider_responses, usage_anomaly, created_at)
+     service_tier, provider_responses, usage_anomaly, guardrail_flags, created_at)
 SELECT %(id)s, id, %(key)s, %(workspace)s, %(model)s, '', '', NULL, '', 'in_progress', '', '', 0, 0, 0, 0, 0,
-       0, 0, %(amount)s, false, false, false, NULL, NULL, NULL, '', '', '[]', NULL, now()
+       0, 0, %(amount)s, false, false, false, NULL, NULL, NULL, '', '', '[]', NULL, NULL, now()
 FROM held"""
 
 HOLD_SQL = f"""

@@ -1,0 +1,136 @@
+"""Guardrails enforced on inference requests through the stand-in provider: a content block (JSON and stream:
+403 before anything starts, metadata.patterns, the pipeline entry), a redaction seen in what reaches the
+provider, a flag recorded, and model/provider/data limits changing where a request routes (403 when they
+leave nothing). The guardrail is assigned to the caller's key unless the test says otherwise."""
+
+import pytest
+
+from gateway.billing.models import Generation
+from tests.support import assert_error_envelope
+
+METADATA = {"HTTP_X_GATEWAY_METADATA": "enabled"}
+UPSTREAM_PATHS = ("/chat/completions", "/responses", "/messages")
+
+
+def guardrail(persona, *, assign: bool = True, **fields) -> dict:
+    client = persona.client(management=True)
+    created = client.post("/api/v1/guardrails", {"name": "Team policy", **fields}, format="json")
+    assert created.status_code == 201, created.content
+    record = created.json()["data"]
+    if assign:
+        key_hash = persona.provisioned.inference_key.key.hash
+        assigned = client.post(
+            f"/api/v1/guardrails/{record['id']}/assignments/keys", {"key_hashes": [key_hash]}, format="json"
+        )
+        assert assigned.status_code == 200, assigned.content
+    return record
+
+
+def ask(persona, text: str, *, stream: bool = False, **body):
+    payload = {"model": "standin/echo", "input": text, "provider": {"sort": "price"}, "stream": stream, **body}
+    return persona.client().post("/api/v1/responses", payload, format="json", **METADATA)
+
+
+def upstream_calls(standin) -> list[dict]:
+    return [call for path in UPSTREAM_PATHS for call in standin.requests_for(path)]
+
+
+BLOCK = {"content_filters": [{"pattern": r"ACME-\d{4}", "action": "block", "label": "project-code"}]}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_block_is_a_403_before_anything_starts(alice, standin_catalog, stream):
+    record = guardrail(alice, **BLOCK)
+    response = ask(alice, "Tell me about ACME-1234 please", stream=stream)
+    body = assert_error_envelope(response, 403)
+    assert response["Content-Type"].startswith("application/json")  # the stream never started
+    assert body["error"]["message"].startswith("Request blocked by guardrail Team policy")
+    assert body["error"]["metadata"]["patterns"] == ["project-code"]
+    assert "ACME-1234" not in response.content.decode()
+    (entry,) = body["gateway_metadata"]["pipeline"]
+    assert entry == {
+        "type": "guardrail",
+        "name": "Team policy",
+        "summary": "blocked",
+        "guardrail_id": record["id"],
+        "guardrail_scope": "key",
+        "data": {"action": "block", "detected": True, "engines": ["re2"], "patterns": ["project-code"]},
+    }
+    assert upstream_calls(standin_catalog) == []
+
+
+def test_a_redaction_is_what_reaches_the_provider(alice, standin_catalog):
+    guardrail(alice, content_filter_builtins=[{"slug": "email", "action": "redact"}])
+    response = ask(alice, "Write to jane.doe@example.com today", instructions="Reply to bob@example.org")
+    assert response.status_code == 200, response.content
+    (sent,) = upstream_calls(standin_catalog)
+    raw = str(sent["body"])
+    assert "jane.doe@example.com" not in raw and "bob@example.org" not in raw
+    assert raw.count("[REDACTED:email]") == 2
+    (entry,) = response.json()["gateway_metadata"]["pipeline"]
+    assert entry["summary"] == "redacted" and entry["data"]["patterns"] == ["email"]
+
+
+def test_a_flag_lets_it_through_and_says_so(alice, standin_catalog):
+    guardrail(alice, content_filters=[{"pattern": "(?i)budget", "action": "flag", "label": "money-talk"}])
+    response = ask(alice, "What is the budget for Q3?")
+    assert response.status_code == 200
+    (sent,) = upstream_calls(standin_catalog)
+    assert "budget for Q3" in str(sent["body"])  # flagged, not changed
+    (entry,) = response.json()["gateway_metadata"]["pipeline"]
+    assert entry["summary"] == "flagged"
+    assert entry["data"] == {"action": "flag", "detected": True, "engines": ["re2"], "patterns": ["money-talk"]}
+
+
+def test_clean_input_passes_with_its_entry(alice, standin_catalog):
+    guardrail(alice, **BLOCK)
+    response = ask(alice, "Nothing to see here")
+    assert response.status_code == 200
+    (entry,) = response.json()["gateway_metadata"]["pipeline"]
+    assert entry["summary"] == "passed" and entry["data"]["detected"] is False
+
+
+def test_the_workspace_default_applies_when_the_key_has_none(alice, standin_catalog):
+    guardrail(alice, assign=False, is_workspace_default=True, **BLOCK)
+    body = assert_error_envelope(ask(alice, "ACME-0001"), 403)
+    assert body["gateway_metadata"]["pipeline"][0]["guardrail_scope"] == "workspace"
+
+
+def served_provider(response) -> str:
+    (selected,) = [e for e in response.json()["gateway_metadata"]["endpoints"]["available"] if e["selected"]]
+    return selected["provider"]
+
+
+def test_provider_limits_change_where_it_routes(alice, standin_catalog):
+    unlimited = served_provider(ask(alice, "Hello"))
+    other = next(p for p in ("standin-chat", "standin-responses", "standin-anthropic") if p != unlimited)
+    guardrail(alice, allowed_providers=[other])
+    response = ask(alice, "Hello")
+    assert response.status_code == 200
+    assert served_provider(response) == other
+
+
+@pytest.mark.parametrize(
+    "limits",
+    [
+        {"ignored_providers": ["standin-chat", "standin-responses", "standin-anthropic"]},
+        {"allowed_models": ["anthropic/*"]},
+        {"ignored_models": ["standin/*"]},
+    ],
+)
+def test_limits_that_leave_nothing_are_a_403_naming_the_guardrail(alice, standin_catalog, limits):
+    guardrail(alice, **limits)
+    body = assert_error_envelope(ask(alice, "Hello"), 403)
+    assert "guardrail Team policy" in body["error"]["message"]
+    assert upstream_calls(standin_catalog) == []
+
+
+def test_a_flag_is_recorded_on_the_generation(alice, standin_catalog):
+    record = guardrail(alice, content_filters=[{"pattern": "(?i)budget", "action": "flag", "label": "money-talk"}])
+    response = ask(alice, "The budget, again")
+    generation = Generation.objects.get(pk=response["X-Generation-Id"])
+    assert generation.guardrail_flags == [
+        {"guardrail_id": record["id"], "name": "Team policy", "patterns": ["money-talk"]}
+    ]
+    clean = ask(alice, "Nothing flagged")
+    assert Generation.objects.get(pk=clean["X-Generation-Id"]).guardrail_flags is None
