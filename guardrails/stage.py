@@ -16,6 +16,7 @@ detected, engines, patterns}`)."""
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
+from gateway.accounts.authentication import Caller
 from gateway.errors import GatewayError
 from guardrails.content import (
     ACTION_RANK,
@@ -57,13 +58,7 @@ class GuardrailStage:
     name = "guardrails"
 
     def __call__(self, request: CanonicalRequest, ctx: RequestContext) -> Staged | Block:
-        caller = ctx.caller
-        rules = guardrails_for_caller(
-            account_id=caller.account_id,
-            workspace_id=caller.workspace_id,
-            key_hash=caller.key_hash,
-            user_id=caller.creator_user_id,
-        )
+        rules = _rules(ctx.caller)
         if not rules:
             return Staged(request)
         texts = list(_texts(request))
@@ -87,7 +82,7 @@ class GuardrailStage:
                 redacted = combined.scan(text.text, entities.get(index, ())).redacted()
                 if redacted != text.text:
                     request = text.put(request, redacted)
-        return Staged(request, entries=entries, limits=tuple(limit for rule in rules if (limit := _limit(rule))))
+        return Staged(request, entries=entries, limits=_limits(rules))
 
 
 def _texts(request: CanonicalRequest) -> Iterator[_Text]:
@@ -146,6 +141,24 @@ def _entry(rule: GuardrailRule, policy: ContentPolicy, scans: list[Scan]) -> Sta
             "patterns": list(dict.fromkeys(label for scan in scans for label in scan.patterns())),
         },
     )
+
+
+def caller_limits(caller: Caller) -> tuple[RoutingLimit, ...]:
+    """The routing limits of a caller's guardrails (for listings: routing.limits asks here)."""
+    return _limits(_rules(caller))
+
+
+def _rules(caller: Caller) -> list[GuardrailRule]:
+    return guardrails_for_caller(
+        account_id=caller.account_id,
+        workspace_id=caller.workspace_id,
+        key_hash=caller.key_hash,
+        user_id=caller.creator_user_id,
+    )
+
+
+def _limits(rules: list[GuardrailRule]) -> tuple[RoutingLimit, ...]:
+    return tuple(limit for rule in rules if (limit := _limit(rule)))
 
 
 def _limit(rule: GuardrailRule) -> RoutingLimit | None:

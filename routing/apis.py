@@ -6,6 +6,7 @@ from gateway.accounts.permissions import IsManagementKey
 from gateway.api import error_responses
 from gateway.errors import NotFound
 from routing import selectors
+from routing.limits import allowed_by, limits_for
 from routing.preferences import account_defaults
 from routing.serializers import (
     AccountRoutingEnvelopeSerializer,
@@ -42,6 +43,9 @@ class ModelListApi(APIView):
             output_modalities=query.as_list(params.get("output_modalities")),
             providers=query.as_list(params.get("providers")),
         )
+        limits = limits_for(request.user)  # the caller's guardrails hide the models they allow no endpoint of
+        if limits:
+            models = [m for m in models if allowed_by(limits, selectors.endpoints_for_model(model_id=m.id))]
         total = len(models)
         offset = params.get("offset", 0)
         limit = params.get("limit", total - offset if "offset" in params else total)

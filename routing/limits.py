@@ -4,8 +4,10 @@ limit excludes; when limits leave nothing of what the catalog has for the reques
 limit's status (403) naming where the limit came from, unlike the 404 of the request's own preferences."""
 
 import fnmatch
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from gateway.accounts.authentication import Caller
 from routing.catalog import EndpointInfo
 from routing.preferences import slug_matches
 
@@ -39,3 +41,26 @@ class RoutingLimit:
         if self.zdr and not endpoint.zdr:
             return True
         return self.deny_data_collection and (endpoint.retains_prompts or endpoint.trains_on_prompts)
+
+
+# Who may limit a caller's routing (guardrails registers itself in its AppConfig.ready: routing imports nothing
+# above it). The request pipeline gets a request's limits from its pre-stages; listings ask here.
+LimitSource = Callable[[Caller], tuple[RoutingLimit, ...]]
+_sources: list[LimitSource] = []
+
+
+def limits_register(source: LimitSource) -> None:
+    if source not in _sources:
+        _sources.append(source)
+
+
+def limits_for(caller: object) -> tuple[RoutingLimit, ...]:
+    """The limits on this caller's routing (none for anything but an inference or management key's caller)."""
+    if not isinstance(caller, Caller):
+        return ()
+    return tuple(limit for source in _sources for limit in source(caller))
+
+
+def allowed_by(limits: tuple[RoutingLimit, ...], endpoints: Sequence[EndpointInfo]) -> bool:
+    """Whether some endpoint passes every limit (a model the limits leave no endpoint of is hidden)."""
+    return any(not any(limit.excludes(endpoint) for limit in limits) for endpoint in endpoints)

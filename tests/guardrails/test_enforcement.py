@@ -134,3 +134,15 @@ def test_a_flag_is_recorded_on_the_generation(alice, standin_catalog):
     ]
     clean = ask(alice, "Nothing flagged")
     assert Generation.objects.get(pk=clean["X-Generation-Id"]).guardrail_flags is None
+
+
+def listed(persona) -> set[str]:
+    response = persona.client().get("/api/v1/models")
+    assert response.status_code == 200
+    return {model["id"] for model in response.json()["data"]}
+
+
+def test_models_the_guardrails_allow_nothing_of_are_not_listed(alice, standin_catalog):
+    assert "standin/echo" in listed(alice)
+    guardrail(alice, ignored_models=["standin/*"])
+    assert "standin/echo" not in listed(alice)
