@@ -121,9 +121,10 @@ def inputs(size: int) -> dict[str, str]:
             f"req={rng.randrange(10**8)} status=200 bytes={rng.randrange(10**6)} ms={rng.randrange(10**4)}\n"
         )
     every = " ".join([*FINDINGS, *TRIGGERS.values()])
-    everything = clean[: size - len(every) - 1] + " " + every
+    # Findings first: locating a pattern starts at the first finding, so this is the costly placement.
+    everything = every + " " + clean[: size - len(every) - 1]
     unblocked = " ".join([*FINDINGS, *(text for label, text in TRIGGERS.items() if label not in BLOCKING)])
-    every_unblocked = clean[: size - len(unblocked) - 1] + " " + unblocked
+    every_unblocked = unblocked + " " + clean[: size - len(unblocked) - 1]
     non_ascii = prose(size // 2, rng, ["déjà", "vu", "über", "straße", "日本語", "テキスト", "café", "naïve", *WORDS])
     return {
         "prose, nothing to find": clean,
