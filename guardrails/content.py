@@ -51,6 +51,11 @@ ENTITY_SLUGS: tuple[str, ...] = ("person-name", "address")
 
 REDACTION_TEMPLATE = "[REDACTED:{label}]"
 
+# Bounds on the Python work per text, which would otherwise grow with the number of matches a caller can pack
+# into a body (RE2's own work is linear either way): see `_locate`.
+MAX_CANDIDATES_PER_FILTER = 1000
+MAX_PHONE_CHECKS = 20  # libphonenumber costs about 0.1 ms a candidate
+
 
 def _options(max_mem: int) -> re2.Options:
     """RE2 options for our programs: UTF-8 text, a memory bound, and no stderr noise for refused patterns."""
@@ -248,6 +253,7 @@ class Builtin:
     candidate: str
     confirm: Confirm
     engines: tuple[str, ...]
+    max_checks: int | None = None
 
 
 BUILTINS: dict[str, Builtin] = {
@@ -262,7 +268,7 @@ BUILTINS: dict[str, Builtin] = {
             _confirm_as_is,
             ("re2",),
         ),
-        Builtin("phone", _PHONE_CANDIDATES, _confirm_phone, ("re2", "phonenumbers")),
+        Builtin("phone", _PHONE_CANDIDATES, _confirm_phone, ("re2", "phonenumbers"), MAX_PHONE_CHECKS),
         Builtin("ssn", r"\b\d{3}[- ]\d{2}[- ]\d{4}\b", _confirm_ssn, ("re2",)),
         Builtin("credit-card", r"\b\d(?:[ -]?\d){12,18}\b", _confirm_card, ("re2", "luhn")),
         Builtin(
@@ -391,6 +397,7 @@ class _Detector:
     rule: Rule
     regexp: Any  # re2._Regexp[bytes]; the stubs do not export the class
     confirm: Confirm
+    max_checks: int | None
 
 
 class ContentPolicy:
@@ -404,14 +411,14 @@ class ContentPolicy:
                 continue
             if rule.kind == "builtin":
                 builtin = BUILTINS[rule.source]
-                pattern, confirm = builtin.candidate, builtin.confirm
+                pattern, confirm, max_checks = builtin.candidate, builtin.confirm, builtin.max_checks
             else:
-                pattern, confirm = rule.source, _confirm_as_is
+                pattern, confirm, max_checks = rule.source, _confirm_as_is, None
             try:
                 regexp = re2.compile(pattern.encode(), _options(PATTERN_MAX_MEM))
             except re2.error as exc:
                 raise ValueError(f"content filter {rule.label!r}: {_reason(exc)}") from exc
-            detectors.append(_Detector(rule, regexp, confirm))
+            detectors.append(_Detector(rule, regexp, confirm, max_checks))
         self._detectors = tuple(detectors)
         self._any, self._which = _combined(tuple(detector.rule for detector in detectors))
         self.entity_rules: tuple[Rule, ...] = tuple(
@@ -448,15 +455,9 @@ class ContentPolicy:
         # The combined search found the leftmost match of all the patterns: none of them matches before it, so
         # locating each one can start there (RE2 still reads the text before it for \b and ^).
         start_at = first.start() if first is not None else 0
-        to_chars = _offset_converter(text, data)
+        to_chars = _CharOffsets(text, data)
         for detector in self._candidates(data):
-            for found in detector.regexp.finditer(data, start_at):
-                byte_start, byte_end = found.span()
-                if byte_start == byte_end:
-                    continue
-                start, end = to_chars(byte_start), to_chars(byte_end)
-                for span_start, span_end in detector.confirm(text, start, end):
-                    matches.append(Match(span_start, span_end, detector.rule.label, detector.rule.action))
+            matches.extend(_locate(detector, text, data, start_at, to_chars))
         return Scan(text, tuple(dict.fromkeys(matches)))
 
     def _candidates(self, data: bytes) -> list[_Detector]:
@@ -486,11 +487,50 @@ class ContentPolicy:
                     yield Match(span.start, span.end, rule.label, rule.action)
 
 
-def _offset_converter(text: str, data: bytes) -> Callable[[int], int]:
-    """UTF-8 byte offsets (what RE2 reports on bytes) to character offsets; the identity for ASCII text."""
-    if len(data) == len(text):
-        return lambda offset: offset
-    return lambda offset: len(data[:offset].decode("utf-8", errors="ignore"))
+def _locate(detector: _Detector, text: str, data: bytes, start_at: int, to_chars: _CharOffsets) -> Iterator[Match]:
+    """The confirmed matches of one detector, in order.
+
+    The Python work per candidate is bounded: past MAX_CANDIDATES_PER_FILTER candidates in one text, the rest of
+    the text from the next candidate on is one match (fail closed: all of it is redacted, flagged or blocked), and
+    past `max_checks` candidates of a costly confirmation (libphonenumber) the candidates count as found unchecked.
+    """
+    rule = detector.rule
+    for count, found in enumerate(detector.regexp.finditer(data, start_at)):
+        byte_start, byte_end = found.span()
+        if byte_start == byte_end:
+            continue
+        start, end = to_chars(byte_start), to_chars(byte_end)
+        if count >= MAX_CANDIDATES_PER_FILTER:
+            yield Match(start, len(text), rule.label, rule.action)
+            return
+        if detector.max_checks is not None and count >= detector.max_checks:
+            yield Match(start, end, rule.label, rule.action)
+            continue
+        for span_start, span_end in detector.confirm(text, start, end):
+            yield Match(span_start, span_end, rule.label, rule.action)
+
+
+class _CharOffsets:
+    """UTF-8 byte offsets (what RE2 reports on bytes) to character offsets.
+
+    RE2 reports one pattern's offsets in increasing order, so each answer decodes only the bytes since the last
+    one: converting all the matches of a pattern costs one decode of the text, not one per match.
+    """
+
+    def __init__(self, text: str, data: bytes) -> None:
+        self._data = data
+        self._ascii = len(data) == len(text)
+        self._byte = 0
+        self._char = 0
+
+    def __call__(self, offset: int) -> int:
+        if self._ascii:
+            return offset
+        if offset < self._byte:
+            self._byte = self._char = 0
+        self._char += len(self._data[self._byte : offset].decode("utf-8", errors="replace"))
+        self._byte = offset
+        return self._char
 
 
 def _combined(rules: tuple[Rule, ...]) -> tuple[Any, Any]:

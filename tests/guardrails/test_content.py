@@ -5,7 +5,9 @@ import pytest
 
 from guardrails import content
 from guardrails.content import (
+    MAX_CANDIDATES_PER_FILTER,
     MAX_PATTERN_CHARS,
+    MAX_PHONE_CHECKS,
     EntitySpan,
     Match,
     builtin_problem,
@@ -168,6 +170,27 @@ def test_offsets_are_characters_on_non_ascii_text():
     scan = policy.scan(text)
     assert [text[m.start : m.end] for m in sorted(scan.matches, key=lambda m: m.start)] == ["bob", "zoë@example.com"]
     assert scan.redacted() == "日本語 café — [REDACTED:name] mails [REDACTED:email] ✓"
+
+
+def test_every_match_of_a_pattern_on_non_ascii_text_lands_on_its_characters():
+    policy = policy_for([rule("x+", "redact", "x")], [])
+    assert policy.scan("é x ü xx 日本 xxx ✓").redacted() == "é [REDACTED:x] ü [REDACTED:x] 日本 [REDACTED:x] ✓"
+
+
+def test_a_filter_matching_past_the_bound_covers_the_rest_of_the_text():
+    """One Python step per match would let a body packed with matches cost seconds: past the bound, the rest of
+    the text from the next match on is one match (fail closed)."""
+    policy = policy_for([rule("x", "redact", "x")], [])
+    text = "x " * (MAX_CANDIDATES_PER_FILTER + 500)
+    assert policy.scan(text).redacted() == "[REDACTED:x] " * MAX_CANDIDATES_PER_FILTER + "[REDACTED:x]"
+
+
+def test_past_the_bound_of_libphonenumber_checks_phone_candidates_count_unchecked():
+    policy = policy_for([], [{"slug": "phone", "action": "flag"}])
+    invalid = " ".join(f"+1 123-456-78{n:02d}" for n in range(MAX_PHONE_CHECKS + 5))
+    scan = policy.scan(invalid)
+    assert len(scan.matches) == 5
+    assert scan.matches[0].start == invalid.index(f"+1 123-456-78{MAX_PHONE_CHECKS:02d}")
 
 
 def test_empty_text_and_empty_policy_find_nothing():
