@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
 from gateway.accounts.authentication import Caller
+from gateway.billing.services import SpendCap
 from gateway.errors import GatewayError
 from guardrails.content import (
     ACTION_RANK,
@@ -29,7 +30,7 @@ from guardrails.content import (
     policy_combine,
     policy_for,
 )
-from guardrails.selectors import GuardrailRule, guardrails_for_caller
+from guardrails.selectors import GuardrailRule, guardrails_for_caller, period_bounds
 from routing.attempts import AttemptSequence, AttemptsFailed
 from routing.canonical import CanonicalRequest, FunctionCall, FunctionCallOutput, Item, Message, TextPart
 from routing.errors import ErrorType
@@ -82,7 +83,7 @@ class GuardrailStage:
                 redacted = combined.scan(text.text, entities.get(index, ())).redacted()
                 if redacted != text.text:
                     request = text.put(request, redacted)
-        return Staged(request, entries=entries, limits=_limits(rules))
+        return Staged(request, entries=entries, limits=_limits(rules), caps=_caps(rules, ctx.caller))
 
 
 def _texts(request: CanonicalRequest) -> Iterator[_Text]:
@@ -159,6 +160,27 @@ def _rules(caller: Caller) -> list[GuardrailRule]:
 
 def _limits(rules: list[GuardrailRule]) -> tuple[RoutingLimit, ...]:
     return tuple(limit for rule in rules if (limit := _limit(rule)))
+
+
+def _caps(rules: list[GuardrailRule], caller: Caller) -> tuple[SpendCap, ...]:
+    """Each budget guardrail's cap: a member's on every key the member created, else (key, workspace default)
+    the key's own; each checked on its own, so the lowest remaining wins."""
+    caps = []
+    for rule in rules:
+        if rule.limit_usd is None:
+            continue
+        since, resets_at = period_bounds(rule.reset_interval)
+        caps.append(
+            SpendCap(
+                source=f"guardrail {rule.name}",
+                limit=rule.limit_usd,
+                since=since,
+                resets_at=resets_at,
+                include_byok=rule.include_byok_in_budgets,
+                member_user_id=caller.creator_user_id if rule.scope == "member" else None,
+            )
+        )
+    return tuple(caps)
 
 
 def _limit(rule: GuardrailRule) -> RoutingLimit | None:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 
 from django.conf import settings
 
+from gateway.billing.services import SpendCap
 from routing.canonical import (
     CanonicalRequest,
     FilePart,
@@ -37,6 +38,7 @@ class Prepared:
     suffix: str | None = None  # ":nitro" / ":floor" of the first model
     used_params: frozenset[str] = frozenset()
     limits: tuple[RoutingLimit, ...] = ()  # where pre-stages (guardrails) let the request route
+    caps: tuple[SpendCap, ...] = ()  # the budgets pre-stages (guardrails) hold it to
 
 
 def _part(part: dict):

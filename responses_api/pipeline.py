@@ -73,7 +73,12 @@ def pre_stages(prepared: Prepared, ctx: RequestContext) -> tuple[Prepared, list[
             raise error
         if isinstance(result, Staged):
             ran += result.entries
-            prepared = replace(prepared, canonical=result.request, limits=prepared.limits + result.limits)
+            prepared = replace(
+                prepared,
+                canonical=result.request,
+                limits=prepared.limits + result.limits,
+                caps=prepared.caps + result.caps,
+            )
             continue
         outcome = "passed" if result is prepared.canonical else "changed"
         ran.append(StageEntry(type=stage.type, name=stage.name, outcome=outcome))

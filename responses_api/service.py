@@ -359,6 +359,7 @@ def response_hold(*, ctx: RequestContext, prepared: Prepared, plan: RoutePlan) -
         amount=amount,
         api_key_id=ctx.caller.key_id,
         key_has_limit=ctx.caller.has_limit,
+        caps=prepared.caps,
         requested_model=plan.requested,
         workspace_id=ctx.caller.workspace_id,
     )

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from gateway.accounts.authentication import Caller
+from gateway.billing.services import SpendCap
 from gateway.errors import GatewayError
 from routing.canonical import CanonicalRequest, CanonicalResponse
 from routing.errors import ErrorType
@@ -65,11 +66,13 @@ class StageEntry:
 @dataclass(frozen=True, slots=True)
 class Staged:
     """A pre-stage's result with more than the request: its own pipeline entries (instead of the default
-    passed/changed one) and limits the plan must honour (a guardrail's models, providers, data policy)."""
+    passed/changed one), limits the plan must honour (a guardrail's models, providers, data policy) and budgets
+    the credit hold must fit in."""
 
     request: CanonicalRequest
     entries: tuple[StageEntry, ...] = ()
     limits: tuple[RoutingLimit, ...] = ()
+    caps: tuple[SpendCap, ...] = ()  # budgets the credit hold must fit in
 
 
 class PreStage(Protocol):

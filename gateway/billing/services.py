@@ -13,10 +13,10 @@ from typing import Any
 from uuid import UUID
 
 from django.db import connection, transaction
-from django.db.models import F
+from django.db.models import Case, DecimalField, F, Q, Sum, Value, When
 from django.utils import timezone
 
-from gateway.accounts.models import Account, ApiKey
+from gateway.accounts.models import Account, ApiKey, Member
 from gateway.billing.generations import OUTCOME_FIELDS, GenerationRecord, generation_id_new, generation_outcome
 from gateway.billing.models import IN_PROGRESS, EntryKind, Generation, LedgerEntry
 from gateway.billing.selectors import key_open_holds, key_usage_in_window, window_starts
@@ -30,6 +30,7 @@ STALE_HOLD_SECONDS = 6 * 3600
 HOLD_EXPIRED = "hold_expired"  # the error_type of a generation whose hold expired unsettled
 _LIFETIME = datetime(1970, 1, 1, tzinfo=UTC)  # the start of a lifetime limit's window
 _PLACES = Decimal("1e-12")  # the money columns' scale
+_MONEY_FIELD = DecimalField(max_digits=24, decimal_places=12)
 _WIDE = Context(prec=100)  # room for any amount a request could ask for: one beyond the balance is a 402, not a 500
 _COLUMN_LIMIT = Decimal("1e12")  # numeric(24, 12) holds less than this
 
@@ -69,6 +70,24 @@ def credits_topup(*, account_id: UUID, amount: Decimal, note: str = "", kind: st
         return LedgerEntry.objects.create(account_id=account_id, kind=kind, amount=amount, note=note)
 
 
+@dataclass(frozen=True, slots=True)
+class SpendCap:
+    """A budget the hold must fit in, set by the caller's policy (a guardrail): what the key spent (or, with
+    `member_user_id`, every key that member created) since `since` (None: ever), plus its open holds, plus this
+    hold, at most `limit`. BYOK requests count at their list price only with `include_byok`."""
+
+    source: str  # named in the refusal: 'guardrail "Team policy"'
+    limit: Decimal
+    since: datetime | None
+    resets_at: datetime | None
+    include_byok: bool = False
+    member_user_id: str | None = None  # a member's budget; else the key's
+
+
+class SpendCapExceeded(GatewayError):
+    status = 403
+
+
 def credits_reserve(
     *,
     account_id: UUID,
@@ -78,6 +97,7 @@ def credits_reserve(
     generation_id: str = "",
     requested_model: str = "",
     workspace_id: UUID | None = None,
+    caps: tuple[SpendCap, ...] = (),
 ) -> ReservationHandle:
     """Hold `amount` before an upstream call by opening the request's generation record (a new id unless given);
     402 when the spendable balance (or the key's limit) cannot cover it. A 402 first expires the account's stale
@@ -94,12 +114,53 @@ def credits_reserve(
         raise PaymentRequired(MSG_INSUFFICIENT, metadata={"required": float(hold["amount"])})
     check_limit = api_key_id is not None and key_has_limit
     try:
-        _hold(hold, check_limit=check_limit)
+        _hold_within(caps, hold, check_limit=check_limit)
     except PaymentRequired:
         if not holds_expire(older_than_seconds=STALE_HOLD_SECONDS, account_id=account_id):
             raise
-        _hold(hold, check_limit=check_limit)
+        _hold_within(caps, hold, check_limit=check_limit)
     return ReservationHandle(id=hold["id"], account_id=account_id, api_key_id=api_key_id, amount=hold["amount"])
+
+
+def _hold_within(caps: tuple[SpendCap, ...], hold: dict[str, Any], *, check_limit: bool) -> None:
+    """The hold, inside the caller's spend caps when it has any: then one transaction that first locks the rows
+    the caps are counted under (the key's; a member's), so concurrent requests of one assignee check in turn and
+    together never pass a cap by more than one request's hold... which the check includes: they never pass it."""
+    if not caps:
+        _hold(hold, check_limit=check_limit)
+        return
+    with transaction.atomic():
+        if hold["key"] is not None:
+            ApiKey.objects.select_for_update(no_key=True).filter(pk=hold["key"]).values_list("pk").first()
+        for cap in caps:
+            if cap.member_user_id is not None:
+                members = Member.objects.filter(account_id=hold["account"], user_id=cap.member_user_id)
+                members.select_for_update(no_key=True).values_list("pk").first()
+            spent = _cap_spend(cap, account_id=hold["account"], api_key_id=hold["key"])
+            if spent + hold["amount"] > cap.limit:
+                resets = f"; it resets at {cap.resets_at.isoformat()}" if cap.resets_at else ""
+                raise SpendCapExceeded(
+                    f"Request blocked by {cap.source}: its budget of ${cap.limit.normalize():f} is spent"
+                    f" (${spent.normalize():f} used or held){resets}"
+                )
+        _hold(hold, check_limit=check_limit)
+
+
+def _cap_spend(cap: SpendCap, *, account_id: UUID, api_key_id: int | None) -> Decimal:
+    """Spent since the cap's start (BYOK at list price when counted) plus what is held now, for its assignee."""
+    rows = Generation.objects.filter(account_id=account_id)
+    if cap.member_user_id is not None:
+        rows = rows.filter(api_key__creator__user_id=cap.member_user_id)
+    else:
+        rows = rows.filter(api_key_id=api_key_id)
+    if cap.since is not None:
+        rows = rows.filter(created_at__gte=cap.since)
+    byok_cost = F("upstream_cost") if cap.include_byok else Value(Decimal(0))
+    totals = rows.aggregate(
+        spent=Sum(Case(When(is_byok=True, then=byok_cost), default=F("cost"), output_field=_MONEY_FIELD)),
+        held=Sum("held", filter=Q(status=IN_PROGRESS)),
+    )
+    return (totals["spent"] or Decimal(0)) + (totals["held"] or Decimal(0))
 
 
 def _hold(hold: dict[str, Any], *, check_limit: bool) -> None:

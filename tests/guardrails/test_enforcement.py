@@ -3,7 +3,13 @@
 provider, a flag recorded, and model/provider/data limits changing where a request routes (403 when they
 leave nothing). The guardrail is assigned to the caller's key unless the test says otherwise."""
 
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+from decimal import Decimal
+
 import pytest
+from django.db import connection
+from django.utils import timezone
 
 from gateway.billing.models import Generation
 from tests.support import assert_error_envelope
@@ -146,3 +152,57 @@ def test_models_the_guardrails_allow_nothing_of_are_not_listed(alice, standin_ca
     assert "standin/echo" in listed(alice)
     guardrail(alice, ignored_models=["standin/*"])
     assert "standin/echo" not in listed(alice)
+
+
+def spent_and_held(persona) -> Decimal:
+    rows = Generation.objects.filter(api_key__hash=persona.provisioned.inference_key.key.hash)
+    return sum((row.cost + (row.held if row.status == "in_progress" else 0) for row in rows), Decimal(0))
+
+
+def one_request_costs(persona) -> tuple[Decimal, Decimal]:
+    """(what a request holds, what it is charged), measured before any guardrail, then forgotten."""
+    response = ask(persona, "Hello")
+    generation = Generation.objects.get(pk=response["X-Generation-Id"])
+    generation.delete()
+    return generation.held, generation.cost
+
+
+def test_a_budget_refuses_once_spent_naming_the_guardrail_and_its_reset(alice, standin_catalog):
+    held, cost = one_request_costs(alice)
+    limit = held + cost * 5 / 2  # a request fits while the spend is at most two and a half requests
+    guardrail(alice, limit_usd=float(limit), reset_interval="daily")
+    statuses = [ask(alice, "Hello").status_code for _ in range(6)]
+    assert statuses == [200, 200, 200, 403, 403, 403]
+    body = assert_error_envelope(ask(alice, "Hello"), 403)
+    assert "guardrail Team policy" in body["error"]["message"] and "resets at" in body["error"]["message"]
+    assert spent_and_held(alice) <= limit
+
+
+def test_a_budget_resets_with_its_period(alice, standin_catalog):
+    held, cost = one_request_costs(alice)
+    guardrail(alice, limit_usd=float(held + cost / 2), reset_interval="daily")
+    assert [ask(alice, "Hello").status_code for _ in range(3)] == [200, 403, 403]
+    Generation.objects.filter(api_key__hash=alice.provisioned.inference_key.key.hash).update(
+        created_at=timezone.now() - timedelta(days=2)
+    )  # the spend was the day before yesterday: today's period starts empty
+    assert ask(alice, "Hello").status_code == 200
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_requests_never_overshoot_a_budget(alice, standin_catalog):
+    if connection.vendor != "postgresql":
+        pytest.skip("row locks: PostgreSQL")
+    held, cost = one_request_costs(alice)
+    limit = held + 5 * cost
+    guardrail(alice, limit_usd=float(limit))
+    client = alice.client()
+
+    def one(_):
+        response = client.post("/api/v1/responses", {"model": "standin/echo", "input": "Hello there"}, format="json")
+        connection.close()
+        return response.status_code
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        statuses = list(pool.map(one, range(24)))
+    assert set(statuses) <= {200, 403} and 200 in statuses and 403 in statuses
+    assert spent_and_held(alice) <= limit
