@@ -78,9 +78,12 @@ class GuardrailStage:
                     entries=entries,
                 )
         if any(_patterns(rule_scans, "redact") for rule_scans in scans):
-            combined = policy_combine(policies)
+            # One guardrail: its scans are the combined ones; several: their filters together, once more.
+            combined = scans[0] if len(policies) == 1 else None
+            policy = policy_combine(policies)
             for index, text in enumerate(texts):
-                redacted = combined.scan(text.text, entities.get(index, ())).redacted()
+                scan = combined[index] if combined else policy.scan(text.text, entities.get(index, ()))
+                redacted = scan.redacted()
                 if redacted != text.text:
                     request = text.put(request, redacted)
         return Staged(request, entries=entries, limits=_limits(rules), caps=_caps(rules, ctx.caller))

@@ -88,6 +88,12 @@ elif env.bool("DB_POOL", default=True):
 PIPELINE_PRE_STAGES = ["guardrails.stage.GuardrailStage"]
 PIPELINE_POST_STAGES: list[str] = []
 
+# Guardrails (guardrails/content.py): the catalog model that finds person names and addresses for the
+# `person-name` / `address` builtins ("" = none: guardrails using them are refused), and the region whose
+# national phone number forms the `phone` builtin knows.
+GUARDRAILS_ENTITY_MODEL = env.str("GUARDRAILS_ENTITY_MODEL", default="")
+GUARDRAILS_PHONE_REGION = env.str("GUARDRAILS_PHONE_REGION", default="US")
+
 # Each process re-reads the version counters of its in-process caches (API keys, the catalog) at most this
 # often, in seconds: a key disabled or deleted, or a catalog change, is seen everywhere within it.
 CACHE_VERSION_CHECK_SECONDS = env.float("CACHE_VERSION_CHECK_SECONDS", default=0.5)

@@ -3,6 +3,8 @@
 provider, a flag recorded, and model/provider/data limits changing where a request routes (403 when they
 leave nothing). The guardrail is assigned to the caller's key unless the test says otherwise."""
 
+import dataclasses
+import json
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from decimal import Decimal
@@ -206,3 +208,35 @@ def test_concurrent_requests_never_overshoot_a_budget(alice, standin_catalog):
         statuses = list(pool.map(one, range(24)))
     assert set(statuses) <= {200, 403} and 200 in statuses and 403 in statuses
     assert spent_and_held(alice) <= limit
+
+
+@pytest.fixture
+def entity_model(settings, standin_catalog):
+    """The stand-in as the entity model, answering what the test sets."""
+    settings.GUARDRAILS_ENTITY_MODEL = "standin/echo"
+    original = standin_catalog.script
+
+    def answer(text: str) -> None:
+        standin_catalog.script = dataclasses.replace(original, text=text)
+
+    yield answer
+    standin_catalog.script = original
+
+
+def test_person_names_found_by_the_entity_model_are_redacted(alice, standin_catalog, entity_model):
+    guardrail(alice, content_filter_builtins=[{"slug": "person-name", "action": "redact"}])
+    entity_model(json.dumps({"person-name": ["Jane Doe"]}))
+    response = ask(alice, "Please call Jane Doe about the order")
+    assert response.status_code == 200, response.content
+    asked, sent = upstream_calls(standin_catalog)  # the entity model first, then the request itself
+    assert "Jane Doe" in str(asked["body"])
+    assert "Jane Doe" not in str(sent["body"]) and "[REDACTED:person-name]" in str(sent["body"])
+    assert "model:standin/echo" in response.json()["gateway_metadata"]["pipeline"][0]["data"]["engines"]
+
+
+def test_an_entity_model_answer_that_is_not_the_json_asked_fails_closed(alice, standin_catalog, entity_model):
+    guardrail(alice, content_filter_builtins=[{"slug": "address", "action": "block"}])
+    entity_model("Sure! I found no addresses.")
+    body = assert_error_envelope(ask(alice, "Ship to 1 Main Street"), 503)
+    assert "not sent unchecked" in body["error"]["message"]
+    assert len(upstream_calls(standin_catalog)) == 1  # only the entity model was asked
