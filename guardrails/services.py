@@ -6,7 +6,7 @@ from uuid import UUID
 
 from django.db import transaction
 
-from gateway.accounts.models import ApiKey, Member
+from gateway.accounts.models import ApiKey, Member, Workspace
 from gateway.versions.counters import version_bump
 from guardrails.models import Guardrail, GuardrailKeyAssignment, GuardrailMemberAssignment
 from guardrails.selectors import VERSION
@@ -57,7 +57,10 @@ def guardrail_update(*, guardrail: Guardrail, changes: dict) -> Guardrail:
 
 
 def _clear_default(*, workspace_id: UUID, keep: UUID | None = None) -> None:
-    """The workspace's current default stops being one (a workspace has at most one)."""
+    """The workspace's current default stops being one (a workspace has at most one). The workspace row is
+    locked first, so two requests making different guardrails the default take turns: the later one wins,
+    instead of one of them tripping the one-default constraint."""
+    Workspace.objects.select_for_update().filter(pk=workspace_id).first()
     defaults = Guardrail.objects.filter(workspace_id=workspace_id, is_workspace_default=True)
     if keep is not None:
         defaults = defaults.exclude(pk=keep)

@@ -2,19 +2,23 @@
 assigning moves), what `guardrails_for_caller` then answers (and how soon after a change), and the
 current-period spend and reset time a record shows."""
 
+import threading
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
+from django.db import connection, connections
 from django.utils import timezone
 
 from gateway.accounts.models import ApiKey, Member
 from gateway.accounts.services import api_key_create
 from gateway.billing.models import Generation
+from gateway.billing.provisioning import account_provision
 from gateway.versions.models import Version
 from guardrails.models import Guardrail, GuardrailKeyAssignment, GuardrailMemberAssignment
 from guardrails.selectors import guardrail_usage, guardrails_for_caller, period_bounds
-from tests.support import assert_error_envelope
+from guardrails.services import guardrail_create, guardrail_keys_assign, guardrail_update
+from tests.support import Persona, assert_error_envelope
 
 
 def create(client, name: str = "team", **body) -> str:
@@ -312,3 +316,47 @@ def test_workspace_default_counts_only_requests_no_assignment_covers(alice, prov
     spend(alice, None, "0.25")  # a deleted key's request in this workspace
     usage = guardrail_usage(guardrail=Guardrail.objects.get(pk=default))
     assert usage.usage == Decimal("0.75") and usage.resets_at is None
+
+
+# ---- concurrent writes -------------------------------------------------------------------------------------
+
+
+def race(count: int, work) -> None:
+    """Run work(index) in `count` threads released at once; any exception fails the test."""
+    barrier, errors = threading.Barrier(count), []
+
+    def attempt(index: int) -> None:
+        try:
+            barrier.wait()
+            work(index)
+        except Exception as exc:  # noqa: BLE001  (reported below with the others)
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    workers = [threading.Thread(target=attempt, args=(i,)) for i in range(count)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert errors == []
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="needs real concurrent transactions")
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_defaults_and_moves_leave_one_of_each():
+    carol = Persona(account_provision(name="carol", plan="payg", credits=Decimal(1)))
+    workspace = carol.provisioned.workspace_id
+    guardrails = [
+        guardrail_create(account_id=carol.account_id, workspace_id=workspace, fields={"name": f"g{i}"})
+        for i in range(8)
+    ]
+    key = carol.provisioned.inference_key.key
+
+    def work(index: int) -> None:
+        guardrail_update(guardrail=guardrails[index], changes={"is_workspace_default": True})
+        guardrail_keys_assign(guardrail=guardrails[index], keys=[key])
+
+    race(len(guardrails), work)
+    assert Guardrail.objects.filter(workspace_id=workspace, is_workspace_default=True).count() == 1
+    assert GuardrailKeyAssignment.objects.filter(api_key=key).count() == 1
