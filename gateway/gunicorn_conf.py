@@ -17,7 +17,7 @@ wsgi_app = "gateway.wsgi:application"
 # gthread, answering protocol errors (malformed requests gunicorn refuses itself) in the JSON error body.
 worker_class = "gateway.gunicorn_worker.JsonErrorThreadWorker"
 workers = int(os.environ.get("WEB_CONCURRENCY", "2"))
-threads = int(os.environ.get("GUNICORN_THREADS", "256"))
+threads = int(os.environ.get("GUNICORN_THREADS", "512"))  # 2 x 512: 1,000 streams open at once
 timeout = 120
 graceful_timeout = 10
 keepalive = 5
