@@ -235,3 +235,16 @@ def test_test_this_text_shows_blocks_redactions_and_flags(staff, alice, provider
     assert "Nothing matched" in clean
     anonymous = Client()
     assert anonymous.get(url).status_code == 302  # to the admin login
+
+
+def test_add_with_inline_assignments_and_a_disabled_key_refused(staff, alice, providers):
+    live = api_key_create(account_id=alice.account_id, name="live").key
+    disabled = api_key_create(account_id=alice.account_id, name="off").key
+    disabled.disabled = True
+    disabled.save()
+    refused(
+        staff.post(ADD, form(alice, **inline("key_assignments", [{"api_key": disabled.pk}]))), "This key is disabled"
+    )
+    assert not Guardrail.objects.exists()
+    assert staff.post(ADD, form(alice, **inline("key_assignments", [{"api_key": live.pk}]))).status_code == 302
+    assert GuardrailKeyAssignment.objects.get(api_key=live).guardrail.name == "staff-made"
