@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.core.cache import cache, caches
 from django.core.cache.backends.base import BaseCache
 from redis.commands.core import Script
@@ -201,12 +202,14 @@ def health_record(
     """One attempt's outcome, appended atomically (concurrent writers lose nothing) in one round trip; the
     newest FAILURES_TO_TRIP outcomes and MAX_SAMPLES successful samples are kept, older ones age out."""
     attempt = Attempt(endpoint_id, repr(now()), ok, (_number(latency_s), _number(ttft_s), _number(throughput)))
+    _memo().pop(endpoint_id, None)  # this process sees its own attempts at once
     _shared_or_local(
         lambda backend: _redis_push(backend, attempt), lambda local, extras: _local_push(local, extras, attempt)
     )
 
 
 def health_reset(*, endpoint_id: int) -> None:
+    _memo().pop(endpoint_id, None)
     cache.delete_many(_redis_keys(endpoint_id))
 
 
@@ -245,15 +248,40 @@ def _local_stats(found: dict[str, list], endpoint_id: int, current: float) -> En
 
 
 def endpoint_stats(endpoint_ids: list[int]) -> dict[int, EndpointStats]:
-    """The stats of every endpoint, read in one round trip."""
+    """The stats of every endpoint: as this process read them within STATS_REFRESH_SECONDS (its own attempts
+    drop them at once), the others read in one round trip."""
     current = now()
+    known = _memo()
+    stale = [i for i in endpoint_ids if i not in known or known[i][0] < current - STATS_REFRESH_SECONDS]
+    if stale:
 
-    def local(backend: BaseCache, extras: LocalExtras | None) -> dict[int, EndpointStats]:
-        keys = [key for i in endpoint_ids for key in (_outcomes_key(i), _samples_key(i))]
-        found = lists_get(keys=keys, backend=backend)
-        return {i: _local_stats(found, i, current) for i in endpoint_ids}
+        def local(backend: BaseCache, extras: LocalExtras | None) -> dict[int, EndpointStats]:
+            keys = [key for i in stale for key in (_outcomes_key(i), _samples_key(i))]
+            found = lists_get(keys=keys, backend=backend)
+            return {i: _local_stats(found, i, current) for i in stale}
 
-    return _shared_or_local(lambda backend: _redis_stats(backend, endpoint_ids, current), local)
+        for endpoint_id, stats in _shared_or_local(
+            lambda backend: _redis_stats(backend, stale, current), local
+        ).items():
+            known[endpoint_id] = (current, stats)
+    return {i: known[i][1] for i in endpoint_ids}
+
+
+# Stats read recently, per configured cache (tests swap them; Django's backend objects are per thread):
+# endpoint id -> (when read, stats). Reading every candidate's stats from Redis on every request was a quarter
+# of a request's CPU; routing does not need them fresher than STATS_REFRESH_SECONDS.
+STATS_REFRESH_SECONDS = 1.0
+_read: dict[tuple[str, str], dict[int, tuple[float, EndpointStats]]] = {}
+
+
+def _memo() -> dict[int, tuple[float, EndpointStats]]:
+    configured = settings.CACHES["default"]
+    return _read.setdefault((configured["BACKEND"], str(configured.get("LOCATION", ""))), {})
+
+
+def stats_forget() -> None:
+    """Drop what this process read (the cache was cleared under it)."""
+    _read.clear()
 
 
 STICKY_TTL = 300

@@ -16,7 +16,10 @@ def _fresh_cache():
     """Health, stickiness and throttle state live in the cache: every test starts without any."""
     from django.core.cache import cache
 
+    from routing.health import stats_forget
+
     cache.clear()
+    stats_forget()
     yield
     cache.clear()
 

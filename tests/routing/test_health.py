@@ -142,6 +142,9 @@ def test_one_round_trip_per_attempt_and_per_request(private_redis, monkeypatch):
         assert calls == ["EVALSHA"]  # one script call reads three endpoints
         assert stats[1].samples == 2 and stats[2].samples == 0 and stats[2].latency is None
         assert stats[1].latency == {"p50": 0.2, "p75": 0.2, "p90": 0.2, "p99": 0.2}
+        calls.clear()
+        health.endpoint_stats([1, 2, 3])
+        assert calls == []  # read less than STATS_REFRESH_SECONDS ago: nothing to ask
 
     raw = private_redis.client()
     with override_settings(CACHES=redis_caches(private_redis.url)):
@@ -169,3 +172,28 @@ def test_redis_dying_mid_run_keeps_routing_verdicts_in_process(private_redis):
         health.health_record(endpoint_id=5, ok=False)
         assert not health.endpoint_stats([5])[5].healthy
         assert cache_status()["state"] == "degraded"
+
+
+def _recorded_elsewhere(endpoint_id: int, ok: bool, latency_s: float | None = None) -> None:
+    """An attempt another process recorded: it reaches the shared store, not this process's recent reads."""
+    attempt = health.Attempt(endpoint_id, repr(health.now()), ok, (health._number(latency_s), "-", "-"))
+    health._shared_or_local(
+        lambda shared: health._redis_push(shared, attempt),
+        lambda local, extras: health._local_push(local, extras, attempt),
+    )
+
+
+def test_stats_are_reread_within_a_second_and_own_attempts_at_once(backend, clock):
+    health.health_record(endpoint_id=5, ok=True, latency_s=1.0)
+    assert health.endpoint_stats([5])[5].samples == 1
+    _recorded_elsewhere(5, True, latency_s=2.0)
+    assert health.endpoint_stats([5])[5].samples == 1  # read less than a second ago
+    clock[0] += health.STATS_REFRESH_SECONDS + 0.1
+    assert health.endpoint_stats([5])[5].samples == 2
+    _recorded_elsewhere(5, False)
+    _recorded_elsewhere(5, False)
+    assert health.endpoint_stats([5])[5].healthy is True  # not yet seen here
+    clock[0] += health.STATS_REFRESH_SECONDS + 0.1
+    assert health.endpoint_stats([5])[5].healthy is False  # within the second
+    health.health_record(endpoint_id=5, ok=True, latency_s=1.0)
+    assert health.endpoint_stats([5])[5].healthy is True  # this process's own attempt: at once
