@@ -14,7 +14,13 @@ from gateway.accounts.apis import ApiKeyDetailApi, ApiKeyListCreateApi, CurrentK
 from gateway.billing.apis import CreditsApi, GenerationApi
 from guardrails.urls import urlpatterns as guardrail_urls
 from responses_api.apis import ResponseCreateApi
-from routing.apis import AccountRoutingSettingsApi, ModelEndpointsApi, ModelListApi, ProviderListApi
+from routing.apis import (
+    AccountRoutingSettingsApi,
+    ModelEndpointsApi,
+    ModelListApi,
+    ProviderListApi,
+    UserModelListApi,
+)
 
 
 class SegmentConverter:
@@ -39,6 +45,7 @@ api_v1 = [
     path("generation", GenerationApi.as_view(), name="generation"),
     path("responses", ResponseCreateApi.as_view(), name="responses"),
     path("models", ModelListApi.as_view(), name="models"),
+    path("models/user", UserModelListApi.as_view(), name="models-user"),
     path("models/<segment:author>/<segment:slug>/endpoints", ModelEndpointsApi.as_view(), name="model-endpoints"),
     path("providers", ProviderListApi.as_view(), name="providers"),
     path("byok", ByokListCreateApi.as_view(), name="byok"),

@@ -6,7 +6,7 @@ from gateway.accounts.permissions import IsManagementKey
 from gateway.api import error_responses
 from gateway.errors import NotFound
 from routing import selectors
-from routing.limits import allowed_by, limits_for
+from routing.limits import RoutingLimit, allowed_by, limits_for
 from routing.preferences import account_defaults
 from routing.serializers import (
     AccountRoutingEnvelopeSerializer,
@@ -21,6 +21,7 @@ from routing.serializers import (
     model_record,
 )
 from routing.services import account_routing_update
+from routing.snapshot import current_snapshot
 
 MSG_MODEL_NOT_FOUND = "Model not found"
 
@@ -43,7 +44,7 @@ class ModelListApi(APIView):
             output_modalities=query.as_list(params.get("output_modalities")),
             providers=query.as_list(params.get("providers")),
         )
-        limits = limits_for(request.user)  # the caller's guardrails hide the models they allow no endpoint of
+        limits = self.caller_limits(request)
         if limits:
             models = [m for m in models if allowed_by(limits, selectors.endpoints_for_model(model_id=m.id))]
         total = len(models)
@@ -52,10 +53,40 @@ class ModelListApi(APIView):
         page = models[offset : offset + limit] if ("limit" in params or "offset" in params) else models
         next_link = None
         if offset + len(page) < total:
-            next_link = f"/api/v1/models?offset={offset + len(page)}&limit={limit}"
+            next_link = f"{request.path}?offset={offset + len(page)}&limit={limit}"
         return Response(
             {"data": [model_record(model) for model in page], "total_count": total, "links": {"next": next_link}}
         )
+
+    def caller_limits(self, request) -> tuple[RoutingLimit, ...]:
+        """The caller's guardrails hide the models they allow no endpoint of."""
+        return limits_for(request.user)
+
+
+class UserModelListApi(ModelListApi):
+    """GET /models/user: the models this caller can route to, by its guardrails and its account's routing
+    settings (allowed and ignored providers, ZDR, data collection)."""
+
+    @extend_schema(
+        operation_id="listModelsUser",
+        tags=["Models"],
+        parameters=[ModelListQuerySerializer],
+        responses={200: ModelListSerializer, **error_responses(400, 401, 429, 500)},
+    )
+    def get(self, request):
+        return super().get(request)
+
+    def caller_limits(self, request) -> tuple[RoutingLimit, ...]:
+        own = limits_for(request.user)
+        defaults = account_defaults(account_id=request.user.account_id, snapshot=current_snapshot())
+        account = RoutingLimit(
+            source="the account's routing settings",
+            allowed_providers=defaults.allowed_providers or None,
+            ignored_providers=defaults.ignored_providers or None,
+            zdr=defaults.enforce_zdr,
+            deny_data_collection=defaults.data_collection == "deny",
+        )
+        return own + ((account,) if account != RoutingLimit(source=account.source) else ())
 
 
 class ModelEndpointsApi(APIView):

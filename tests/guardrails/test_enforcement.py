@@ -242,3 +242,20 @@ def test_an_entity_model_answer_that_is_not_the_json_asked_fails_closed(alice, s
     body = assert_error_envelope(ask(alice, "Ship to 1 Main Street"), 503)
     assert "not sent unchecked" in body["error"]["message"]
     assert len(upstream_calls(standin_catalog)) == 1  # only the entity model was asked
+
+
+def test_the_user_listing_also_follows_the_account_routing_settings(alice, standin_catalog):
+    def user_listed() -> set[str]:
+        response = alice.client().get("/api/v1/models/user")
+        assert response.status_code == 200
+        return {model["id"] for model in response.json()["data"]}
+
+    assert "standin/echo" in user_listed()
+    settings_response = alice.client(management=True).patch(
+        "/api/v1/routing/settings",
+        {"ignored_providers": ["standin-chat", "standin-responses", "standin-anthropic"]},
+        format="json",
+    )
+    assert settings_response.status_code == 200, settings_response.content
+    assert "standin/echo" not in user_listed()
+    assert "standin/echo" in listed(alice)  # the plain listing shows the catalog, less the guardrails' limits
