@@ -202,7 +202,9 @@ def health_record(
     """One attempt's outcome, appended atomically (concurrent writers lose nothing) in one round trip; the
     newest FAILURES_TO_TRIP outcomes and MAX_SAMPLES successful samples are kept, older ones age out."""
     attempt = Attempt(endpoint_id, repr(now()), ok, (_number(latency_s), _number(ttft_s), _number(throughput)))
-    _memo().pop(endpoint_id, None)  # this process sees its own attempts at once
+    known = _memo().get(endpoint_id)
+    if known is not None and (not ok or not known[1].healthy):
+        del _memo()[endpoint_id]  # a change of verdict this process caused: seen here at once
     _shared_or_local(
         lambda backend: _redis_push(backend, attempt), lambda local, extras: _local_push(local, extras, attempt)
     )
@@ -248,8 +250,9 @@ def _local_stats(found: dict[str, list], endpoint_id: int, current: float) -> En
 
 
 def endpoint_stats(endpoint_ids: list[int]) -> dict[int, EndpointStats]:
-    """The stats of every endpoint: as this process read them within STATS_REFRESH_SECONDS (its own attempts
-    drop them at once), the others read in one round trip."""
+    """The stats of every endpoint: as this process read them within STATS_REFRESH_SECONDS (its own failures,
+    and its own successes on an endpoint it holds unhealthy, drop them at once), the others read in one round
+    trip."""
     current = now()
     known = _memo()
     stale = [i for i in endpoint_ids if i not in known or known[i][0] < current - STATS_REFRESH_SECONDS]

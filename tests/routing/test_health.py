@@ -114,6 +114,7 @@ def test_lists_stay_capped_and_lose_nothing_under_concurrent_writers(backend):
     burst()
     assert health.endpoint_stats([3])[3].samples == writers * per_writer  # 160 written at once, 160 kept
     burst()
+    health.stats_forget()  # what is stored, not what this process read a moment ago
     assert health.endpoint_stats([3])[3].samples == health.MAX_SAMPLES  # 320 written, the newest 200 kept
 
 
@@ -138,6 +139,7 @@ def test_one_round_trip_per_attempt_and_per_request(private_redis, monkeypatch):
         health.health_record(endpoint_id=1, ok=True, latency_s=0.2, ttft_s=0.05, throughput=30.0)
         assert calls == ["EVALSHA"]  # one script call appends to both lists
         calls.clear()
+        health.stats_forget()
         stats = health.endpoint_stats([1, 2, 3])
         assert calls == ["EVALSHA"]  # one script call reads three endpoints
         assert stats[1].samples == 2 and stats[2].samples == 0 and stats[2].latency is None
@@ -183,7 +185,7 @@ def _recorded_elsewhere(endpoint_id: int, ok: bool, latency_s: float | None = No
     )
 
 
-def test_stats_are_reread_within_a_second_and_own_attempts_at_once(backend, clock):
+def test_stats_are_reread_within_a_second_and_own_verdict_changes_at_once(backend, clock):
     health.health_record(endpoint_id=5, ok=True, latency_s=1.0)
     assert health.endpoint_stats([5])[5].samples == 1
     _recorded_elsewhere(5, True, latency_s=2.0)
@@ -196,4 +198,7 @@ def test_stats_are_reread_within_a_second_and_own_attempts_at_once(backend, cloc
     clock[0] += health.STATS_REFRESH_SECONDS + 0.1
     assert health.endpoint_stats([5])[5].healthy is False  # within the second
     health.health_record(endpoint_id=5, ok=True, latency_s=1.0)
-    assert health.endpoint_stats([5])[5].healthy is True  # this process's own attempt: at once
+    assert health.endpoint_stats([5])[5].healthy is True  # this process's own success on it: at once
+    health.health_record(endpoint_id=5, ok=False)
+    health.health_record(endpoint_id=5, ok=False)
+    assert health.endpoint_stats([5])[5].healthy is False  # its own failures: at once
