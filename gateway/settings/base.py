@@ -88,6 +88,9 @@ elif env.bool("DB_POOL", default=True):
 PIPELINE_PRE_STAGES = ["guardrails.stage.GuardrailStage"]
 PIPELINE_POST_STAGES: list[str] = []
 
+# Routing health bookkeeping (routing/health.py) is queued by requests and sent by one thread per process.
+HEALTH_WRITE_BEHIND = env.bool("HEALTH_WRITE_BEHIND", default=True)
+
 # Guardrails (guardrails/content.py): the catalog model that finds person names and addresses for the
 # `person-name` / `address` builtins ("" = none: guardrails using them are refused), and the region whose
 # national phone number forms the `phone` builtin knows.

@@ -3,6 +3,7 @@
 from .base import *  # noqa: F403
 from .base import DATABASES
 
+HEALTH_WRITE_BEHIND = False  # tests read what they just recorded (tests/routing/test_health.py covers it on)
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 GATEWAY_ENCRYPTION_KEYS = "test1:" + "A" * 43 + "="
 STORAGES = {

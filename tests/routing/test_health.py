@@ -202,3 +202,24 @@ def test_stats_are_reread_within_a_second_and_own_verdict_changes_at_once(backen
     health.health_record(endpoint_id=5, ok=False)
     health.health_record(endpoint_id=5, ok=False)
     assert health.endpoint_stats([5])[5].healthy is False  # its own failures: at once
+
+
+@pytest.fixture
+def write_behind(settings):
+    settings.HEALTH_WRITE_BEHIND = True
+    yield health._writer
+    health._writer.flush()
+
+
+def test_write_behind_sends_what_requests_queue_in_batches(backend, write_behind):
+    """Production mode: a request only queues its attempt; the process's writer sends them, many per round
+    trip, and nothing is lost."""
+    for n in range(60):
+        health.health_record(endpoint_id=7, ok=True, latency_s=float(n))
+    health.health_record(endpoint_id=8, ok=False)
+    health.health_record(endpoint_id=8, ok=False)
+    write_behind.flush()
+    health.stats_forget()  # what reached the store, not this process's view
+    stats = health.endpoint_stats([7, 8])
+    assert stats[7].samples == 60 and stats[7].latency is not None and stats[7].latency["p99"] == 59.0
+    assert stats[8].healthy is False
