@@ -12,7 +12,7 @@ from django.conf import settings
 from responses_api import stages
 from responses_api.errors import final_error
 from responses_api.render import failure_error
-from responses_api.service import ResponseRun, response_abandon
+from responses_api.service import ResponseRun, Settled, response_abandon
 from responses_api.stream_render import DONE, KEEPALIVE, StreamRenderer
 from routing.accumulate import replay
 from routing.attempts import AttemptsFailed, AttemptStream, release_db_connection
@@ -99,20 +99,13 @@ def _relay(run: ResponseRun, stream: AttemptStream, renderer: StreamRenderer) ->
         try:
             response = stages.post_stages(response, run.ctx, run.pipeline)
         except StageBlocked as blocked:
-            _settle_blocked(run, response, stream)
+            _settle_served(run, response, stream)
             yield from _blocked_in_band(run, renderer, blocked)
             return
         closing = renderer.render(replay(response))
     else:
         closing = renderer.render(stream.fold.close())
-    settled = run.close(
-        status=response.status,
-        served=run.served,
-        usage=response.usage,
-        upstream_id=response.upstream_id,
-        finish_reason=response.incomplete_reason or "stop",
-        ttft_ms=_ttft_ms(run, stream),
-    )
+    settled = _settle_served(run, response, stream)
     result = run.result(response, served=run.served, items=renderer.items, settled=settled)
     kind = "response.incomplete" if response.status == "incomplete" else "response.completed"
     yield closing + renderer.lifecycle(kind, result)
@@ -152,10 +145,10 @@ def _failed(run: ResponseRun, renderer: StreamRenderer, error_type: str, message
     return renderer.error(code=body["code"], message=body["message"]) + renderer.lifecycle("response.failed", failed)
 
 
-def _settle_blocked(run: ResponseRun, response: CanonicalResponse, stream: AttemptStream) -> None:
-    """The tokens were generated: billed as served, then refused (as on the JSON path)."""
+def _settle_served(run: ResponseRun, response: CanonicalResponse, stream: AttemptStream) -> Settled:
+    """The answer was generated: billed as served (a post-stage's refusal too, as on the JSON path)."""
     assert run.served is not None
-    run.close(
+    return run.close(
         status=response.status,
         served=run.served,
         usage=response.usage,
