@@ -32,7 +32,15 @@ from guardrails.content import (
 )
 from guardrails.selectors import GuardrailRule, guardrails_for_caller, period_bounds
 from routing.attempts import AttemptSequence, AttemptsFailed
-from routing.canonical import CanonicalRequest, FunctionCall, FunctionCallOutput, Item, Message, TextPart
+from routing.canonical import (
+    CanonicalRequest,
+    FunctionCall,
+    FunctionCallOutput,
+    Item,
+    Message,
+    Reasoning,
+    TextPart,
+)
 from routing.errors import ErrorType
 from routing.limits import RoutingLimit
 from routing.selection import endpoints_for_request
@@ -102,12 +110,28 @@ def _texts(request: CanonicalRequest) -> Iterator[_Text]:
                 yield _Text(item.output, _item_setter(index, "output"))
             case FunctionCall():
                 yield _Text(item.arguments, _item_setter(index, "arguments"))
+            case Reasoning():  # a replayed reasoning item's text is sent on (OpenAI summaries, Anthropic thinking)
+                for name in ("summary", "content"):
+                    for text_index, text in enumerate(getattr(item, name)):
+                        if text:
+                            yield _Text(text, _reasoning_setter(index, name, text_index))
 
 
 def _item_setter(index: int, name: str) -> Callable[[CanonicalRequest, str], CanonicalRequest]:
     def put(request: CanonicalRequest, new: str) -> CanonicalRequest:
         items = list(request.input)
         items[index] = replace(items[index], **{name: new})  # type: ignore[arg-type]  # a call or its output
+        return replace(request, input=tuple(items))
+
+    return put
+
+
+def _reasoning_setter(index: int, name: str, text_index: int) -> Callable[[CanonicalRequest, str], CanonicalRequest]:
+    def put(request: CanonicalRequest, new: str) -> CanonicalRequest:
+        items: list[Item] = list(request.input)
+        texts = list(getattr(items[index], name))
+        texts[text_index] = new
+        items[index] = replace(items[index], **{name: tuple(texts)})  # type: ignore[arg-type]  # a Reasoning
         return replace(request, input=tuple(items))
 
     return put
