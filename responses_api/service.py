@@ -354,20 +354,25 @@ def response_plan(*, ctx: RequestContext, prepared: Prepared) -> RoutePlan:
 def response_hold(*, ctx: RequestContext, prepared: Prepared, plan: RoutePlan) -> ResponseRun:
     """Hold the worst case over the plan's candidates (402 when the balance or the key's limit cannot)."""
     amount = _reservation_amount(plan=plan, prepared=prepared, caller=ctx.caller)
+    byok_counted = any(cap.include_byok for cap in prepared.caps) and any(c.is_byok for c in plan.candidates)
     reservation = credits.credits_reserve(
         account_id=ctx.caller.account_id,
         amount=amount,
         api_key_id=ctx.caller.key_id,
         key_has_limit=ctx.caller.has_limit,
         caps=prepared.caps,
+        cap_amount=_reservation_amount(plan=plan, prepared=prepared, caller=ctx.caller, list_price=True)
+        if byok_counted
+        else None,
         requested_model=plan.requested,
         workspace_id=ctx.caller.workspace_id,
     )
     return ResponseRun(ctx=ctx, prepared=prepared, plan=plan, reservation=reservation)
 
 
-def _reservation_amount(*, plan: RoutePlan, prepared: Prepared, caller: Caller) -> Decimal:
-    """The worst case over the candidates: list price on shared capacity, the BYOK fee on a key."""
+def _reservation_amount(*, plan: RoutePlan, prepared: Prepared, caller: Caller, list_price: bool = False) -> Decimal:
+    """The worst case over the candidates: list price on shared capacity, the BYOK fee on a key (its list price
+    with `list_price`: what a budget counting BYOK spends)."""
     month_to_date = None
     worst = Decimal(0)
     for candidate in plan.candidates:
@@ -379,7 +384,7 @@ def _reservation_amount(*, plan: RoutePlan, prepared: Prepared, caller: Caller) 
             or endpoint.max_completion_tokens
             or DEFAULT_RESERVED_OUTPUT_TOKENS,
         )
-        if candidate.is_byok:
+        if candidate.is_byok and not list_price:
             if month_to_date is None:
                 month_to_date = byok_month_to_date(account_id=caller.account_id)
             cost = byok_fee(list_cost=cost, month_to_date=month_to_date, plan=caller.plan)

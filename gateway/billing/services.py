@@ -14,6 +14,7 @@ from uuid import UUID
 
 from django.db import connection, transaction
 from django.db.models import Case, DecimalField, F, Q, Sum, Value, When
+from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from gateway.accounts.models import Account, ApiKey, Member
@@ -98,6 +99,7 @@ def credits_reserve(
     requested_model: str = "",
     workspace_id: UUID | None = None,
     caps: tuple[SpendCap, ...] = (),
+    cap_amount: Decimal | None = None,
 ) -> ReservationHandle:
     """Hold `amount` before an upstream call by opening the request's generation record (a new id unless given);
     402 when the spendable balance (or the key's limit) cannot cover it. A 402 first expires the account's stale
@@ -110,19 +112,23 @@ def credits_reserve(
         "model": requested_model,
         "amount": _usd(amount),
     }
+    # What caps counting BYOK at list price hold the request to (a BYOK hold is only its fee).
+    cap_hold = max(hold["amount"], _usd(cap_amount)) if cap_amount is not None else hold["amount"]
     if hold["amount"] >= _COLUMN_LIMIT:  # no balance covers it (and the columns could not hold it)
         raise PaymentRequired(MSG_INSUFFICIENT, metadata={"required": float(hold["amount"])})
     check_limit = api_key_id is not None and key_has_limit
     try:
-        _hold_within(caps, hold, check_limit=check_limit)
+        _hold_within(caps, hold, check_limit=check_limit, cap_hold=cap_hold)
     except PaymentRequired:
         if not holds_expire(older_than_seconds=STALE_HOLD_SECONDS, account_id=account_id):
             raise
-        _hold_within(caps, hold, check_limit=check_limit)
+        _hold_within(caps, hold, check_limit=check_limit, cap_hold=cap_hold)
     return ReservationHandle(id=hold["id"], account_id=account_id, api_key_id=api_key_id, amount=hold["amount"])
 
 
-def _hold_within(caps: tuple[SpendCap, ...], hold: dict[str, Any], *, check_limit: bool) -> None:
+def _hold_within(
+    caps: tuple[SpendCap, ...], hold: dict[str, Any], *, check_limit: bool, cap_hold: Decimal | None = None
+) -> None:
     """The hold, inside the caller's spend caps when it has any: then one transaction that first locks the rows
     the caps are counted under (the key's; a member's), so concurrent requests of one assignee check in turn and
     together never pass a cap by more than one request's hold... which the check includes: they never pass it."""
@@ -137,13 +143,16 @@ def _hold_within(caps: tuple[SpendCap, ...], hold: dict[str, Any], *, check_limi
                 members = Member.objects.filter(account_id=hold["account"], user_id=cap.member_user_id)
                 members.select_for_update(no_key=True).values_list("pk").first()
             spent = _cap_spend(cap, account_id=hold["account"], api_key_id=hold["key"])
-            if spent + hold["amount"] > cap.limit:
+            amount = cap_hold if cap.include_byok and cap_hold is not None else hold["amount"]
+            if spent + amount > cap.limit:
                 resets = f"; it resets at {cap.resets_at.isoformat()}" if cap.resets_at else ""
                 raise SpendCapExceeded(
                     f"Request blocked by {cap.source}: its budget of ${cap.limit.normalize():f} is spent"
                     f" (${spent.normalize():f} used or held){resets}"
                 )
         _hold(hold, check_limit=check_limit)
+        if cap_hold is not None and cap_hold > hold["amount"]:  # open holds count at it (see _cap_spend)
+            Generation.objects.filter(pk=hold["id"], status=IN_PROGRESS).update(upstream_cost=cap_hold)
 
 
 def _cap_spend(cap: SpendCap, *, account_id: UUID, api_key_id: int | None) -> Decimal:
@@ -158,7 +167,8 @@ def _cap_spend(cap: SpendCap, *, account_id: UUID, api_key_id: int | None) -> De
     byok_cost = F("upstream_cost") if cap.include_byok else Value(Decimal(0))
     totals = rows.aggregate(
         spent=Sum(Case(When(is_byok=True, then=byok_cost), default=F("cost"), output_field=_MONEY_FIELD)),
-        held=Sum("held", filter=Q(status=IN_PROGRESS)),
+        # an open BYOK hold is only its fee: its list-price worst case is on upstream_cost until settlement
+        held=Sum(Greatest("held", "upstream_cost") if cap.include_byok else F("held"), filter=Q(status=IN_PROGRESS)),
     )
     return (totals["spent"] or Decimal(0)) + (totals["held"] or Decimal(0))
 

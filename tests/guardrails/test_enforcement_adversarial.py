@@ -1,10 +1,14 @@
 """Adversarial probes of guardrail enforcement: texts a caller sends that must be scanned, and places the
 original of a redaction must not reach."""
 
+from typing import Any
+
 import pytest
 
 from tests.guardrails.test_enforcement import BLOCK, ask, guardrail, upstream_calls
 from tests.support import assert_error_envelope
+
+ANY_BLOCK: dict[str, Any] = dict(BLOCK)
 
 
 def reasoning_item(fmt: str, text: str) -> dict:
@@ -20,8 +24,8 @@ def reasoning_item(fmt: str, text: str) -> dict:
 
 @pytest.mark.parametrize("fmt", ["openai-responses-v1", "anthropic-claude-v1"])
 def test_a_reasoning_item_the_caller_sends_is_scanned(alice, standin_catalog, fmt):
-    guardrail(alice, **BLOCK)
-    items = [
+    guardrail(alice, **ANY_BLOCK)
+    items: Any = [
         {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Hi"}]},
         reasoning_item(fmt, "Tell me about ACME-1234"),
         {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "go on"}]},
@@ -34,7 +38,7 @@ def test_a_reasoning_item_the_caller_sends_is_scanned(alice, standin_catalog, fm
 
 def test_a_reasoning_redaction_reaches_no_provider(alice, standin_catalog):
     guardrail(alice, content_filter_builtins=[{"slug": "email", "action": "redact"}])
-    items = [
+    items: Any = [
         {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Hi"}]},
         reasoning_item("openai-responses-v1", "write to jane.doe@example.com"),
         {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "go on"}]},
@@ -46,8 +50,8 @@ def test_a_reasoning_redaction_reaches_no_provider(alice, standin_catalog):
 
 
 def test_an_assistant_message_and_refusal_are_scanned(alice, standin_catalog):
-    guardrail(alice, **BLOCK)
-    items = [
+    guardrail(alice, **ANY_BLOCK)
+    items: Any = [
         {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Hi"}]},
         {"type": "message", "role": "assistant", "content": [{"type": "refusal", "refusal": "ACME-9999"}]},
         {"type": "message", "role": "user", "content": "go on"},
@@ -65,3 +69,62 @@ def test_a_redaction_is_not_in_the_generation_record_or_metadata(alice, standin_
     for generation in Generation.objects.all():
         values = {f.name: getattr(generation, f.name) for f in Generation._meta.fields}
         assert "jane.doe@example.com" not in str(values)
+
+
+def test_a_byok_request_counted_in_a_budget_cannot_overshoot_it(alice, standin_catalog):
+    from decimal import Decimal
+
+    from gateway.billing.models import Generation
+
+    created = alice.client(management=True).post(
+        "/api/v1/byok", {"provider": "standin-chat", "key": "byok-standin-1", "shared_capacity": "never"}, format="json"
+    )
+    assert created.status_code == 201, created.content
+    one = ask(alice, "Hello", provider={"only": ["standin-chat"]})
+    assert one.status_code == 200 and one.json()["usage"]["is_byok"] is True, one.content
+    list_cost = Generation.objects.get().upstream_cost
+    assert list_cost > 0
+    Generation.objects.all().delete()
+    limit = list_cost / 2
+    guardrail(alice, limit_usd=float(limit), include_byok_in_budgets=True)
+    statuses = [ask(alice, "Hello", provider={"only": ["standin-chat"]}).status_code for _ in range(3)]
+    spent = sum((g.upstream_cost for g in Generation.objects.filter(is_byok=True)), Decimal(0))
+    assert spent <= limit, (statuses, spent, limit)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_byok_requests_counted_in_a_budget_never_overshoot_it(alice, standin_catalog):
+    from concurrent.futures import ThreadPoolExecutor
+    from decimal import Decimal
+
+    from django.db import connection
+
+    from gateway.billing.models import Generation
+
+    if connection.vendor != "postgresql":
+        pytest.skip("row locks: PostgreSQL")
+    shared = ask(alice, "Hello there", provider={"only": ["standin-chat"]}, max_output_tokens=16)
+    measured = Generation.objects.get(pk=shared["X-Generation-Id"])
+    worst, list_cost = measured.held, measured.cost  # a request's list-price hold and charge
+    Generation.objects.all().delete()
+    created = alice.client(management=True).post(
+        "/api/v1/byok", {"provider": "standin-chat", "key": "byok-standin-1", "shared_capacity": "never"}, format="json"
+    )
+    assert created.status_code == 201, created.content
+    limit = worst + 5 * list_cost
+    guardrail(alice, limit_usd=float(limit), include_byok_in_budgets=True)
+    client = alice.client()
+
+    def one(_):
+        body: dict[str, Any] = {"model": "standin/echo", "input": "Hello there", "provider": {"only": ["standin-chat"]}}
+        body["max_output_tokens"] = 16
+        response = client.post("/api/v1/responses", body, format="json")
+        connection.close()
+        return response.status_code
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        statuses = list(pool.map(one, range(24)))
+    assert set(statuses) <= {200, 403}, statuses
+    spent = sum((g.upstream_cost for g in Generation.objects.filter(is_byok=True)), Decimal(0))
+    assert 200 in statuses and spent <= limit, (statuses, spent, limit)
+
