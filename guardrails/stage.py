@@ -72,19 +72,17 @@ class GuardrailStage:
             return Staged(request)
         texts = list(_texts(request))
         policies = [policy_for(*rule.policy_inputs()) for rule in rules]
-        entities = _entities(policy_combine(policies), texts)
+        entities: dict[int, tuple[EntitySpan, ...]] = {}
+        if policy_combine(policies).entity_slugs:
+            # A block the patterns find refuses before the text goes to the entity model.
+            scans = [[policy.scan(t.text) for t in texts] for policy in policies]
+            if block := _block(rules, policies, scans):
+                return block
+            entities = _entities(policy_combine(policies), texts, _limits(rules))
         scans = [[policy.scan(t.text, entities.get(i, ())) for i, t in enumerate(texts)] for policy in policies]
         entries = tuple(map(_entry, rules, policies, scans))
-        for rule, rule_scans in zip(rules, scans, strict=True):
-            blocked = _patterns(rule_scans, "block")
-            if blocked:
-                return Block(
-                    f"Request blocked by guardrail {rule.name}: the input matched {', '.join(blocked)}",
-                    status=403,
-                    metadata={"patterns": list(blocked)},
-                    error_type=ErrorType.CONTENT_POLICY_VIOLATION,
-                    entries=entries,
-                )
+        if block := _block(rules, policies, scans):
+            return block
         if any(_patterns(rule_scans, "redact") for rule_scans in scans):
             # One guardrail: its scans are the combined ones; several: their filters together, once more.
             combined = scans[0] if len(policies) == 1 else None
@@ -95,6 +93,21 @@ class GuardrailStage:
                 if redacted != text.text:
                     request = text.put(request, redacted)
         return Staged(request, entries=entries, limits=_limits(rules), caps=_caps(rules, ctx.caller))
+
+
+def _block(rules: list[GuardrailRule], policies: list[ContentPolicy], scans: list[list[Scan]]) -> Block | None:
+    entries = tuple(map(_entry, rules, policies, scans))
+    for rule, rule_scans in zip(rules, scans, strict=True):
+        blocked = _patterns(rule_scans, "block")
+        if blocked:
+            return Block(
+                f"Request blocked by guardrail {rule.name}: the input matched {', '.join(blocked)}",
+                status=403,
+                metadata={"patterns": list(blocked)},
+                error_type=ErrorType.CONTENT_POLICY_VIOLATION,
+                entries=entries,
+            )
+    return None
 
 
 def _texts(request: CanonicalRequest) -> Iterator[_Text]:
@@ -223,7 +236,9 @@ def _limit(rule: GuardrailRule) -> RoutingLimit | None:
     return limit if limit != RoutingLimit(source=limit.source) else None
 
 
-def _entities(policy: ContentPolicy, texts: list[_Text]) -> dict[int, tuple[EntitySpan, ...]]:
+def _entities(
+    policy: ContentPolicy, texts: list[_Text], limits: tuple[RoutingLimit, ...]
+) -> dict[int, tuple[EntitySpan, ...]]:
     """Person names and addresses, found by the configured entity model (one call for all the texts); {} when
     no guardrail asks for them. A guardrail cannot ask without the model configured (refused at creation), and
     a request whose entity check cannot run is refused rather than let through unchecked."""
@@ -231,7 +246,7 @@ def _entities(policy: ContentPolicy, texts: list[_Text]) -> dict[int, tuple[Enti
     if not slugs or not texts:
         return {}
     joined = "\n\n".join(text.text for text in texts)[:MAX_ENTITY_TEXT_CHARS]
-    plan = endpoints_for_request(models=[entity_model()])
+    plan = endpoints_for_request(models=[entity_model()], limits=limits)  # the text goes where the caller's may
     probe = CanonicalRequest(
         model="",
         instructions=entity_instructions(slugs),

@@ -128,3 +128,42 @@ def test_concurrent_byok_requests_counted_in_a_budget_never_overshoot_it(alice, 
     spent = sum((g.upstream_cost for g in Generation.objects.filter(is_byok=True)), Decimal(0))
     assert 200 in statuses and spent <= limit, (statuses, spent, limit)
 
+
+@pytest.fixture
+def entity_model(settings, standin_catalog):
+    import dataclasses
+
+    settings.GUARDRAILS_ENTITY_MODEL = "standin/echo"
+    original = standin_catalog.script
+
+    def answer(text: str) -> None:
+        standin_catalog.script = dataclasses.replace(original, text=text)
+
+    yield answer
+    standin_catalog.script = original
+
+
+def test_a_regex_block_sends_nothing_to_the_entity_model(alice, standin_catalog, entity_model):
+    import json
+
+    entity_model(json.dumps({"person-name": []}))
+    filters: dict[str, Any] = {"content_filter_builtins": [{"slug": "person-name", "action": "redact"}], **BLOCK}
+    guardrail(alice, **filters)
+    assert_error_envelope(ask(alice, "Tell me about ACME-1234"), 403)
+    assert upstream_calls(standin_catalog) == []  # the blocked text went to no model
+
+
+def test_the_entity_check_routes_within_the_guardrails_provider_limits(alice, standin_catalog, entity_model):
+    import json
+
+    entity_model(json.dumps({"person-name": []}))
+    guardrail(
+        alice,
+        content_filter_builtins=[{"slug": "person-name", "action": "redact"}],
+        allowed_providers=["standin-anthropic"],
+    )
+    response = ask(alice, "Please call Jane Doe")
+    assert response.status_code == 200, response.content
+    assert standin_catalog.requests_for("/chat/completions") == []
+    assert standin_catalog.requests_for("/responses") == []
+    assert len(standin_catalog.requests_for("/messages")) == 2  # the entity check and the request
