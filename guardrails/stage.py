@@ -13,8 +13,10 @@ guardrails (the key's, the member's, else the workspace default: guardrails.sele
 Each guardrail that applies adds its pipeline entry (`guardrail_id`, `guardrail_scope`, `data{action,
 detected, engines, patterns}`)."""
 
+import copy
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
+from typing import Any
 
 from gateway.accounts.authentication import Caller
 from gateway.billing.services import SpendCap
@@ -128,6 +130,46 @@ def _texts(request: CanonicalRequest) -> Iterator[_Text]:
                     for text_index, text in enumerate(getattr(item, name)):
                         if text:
                             yield _Text(text, _reasoning_setter(index, name, text_index))
+    yield from _tool_texts(request)
+
+
+def _tool_texts(request: CanonicalRequest) -> Iterator[_Text]:
+    """Tool definitions are text the model reads: each description, and the strings of each parameter schema."""
+    for index, tool in enumerate(request.tools):
+        if tool.description:
+            yield _Text(tool.description, _tool_setter(index, ()))
+        for path, text in _strings(tool.parameters, ()):
+            yield _Text(text, _tool_setter(index, path))
+
+
+def _strings(value: object, path: tuple) -> Iterator[tuple[tuple, str]]:
+    if isinstance(value, str) and value:
+        yield path, value
+    elif isinstance(value, dict):
+        for key, inner in value.items():
+            yield from _strings(inner, (*path, key))
+    elif isinstance(value, list):
+        for position, inner in enumerate(value):
+            yield from _strings(inner, (*path, position))
+
+
+def _tool_setter(index: int, path: tuple) -> Callable[[CanonicalRequest, str], CanonicalRequest]:
+    """`path` () is the description, else where the string is in the parameters."""
+
+    def put(request: CanonicalRequest, new: str) -> CanonicalRequest:
+        tools = list(request.tools)
+        if not path:
+            tools[index] = replace(tools[index], description=new)
+        else:
+            parameters = copy.deepcopy(tools[index].parameters)
+            node: Any = parameters
+            for step in path[:-1]:
+                node = node[step]
+            node[path[-1]] = new
+            tools[index] = replace(tools[index], parameters=parameters)
+        return replace(request, tools=tuple(tools))
+
+    return put
 
 
 def _item_setter(index: int, name: str) -> Callable[[CanonicalRequest, str], CanonicalRequest]:

@@ -167,3 +167,34 @@ def test_the_entity_check_routes_within_the_guardrails_provider_limits(alice, st
     assert standin_catalog.requests_for("/chat/completions") == []
     assert standin_catalog.requests_for("/responses") == []
     assert len(standin_catalog.requests_for("/messages")) == 2  # the entity check and the request
+
+
+def tool(description: str, property_description: str) -> dict:
+    return {
+        "type": "function",
+        "name": "lookup",
+        "description": description,
+        "parameters": {
+            "type": "object",
+            "properties": {"q": {"type": "string", "description": property_description}},
+        },
+    }
+
+
+@pytest.mark.parametrize("where", ["description", "parameters"])
+def test_a_tool_definition_is_scanned(alice, standin_catalog, where):
+    guardrail(alice, **ANY_BLOCK)
+    texts = ("Look up ACME-1234", "a query") if where == "description" else ("Look up", "like ACME-1234")
+    body = assert_error_envelope(ask(alice, "Hi", tools=[tool(*texts)]), 403)
+    assert body["error"]["metadata"]["patterns"] == ["project-code"]
+    assert upstream_calls(standin_catalog) == []
+
+
+def test_a_tool_definition_is_redacted(alice, standin_catalog):
+    guardrail(alice, content_filter_builtins=[{"slug": "email", "action": "redact"}])
+    response = ask(alice, "Hi", tools=[tool("Mail jane.doe@example.com", "cc bob@example.org")])
+    assert response.status_code == 200, response.content
+    (sent,) = upstream_calls(standin_catalog)
+    raw = str(sent["body"])
+    assert "jane.doe@example.com" not in raw and "bob@example.org" not in raw
+    assert raw.count("[REDACTED:email]") == 2
