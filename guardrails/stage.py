@@ -50,6 +50,9 @@ from routing.stages import Block, RequestContext, Staged, StageEntry
 
 SUMMARY = {"block": "blocked", "redact": "redacted", "flag": "flagged", None: "passed"}
 MAX_ENTITY_TEXT_CHARS = 100_000  # the text sent to the entity model for person names and addresses
+MSG_ENTITY_TOO_LONG = (
+    "A guardrail's person-name or address check reads at most {limit} characters of text and this request has more"
+)
 MSG_ENTITY_CHECK = (
     "A guardrail's person-name or address check could not run ({model} did not answer usably): the request "
     "was not sent unchecked; try again"
@@ -287,7 +290,9 @@ def _entities(
     slugs = policy.entity_slugs
     if not slugs or not texts:
         return {}
-    joined = "\n\n".join(text.text for text in texts)[:MAX_ENTITY_TEXT_CHARS]
+    joined = "\n\n".join(text.text for text in texts)
+    if len(joined) > MAX_ENTITY_TEXT_CHARS:  # the model would not see the rest: refused, not let through unchecked
+        raise GatewayError(MSG_ENTITY_TOO_LONG.format(limit=MAX_ENTITY_TEXT_CHARS), status=413)
     plan = endpoints_for_request(models=[entity_model()], limits=limits)  # the text goes where the caller's may
     probe = CanonicalRequest(
         model="",

@@ -198,3 +198,18 @@ def test_a_tool_definition_is_redacted(alice, standin_catalog):
     raw = str(sent["body"])
     assert "jane.doe@example.com" not in raw and "bob@example.org" not in raw
     assert raw.count("[REDACTED:email]") == 2
+
+
+def test_text_beyond_what_the_entity_model_is_shown_is_not_let_through_unchecked(alice, standin_catalog, entity_model):
+    import json
+
+    from guardrails.stage import MAX_ENTITY_TEXT_CHARS
+
+    entity_model(json.dumps({"person-name": []}))
+    guardrail(alice, content_filter_builtins=[{"slug": "person-name", "action": "redact"}])
+    response = ask(alice, "x " * (MAX_ENTITY_TEXT_CHARS // 2 + 10) + "Please call Jane Doe", max_output_tokens=16)
+    if response.status_code == 200:  # then the entity model must have been shown the name
+        shown = [str(call["body"]) for call in upstream_calls(standin_catalog) if "Jane Doe" in str(call["body"])]
+        assert len(shown) == 2, "the entity model never saw the end of the text"
+    else:
+        assert 400 <= response.status_code < 500 and "Jane Doe" not in response.content.decode()
