@@ -134,6 +134,8 @@ def _texts(request: CanonicalRequest) -> Iterator[_Text]:
                         if text:
                             yield _Text(text, _reasoning_setter(index, name, text_index))
     yield from _tool_texts(request)
+    for path, text in _strings(request.text_format, ()):  # a structured output's schema is read like a tool's
+        yield _Text(text, _format_setter(path))
 
 
 def _tool_texts(request: CanonicalRequest) -> Iterator[_Text]:
@@ -171,6 +173,18 @@ def _tool_setter(index: int, path: tuple) -> Callable[[CanonicalRequest, str], C
             node[path[-1]] = new
             tools[index] = replace(tools[index], parameters=parameters)
         return replace(request, tools=tuple(tools))
+
+    return put
+
+
+def _format_setter(path: tuple) -> Callable[[CanonicalRequest, str], CanonicalRequest]:
+    def put(request: CanonicalRequest, new: str) -> CanonicalRequest:
+        text_format = copy.deepcopy(request.text_format)
+        node: Any = text_format
+        for step in path[:-1]:
+            node = node[step]
+        node[path[-1]] = new
+        return replace(request, text_format=text_format)
 
     return put
 

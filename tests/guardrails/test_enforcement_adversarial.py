@@ -213,3 +213,15 @@ def test_text_beyond_what_the_entity_model_is_shown_is_not_let_through_unchecked
         assert len(shown) == 2, "the entity model never saw the end of the text"
     else:
         assert 400 <= response.status_code < 500 and "Jane Doe" not in response.content.decode()
+
+
+def test_a_structured_output_schema_is_scanned(alice, standin_catalog):
+    guardrail(alice, **ANY_BLOCK)
+    schema = {"type": "object", "properties": {"a": {"type": "string", "description": "about ACME-1234"}}}
+    body = {
+        "model": "standin/echo",
+        "input": "Hi",
+        "text": {"format": {"type": "json_schema", "name": "a", "schema": schema}},
+    }
+    assert_error_envelope(alice.client().post("/api/v1/responses", body, format="json"), 403)
+    assert upstream_calls(standin_catalog) == []
