@@ -307,7 +307,12 @@ def _entities(
     joined = "\n\n".join(text.text for text in texts)
     if len(joined) > MAX_ENTITY_TEXT_CHARS:  # the model would not see the rest: refused, not let through unchecked
         raise GatewayError(MSG_ENTITY_TOO_LONG.format(limit=MAX_ENTITY_TEXT_CHARS), status=413)
-    plan = endpoints_for_request(models=[entity_model()], limits=limits)  # the text goes where the caller's may
+    try:
+        plan = endpoints_for_request(models=[entity_model()], limits=limits)  # the text goes where the caller's may
+    except GatewayError as error:
+        if error.status == 403:  # the caller's guardrails allow the entity model no endpoint: say so
+            raise
+        raise GatewayError(MSG_ENTITY_CHECK.format(model=entity_model()), status=503) from None
     probe = CanonicalRequest(
         model="",
         instructions=entity_instructions(slugs),
