@@ -70,6 +70,7 @@ class _Text:
 class GuardrailStage:
     type = "guardrail"
     name = "guardrails"
+    plugin_ids: tuple[str, ...] = ()
 
     def __call__(self, request: CanonicalRequest, ctx: RequestContext) -> Staged | Block:
         rules = _rules(ctx.caller)

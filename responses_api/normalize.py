@@ -4,6 +4,7 @@ import hashlib
 import hmac
 import json
 from dataclasses import dataclass, field, replace
+from decimal import Decimal
 
 from django.conf import settings
 
@@ -39,6 +40,8 @@ class Prepared:
     used_params: frozenset[str] = frozenset()
     limits: tuple[RoutingLimit, ...] = ()  # where pre-stages (guardrails) let the request route
     caps: tuple[SpendCap, ...] = ()  # the budgets pre-stages (guardrails) hold it to
+    stage_cost: Decimal = Decimal(0)  # what pre-stages' own model calls cost (moderation, OCR): held and charged
+    record: dict = field(default_factory=dict)  # pre-stages' figures for the generation record
 
 
 def _part(part: dict):
@@ -212,4 +215,13 @@ def truncate_to_fit(prepared: Prepared, *, context_length: int) -> Prepared:
         items.pop(index)
         estimate = estimate_tokens(tuple(items), prepared.canonical.instructions, prepared.canonical.tools)
     canonical = replace(prepared.canonical, input=tuple(items))
+    return replace(prepared, canonical=canonical, estimated_input_tokens=estimate)
+
+
+def reestimated(prepared: Prepared, canonical: CanonicalRequest) -> Prepared:
+    """The prepared request with a pre-stage's version of the canonical request (its input estimated again when
+    the stage changed it)."""
+    if canonical is prepared.canonical:
+        return prepared
+    estimate = estimate_tokens(canonical.input, canonical.instructions, canonical.tools)
     return replace(prepared, canonical=canonical, estimated_input_tokens=estimate)

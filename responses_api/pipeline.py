@@ -17,7 +17,7 @@ from gateway.accounts.authentication import Caller
 from gateway.errors import GatewayError
 from responses_api import stages
 from responses_api.metadata import metadata_requested
-from responses_api.normalize import Prepared
+from responses_api.normalize import Prepared, reestimated
 from responses_api.render import output_items
 from responses_api.service import (
     ResponseRun,
@@ -38,7 +38,13 @@ def authenticate(request: Request, data: dict) -> RequestContext:
     asked for gateway_metadata."""
     session_id = data.get("session_id") or request.META.get("HTTP_X_SESSION_ID", "")[:256]
     caller = cast(Caller, request.user)  # IsInferenceKey let only an inference key's caller through
-    return RequestContext(caller=caller, session_id=session_id, want_metadata=metadata_requested(request.META))
+    return RequestContext(
+        caller=caller,
+        session_id=session_id,
+        want_metadata=metadata_requested(request.META),
+        plugins=tuple(data.get("plugins") or ()),
+        stream=bool(data.get("stream")),
+    )
 
 
 def validate(request: Request) -> dict:
@@ -51,8 +57,11 @@ def validate(request: Request) -> dict:
 def prepare_run(*, ctx: RequestContext, data: dict) -> ResponseRun:
     """normalize -> pre-stages -> plan -> hold. Errors here are HTTP errors (with gateway_metadata if asked)."""
     with error_metadata(ctx=ctx, data=data) as planned:
+        stages.refuse_unhonoured_plugins(list(ctx.plugins))
         prepared = response_normalize(ctx=ctx, data=data)
+        ctx = replace(ctx, models=tuple(prepared.models))
         prepared, ran = pre_stages(prepared, ctx)
+        ctx = replace(ctx, request=prepared.canonical)
         plan = response_plan(ctx=ctx, prepared=prepared)
         planned.append(plan)
         run = response_hold(ctx=ctx, prepared=prepared, plan=plan)
@@ -62,7 +71,8 @@ def prepare_run(*, ctx: RequestContext, data: dict) -> ResponseRun:
 
 def pre_stages(prepared: Prepared, ctx: RequestContext) -> tuple[Prepared, list[StageEntry]]:
     """The pre-stages in order. Raises StageBlocked (with the entries so far) when one refuses the request;
-    the routing limits they set are kept on the prepared request for the plan."""
+    the routing limits, budgets, costs and record figures they set are kept on the prepared request. A stage that
+    changed the request has its input re-estimated (a parsed file is text the hold must cover)."""
     ran: list[StageEntry] = []
     for stage in stages.PRE_STAGES:
         result = stage(prepared.canonical, ctx)
@@ -74,15 +84,16 @@ def pre_stages(prepared: Prepared, ctx: RequestContext) -> tuple[Prepared, list[
         if isinstance(result, Staged):
             ran += result.entries
             prepared = replace(
-                prepared,
-                canonical=result.request,
+                reestimated(prepared, result.request),
                 limits=prepared.limits + result.limits,
                 caps=prepared.caps + result.caps,
+                stage_cost=prepared.stage_cost + result.cost_usd,
+                record={**prepared.record, **result.record},
             )
             continue
         outcome = "passed" if result is prepared.canonical else "changed"
         ran.append(StageEntry(type=stage.type, name=stage.name, outcome=outcome))
-        prepared = replace(prepared, canonical=result)
+        prepared = reestimated(prepared, result)
     return prepared, ran
 
 
@@ -104,7 +115,7 @@ def _respond_json(run: ResponseRun) -> dict:
         raise run.fail(failed.error) from None
     blocked = None
     try:
-        response = stages.post_stages(served.response, run.ctx, run.pipeline)
+        response = stages.post_stages(served.response, run.ctx, run.pipeline, run.record)
     except StageBlocked as refused:
         blocked, response = refused, served.response
     settled = run.close(

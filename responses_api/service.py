@@ -63,8 +63,10 @@ class ResponseRun:
     started: float = field(default_factory=time.monotonic)
     usage_anomaly: dict | None = None
     pipeline: list[StageEntry] = field(default_factory=list)  # the stages that ran (gateway_metadata)
+    record: dict = field(default_factory=dict)  # the stages' figures for the generation record
 
     def __post_init__(self) -> None:
+        self.record = {**self.prepared.record, **self.record}
         self.shell = ResultShell(
             id="resp_" + self.generation_id.removeprefix("gen-"),
             created_at=int(time.time()),
@@ -172,7 +174,7 @@ class ResponseRun:
                 month_to_date=byok_month_to_date(account_id=self.ctx.caller.account_id),
             )
         if self.usage_anomaly is not None:
-            cost = min(cost, self.reservation.amount)
+            cost = min(cost, self.reservation.amount - self.prepared.stage_cost)
         return cost, list_cost
 
     def close(
@@ -194,9 +196,11 @@ class ResponseRun:
         cost = list_cost = Decimal(0)
         if served is not None:
             cost, list_cost = self.price(usage, served)
+        stage_cost = self.prepared.stage_cost  # the stages' own model calls ran: charged even when nothing served
+        cost += stage_cost
         charged = credits.generation_settle(
             reservation=self.reservation,
-            charge=served is not None,
+            charge=served is not None or stage_cost > 0,
             record=self._record(
                 status=status,
                 served=served,
@@ -265,6 +269,8 @@ class ResponseRun:
                 if e.type == "guardrail" and e.outcome == "flagged"
             ]
             or None,
+            moderation_latency=self.record.get("moderation_latency"),
+            plugins=self.record.get("plugins") or None,
         )
 
     def result(self, response: CanonicalResponse, *, served: Candidate, items: list[dict], settled: Settled) -> dict:
@@ -353,7 +359,7 @@ def response_plan(*, ctx: RequestContext, prepared: Prepared) -> RoutePlan:
 
 def response_hold(*, ctx: RequestContext, prepared: Prepared, plan: RoutePlan) -> ResponseRun:
     """Hold the worst case over the plan's candidates (402 when the balance or the key's limit cannot)."""
-    amount = _reservation_amount(plan=plan, prepared=prepared, caller=ctx.caller)
+    amount = _reservation_amount(plan=plan, prepared=prepared, caller=ctx.caller) + prepared.stage_cost
     byok_counted = any(cap.include_byok for cap in prepared.caps) and any(c.is_byok for c in plan.candidates)
     reservation = credits.credits_reserve(
         account_id=ctx.caller.account_id,

@@ -5,20 +5,55 @@ no guardrail or plugin module itself; tests may replace the lists."""
 from django.conf import settings
 from django.utils.module_loading import import_string
 
+from gateway.errors import GatewayError
 from routing.canonical import CanonicalResponse
-from routing.stages import Block, PostStage, PreStage, RequestContext, StageEntry
+from routing.stages import Block, PostStage, PreStage, RequestContext, Restaged, StageEntry
 
 PRE_STAGES: list[PreStage] = [import_string(path)() for path in settings.PIPELINE_PRE_STAGES]
 POST_STAGES: list[PostStage] = [import_string(path)() for path in settings.PIPELINE_POST_STAGES]
 
+MSG_PLUGIN_UNAVAILABLE = (
+    "plugins[{index}]: the plugin '{id}' is not available on this gateway; remove it or set \"enabled\": false"
+)
 
-def post_stages(response: CanonicalResponse, ctx: RequestContext, ran: list[StageEntry]) -> CanonicalResponse:
-    """The post-stages in order, each listed in `ran`; raises StageBlocked when one refuses the response."""
-    for stage in POST_STAGES:
+
+def honoured_plugins() -> frozenset[str]:
+    """The plugin ids some configured stage honours."""
+    return frozenset(pid for stage in (*PRE_STAGES, *POST_STAGES) for pid in getattr(stage, "plugin_ids", ()))
+
+
+def refuse_unhonoured_plugins(plugins: list[dict]) -> None:
+    """A plugin the request turns on that no configured stage honours is a 400, not a 200 that did less."""
+    honoured = honoured_plugins()
+    for index, plugin in enumerate(plugins):
+        if plugin.get("enabled", True) and plugin["id"] not in honoured:
+            raise GatewayError(
+                MSG_PLUGIN_UNAVAILABLE.format(index=index, id=plugin["id"]),
+                status=400,
+                metadata={"param": f"plugins[{index}].id"},
+            )
+
+
+def wanted_post_stages(ctx: RequestContext) -> list[PostStage]:
+    """The post-stages that run on this request (a stream is buffered only for these)."""
+    return [stage for stage in POST_STAGES if stage.wants(ctx)]
+
+
+def post_stages(
+    response: CanonicalResponse, ctx: RequestContext, ran: list[StageEntry], record: dict
+) -> CanonicalResponse:
+    """The post-stages that want the request, in order, each listed in `ran` (their figures for the generation
+    record into `record`); raises StageBlocked when one refuses the response."""
+    for stage in wanted_post_stages(ctx):
         result = stage(response, ctx)
         if isinstance(result, Block):
-            ran.append(StageEntry(type=stage.type, name=stage.name, outcome="blocked"))
+            ran += result.entries or (StageEntry(type=stage.type, name=stage.name, outcome="blocked"),)
             raise result.error()
+        if isinstance(result, Restaged):
+            ran += result.entries
+            record.update(result.record)
+            response = result.response
+            continue
         ran.append(StageEntry(type=stage.type, name=stage.name, outcome="passed" if result is response else "changed"))
         response = result
     return response

@@ -81,7 +81,7 @@ def _stream_body(run: ResponseRun, stream: AttemptStream, renderer: StreamRender
 def _relay(run: ResponseRun, stream: AttemptStream, renderer: StreamRenderer) -> Iterator[bytes]:
     # A post-stage sees the whole answer before the client does: then the steps are kept (the fold has them)
     # and only keep-alives go out until the stages passed it.
-    buffered = bool(stages.POST_STAGES)
+    buffered = bool(stages.wanted_post_stages(run.ctx))
     interval = settings.STREAM_KEEPALIVE_SECONDS
     written = time.monotonic()
     for steps in stream.events():
@@ -97,7 +97,7 @@ def _relay(run: ResponseRun, stream: AttemptStream, renderer: StreamRenderer) ->
     assert response is not None and run.served is not None
     if buffered:
         try:
-            response = stages.post_stages(response, run.ctx, run.pipeline)
+            response = stages.post_stages(response, run.ctx, run.pipeline, run.record)
         except StageBlocked as blocked:
             _settle_served(run, response, stream)
             yield from _blocked_in_band(run, renderer, blocked)

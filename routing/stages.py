@@ -7,6 +7,7 @@ gets the canonical response before settlement and returns it or a Block. Each st
 pre-stage with more to say returns `Staged`: its own entries, and limits on where the request may route."""
 
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Protocol
 
 from gateway.accounts.authentication import Caller
@@ -19,9 +20,18 @@ from routing.limits import RoutingLimit
 
 @dataclass(frozen=True)
 class RequestContext:
+    """Who asks and how; set once the request is validated. `plugins`: the request's validated `plugins` entries
+    as given (a plugin package applies the account's defaults to them: plugins.config). `models`: the requested
+    models without routing suffixes. `request`: the canonical request as the pre-stages left it (None before),
+    which the post-stages see (a response plugin needs the request's `text.format`)."""
+
     caller: Caller
     session_id: str = ""
     want_metadata: bool = False
+    plugins: tuple[dict, ...] = ()
+    models: tuple[str, ...] = ()
+    stream: bool = False
+    request: CanonicalRequest | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,8 +69,13 @@ class StageEntry:
     data: dict = field(default_factory=dict)
     extra: dict = field(default_factory=dict)
 
+    cost_usd: Decimal | None = None  # what the stage's own model calls cost (charged with the request)
+
     def as_dict(self) -> dict:
-        return {"type": self.type, "name": self.name, "summary": self.outcome, **self.extra, "data": self.data}
+        entry = {"type": self.type, "name": self.name, "summary": self.outcome, **self.extra, "data": self.data}
+        if self.cost_usd is not None:
+            entry["cost_usd"] = float(self.cost_usd)
+        return entry
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,21 +88,39 @@ class Staged:
     entries: tuple[StageEntry, ...] = ()
     limits: tuple[RoutingLimit, ...] = ()
     caps: tuple[SpendCap, ...] = ()  # budgets the credit hold must fit in
+    cost_usd: Decimal = Decimal(0)  # the stage's own model calls (moderation, OCR): added to the hold and charge
+    record: dict = field(default_factory=dict)  # figures for the generation record (GenerationRecord fields)
+
+
+@dataclass(frozen=True, slots=True)
+class Restaged:
+    """A post-stage's result with more than the response: its own pipeline entries (what it fixed)."""
+
+    response: CanonicalResponse
+    entries: tuple[StageEntry, ...] = ()
+    record: dict = field(default_factory=dict)  # figures for the generation record
 
 
 class PreStage(Protocol):
-    """Guardrails, request plugins: before routing, so a changed request is what gets planned and held."""
+    """Guardrails, request plugins: before routing, so a changed request is what gets planned and held.
+    `plugin_ids`: the `plugins` ids the stage honours (a request naming a plugin no configured stage honours is
+    refused with 400, never accepted and ignored)."""
 
     type: str
     name: str
+    plugin_ids: tuple[str, ...]
 
     def __call__(self, request: CanonicalRequest, ctx: RequestContext) -> CanonicalRequest | Staged | Block: ...
 
 
 class PostStage(Protocol):
-    """Response plugins, the server-tool loop: after the attempts, before settlement and rendering."""
+    """Response plugins, the server-tool loop: after the attempts, before settlement and rendering. `wants`: does
+    it run on this request (a stream is buffered for its post-stages only when one wants it)."""
 
     type: str
     name: str
+    plugin_ids: tuple[str, ...]
 
-    def __call__(self, response: CanonicalResponse, ctx: RequestContext) -> CanonicalResponse | Block: ...
+    def wants(self, ctx: RequestContext) -> bool: ...
+
+    def __call__(self, response: CanonicalResponse, ctx: RequestContext) -> CanonicalResponse | Restaged | Block: ...

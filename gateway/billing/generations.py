@@ -71,6 +71,8 @@ class GenerationRecord:
     provider_responses: tuple[AttemptRecord, ...] = field(default_factory=tuple)
     usage_anomaly: dict | None = None  # see Generation.usage_anomaly
     guardrail_flags: list[dict] | None = None  # see Generation.guardrail_flags
+    moderation_latency: int | None = None  # see Generation.moderation_latency
+    plugins: dict | None = None  # see Generation.plugins
 
 
 # Written when the request's hold opens (billing.services.credits_reserve); settlement writes the rest, except the

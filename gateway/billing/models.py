@@ -93,6 +93,15 @@ class Generation(models.Model):
         help_text="What the caller's guardrails flagged in the input (guardrail id, name, and the filters' labels; "
         "never the matched text); null when nothing was flagged",
     )
+    moderation_latency = models.IntegerField(
+        null=True, blank=True, help_text="Milliseconds the moderation plugin's engine took; null when it did not run"
+    )
+    plugins = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="What each plugin that ran did, by plugin id (its figures: pages parsed, messages removed, what "
+        "was healed, its cost); never request or answer text; null when no plugin ran",
+    )
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
     class Meta:

@@ -30,6 +30,7 @@ INSTALLED_APPS = [
     "routing",
     "byok",
     "guardrails",
+    "plugins",
     "responses_api",
 ]
 

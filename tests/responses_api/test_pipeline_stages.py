@@ -42,6 +42,9 @@ class Instruct:
 class Watch:
     type, name = "response_plugin", "watch"
 
+    def wants(self, ctx):
+        return True
+
     def __call__(self, response, ctx):
         return response
 
@@ -109,6 +112,9 @@ class Shout:
 
     type, name = "response_plugin", "shout"
 
+    def wants(self, ctx):
+        return True
+
     def __call__(self, response, ctx):
         output = tuple(
             replace(item, text=item.text.upper()) if isinstance(item, OutputMessage) else item
@@ -119,6 +125,9 @@ class Shout:
 
 class Withhold:
     type, name = "response_plugin", "withhold"
+
+    def wants(self, ctx):
+        return True
 
     def __call__(self, response, ctx):
         return Block("The answer was withheld", status=403)
@@ -150,3 +159,40 @@ def test_a_post_stage_refusing_a_stream_ends_it_failed_and_billed(alice, standin
     assert failed["error"]["message"] == "The answer was withheld" and failed["output"] == []
     record = Generation.objects.get(pk=response["X-Generation-Id"])
     assert record.cost > 0 and record.tokens_output > 0  # generated, so billed, as on the JSON path
+
+
+class Priced:
+    """A pre-stage that made a model call of its own (as moderation or OCR do): its cost is held and charged."""
+
+    type, name, plugin_ids = "request_plugin", "priced", ("moderation",)
+
+    def __call__(self, request, ctx):
+        from decimal import Decimal
+
+        from routing.stages import Staged, StageEntry
+
+        entry = StageEntry(type=self.type, name=self.name, outcome="checked", cost_usd=Decimal("0.25"))
+        return Staged(request=request, entries=(entry,), cost_usd=Decimal("0.25"), record={"moderation_latency": 7})
+
+
+def test_a_plugin_no_stage_honours_is_refused_not_ignored(alice, standin_catalog, configured):
+    configured()
+    body = assert_error_envelope(ask(alice.client(), plugins=[{"id": "response-healing"}, {"id": "web"}]), 400)
+    assert "plugins[0]" in body["error"]["message"] and "response-healing" in body["error"]["message"]
+    assert not Generation.objects.filter(account_id=alice.account_id).exists()
+    # Turned off, it asks nothing of the gateway: served.
+    assert ask(alice.client(), plugins=[{"id": "web", "enabled": False}]).status_code == 200
+
+
+def test_a_stage_cost_is_held_charged_and_recorded(alice, standin_catalog, configured):
+    configured()
+    plain = ask(alice.client()).json()["usage"]["cost"]
+    configured(pre=[Priced()])
+    response = ask(alice.client(), plugins=[{"id": "moderation"}])
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["gateway_metadata"]["pipeline"][0]["cost_usd"] == 0.25
+    generation = Generation.objects.get(id="gen-" + body["id"].removeprefix("resp_"))
+    assert generation.moderation_latency == 7
+    assert float(generation.cost) == pytest.approx(plain + 0.25)
+    assert body["usage"]["cost"] == pytest.approx(plain + 0.25)
