@@ -86,8 +86,13 @@ elif env.bool("DB_POOL", default=True):
 
 # The request pipeline's stages (routing.stages is their interface), as dotted paths of stage classes, in
 # order: pre-stages see the canonical request before routing, post-stages the answer before settlement.
-PIPELINE_PRE_STAGES = ["guardrails.stage.GuardrailStage"]
-PIPELINE_POST_STAGES: list[str] = []
+PIPELINE_PRE_STAGES = [
+    "guardrails.stage.GuardrailStage",  # first: local and cheap; a block costs nothing
+    "plugins.file_parser.FileParserStage",  # files become text before anything measures or moderates the input
+    "plugins.moderation.ModerationStage",
+    "plugins.compression.ContextCompressionStage",  # last: fits the final input to the endpoints' context
+]
+PIPELINE_POST_STAGES = ["plugins.healing.ResponseHealingStage"]
 
 # Routing health bookkeeping (routing/health.py) is queued by requests and sent by one thread per process.
 HEALTH_WRITE_BEHIND = env.bool("HEALTH_WRITE_BEHIND", default=True)
