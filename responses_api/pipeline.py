@@ -88,7 +88,7 @@ def pre_stages(prepared: Prepared, ctx: RequestContext) -> tuple[Prepared, list[
                 limits=prepared.limits + result.limits,
                 caps=prepared.caps + result.caps,
                 stage_cost=prepared.stage_cost + result.cost_usd,
-                record={**prepared.record, **result.record},
+                record=stages.record_merge(prepared.record, result.record),
             )
             continue
         outcome = "passed" if result is prepared.canonical else "changed"

@@ -34,6 +34,14 @@ def refuse_unhonoured_plugins(plugins: list[dict]) -> None:
             )
 
 
+def record_merge(record: dict, more: dict) -> dict:
+    """Stages' figures for the generation record: `plugins` (by plugin id) merged, other fields replaced."""
+    merged = {**record, **more}
+    if "plugins" in record and "plugins" in more:
+        merged["plugins"] = {**record["plugins"], **more["plugins"]}
+    return merged
+
+
 def wanted_post_stages(ctx: RequestContext) -> list[PostStage]:
     """The post-stages that run on this request (a stream is buffered only for these)."""
     return [stage for stage in POST_STAGES if stage.wants(ctx)]
@@ -51,7 +59,7 @@ def post_stages(
             raise result.error()
         if isinstance(result, Restaged):
             ran += result.entries
-            record.update(result.record)
+            record.update(record_merge(record, result.record))
             response = result.response
             continue
         ran.append(StageEntry(type=stage.type, name=stage.name, outcome="passed" if result is response else "changed"))
