@@ -58,6 +58,7 @@ def prepare_run(*, ctx: RequestContext, data: dict) -> ResponseRun:
     """normalize -> pre-stages -> plan -> hold. Errors here are HTTP errors (with gateway_metadata if asked)."""
     with error_metadata(ctx=ctx, data=data) as planned:
         stages.refuse_unhonoured_plugins(list(ctx.plugins))
+        stages.refuse_unhonoured_tools(data.get("tools") or [])
         prepared = response_normalize(ctx=ctx, data=data)
         ctx = replace(ctx, models=tuple(prepared.models))
         prepared, ran = pre_stages(prepared, ctx)

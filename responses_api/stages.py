@@ -16,6 +16,11 @@ MSG_PLUGIN_UNAVAILABLE = (
     "plugins[{index}]: the plugin '{id}' is not available on this gateway; remove it or set \"enabled\": false"
 )
 
+MSG_TOOL_UNAVAILABLE = (
+    "tools[{index}]: the tool type '{type}' is not available on this gateway (only function tools reach the "
+    "provider today); remove it"
+)
+
 
 def honoured_plugins() -> frozenset[str]:
     """The plugin ids some configured stage honours."""
@@ -40,6 +45,19 @@ def record_merge(record: dict, more: dict) -> dict:
     if "plugins" in record and "plugins" in more:
         merged["plugins"] = {**record["plugins"], **more["plugins"]}
     return merged
+
+
+def refuse_unhonoured_tools(tools: list[dict]) -> None:
+    """A tool other than a function tool that no configured stage runs (the server-tool loop declares the types it
+    runs as `tool_types`) is a 400, not a tool dropped on the way to the provider."""
+    honoured = frozenset(kind for stage in (*PRE_STAGES, *POST_STAGES) for kind in getattr(stage, "tool_types", ()))
+    for index, tool in enumerate(tools):
+        if tool["type"] != "function" and tool["type"] not in honoured:
+            raise GatewayError(
+                MSG_TOOL_UNAVAILABLE.format(index=index, type=tool["type"]),
+                status=400,
+                metadata={"param": f"tools[{index}].type"},
+            )
 
 
 def wanted_post_stages(ctx: RequestContext) -> list[PostStage]:

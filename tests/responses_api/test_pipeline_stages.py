@@ -196,3 +196,15 @@ def test_a_stage_cost_is_held_charged_and_recorded(alice, standin_catalog, confi
     assert generation.moderation_latency == 7
     assert float(generation.cost) == pytest.approx(plain + 0.25)
     assert body["usage"]["cost"] == pytest.approx(plain + 0.25)
+
+
+def test_a_tool_no_stage_runs_is_refused_not_dropped(alice, standin_catalog):
+    before = len(standin_catalog.requests_for("/chat/completions"))
+    for tool in ({"type": "web_search"}, {"type": "gateway:datetime"}, {"type": "code_interpreter"}):
+        body = assert_error_envelope(
+            ask(alice.client(), tools=[{"type": "function", "name": "f", "parameters": {"type": "object"}}, tool]), 400
+        )
+        assert "tools[1]" in body["error"]["message"] and tool["type"] in body["error"]["message"]
+    assert len(standin_catalog.requests_for("/chat/completions")) == before
+    tools = [{"type": "function", "name": "f", "parameters": {"type": "object"}}]
+    assert ask(alice.client(), tools=tools).status_code == 200
