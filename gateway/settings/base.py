@@ -102,6 +102,11 @@ HEALTH_WRITE_BEHIND = env.bool("HEALTH_WRITE_BEHIND", default=True)
 # national phone number forms the `phone` builtin knows.
 GUARDRAILS_ENTITY_MODEL = env.str("GUARDRAILS_ENTITY_MODEL", default="")
 GUARDRAILS_PHONE_REGION = env.str("GUARDRAILS_PHONE_REGION", default="US")
+# The moderation plugin (plugins/moderation.py): the catalog model that moderates ("" = none: a request asking
+# for moderation is refused with 400) and how it is called: `openai-moderations` (POST <provider>/moderations)
+# or `llama-guard` (a guard model over Chat Completions, answering safe / unsafe + categories).
+MODERATION_MODEL = env.str("MODERATION_MODEL", default="")
+MODERATION_ENGINE = env.str("MODERATION_ENGINE", default="openai-moderations")
 
 # Each process re-reads the version counters of its in-process caches (API keys, the catalog) at most this
 # often, in seconds: a key disabled or deleted, or a catalog change, is seen everywhere within it.
