@@ -13,7 +13,12 @@ from gateway import health
 from gateway.accounts.apis import ApiKeyDetailApi, ApiKeyListCreateApi, CurrentKeyApi
 from gateway.billing.apis import CreditsApi, GenerationApi
 from guardrails.urls import urlpatterns as guardrail_urls
+from plugins.apis import PluginDefaultsApi
+from plugins.serializers import plugin_rules_install
 from responses_api.apis import ResponseCreateApi
+from responses_api.chat.apis import ChatCompletionCreateApi
+from responses_api.stages import honoured_plugins
+from responses_api.validation.plugins import PLUGIN_SERIALIZERS
 from routing.apis import (
     AccountRoutingSettingsApi,
     ModelEndpointsApi,
@@ -36,6 +41,8 @@ class SegmentConverter:
 
 
 register_converter(SegmentConverter, "segment")
+# Plugin defaults are validated as request entries are (plugins may not import responses_api: handed over here).
+plugin_rules_install(serializers=PLUGIN_SERIALIZERS, honoured=honoured_plugins)
 
 api_v1 = [
     path("keys", ApiKeyListCreateApi.as_view(), name="keys"),
@@ -44,6 +51,7 @@ api_v1 = [
     path("credits", CreditsApi.as_view(), name="credits"),
     path("generation", GenerationApi.as_view(), name="generation"),
     path("responses", ResponseCreateApi.as_view(), name="responses"),
+    path("chat/completions", ChatCompletionCreateApi.as_view(), name="chat-completions"),
     path("models", ModelListApi.as_view(), name="models"),
     path("models/user", UserModelListApi.as_view(), name="models-user"),
     path("models/<segment:author>/<segment:slug>/endpoints", ModelEndpointsApi.as_view(), name="model-endpoints"),
@@ -51,6 +59,7 @@ api_v1 = [
     path("byok", ByokListCreateApi.as_view(), name="byok"),
     path("byok/<uuid:byok_id>", ByokDetailApi.as_view(), name="byok-detail"),
     path("routing/settings", AccountRoutingSettingsApi.as_view(), name="routing-settings"),
+    path("plugins/defaults", PluginDefaultsApi.as_view(), name="plugin-defaults"),
     *guardrail_urls,
     path("openapi.json", SpectacularJSONAPIView.as_view(), name="schema"),
     path("openapi.yaml", SpectacularYAMLAPIView.as_view(), name="schema-yaml"),

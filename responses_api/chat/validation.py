@@ -1,0 +1,187 @@
+"""The Chat Completions request body (https://platform.openai.com/docs/api-reference/chat/create) plus this
+gateway's fields, validated as strictly as POST /responses (JSON types as sent, 400 naming the field). What no
+route can honour is refused with the reason, never dropped."""
+
+from rest_framework import serializers
+
+from gateway import fields
+from responses_api.chat.messages import MessagesField
+from responses_api.validation.objects import (
+    CacheControlSerializer,
+    DebugSerializer,
+    MetadataField,
+    ProviderPreferencesSerializer,
+    ReasoningSerializer,
+)
+from responses_api.validation.plugins import PluginsField
+from responses_api.validation.request import MODEL_ID_MAX, SERVICE_TIERS
+from responses_api.validation.tools import FUNCTION_NAME, TOOL_CHOICE_MODES
+
+# Fields of the Chat Completions API that the canonical request cannot carry to every route: refused, with why.
+UNSUPPORTED = {
+    "stop": "stop sequences are not supported by this gateway yet (not every route can honour them)",
+    "seed": "seed is not supported by this gateway yet (not every route can honour it)",
+    "logit_bias": "logit_bias is not supported: most providers this gateway routes to ignore it",
+    "top_logprobs": "logprobs are not returned by this gateway",
+    "audio": "audio output is not supported by any provider this gateway serves",
+    "prediction": "predicted outputs are not supported by this gateway",
+    "web_search_options": "web search is not available on this gateway",
+    "functions": 'the deprecated "functions" field is not supported: use tools',
+    "function_call": 'the deprecated "function_call" field is not supported: use tool_choice',
+}
+MSG_N = "only n=1 is supported: this gateway returns one choice per request"
+MSG_LOGPROBS = "logprobs are not returned by this gateway (only false is accepted)"
+MSG_STREAM_OPTIONS = "stream_options is only allowed with stream: true"
+EFFORTS = ("max", "xhigh", "high", "medium", "low", "minimal", "none")
+
+
+class ChatFunctionSerializer(serializers.Serializer):
+    name = fields.CharField(max_length=128)
+    description = fields.CharField(required=False, allow_null=True, allow_blank=True)
+    parameters = fields.DictField(required=False, allow_null=True)
+    strict = fields.BooleanField(required=False, allow_null=True, default=None)
+
+    def validate_name(self, value):
+        if not FUNCTION_NAME.match(value):
+            raise serializers.ValidationError("may only contain letters, digits, _ . : - (at most 128)")
+        return value
+
+    def validate_parameters(self, value):
+        if value is not None and value.get("type", "object") != "object":
+            raise serializers.ValidationError('must be a JSON Schema with "type": "object"')
+        return value
+
+
+class ChatToolSerializer(serializers.Serializer):
+    type = fields.ChoiceField(choices=["function"])
+    function = ChatFunctionSerializer()
+
+
+class ChatToolChoiceFunctionSerializer(serializers.Serializer):
+    name = fields.CharField(max_length=128)
+
+
+class ChatToolChoiceSerializer(serializers.Serializer):
+    type = fields.ChoiceField(choices=["function"])
+    function = ChatToolChoiceFunctionSerializer()
+
+
+class ChatToolChoiceField(serializers.Field):
+    """ "none" | "auto" | "required" | {"type": "function", "function": {"name"}} -> the Responses form."""
+
+    def to_representation(self, value):
+        return value
+
+    def to_internal_value(self, data):
+        if isinstance(data, str):
+            if data not in TOOL_CHOICE_MODES:
+                raise serializers.ValidationError(f'"{data}" is not valid; expected one of {list(TOOL_CHOICE_MODES)}')
+            return data
+        serializer = ChatToolChoiceSerializer(data=data)
+        if not isinstance(data, dict) or not serializer.is_valid():
+            raise serializers.ValidationError(
+                serializer.errors if isinstance(data, dict) else "must be auto, none, required or a function choice"
+            )
+        return {"type": "function", "name": serializer.validated_data["function"]["name"]}
+
+
+class ChatJsonSchemaSerializer(serializers.Serializer):
+    name = fields.CharField(max_length=64)
+    schema = fields.DictField(required=False)
+    strict = fields.BooleanField(required=False, allow_null=True)
+    description = fields.CharField(required=False, allow_null=True)
+
+
+class ChatResponseFormatSerializer(serializers.Serializer):
+    type = fields.ChoiceField(choices=["text", "json_object", "json_schema"])
+    json_schema = ChatJsonSchemaSerializer(required=False)
+
+    def validate(self, attrs):
+        if attrs["type"] == "json_schema" and "json_schema" not in attrs:
+            raise serializers.ValidationError({"json_schema": "is required for type json_schema"})
+        return attrs
+
+
+class ChatStreamOptionsSerializer(serializers.Serializer):
+    include_usage = fields.BooleanField(required=False, default=False)
+
+
+class ChatCompletionCreateRequestSerializer(serializers.Serializer):
+    model = fields.CharField(required=False, max_length=MODEL_ID_MAX)
+    models = fields.ListField(
+        child=fields.CharField(max_length=MODEL_ID_MAX), required=False, min_length=1, max_length=16
+    )
+    messages = MessagesField()
+    stream = fields.BooleanField(required=False, default=False)
+    stream_options = ChatStreamOptionsSerializer(required=False, allow_null=True)
+    n = fields.IntegerField(required=False, allow_null=True, min_value=1)
+    logprobs = fields.BooleanField(required=False, allow_null=True)
+    temperature = fields.FloatField(required=False, allow_null=True, min_value=0, max_value=2)
+    top_p = fields.FloatField(required=False, allow_null=True, min_value=0, max_value=1)
+    top_k = fields.IntegerField(required=False, allow_null=True, min_value=0)
+    frequency_penalty = fields.FloatField(required=False, allow_null=True, min_value=-2, max_value=2)
+    presence_penalty = fields.FloatField(required=False, allow_null=True, min_value=-2, max_value=2)
+    max_tokens = fields.IntegerField(required=False, allow_null=True, min_value=1)
+    max_completion_tokens = fields.IntegerField(required=False, allow_null=True, min_value=1)
+    tools = serializers.ListField(child=ChatToolSerializer(), required=False, allow_null=True, max_length=512)
+    tool_choice = ChatToolChoiceField(required=False, allow_null=True)
+    parallel_tool_calls = fields.BooleanField(required=False, allow_null=True, default=None)
+    response_format = ChatResponseFormatSerializer(required=False, allow_null=True)
+    reasoning = ReasoningSerializer(required=False, allow_null=True)
+    reasoning_effort = fields.ChoiceField(choices=EFFORTS, required=False, allow_null=True)
+    verbosity = fields.ChoiceField(choices=["low", "medium", "high", "xhigh", "max"], required=False, allow_null=True)
+    modalities = fields.ListField(child=fields.ChoiceField(choices=["text"]), required=False, max_length=1)
+    store = fields.BooleanField(required=False, allow_null=True)
+    metadata = MetadataField(required=False, allow_null=True)
+    service_tier = fields.ChoiceField(choices=SERVICE_TIERS, required=False, allow_null=True, default="auto")
+    user = fields.CharField(required=False, max_length=256)
+    safety_identifier = fields.CharField(required=False, allow_null=True, max_length=1024)
+    prompt_cache_key = fields.CharField(required=False, allow_null=True, max_length=1024)
+    cache_control = CacheControlSerializer(required=False)
+    session_id = fields.CharField(required=False, max_length=256)
+    provider = ProviderPreferencesSerializer(required=False, allow_null=True)
+    plugins = PluginsField(required=False)
+    route = fields.ChoiceField(choices=["fallback", "sort"], required=False, allow_null=True)
+    debug = DebugSerializer(required=False)
+
+    def validate_n(self, value):
+        if value not in (None, 1):
+            raise serializers.ValidationError(MSG_N)
+        return value
+
+    def validate_logprobs(self, value):
+        if value:
+            raise serializers.ValidationError(MSG_LOGPROBS)
+        return value
+
+    def validate_store(self, value):
+        if value:
+            raise serializers.ValidationError("only false is supported: this endpoint stores nothing")
+        return value
+
+    def validate(self, attrs):
+        raw = self.initial_data if isinstance(self.initial_data, dict) else {}
+        refused = {name: why for name, why in UNSUPPORTED.items() if raw.get(name) not in (None, [], {}, "")}
+        if refused:
+            raise serializers.ValidationError(refused)
+        if not attrs.get("model") and not attrs.get("models"):
+            raise serializers.ValidationError({"model": "model (or models) is required"})
+        if attrs.get("stream_options") is not None and not attrs.get("stream"):
+            raise serializers.ValidationError({"stream_options": MSG_STREAM_OPTIONS})
+        limits = {attrs.get("max_tokens"), attrs.get("max_completion_tokens")} - {None}
+        if len(limits) > 1:
+            raise serializers.ValidationError(
+                {"max_completion_tokens": "differs from max_tokens: send one (max_tokens is its deprecated name)"}
+            )
+        effort, reasoning = attrs.get("reasoning_effort"), attrs.get("reasoning") or {}
+        if effort and reasoning.get("effort") not in (None, effort):
+            raise serializers.ValidationError({"reasoning_effort": "differs from reasoning.effort: send one"})
+        names = [tool["function"]["name"] for tool in attrs.get("tools") or []]
+        if len(names) != len(set(names)):
+            raise serializers.ValidationError({"tools": "function tool names must be unique"})
+        choice = attrs.get("tool_choice")
+        if isinstance(choice, dict) and choice["name"] not in names:
+            raise serializers.ValidationError({"tool_choice": f'no function tool named "{choice["name"]}"'})
+        if attrs.get("service_tier") == "fast":
+            attrs["service_tier"] = "priority"
+        return attrs

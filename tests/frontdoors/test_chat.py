@@ -1,0 +1,123 @@
+"""POST /chat/completions: the Chat Completions request on the /responses pipeline, against the stand-in."""
+
+import json
+
+import pytest
+
+from gateway.billing.models import Generation
+from tests.support import assert_error_envelope
+
+CHAT_WIRE = {"provider": {"only": ["standin-chat"]}}
+
+
+def post(persona, body, **headers):
+    return persona.client().post("/api/v1/chat/completions", body, format="json", **headers)
+
+
+def sse_chunks(response) -> list:
+    text = b"".join(response.streaming_content).decode()
+    events = [block for block in text.split("\n\n") if block.startswith("data: ")]
+    return [event.removeprefix("data: ") for event in events]
+
+
+def test_a_chat_completion_is_answered_and_billed(alice, standin_catalog):
+    response = post(alice, {"model": "standin/echo", "messages": [{"role": "user", "content": "Say hello"}]})
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["object"] == "chat.completion" and body["model"] == "standin/echo"
+    [choice] = body["choices"]
+    assert choice["message"]["content"] == "Hello from the local stand-in provider."
+    assert choice["finish_reason"] == "stop"
+    usage = body["usage"]
+    assert usage["prompt_tokens"] > 0 and usage["completion_tokens"] > 0 and usage["cost"] > 0
+    generation = Generation.objects.get(id=body["id"])
+    assert float(generation.cost) == pytest.approx(usage["cost"])
+
+
+def test_the_conversation_reaches_a_chat_upstream_as_sent(alice, standin_catalog):
+    messages = [
+        {"role": "system", "content": "Be brief."},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "Weather?"},
+                {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}},
+            ],
+        },
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"location": "Paris"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_1", "content": "Sunny"},
+    ]
+    tools = [
+        {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {}}}}
+    ]
+    response = post(
+        alice,
+        {
+            "model": "standin/echo",
+            "messages": messages,
+            "tools": tools,
+            "tool_choice": "auto",
+            "max_completion_tokens": 50,
+            "temperature": 0.5,
+            **CHAT_WIRE,
+        },
+    )
+    assert response.status_code == 200, response.content
+    [sent] = standin_catalog.requests_for("/chat/completions")
+    body = sent["body"]
+    assert body["messages"][0] == {"role": "system", "content": "Be brief."}
+    assert body["messages"][1]["content"][1] == {
+        "type": "image_url",
+        "image_url": {"url": "https://example.com/a.png", "detail": "auto"},
+    }
+    assert body["messages"][2]["tool_calls"][0]["function"]["name"] == "get_weather"
+    assert body["messages"][3] == {"role": "tool", "tool_call_id": "call_1", "content": "Sunny"}
+    assert body["max_tokens"] == 50 and body["temperature"] == 0.5 and body["tool_choice"] == "auto"
+
+
+def test_a_streamed_completion_ends_with_usage_and_done(alice, standin_catalog):
+    response = post(
+        alice,
+        {
+            "model": "standin/echo",
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "messages": [{"role": "user", "content": 'Count <<standin {"chunks": 3, "text": "one two three"}>>'}],
+        },
+    )
+    assert response.status_code == 200
+    events = sse_chunks(response)
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(event) for event in events[:-1]]
+    assert all(chunk["object"] == "chat.completion.chunk" for chunk in chunks)
+    text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
+    assert text == "one two three"
+    assert chunks[-2]["choices"][0]["finish_reason"] == "stop"
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] > 0
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"messages": [{"role": "user", "content": "x"}]}, "model"),
+        ({"model": "standin/echo", "messages": []}, "messages"),
+        ({"model": "standin/echo", "messages": [{"role": "user", "content": 5}]}, "messages[0].content"),
+        ({"model": "standin/echo", "messages": [{"role": "user", "content": "x"}], "n": 2}, "n"),
+        ({"model": "standin/echo", "messages": [{"role": "user", "content": "x"}], "stop": ["\n"]}, "stop"),
+        ({"model": "standin/echo", "messages": [{"role": "user", "content": "x"}], "temperature": "1"}, "temperature"),
+    ],
+)
+def test_bad_requests_name_the_field(alice, standin_catalog, body, field):
+    response = post(alice, body)
+    error = assert_error_envelope(response, 400)["error"]
+    assert field in error["metadata"]["fields"], error
