@@ -42,7 +42,7 @@ class AutoRouterPluginSerializer(AutoBetaRouterPluginSerializer):
     pin_model = fields.BooleanField(required=False, default=False)
 
 
-class ModerationPluginSerializer(serializers.Serializer):
+class ModerationPluginSerializer(PluginBase):  # `enabled: false` must reach the stage, not be dropped
     id = fields.ChoiceField(choices=["moderation"])
 
 
