@@ -66,7 +66,7 @@ def prepare_run(*, ctx: RequestContext, data: dict) -> ResponseRun:
         plan = response_plan(ctx=ctx, prepared=prepared)
         planned.append(plan)
         run = response_hold(ctx=ctx, prepared=prepared, plan=plan)
-    run.pipeline += ran
+    run.pipeline += ran + stages.post_stage_notes(ctx)
     return run
 
 

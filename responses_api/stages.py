@@ -65,6 +65,13 @@ def wanted_post_stages(ctx: RequestContext) -> list[PostStage]:
     return [stage for stage in POST_STAGES if stage.wants(ctx)]
 
 
+def post_stage_notes(ctx: RequestContext) -> list[StageEntry]:
+    """What the post-stages that do not run on this request say about it (`note(ctx)`, optional: e.g.
+    response-healing on a stream: not healed), so a plugin the caller turned on is never silently skipped."""
+    notes = (getattr(stage, "note", None) for stage in POST_STAGES if not stage.wants(ctx))
+    return [entry for note in notes if note is not None and (entry := note(ctx)) is not None]
+
+
 def post_stages(
     response: CanonicalResponse, ctx: RequestContext, ran: list[StageEntry], record: dict
 ) -> CanonicalResponse:
