@@ -47,7 +47,8 @@ class Prepared:
 def _part(part: dict):
     kind = part["type"]
     if kind in ("input_text", "output_text"):
-        return TextPart(text=part["text"], cache_control=part.get("cache_control"))
+        annotations = tuple(part.get("annotations") or ())  # an answer's, sent back (file-parser reuses its files)
+        return TextPart(text=part["text"], cache_control=part.get("cache_control"), annotations=annotations)
     if kind == "refusal":
         return TextPart(text=part["refusal"])
     if kind == "input_image":

@@ -19,10 +19,12 @@ def new_id(prefix: str) -> str:
     return f"{prefix}_{secrets.token_hex(12)}"
 
 
-def message_item(item_id: str, text: str, refusal: str | None = None, status: str = "completed") -> dict:
+def message_item(
+    item_id: str, text: str, refusal: str | None = None, status: str = "completed", annotations: tuple[dict, ...] = ()
+) -> dict:
     content = []
     if text or not refusal:
-        content.append({"type": "output_text", "text": text, "annotations": [], "logprobs": []})
+        content.append({"type": "output_text", "text": text, "annotations": list(annotations), "logprobs": []})
     if refusal:
         content.append({"type": "refusal", "refusal": refusal})
     return {"type": "message", "id": item_id, "role": "assistant", "status": status, "content": content}
@@ -59,7 +61,7 @@ def output_items(response: CanonicalResponse) -> list[dict]:
     items = []
     for item in response.output:
         if isinstance(item, OutputMessage):
-            items.append(message_item(new_id("msg"), item.text, item.refusal))
+            items.append(message_item(new_id("msg"), item.text, item.refusal, annotations=item.annotations))
         elif isinstance(item, OutputReasoning):
             items.append(reasoning_item(new_id("rs"), item))
         elif isinstance(item, OutputFunctionCall):

@@ -140,7 +140,7 @@ class StreamRenderer:
                     "response.content_part.done",
                     **ids,
                     content_index=step.part_index,
-                    part={"type": "output_text", "text": text, "annotations": []},
+                    part={"type": "output_text", "text": text, "annotations": list(step.annotations)},
                 )
 
     def _done(self, step: ItemDone) -> bytes:
@@ -148,7 +148,7 @@ class StreamRenderer:
         prefix = b""
         match step.item:
             case OutputMessage():
-                item = message_item(item_id, step.item.text, step.item.refusal)
+                item = message_item(item_id, step.item.text, step.item.refusal, annotations=step.item.annotations)
             case OutputReasoning():
                 item = reasoning_item(item_id, step.item)
             case OutputFunctionCall():

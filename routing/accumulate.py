@@ -57,6 +57,7 @@ class PartDone:
     part: PartKind
     part_index: int
     text: str
+    annotations: tuple[dict, ...] = ()  # the first output_text part of a message: the message's annotations
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,12 +91,13 @@ class _OpenItem:
     call_id: str = ""
     name: str = ""
     arguments: list[str] = field(default_factory=list)
+    annotations: tuple[dict, ...] = ()  # a message's (set by replay: a post-stage's file annotations)
 
     def item(self) -> OutputItem:
         if self.kind == "message":
             text = "".join("".join(part.texts) for part in self.parts if part.kind == "output_text")
             refusal = "".join("".join(part.texts) for part in self.parts if part.kind == "refusal")
-            return OutputMessage(text=text, refusal=refusal or None)
+            return OutputMessage(text=text, refusal=refusal or None, annotations=self.annotations)
         if self.kind == "reasoning":
             return OutputReasoning(
                 summary=("".join(self.summary.texts),) if self.summary else (),
@@ -195,7 +197,9 @@ class Fold:
             return []
         part = item.parts[-1]
         part.done = True
-        return [PartDone(item.index, part.kind, len(item.parts) - 1, "".join(part.texts))]
+        first_text = part.kind == "output_text" and part is next(p for p in item.parts if p.kind == "output_text")
+        annotations = item.annotations if first_text else ()
+        return [PartDone(item.index, part.kind, len(item.parts) - 1, "".join(part.texts), annotations)]
 
     def close(self) -> list[FoldStep]:
         """Close the open item (the stream ended, or another item begins)."""
@@ -244,6 +248,8 @@ def replay(response: CanonicalResponse) -> list[FoldStep]:
         steps += fold.close()
         for event in _item_events(index, item):
             steps += fold.add(event)
+        if isinstance(item, OutputMessage) and fold.open is not None:
+            fold.open.annotations = item.annotations
     return steps + fold.close()
 
 

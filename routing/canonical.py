@@ -14,6 +14,9 @@ from typing import Literal
 class TextPart:
     text: str
     cache_control: dict | None = None
+    # An assistant's output_text sent back: its annotations; a file the file-parser turned into this text: the
+    # file's annotation (what the answer carries so the caller can skip parsing it again). Adapters send text only.
+    annotations: tuple[dict, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -129,6 +132,7 @@ class Usage:
 class OutputMessage:
     text: str = ""
     refusal: str | None = None
+    annotations: tuple[dict, ...] = ()  # the first output_text part's (file-parser's file annotations)
 
 
 @dataclass(frozen=True)

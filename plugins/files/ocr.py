@@ -1,0 +1,83 @@
+"""The OCR engine: pages without a text layer (scans) are read by a catalog model with image input, named by
+the operator in FILE_PARSER_OCR_MODEL (any provider's vision model: the request's `pdf.engine` `mistral-ocr`
+and `cloudflare-ai` both mean this engine). Each page's embedded images go in one call (at most
+MAX_IMAGES_PER_PAGE); what the model answers is the page's text. The calls are priced at the endpoint's list
+price and charged with the request (the stage's cost_usd)."""
+
+from dataclasses import replace
+from decimal import Decimal
+
+from django.conf import settings
+
+from gateway.errors import GatewayError
+from plugins.files.errors import FileRefused
+from plugins.files.pdf import PdfPage
+from routing.attempts import AttemptSequence, AttemptsFailed
+from routing.canonical import CanonicalRequest, ImagePart, Message, OutputMessage, TextPart
+from routing.pricing import usage_cost
+from routing.selection import endpoints_for_request
+
+MAX_OCR_PAGES = 20  # per request: each page is one model call
+OCR_INSTRUCTIONS = (
+    "You are an OCR engine. Transcribe all the text in the page image(s) exactly, in reading order. Use Markdown "
+    "tables for tables. Answer with the transcription only, without comments; answer nothing if there is no text."
+)
+MSG_NOT_CONFIGURED = (
+    "file-parser: pdf.engine '{engine}' (OCR) is not configured on this gateway (the operator names a vision "
+    "model in FILE_PARSER_OCR_MODEL); use pdf.engine 'pdf-text' for PDFs with a text layer"
+)
+MSG_UNROUTABLE = "file-parser: the OCR model '{model}' cannot serve requests now; the file was not read"
+
+
+def ocr_model() -> str:
+    """The catalog model id of the OCR engine, or "" when this gateway has none."""
+    return str(getattr(settings, "FILE_PARSER_OCR_MODEL", "") or "")
+
+
+def ocr_require(engine: str) -> str:
+    """The OCR model, or a 400 saying the engine asked for is not configured."""
+    model = ocr_model()
+    if not model:
+        raise GatewayError(MSG_NOT_CONFIGURED.format(engine=engine), status=400)
+    return model
+
+
+class OcrEngine:
+    """One request's OCR calls: the pages read and what they cost."""
+
+    def __init__(self, model: str):
+        self.model = model
+        self.pages = 0
+        self.cost = Decimal(0)
+
+    def read(self, page: PdfPage, *, name: str) -> str:
+        if not page.images:
+            raise FileRefused(name, f"page {page.number} has no text layer and no image the OCR engine can read")
+        self.pages += 1
+        if self.pages > MAX_OCR_PAGES:
+            raise FileRefused(name, f"more than {MAX_OCR_PAGES} scanned pages in the request for the OCR engine")
+        try:
+            plan = endpoints_for_request(models=[self.model])
+        except GatewayError:
+            raise GatewayError(MSG_UNROUTABLE.format(model=self.model), status=503) from None
+        probe = CanonicalRequest(
+            model="",
+            instructions=OCR_INSTRUCTIONS,
+            input=(
+                Message(
+                    role="user",
+                    content=(TextPart(f"Page {page.number} of {name}"), *(ImagePart(url=url) for url in page.images)),
+                ),
+            ),
+            temperature=0,
+        )
+        sequence = AttemptSequence(
+            candidates=plan.candidates,
+            request_for=lambda candidate: replace(probe, model=candidate.endpoint.upstream_model),
+        )
+        try:
+            served = sequence.call()
+        except AttemptsFailed:
+            raise GatewayError(MSG_UNROUTABLE.format(model=self.model), status=503) from None
+        self.cost += usage_cost(endpoint=served.candidate.endpoint, usage=served.response.usage)
+        return "".join(item.text for item in served.response.output if isinstance(item, OutputMessage)).strip()

@@ -1,0 +1,185 @@
+"""The text-layer PDF engine (pypdf), bounded so that a hostile PDF cannot take a worker down: the file size
+is capped before (sources), the page count before any page is read, pypdf's own decompression, parsing and
+page-tree limits are tightened for the duration of the read (a deflate bomb or a content stream of millions of
+operators stops at the limit), the text is capped, and a time budget is checked between pages. pypdf never
+calls an external decoder here (jbig2dec is switched off).
+
+Pages without a text layer (scans) can be read by the OCR engine (plugins.files.ocr): their embedded images are
+collected as data: URLs a vision model accepts (JPEG as it is; 8-bit grey or RGB samples as PNG)."""
+
+import base64
+import io
+import struct
+import time
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
+import pypdf
+from pypdf.generic import IndirectObject
+
+from plugins.files.errors import FileRefused
+from plugins.files.sources import LoadedFile
+
+MAX_PDF_PAGES = 200
+MAX_TEXT_CHARS = 2_000_000  # per file: past it the model could not read it anyway
+MAX_IMAGES_PER_PAGE = 8  # forwarded to the OCR engine per page
+MAX_IMAGE_PIXELS = 25_000_000
+MAX_IMAGE_BYTES = 8 * 1024 * 1024
+LIMITS: dict[str, Any] = {  # pypdf.Configuration, for the duration of one read (a context variable: this thread only)
+    "zlib_maximum_output_length": 16_000_000,
+    "lzw_maximum_output_length": 16_000_000,
+    "run_length_maximum_output_length": 16_000_000,
+    "jbig2_maximum_output_length": 16_000_000,
+    "brotli_maximum_output_length": 16_000_000,
+    "array_based_stream_maximum_output_length": 16_000_000,
+    "maximum_declared_stream_length": 32_000_000,
+    "image_maximum_buffer_size": 32_000_000,
+    "stream_decoding_work_maximum_length": 64_000_000,
+    "stream_parsing_work_maximum_count": 100_000,  # a dense page uses a few thousand; 100,000 take pypdf ~1.5 s
+    "array_maximum_element_count": 50_000,
+    "dictionary_maximum_element_count": 50_000,
+    "page_tree_maximum_entries": 10_000,
+    "page_tree_maximum_page_entries": 200_000,
+    "xform_maximum_invocations_per_extraction": 500,
+    "outline_maximum_entries": 10_000,
+    "named_destinations_maximum_entries": 10_000,
+    "form_fields_maximum_entries": 10_000,
+    "jbig2dec_binary": None,  # never run an external program on a caller's bytes
+}
+
+
+@dataclass(frozen=True)
+class PdfPage:
+    number: int  # 1-based
+    text: str
+    images: tuple[str, ...] = ()  # data: URLs (collected only for pages without text, when OCR may read them)
+
+
+@dataclass(frozen=True)
+class PdfRead:
+    pages: tuple[PdfPage, ...]
+    seconds: float
+
+
+class OutOfTime(Exception):
+    """The request's parsing budget ran out (checked between pages)."""
+
+
+def pdf_read(file: LoadedFile, *, deadline: float, images: bool) -> PdfRead:
+    """The PDF's pages as text (and, with `images`, the images of pages without text). FileRefused when the
+    file is encrypted, corrupt, has too many pages or too much text; OutOfTime past `deadline`."""
+    started = time.monotonic()
+    with pypdf.apply_configuration(**LIMITS):
+        reader = _open(file)
+        pages = []
+        chars = 0
+        for number in range(1, _page_count(reader, file.name) + 1):
+            if time.monotonic() > deadline:
+                raise OutOfTime(file.name)
+            page = _page(reader, number, file.name, images=images)
+            chars += len(page.text)
+            if chars > MAX_TEXT_CHARS:
+                raise FileRefused(file.name, f"more than {MAX_TEXT_CHARS:,} characters of text")
+            pages.append(page)
+    return PdfRead(pages=tuple(pages), seconds=time.monotonic() - started)
+
+
+def _open(file: LoadedFile) -> pypdf.PdfReader:
+    try:
+        reader = pypdf.PdfReader(
+            io.BytesIO(file.data), strict=False, root_object_recovery_limit=1_000, xref_stream_maximum_entries=200_000
+        )
+        if reader.is_encrypted and not reader.decrypt(""):  # an owner password only still opens with ""
+            raise FileRefused(file.name, "the PDF is encrypted (password-protected); send it decrypted")
+        return reader
+    except FileRefused:
+        raise
+    except Exception:  # pypdf raises many kinds on broken or hostile input (limits included)
+        raise FileRefused(file.name, "the PDF is corrupt or unreadable") from None
+
+
+def _page_count(reader: pypdf.PdfReader, name: str) -> int:
+    try:
+        count = len(reader.pages)
+    except Exception:
+        raise FileRefused(name, "the PDF is corrupt or unreadable (its page tree)") from None
+    if count > MAX_PDF_PAGES:
+        raise FileRefused(name, f"the PDF has {count} pages; at most {MAX_PDF_PAGES} are read")
+    if count == 0:
+        raise FileRefused(name, "the PDF has no pages")
+    return count
+
+
+def _page(reader: pypdf.PdfReader, number: int, name: str, *, images: bool) -> PdfPage:
+    try:
+        page = reader.pages[number - 1]
+        text = (page.extract_text() or "").strip()
+        if not text:  # pypdf's text extraction swallows a limit reached while decompressing: ask once more
+            page.get_contents()
+        found = _images(page) if images and not text else ()
+    except FileRefused:
+        raise
+    except Exception:
+        raise FileRefused(name, f"page {number} of the PDF is corrupt or beyond the parsing limits") from None
+    return PdfPage(number=number, text=text, images=found)
+
+
+def _images(page) -> tuple[str, ...]:
+    resources: Any = page.get("/Resources")
+    resources = resources.get_object() if isinstance(resources, IndirectObject) else resources
+    xobjects: Any = (resources or {}).get("/XObject")
+    xobjects = xobjects.get_object() if xobjects is not None else {}
+    found: list[str] = []
+    for ref in list(xobjects.values())[: MAX_IMAGES_PER_PAGE * 4]:
+        xobject = ref.get_object()
+        if xobject.get("/Subtype") == "/Image" and (url := _image_url(xobject)):
+            found.append(url)
+            if len(found) == MAX_IMAGES_PER_PAGE:
+                break
+    return tuple(found)
+
+
+def _image_url(xobject) -> str | None:
+    """A data: URL a vision model reads, or None for an image kind we cannot send without a converter (CCITT,
+    JBIG2, JPEG 2000, 16-bit, indexed or CMYK colour): that page then has nothing to read."""
+    width, height = int(xobject.get("/Width", 0)), int(xobject.get("/Height", 0))
+    if not 0 < width * height <= MAX_IMAGE_PIXELS:
+        return None
+    filters = xobject.get("/Filter")
+    filters = [filters] if isinstance(filters, str) else list(filters or [])
+    if filters == ["/DCTDecode"]:
+        data = xobject._data  # JPEG bytes as stored (pypdf would need Pillow to hand them over)
+        return _data_url("image/jpeg", data) if len(data) <= MAX_IMAGE_BYTES else None
+    if set(filters) - {"/FlateDecode"} or xobject.get("/BitsPerComponent") != 8:
+        return None
+    channels = _channels(xobject.get("/ColorSpace"))
+    if channels is None or width * height * channels > MAX_IMAGE_BYTES * 4:
+        return None
+    samples = xobject.get_data()
+    if len(samples) < width * height * channels:
+        return None
+    return _data_url("image/png", _png(width, height, channels, samples))
+
+
+def _channels(space) -> int | None:
+    space = space.get_object() if isinstance(space, IndirectObject) else space
+    if isinstance(space, list) and len(space) == 2 and space[0] == "/ICCBased":  # scanners' usual colour space
+        count = space[1].get_object().get("/N")
+        return count if count in (1, 3) else None
+    return {"/DeviceGray": 1, "/DeviceRGB": 3}.get(str(space))
+
+
+def _data_url(media_type: str, data: bytes) -> str:
+    return f"data:{media_type};base64,{base64.b64encode(data).decode()}"
+
+
+def _png(width: int, height: int, channels: int, samples: bytes) -> bytes:
+    stride = width * channels
+    rows = b"".join(b"\x00" + samples[y * stride : (y + 1) * stride] for y in range(height))
+
+    def chunk(tag: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + tag + body + struct.pack(">I", zlib.crc32(tag + body))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 0 if channels == 1 else 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows, 6)) + chunk(b"IEND", b"")

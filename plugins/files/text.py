@@ -1,0 +1,58 @@
+"""Text files as the model reads them: plain text and Markdown as they are, CSV and JSON checked (a broken
+file is refused, not passed on half-read), HTML reduced to its main text by trafilatura (boilerplate, scripts
+and markup removed)."""
+
+import csv
+import io
+import json
+
+import trafilatura
+
+from plugins.files.errors import FileRefused
+from plugins.files.sources import LoadedFile
+
+MAX_HTML_BYTES = 5 * 1024 * 1024  # trafilatura builds a tree of the whole document
+
+
+def text_of(file: LoadedFile) -> str:
+    text = _decoded(file)
+    if file.kind == "csv":
+        _check_csv(text, file.name)
+    elif file.kind == "json":
+        _check_json(text, file.name)
+    elif file.kind == "html":
+        return _html_text(file, text)
+    return text
+
+
+def _decoded(file: LoadedFile) -> str:
+    try:
+        return file.data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return file.data.decode("cp1252", errors="replace")  # legacy exports (CSV from spreadsheets): best effort
+
+
+def _check_csv(text: str, name: str) -> None:
+    try:
+        for _row in csv.reader(io.StringIO(text)):
+            pass
+    except csv.Error as error:
+        raise FileRefused(name, f"not a valid CSV file ({error})") from None
+
+
+def _check_json(text: str, name: str) -> None:
+    try:
+        json.loads(text)
+    except (ValueError, RecursionError):
+        raise FileRefused(name, "not a valid JSON file") from None
+
+
+def _html_text(file: LoadedFile, html: str) -> str:
+    if len(file.data) > MAX_HTML_BYTES:
+        raise FileRefused(file.name, f"an HTML file is read up to {MAX_HTML_BYTES // (1024 * 1024)} MiB")
+    extracted = trafilatura.extract(html, include_tables=True, include_comments=False, favor_recall=True)
+    if not extracted:
+        extracted = trafilatura.html2txt(html) or ""
+    if not extracted.strip():
+        raise FileRefused(file.name, "the HTML file has no readable text")
+    return extracted
