@@ -52,19 +52,19 @@ def moderation_catalog(standin, *, slug: str, model: str, base_url: str, price_r
     provider_credential_set(provider=Provider.objects.get(slug=slug), plaintext="sk-moderation")
 
 
-@pytest.fixture
-def moderations(settings, standin_catalog):
+def moderations_engine(settings, standin) -> None:
     """The stand-in's /moderations as the engine (model standin/omni-moderation, 0.0002 USD per call)."""
     moderation_catalog(
-        standin_catalog,
-        slug="standin-mod",
-        model="standin/omni-moderation",
-        base_url=f"{standin_catalog.url}/v1",
-        price_request=0.0002,
+        standin, slug="standin-mod", model="standin/omni-moderation", base_url=f"{standin.url}/v1", price_request=0.0002
     )
     settings.MODERATION_MODEL = "standin/omni-moderation"
     settings.MODERATION_ENGINE = "openai-moderations"
-    standin_catalog.clear()
+    standin.clear()
+
+
+@pytest.fixture
+def moderations(settings, standin_catalog):
+    moderations_engine(settings, standin_catalog)
     return standin_catalog
 
 
