@@ -118,8 +118,12 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         if not header:
             raise exceptions.NotAuthenticated(MSG_MISSING_AUTH)
         scheme, _, token = header.partition(" ")
-        token = token.strip()
-        if scheme.lower() != "bearer" or not token.startswith(KEY_PREFIX) or len(token) > 200:
+        if scheme.lower() != "bearer":
+            raise exceptions.AuthenticationFailed(MSG_INVALID_KEY)
+        return self.authenticate_key(token.strip())
+
+    def authenticate_key(self, token: str):
+        if not token.startswith(KEY_PREFIX) or len(token) > 200:
             raise exceptions.AuthenticationFailed(MSG_INVALID_KEY)
         state = _keys.get_or_load(key_hash(token), key_state_load)
         if state is None:
@@ -134,6 +138,16 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         return 'Bearer realm="api"'
 
 
+class AnthropicApiKeyAuthentication(ApiKeyAuthentication):
+    """For POST /messages: Anthropic clients send the key as `x-api-key` (a Bearer header still works)."""
+
+    def authenticate(self, request):
+        key = request.META.get("HTTP_X_API_KEY", "")
+        if key and not request.META.get("HTTP_AUTHORIZATION"):
+            return self.authenticate_key(key.strip())
+        return super().authenticate(request)
+
+
 class ApiKeyAuthenticationScheme(OpenApiAuthenticationExtension):
     target_class = "gateway.accounts.authentication.ApiKeyAuthentication"
     name = "ApiKeyAuth"
@@ -144,4 +158,18 @@ class ApiKeyAuthenticationScheme(OpenApiAuthenticationExtension):
             "scheme": "bearer",
             "description": "An API key: `Authorization: Bearer sk-gw-v1-...`. Management operations need a "
             "management key; inference endpoints need an inference key.",
+        }
+
+
+class AnthropicApiKeyAuthenticationScheme(OpenApiAuthenticationExtension):
+    target_class = "gateway.accounts.authentication.AnthropicApiKeyAuthentication"
+    name = "AnthropicApiKey"
+
+    def get_security_definition(self, auto_schema):
+        return {
+            "type": "apiKey",
+            "in": "header",
+            "name": "x-api-key",
+            "description": "An inference API key in `x-api-key`, as Anthropic clients send it "
+            "(or `Authorization: Bearer`).",
         }

@@ -2,6 +2,8 @@
 gateway's fields, validated as strictly as POST /responses (JSON types as sent, 400 naming the field). What no
 route can honour is refused with the reason, never dropped."""
 
+from drf_spectacular.extensions import OpenApiSerializerFieldExtension
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from gateway import fields
@@ -35,6 +37,21 @@ MSG_STREAM_OPTIONS = "stream_options is only allowed with stream: true"
 EFFORTS = ("max", "xhigh", "high", "medium", "low", "minimal", "none")
 
 
+class InlineChoiceField(fields.ChoiceField):
+    """A choice documented in place, not as a shared enum component: drf-spectacular names those by field name,
+    and `type` is another choice set on every object (a collision only its settings could resolve)."""
+
+
+class InlineChoiceFieldSchema(OpenApiSerializerFieldExtension):
+    target_class = InlineChoiceField
+
+    def map_serializer_field(self, auto_schema, direction):
+        schema: dict = {"oneOf": [{"type": "string", "enum": list(self.target.choices)}]}
+        if self.target.allow_null:
+            schema["nullable"] = True
+        return schema
+
+
 class ChatFunctionSerializer(serializers.Serializer):
     name = fields.CharField(max_length=128)
     description = fields.CharField(required=False, allow_null=True, allow_blank=True)
@@ -53,7 +70,7 @@ class ChatFunctionSerializer(serializers.Serializer):
 
 
 class ChatToolSerializer(serializers.Serializer):
-    type = fields.ChoiceField(choices=["function"])
+    type = InlineChoiceField(choices=["function"])
     function = ChatFunctionSerializer()
 
 
@@ -62,10 +79,30 @@ class ChatToolChoiceFunctionSerializer(serializers.Serializer):
 
 
 class ChatToolChoiceSerializer(serializers.Serializer):
-    type = fields.ChoiceField(choices=["function"])
+    type = InlineChoiceField(choices=["function"])
     function = ChatToolChoiceFunctionSerializer()
 
 
+@extend_schema_field(
+    {
+        "oneOf": [
+            {"type": "string", "enum": list(TOOL_CHOICE_MODES)},
+            {
+                "type": "object",
+                "required": ["type", "function"],
+                "properties": {
+                    "type": {"type": "string", "enum": ["function"]},
+                    "function": {
+                        "type": "object",
+                        "required": ["name"],
+                        "properties": {"name": {"type": "string", "minLength": 1, "maxLength": 128}},
+                    },
+                },
+            },
+        ],
+        "nullable": True,
+    }
+)
 class ChatToolChoiceField(serializers.Field):
     """ "none" | "auto" | "required" | {"type": "function", "function": {"name"}} -> the Responses form."""
 
@@ -93,7 +130,7 @@ class ChatJsonSchemaSerializer(serializers.Serializer):
 
 
 class ChatResponseFormatSerializer(serializers.Serializer):
-    type = fields.ChoiceField(choices=["text", "json_object", "json_schema"])
+    type = InlineChoiceField(choices=["text", "json_object", "json_schema"])
     json_schema = ChatJsonSchemaSerializer(required=False)
 
     def validate(self, attrs):
@@ -128,7 +165,7 @@ class ChatCompletionCreateRequestSerializer(serializers.Serializer):
     parallel_tool_calls = fields.BooleanField(required=False, allow_null=True, default=None)
     response_format = ChatResponseFormatSerializer(required=False, allow_null=True)
     reasoning = ReasoningSerializer(required=False, allow_null=True)
-    reasoning_effort = fields.ChoiceField(choices=EFFORTS, required=False, allow_null=True)
+    reasoning_effort = InlineChoiceField(choices=EFFORTS, required=False, allow_null=True)
     verbosity = fields.ChoiceField(choices=["low", "medium", "high", "xhigh", "max"], required=False, allow_null=True)
     modalities = fields.ListField(child=fields.ChoiceField(choices=["text"]), required=False, max_length=1)
     store = fields.BooleanField(required=False, allow_null=True)

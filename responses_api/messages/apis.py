@@ -1,0 +1,66 @@
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from gateway.accounts.authentication import AnthropicApiKeyAuthentication
+from gateway.accounts.permissions import IsInferenceKey
+from responses_api import pipeline
+from responses_api.chat.apis import METADATA_HEADER, SESSION_HEADER, streaming_response
+from responses_api.chat.events import relay
+from responses_api.messages.render import PING, MessageEventTranslator, error_body, message
+from responses_api.messages.schema import (
+    MessageResultSerializer,
+    MessageStreamEventSerializer,
+    anthropic_error_responses,
+)
+from responses_api.messages.translate import responses_data
+from responses_api.messages.validation import MessageCreateRequestSerializer
+from responses_api.metadata import view_error_metadata
+
+
+class MessageCreateApi(APIView):
+    authentication_classes = [AnthropicApiKeyAuthentication]
+    permission_classes = [IsInferenceKey]
+
+    def handle_exception(self, exc):
+        """Every error in Anthropic's shape (same statuses), so the Anthropic SDK raises its typed errors."""
+        view_error_metadata(self.request, exc)
+        response = super().handle_exception(exc)
+        body = response.data if isinstance(response.data, dict) else {}
+        error = body.get("error") or {}
+        anthropic = error_body(response.status_code, str(error.get("message") or "Error"))
+        if "gateway_metadata" in body:
+            anthropic["gateway_metadata"] = body["gateway_metadata"]
+        response.data = anthropic
+        return response
+
+    @extend_schema(
+        operation_id="createMessage",
+        tags=["Anthropic Messages"],
+        request=MessageCreateRequestSerializer,
+        parameters=[METADATA_HEADER, SESSION_HEADER],
+        responses={
+            (200, "application/json"): MessageResultSerializer,
+            (200, "text/event-stream"): OpenApiResponse(
+                MessageStreamEventSerializer,
+                description="With stream: true, Anthropic's event stream (`event: <type>` + `data: <json>`).",
+            ),
+            **anthropic_error_responses(400, 401, 402, 403, 404, 408, 413, 422, 429, 500, 502, 503, 524, 529),
+        },
+    )
+    def post(self, request: Request):
+        """The Anthropic Messages request as the Responses request it means, on the same pipeline
+        (responses_api.pipeline), rendered as Anthropic Messages."""
+        serializer = MessageCreateRequestSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = responses_data(serializer.validated_data)
+        run = pipeline.prepare_run(ctx=pipeline.authenticate(request, data), data=data)
+        if run.stream:
+            translator = MessageEventTranslator(generation_id=run.generation_id, model=run.plan.requested)
+            body = relay(pipeline.respond_stream(run), translator, keepalive=PING)
+            return streaming_response(body, generation_id=run.generation_id)
+        result = pipeline.respond_json(run)
+        return Response(
+            message(result, generation_id=run.generation_id), headers={"X-Generation-Id": run.generation_id}
+        )

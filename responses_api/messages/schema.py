@@ -1,0 +1,60 @@
+"""Serializers that document the Anthropic Messages answer and errors in the OpenAPI schema."""
+
+from drf_spectacular.utils import OpenApiResponse
+from rest_framework import serializers
+
+from responses_api.schema import GatewayMetadataSerializer
+
+
+class AnthropicUsageSerializer(serializers.Serializer):
+    input_tokens = serializers.IntegerField(help_text="Not read from or written to the cache")
+    output_tokens = serializers.IntegerField()
+    cache_read_input_tokens = serializers.IntegerField()
+    cache_creation_input_tokens = serializers.IntegerField()
+    cost = serializers.FloatField(help_text="Charged to credits (USD)")
+    is_byok = serializers.BooleanField()
+
+
+class AnthropicContentBlockSerializer(serializers.Serializer):
+    type = serializers.ChoiceField(choices=["text", "thinking", "redacted_thinking", "tool_use"])
+    text = serializers.CharField(required=False)
+    thinking = serializers.CharField(required=False)
+    signature = serializers.CharField(required=False, allow_blank=True)
+    data = serializers.CharField(required=False)  # type: ignore[assignment]  # redacted_thinking's field
+    id = serializers.CharField(required=False)
+    name = serializers.CharField(required=False)
+    input = serializers.DictField(required=False)
+
+
+class MessageResultSerializer(serializers.Serializer):
+    id = serializers.CharField(help_text="The generation id (GET /generation?id=)")
+    type = serializers.ChoiceField(choices=["message"])
+    role = serializers.ChoiceField(choices=["assistant"])
+    model = serializers.CharField()
+    content = AnthropicContentBlockSerializer(many=True)
+    stop_reason = serializers.ChoiceField(choices=["end_turn", "max_tokens", "tool_use", "refusal"])
+    stop_sequence = serializers.CharField(allow_null=True)
+    usage = AnthropicUsageSerializer()
+    gateway_metadata = GatewayMetadataSerializer(required=False)
+
+
+class MessageStreamEventSerializer(serializers.Serializer):
+    type = serializers.CharField(
+        help_text="message_start, ping, content_block_start, content_block_delta, content_block_stop, "
+        "message_delta, message_stop; error on a failure after the first byte"
+    )
+
+
+class AnthropicErrorDetailSerializer(serializers.Serializer):
+    type = serializers.CharField(help_text="invalid_request_error, authentication_error, ..., overloaded_error")
+    message = serializers.CharField()
+
+
+class AnthropicErrorBodySerializer(serializers.Serializer):
+    type = serializers.ChoiceField(choices=["error"])
+    error = AnthropicErrorDetailSerializer()
+    gateway_metadata = serializers.DictField(required=False)
+
+
+def anthropic_error_responses(*codes: int) -> dict[int, OpenApiResponse]:
+    return {code: OpenApiResponse(AnthropicErrorBodySerializer, description=f"HTTP {code}") for code in codes}

@@ -1,0 +1,117 @@
+"""The Anthropic Messages request body (https://docs.anthropic.com/en/api/messages) plus this gateway's fields,
+validated as strictly as POST /responses; what no route can honour is refused with the reason."""
+
+from rest_framework import serializers
+
+from gateway import fields
+from responses_api.chat.validation import InlineChoiceField
+from responses_api.messages.blocks import SystemField, TurnsField
+from responses_api.validation.objects import DebugSerializer, ProviderPreferencesSerializer
+from responses_api.validation.plugins import PluginsField
+from responses_api.validation.request import MODEL_ID_MAX
+from responses_api.validation.tools import FUNCTION_NAME
+
+UNSUPPORTED = {
+    "stop_sequences": "stop sequences are not supported by this gateway yet (not every route can honour them)",
+    "container": "containers are not available on this gateway",
+    "mcp_servers": "MCP servers are not available on this gateway",
+    "context_management": "context management is not available on this gateway",
+}
+MIN_THINKING_BUDGET = 1024
+
+
+class AnthropicToolSerializer(serializers.Serializer):
+    type = InlineChoiceField(choices=["custom"], required=False)
+    name = fields.CharField(max_length=128)
+    description = fields.CharField(required=False, allow_blank=True)
+    input_schema = fields.DictField()
+    cache_control = fields.DictField(required=False, allow_null=True)
+
+    def validate_cache_control(self, value):
+        if value:
+            raise serializers.ValidationError(
+                "cache_control on tools is not supported: put it on a system or message block"
+            )
+        return value
+
+    def validate_name(self, value):
+        if not FUNCTION_NAME.match(value):
+            raise serializers.ValidationError("may only contain letters, digits, _ . : - (at most 128)")
+        return value
+
+    def validate_input_schema(self, value):
+        if value.get("type", "object") != "object":
+            raise serializers.ValidationError('must be a JSON Schema with "type": "object"')
+        return value
+
+    def to_internal_value(self, data):
+        if isinstance(data, dict) and data.get("type") not in (None, "custom"):
+            raise serializers.ValidationError(
+                {"type": f'"{data["type"]}" server tools are not available on this gateway; only custom tools'}
+            )
+        return super().to_internal_value(data)
+
+
+class AnthropicToolChoiceSerializer(serializers.Serializer):
+    type = InlineChoiceField(choices=["auto", "any", "tool", "none"])
+    name = fields.CharField(required=False, max_length=128)
+    disable_parallel_tool_use = fields.BooleanField(required=False, allow_null=True, default=None)
+
+    def validate(self, attrs):
+        if attrs["type"] == "tool" and not attrs.get("name"):
+            raise serializers.ValidationError({"name": "is required for a tool choice of type tool"})
+        return attrs
+
+
+class AnthropicThinkingSerializer(serializers.Serializer):
+    type = InlineChoiceField(choices=["enabled", "disabled", "adaptive"])
+    budget_tokens = fields.IntegerField(required=False, min_value=MIN_THINKING_BUDGET)
+
+    def validate(self, attrs):
+        if attrs["type"] == "enabled" and "budget_tokens" not in attrs:
+            raise serializers.ValidationError({"budget_tokens": "is required when thinking is enabled"})
+        return attrs
+
+
+class AnthropicMetadataSerializer(serializers.Serializer):
+    user_id = fields.CharField(required=False, allow_null=True, max_length=256)
+
+
+class MessageCreateRequestSerializer(serializers.Serializer):
+    model = fields.CharField(max_length=MODEL_ID_MAX)
+    models = fields.ListField(
+        child=fields.CharField(max_length=MODEL_ID_MAX), required=False, min_length=1, max_length=16
+    )
+    max_tokens = fields.IntegerField(min_value=1)
+    messages = TurnsField()
+    system = SystemField(required=False)
+    stream = fields.BooleanField(required=False, default=False)
+    temperature = fields.FloatField(required=False, allow_null=True, min_value=0, max_value=1)
+    top_p = fields.FloatField(required=False, allow_null=True, min_value=0, max_value=1)
+    top_k = fields.IntegerField(required=False, allow_null=True, min_value=0)
+    tools = serializers.ListField(child=AnthropicToolSerializer(), required=False, max_length=512)
+    tool_choice = AnthropicToolChoiceSerializer(required=False)
+    thinking = AnthropicThinkingSerializer(required=False)
+    metadata = AnthropicMetadataSerializer(required=False)
+    service_tier = InlineChoiceField(choices=["auto", "standard_only"], required=False)
+    session_id = fields.CharField(required=False, max_length=256)
+    provider = ProviderPreferencesSerializer(required=False, allow_null=True)
+    plugins = PluginsField(required=False)
+    route = fields.ChoiceField(choices=["fallback", "sort"], required=False, allow_null=True)
+    debug = DebugSerializer(required=False)
+
+    def validate(self, attrs):
+        raw = self.initial_data if isinstance(self.initial_data, dict) else {}
+        refused = {name: why for name, why in UNSUPPORTED.items() if raw.get(name) not in (None, [], {}, "")}
+        if refused:
+            raise serializers.ValidationError(refused)
+        choice = attrs.get("tool_choice") or {}
+        names = [tool["name"] for tool in attrs.get("tools") or []]
+        if choice.get("type") == "tool" and choice["name"] not in names:
+            raise serializers.ValidationError({"tool_choice": f'no tool named "{choice["name"]}"'})
+        if len(names) != len(set(names)):
+            raise serializers.ValidationError({"tools": "tool names must be unique"})
+        thinking = attrs.get("thinking") or {}
+        if thinking.get("budget_tokens") and thinking["budget_tokens"] >= attrs["max_tokens"]:
+            raise serializers.ValidationError({"thinking": {"budget_tokens": "must be less than max_tokens"}})
+        return attrs
