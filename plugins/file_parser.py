@@ -119,6 +119,7 @@ def _parse_all(request: CanonicalRequest, engine: str | None) -> Staged | Block:
     tally = _Tally()
     deadline = time.monotonic() + PARSE_SECONDS
     known = annotations.sent_back(request)
+    parsed: dict[str, str] = {}
     items = [list(item.content) if isinstance(item, Message) else None for item in request.input]
     ocr = None
     try:
@@ -130,10 +131,10 @@ def _parse_all(request: CanonicalRequest, engine: str | None) -> Staged | Block:
             name = file_name(part, number)
             loaded = file_load(part, name=name)
             text = known.get(loaded.hash)
-            if text is None:
-                text = _parse(loaded, engine=engine, ocr=ocr, deadline=deadline, tally=tally)
-            else:
+            if text is not None:
                 tally.reused += 1
+            elif (text := parsed.get(loaded.hash)) is None:  # the same file twice in one request: parsed once
+                text = parsed[loaded.hash] = _parse(loaded, engine=engine, ocr=ocr, deadline=deadline, tally=tally)
             tally.files += 1
             annotation = annotations.file_annotation(hash=loaded.hash, name=name, text=text)
             content = items[item_index]

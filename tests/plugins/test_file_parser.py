@@ -341,3 +341,13 @@ def test_an_ocr_engine_that_is_not_configured_is_400(alice, text_only):
 def test_a_scan_without_an_ocr_engine_is_400_not_an_empty_file(alice, text_only):
     body = assert_error_envelope(ask(alice, [file_part(scanned_pdf(), filename="scan.pdf")]), 400)
     assert "scan.pdf" in body["error"]["message"] and "no text layer" in body["error"]["message"]
+
+
+def test_the_same_file_twice_in_one_request_is_parsed_once(alice, text_only):
+    pdf = text_pdf("Only once")
+    response = ask(alice, [file_part(pdf), file_part(pdf, filename="copy.pdf")])
+    assert response.status_code == 200, response.content
+    data = entry(response.json())["data"]
+    assert data["files"] == 2 and data["pages"] == 1
+    annotations = response.json()["output"][0]["content"][0]["annotations"]
+    assert len(annotations) == 1  # one per file content (by hash)
