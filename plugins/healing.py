@@ -208,13 +208,12 @@ def healing_schema(value: object, schema: object) -> tuple[str, str]:
     and its regexes (RE2, linear time) are bounded, and it is never fetched from anywhere ($ref stays local)."""
     if not isinstance(schema, dict):
         return "unchecked", "no schema object"
-    if len(json.dumps(schema)) > MAX_SCHEMA_CHARS:
+    text = json.dumps(schema, sort_keys=True)
+    if len(text) > MAX_SCHEMA_CHARS:
         return "unchecked", f"the schema is over {MAX_SCHEMA_CHARS} characters"
     token = _steps.set([0])
     try:
-        cls = validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-        cls.check_schema(schema)
-        error = jsonschema.exceptions.best_match(_bounded(cls)(schema).iter_errors(value))
+        error = jsonschema.exceptions.best_match(_validator(text).iter_errors(value))
     except (Unchecked, SchemaError, Unresolvable, RecursionError, re2.error, TypeError, ValueError) as exc:
         return "unchecked", _short(str(getattr(exc, "message", None) or exc) or type(exc).__name__)
     finally:
@@ -227,6 +226,16 @@ def healing_schema(value: object, schema: object) -> tuple[str, str]:
 
 def _short(text: str) -> str:
     return text if len(text) <= MAX_REASON_CHARS else text[: MAX_REASON_CHARS - 3] + "..."
+
+
+@lru_cache(maxsize=128)
+def _validator(schema_text: str) -> Any:
+    """The bounded validator of a schema (by its text: a caller sends the same schema request after request, and
+    checking it against its metaschema costs ~2 ms). Raises SchemaError for a schema that is not one."""
+    schema = json.loads(schema_text)
+    cls = validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    cls.check_schema(schema)
+    return _bounded(cls)(schema)
 
 
 @lru_cache(maxsize=16)
