@@ -267,11 +267,11 @@ def test_a_broken_json_file_is_refused_by_name(alice, text_only):
 
 
 def test_a_model_that_reads_files_gets_the_file_itself(alice, standin_catalog, annotating):
-    response = ask(alice, [file_part(text_pdf("Native please"))])
+    pdf = text_pdf("Native please")
+    response = ask(alice, [file_part(pdf)])
     assert response.status_code == 200
-    assert "input_file" in json.dumps(standin_catalog.requests_for("/chat/completions")[-1]["body"]) or (
-        '"file"' in upstream_text(standin_catalog)
-    )
+    sent = upstream_text(standin_catalog)
+    assert base64.b64encode(pdf).decode() in sent and "Native please" not in sent
     assert not [e for e in response.json()["gateway_metadata"]["pipeline"] if e["name"] == "file-parser"]
     assert response.json()["output"][0]["content"][0]["annotations"] == []
 
