@@ -73,11 +73,19 @@ class FileParserPluginSerializer(PluginBase):
 
 
 class ResponseHealingPluginSerializer(PluginBase):
+    """Repairs a non-streaming answer's JSON (text.format json_object / json_schema: fences, prose, trailing
+    commas, unquoted keys, single quotes, unbalanced brackets) and checks it against the schema; an answer that
+    cannot be repaired or was cut by max_output_tokens is returned unchanged. Streams and requests without a
+    JSON text.format are not healed. The pipeline entry (response_plugin, response-healing) says what was done."""
+
     id = fields.ChoiceField(choices=["response-healing"])
-    pass
 
 
 class ContextCompressionPluginSerializer(PluginBase):
+    """Middle-out: an input longer than every endpoint's context loses its middle turns (system prompt, start,
+    end and function call/output pairs kept) until it fits. On by default when every endpoint of the requested
+    models has a context of 8,192 tokens or less; enabled: false keeps the 400 context_length_exceeded."""
+
     id = fields.ChoiceField(choices=["context-compression"])
     engine = fields.ChoiceField(choices=["middle-out"], required=False, default="middle-out")
 
