@@ -81,6 +81,28 @@ def scanned_pdf() -> bytes:
     )
 
 
+def mixed_pdf(text: str, jpeg: bytes) -> bytes:
+    """Page 1 with a text layer, page 2 a scan stored as JPEG (DCTDecode), the usual scanner output."""
+    return pdf_bytes(
+        [
+            b"<< /Type /Catalog /Pages 2 0 R >>",
+            b"<< /Type /Pages /Kids [4 0 R 6 0 R] /Count 2 >>",
+            b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> "
+            b"/Contents 5 0 R >>",
+            stream(b"BT /F1 12 Tf 72 720 Td (%s) Tj ET" % text.encode()),
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /XObject << /Scan 8 0 R >> >> "
+            b"/Contents 7 0 R >>",
+            stream(b"q 612 0 0 792 0 0 cm /Scan Do Q"),
+            stream(
+                jpeg,
+                b"/Type /XObject /Subtype /Image /Width 2 /Height 2 /ColorSpace /DeviceRGB /BitsPerComponent 8 "
+                b"/Filter /DCTDecode",
+            ),
+        ]
+    )
+
+
 def data_url(data: bytes, media_type: str) -> str:
     return f"data:{media_type};base64,{base64.b64encode(data).decode()}"
 
@@ -351,3 +373,23 @@ def test_the_same_file_twice_in_one_request_is_parsed_once(alice, text_only):
     assert data["files"] == 2 and data["pages"] == 1
     annotations = response.json()["output"][0]["content"][0]["annotations"]
     assert len(annotations) == 1  # one per file content (by hash)
+
+
+def test_only_the_scanned_page_of_a_mixed_pdf_goes_to_ocr_as_the_jpeg_it_holds(alice, text_only, ocr_model):
+    jpeg = b"\xff\xd8\xff\xe0\x00\x10JFIF\x00 scanned page bytes \xff\xd9"
+    plugins = [{"id": "file-parser", "pdf": {"engine": "mistral-ocr"}}]
+    response = ask(alice, [file_part(mixed_pdf("Cover letter", jpeg), filename="mixed.pdf")], plugins=plugins)
+    assert response.status_code == 200, response.content
+    [ocr_call] = [c for c in text_only.requests_for("/chat/completions") if "OCR engine" in json.dumps(c)]
+    image = ocr_call["body"]["messages"][-1]["content"][1]["image_url"]["url"]
+    assert image == data_url(jpeg, "image/jpeg")  # the stored JPEG, unchanged
+    sent = upstream_text(text_only)
+    assert "[Page 1]\\nCover letter" in sent and f"[Page 2]\\n{OCR_TEXT}" in sent
+    assert entry(response.json())["data"]["ocr_pages"] == 1
+
+
+def test_more_scanned_pages_than_the_ocr_cap_are_refused(alice, text_only, ocr_model, monkeypatch):
+    monkeypatch.setattr("plugins.files.ocr.MAX_OCR_PAGES", 0)
+    plugins = [{"id": "file-parser", "pdf": {"engine": "mistral-ocr"}}]
+    body = assert_error_envelope(ask(alice, [file_part(scanned_pdf(), filename="scan.pdf")], plugins=plugins), 400)
+    assert "scan.pdf" in body["error"]["message"] and "scanned pages" in body["error"]["message"]
