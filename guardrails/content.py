@@ -12,6 +12,7 @@ On overlapping matches the strongest action wins: block beats redact beats flag 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import ipaddress
 import json
@@ -22,6 +23,8 @@ from typing import Any, Literal, NamedTuple, cast
 import phonenumbers
 import re2
 from django.conf import settings
+
+from guardrails.textview import first_span, text_view
 
 Action = Literal["block", "redact", "flag"]
 ACTIONS: tuple[Action, ...] = ("block", "redact", "flag")
@@ -134,7 +137,13 @@ _PHONE_CONTEXT = 8
 
 
 def _confirm_phone(text: str, start: int, end: int) -> Iterable[Span]:
-    """Numbers that libphonenumber's matcher finds, and holds valid, in and around a candidate."""
+    """Numbers that libphonenumber's matcher finds, and holds valid, in and around a candidate.
+
+    A candidate in national form (no +country code) that is no valid number of the region is dropped first: that
+    check costs a third of the matcher's, and digit runs in logs and ids are mostly such candidates.
+    """
+    if not text.startswith("+", start) and not _valid_national(text[start:end], _phone_region()):
+        return
     offset = max(0, start - _PHONE_CONTEXT)
     for found_start, found_end in _phone_numbers_in(text[offset : end + _PHONE_CONTEXT], _phone_region()):
         if found_start < end - offset and found_end > start - offset:
@@ -147,6 +156,15 @@ def _phone_numbers_in(window: str, region: str) -> tuple[Span, ...]:
     the same earlier messages again on every turn."""
     matcher = phonenumbers.PhoneNumberMatcher(window, region, leniency=phonenumbers.Leniency.VALID)
     return tuple((found.start, found.end) for found in matcher)
+
+
+@functools.lru_cache(maxsize=4096)
+def _valid_national(candidate: str, region: str) -> bool:
+    try:
+        number = phonenumbers.parse(candidate, region)
+    except phonenumbers.NumberParseException:
+        return False
+    return bool(phonenumbers.is_valid_number_for_region(number, region))
 
 
 def _ssn_is_issuable(area: str, group: str, serial: str) -> bool:
@@ -420,7 +438,7 @@ class ContentPolicy:
                 raise ValueError(f"content filter {rule.label!r}: {_reason(exc)}") from exc
             detectors.append(_Detector(rule, regexp, confirm, max_checks))
         self._detectors = tuple(detectors)
-        self._any, self._which = _combined(tuple(detector.rule for detector in detectors))
+        self._any, self._spans, self._which = _combined(tuple(detector.rule for detector in detectors))
         self.entity_rules: tuple[Rule, ...] = tuple(
             rule for rule in rules if rule.kind == "builtin" and rule.source in ENTITY_SLUGS
         )
@@ -444,39 +462,70 @@ class ContentPolicy:
         return tuple(dict.fromkeys(names))
 
     def scan(self, text: str, entities: Iterable[EntitySpan] = ()) -> Scan:
-        """Every match of the policy in `text`, plus the entity model's spans for the entity builtins it holds."""
+        """Every match of the policy in `text`, plus the entity model's spans for the entity builtins it holds.
+
+        The patterns match on the folded view of the text (guardrails.textview: no zero-width characters,
+        compatibility forms as plain ones); the matches are the spans of the original text that spelled them.
+        """
         matches: list[Match] = list(self._entity_matches(entities))
         if not self._detectors or not text:
             return Scan(text, tuple(matches))
         data = text.encode()
-        first = self._any.search(data) if self._any is not None else None
-        if self._any is not None and first is None:
-            return Scan(text, tuple(matches))
-        # The combined search found the leftmost match of all the patterns: none of them matches before it, so
-        # locating each one can start there (RE2 still reads the text before it for \b and ^).
-        start_at = first.start() if first is not None else 0
-        to_chars = _CharOffsets(text, data)
-        for detector in self._candidates(data):
-            matches.extend(_locate(detector, text, data, start_at, to_chars))
+        view = text_view(text, data)
+        if view.text is not text:
+            data = view.text.encode()
+        for found in self._find(view.text, data):
+            start, end = view.original(found.start, found.end)
+            matches.append(found._replace(start=start, end=end))
         return Scan(text, tuple(dict.fromkeys(matches)))
 
-    def _candidates(self, data: bytes) -> list[_Detector]:
-        """The detectors that match somewhere: RE2::Set says which in one pass; all of them if it cannot say.
+    def _find(self, text: str, data: bytes) -> list[Match]:
+        """The matches in one text: each detector runs only over the windows where some pattern matches."""
+        windows = _windows(self._spans, data) if self._spans is not None else None
+        if windows is not None and not windows:
+            return []
+        if windows is None:  # too many places to look at one by one, or no combined program: whole passes
+            first = self._any.search(data) if self._any is not None else None
+            if self._any is not None and first is None:
+                return []
+            windows = [(first.start() if first is not None else 0, len(data))]
+            detectors = [self._candidates(self._which.Match(data) if self._which is not None else None)]
+        else:
+            detectors = [self._candidates(self._which_in(data, start, end)) for start, end in windows]
+        if any(self._blocks_for_sure(found) for found in detectors):
+            # Locating costs a pass per detector: when a block filter that needs no confirmation matches, only
+            # the block filters are located (the request is refused; its redactions and flags no longer matter).
+            detectors = [[detector for detector in found if detector.rule.action == "block"] for found in detectors]
+        counts: dict[int, int] = {}
+        matches: list[Match] = []
+        base = (0, 0)  # a byte offset and its character offset
+        for (start, end), found in zip(windows, detectors, strict=True):
+            to_chars = _CharOffsets(text, data, start, base)
+            base = (start, to_chars(start))
+            for detector in found:
+                matches.extend(_locate(detector, text, data, start, end, to_chars, counts))
+        return matches
 
-        Locating costs one more pass per detector, so when a block filter that needs no confirmation matches, only
-        the block filters are located: the request is refused, and where it would be redacted or flagged no
-        longer matters.
+    def _which_in(self, data: bytes, start: int, end: int) -> list[int] | None:
+        """The detectors matching in data[start:end], from the RE2::Set run on it with one character of context
+        on either side (for \\b and line anchors): it may name one more, never one fewer."""
+        if self._which is None:
+            return None
+        before = _char_start(data, start - 1) if start > 0 else 0
+        after = _char_end(data, end) if end < len(data) else end
+        return cast(list[int] | None, self._which.Match(data[before:after]))
+
+    def _candidates(self, which: list[int] | None) -> list[_Detector]:
+        """The detectors RE2::Set names; all of them if it cannot say (it has no fallback when its DFA runs out of
+        memory and then reports no match at all, while the combined search, which falls back to the NFA, saw one).
         """
-        which = self._which.Match(data) if self._which is not None else None
-        # RE2::Set has no fallback when its DFA runs out of memory and then reports no match at all; the combined
-        # search (which falls back to the NFA) has seen one, so a silent Set means: run every detector.
-        indices = cast(list[int] | None, which)
-        if not indices:
+        if not which:
             return list(self._detectors)
-        found = [self._detectors[index] for index in sorted(indices)]
-        if any(detector.rule.action == "block" and detector.confirm is _confirm_as_is for detector in found):
-            return [detector for detector in found if detector.rule.action == "block"]
-        return found
+        return [self._detectors[index] for index in sorted(which)]
+
+    @staticmethod
+    def _blocks_for_sure(detectors: list[_Detector]) -> bool:
+        return any(detector.rule.action == "block" and detector.confirm is _confirm_as_is for detector in detectors)
 
     def _entity_matches(self, entities: Iterable[EntitySpan]) -> Iterator[Match]:
         """The model's spans as matches of this policy's entity rules (spans of slugs it does not hold are dropped)."""
@@ -487,74 +536,148 @@ class ContentPolicy:
                     yield Match(span.start, span.end, rule.label, rule.action)
 
 
-def _locate(detector: _Detector, text: str, data: bytes, start_at: int, to_chars: _CharOffsets) -> Iterator[Match]:
-    """The confirmed matches of one detector, in order.
+def _locate(
+    detector: _Detector, text: str, data: bytes, start: int, end: int, to_chars: _CharOffsets, counts: dict[int, int]
+) -> Iterator[Match]:
+    """The confirmed matches of one detector in data[start:end], in order (`counts`: its candidates so far).
 
     The Python work per candidate is bounded: past MAX_CANDIDATES_PER_FILTER candidates in one text, the rest of
     the text from the next candidate on is one match (fail closed: all of it is redacted, flagged or blocked), and
     past `max_checks` candidates of a costly confirmation (libphonenumber) the candidates count as found unchecked.
     """
     rule = detector.rule
-    for count, found in enumerate(detector.regexp.finditer(data, start_at)):
-        byte_start, byte_end = found.span()
-        if byte_start == byte_end:
-            continue
-        start, end = to_chars(byte_start), to_chars(byte_end)
+    key = id(detector)
+    for byte_start, byte_end in _spans_in(detector.regexp, data, start, end):
+        count = counts.get(key, 0)
+        counts[key] = count + 1
+        match_start, match_end = to_chars(byte_start), to_chars(byte_end)
         if count >= MAX_CANDIDATES_PER_FILTER:
-            yield Match(start, len(text), rule.label, rule.action)
+            counts[key] = MAX_CANDIDATES_PER_FILTER * 2  # and no more from later windows
+            yield Match(match_start, len(text), rule.label, rule.action)
             return
         if detector.max_checks is not None and count >= detector.max_checks:
-            yield Match(start, end, rule.label, rule.action)
+            yield Match(match_start, match_end, rule.label, rule.action)
             continue
-        for span_start, span_end in detector.confirm(text, start, end):
+        for span_start, span_end in detector.confirm(text, match_start, match_end):
             yield Match(span_start, span_end, rule.label, rule.action)
 
 
+# How many places the combined program may be asked about one by one (`_windows`) before a scan falls back to whole
+# passes per detector: each costs a call from Python, and a text with that many is costly either way.
+MAX_WINDOW_SEARCHES = 96
+
+
+def _windows(spans: Any, data: bytes) -> list[tuple[int, int]] | None:
+    """The byte ranges outside which no pattern of the policy matches; None when there are too many to list.
+
+    `spans` is every pattern in one program with leftmost-longest semantics, so a search from any position gives
+    the first place some pattern starts to match and the end of the longest match there. Every position where a
+    pattern's match starts is found this way (searching again from one past each start), and a pattern's match
+    found by its own search never ends after the longest one at its start. So the ranges [start, longest end),
+    merged, hold every match: a pattern searched only inside them (RE2 still reads the text around a range for
+    \\b and $) finds exactly what it finds in the whole text, at the cost of the ranges instead of the text.
+    """
+    windows: list[tuple[int, int]] = []
+    position = 0
+    for _ in range(MAX_WINDOW_SEARCHES):
+        found = first_span(spans, data, position, len(data))
+        if found is None:
+            return windows
+        start, end = found
+        if windows and start <= windows[-1][1]:
+            windows[-1] = (windows[-1][0], max(windows[-1][1], end))
+        else:
+            windows.append((start, end))
+        position = start + 1
+        while position < len(data) and 0x80 <= data[position] < 0xC0:  # the next character, not a continuation
+            position += 1
+        if position > len(data):
+            return windows
+    return None
+
+
+def _spans_in(regexp: Any, data: bytes, start: int, end: int) -> Iterator[tuple[int, int]]:
+    """The spans of `regexp`'s non-empty matches in data[start:end], as `finditer` gives them."""
+    while start <= end:
+        span = first_span(regexp, data, start, end)
+        if span is None:
+            return
+        if span[0] == span[1]:
+            start = span[1] + 1
+            continue
+        yield span
+        start = span[1]
+
+
+def _char_start(data: bytes, offset: int) -> int:
+    """The start of the UTF-8 character that holds byte `offset`."""
+    while offset > 0 and 0x80 <= data[offset] < 0xC0:
+        offset -= 1
+    return offset
+
+
+def _char_end(data: bytes, offset: int) -> int:
+    """The end of the UTF-8 character starting at byte `offset`."""
+    offset += 1
+    while offset < len(data) and 0x80 <= data[offset] < 0xC0:
+        offset += 1
+    return offset
+
+
 class _CharOffsets:
-    """UTF-8 byte offsets (what RE2 reports on bytes) to character offsets.
+    """UTF-8 byte offsets (what RE2 reports on bytes) to character offsets, from byte `base` on.
 
     RE2 reports one pattern's offsets in increasing order, so each answer decodes only the bytes since the last
-    one: converting all the matches of a pattern costs one decode of the text, not one per match.
+    one: converting all the matches of a pattern in a window costs one decode of the window, not one per match.
     """
 
-    def __init__(self, text: str, data: bytes) -> None:
+    def __init__(self, text: str, data: bytes, base: int = 0, known: tuple[int, int] = (0, 0)) -> None:
+        """`known`: a byte offset at or before `base` and its character offset."""
         self._data = data
         self._ascii = len(data) == len(text)
-        self._byte = 0
-        self._char = 0
+        self._base_byte = base
+        self._base_char = base if self._ascii else known[1] + len(data[known[0] : base].decode("utf-8", "replace"))
+        self._byte = base
+        self._char = self._base_char
 
     def __call__(self, offset: int) -> int:
         if self._ascii:
             return offset
         if offset < self._byte:
-            self._byte = self._char = 0
+            self._byte, self._char = self._base_byte, self._base_char
         self._char += len(self._data[self._byte : offset].decode("utf-8", errors="replace"))
         self._byte = offset
         return self._char
 
 
-def _combined(rules: tuple[Rule, ...]) -> tuple[Any, Any]:
-    """The one-pass programs over all patterns: a search (any match?) and an RE2::Set (which ones?).
+def _combined(rules: tuple[Rule, ...]) -> tuple[Any, Any, Any]:
+    """The one-pass programs over all patterns: a search (any match?), the same with leftmost-longest semantics
+    (where do matches start, and how far can one reach: `_windows`) and an RE2::Set (which ones?).
 
-    None for either when RE2 cannot build it within the memory bound; the scan then runs each pattern alone.
+    None for any of them when RE2 cannot build it within the memory bound; the scan then runs each pattern alone.
     """
     if not rules:
-        return None, None
+        return None, None, None
     patterns = [BUILTINS[rule.source].candidate if rule.kind == "builtin" else rule.source for rule in rules]
+    union = "|".join(f"(?:{pattern})" for pattern in patterns).encode()
+    search, spans = None, None
     options = _options(COMBINED_MAX_MEM)
     options.never_capture = True
-    try:
-        search = re2.compile("|".join(f"(?:{pattern})" for pattern in patterns).encode(), options)
-    except re2.error:
-        search = None
+    with contextlib.suppress(re2.error):
+        search = re2.compile(union, options)
+    longest = _options(COMBINED_MAX_MEM)
+    longest.never_capture = True
+    longest.longest_match = True
+    with contextlib.suppress(re2.error):
+        spans = re2.compile(union, longest)
     which = re2.Set.SearchSet(options)
     try:
         for pattern in patterns:
             which.Add(pattern.encode())
         which.Compile()
     except re2.error:
-        return search, None
-    return search, which
+        return search, spans, None
+    return search, spans, which
 
 
 # --- Building policies from guardrail definitions (cached) ---------------------------------------------------------
