@@ -229,3 +229,24 @@ def test_the_count_is_the_estimate_routing_compares_with_each_context():
     request = CanonicalRequest(model="", input=items, instructions="Be brief. " * 31, tools=tools)
     ours = sum((_item_size(item) for item in items), _fixed_size(request)).tokens
     assert ours == estimate_tokens(items, request.instructions, tools)
+
+
+def put_defaults(persona, plugins) -> None:
+    response = persona.client(management=True).put("/api/v1/plugins/defaults", {"plugins": plugins}, format="json")
+    assert response.status_code == 200, response.content
+
+
+def test_an_account_default_off_keeps_the_400_and_a_request_turns_it_back_on(alice, small_catalog):
+    put_defaults(alice, [{"id": "context-compression", "enabled": False}])
+    body = assert_error_envelope(ask(alice.client(), "tiny/chat", conversation(20)), 400)
+    assert body["error"]["metadata"]["availability"]["code"] == "context_length_exceeded"
+    response = ask(alice.client(), "tiny/chat", conversation(20), plugins=[{"id": "context-compression"}])
+    assert response.status_code == 200, response.content
+    assert compression_entry(response.json())["data"]["by_default"] is False
+
+
+def test_an_account_default_on_compresses_large_contexts_too(alice, standin_catalog):
+    put_defaults(alice, [{"id": "context-compression"}])
+    response = ask(alice.client(), "standin/echo", conversation(60))
+    assert response.status_code == 200, response.content
+    assert compression_entry(response.json())["data"]["messages_removed"] > 0

@@ -172,3 +172,13 @@ def test_a_remote_ref_is_never_fetched():
 def test_an_oversized_schema_is_not_checked():
     schema = {"type": "object", "description": "x" * 200_000}
     assert healing_schema({}, schema)[0] == "unchecked"
+
+
+def test_an_account_default_heals_requests_that_do_not_name_it(alice, standin_catalog):
+    defaults = alice.client(management=True).put(
+        "/api/v1/plugins/defaults", {"plugins": [{"id": "response-healing"}]}, format="json"
+    )
+    assert defaults.status_code == 200, defaults.content
+    body = answer_with(alice.client(), '{"name": "Ada", "age": 36,}', plugins=[]).json()
+    assert json.loads(body["output"][0]["content"][0]["text"]) == {"name": "Ada", "age": 36}
+    assert healing_entry(body)["summary"] == "healed"
