@@ -27,7 +27,7 @@ from routing.stages import RequestContext, Restaged, StageEntry
 
 PLUGIN_ID = "response-healing"
 JSON_FORMATS = ("json_object", "json_schema")
-MAX_TEXT_CHARS = 512_000  # longer answers are returned unchanged: json-repair is pure Python (~1 s per MB)
+MAX_TEXT_CHARS = 200_000  # longer answers are returned unchanged: json-repair is pure Python (up to ~7 s per MB)
 MAX_SCHEMA_CHARS = 100_000  # the caller's schema, serialized
 MAX_VALIDATION_STEPS = 100_000  # keyword evaluations: `$ref`/`anyOf` nesting can be exponential in the schema
 MAX_UNIQUE_ITEMS = 2_000  # jsonschema's uniqueItems falls back to pairwise comparison of objects

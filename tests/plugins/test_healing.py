@@ -182,3 +182,12 @@ def test_an_account_default_heals_requests_that_do_not_name_it(alice, standin_ca
     body = answer_with(alice.client(), '{"name": "Ada", "age": 36,}', plugins=[]).json()
     assert json.loads(body["output"][0]["content"][0]["text"]) == {"name": "Ada", "age": 36}
     assert healing_entry(body)["summary"] == "healed"
+
+
+def test_an_answer_too_long_to_repair_is_left_as_it_is():
+    from plugins.healing import MAX_TEXT_CHARS, heal_answer
+    from routing.canonical import CanonicalResponse
+
+    huge = "{a: 'b'," * (MAX_TEXT_CHARS // 8 + 1)
+    healing = heal_answer(CanonicalResponse(output=()), huge, JSON_OBJECT)
+    assert healing.text is None and healing.outcome == "not healed: the answer is too long to repair"
