@@ -22,7 +22,8 @@ from plugins.config import plugin_mentioned, plugin_settings
 from plugins.files import annotations
 from plugins.files.errors import FileRefused
 from plugins.files.ocr import OcrEngine, ocr_model, ocr_require
-from plugins.files.pdf import OutOfTime, PdfRead, pdf_read
+from plugins.files.pdf import OutOfTime
+from plugins.files.sandbox import PdfRead, pdf_read
 from plugins.files.sources import LoadedFile, file_load, file_name
 from plugins.files.text import text_of
 from routing.canonical import CanonicalRequest, CanonicalResponse, FilePart, Message, OutputMessage, TextPart

@@ -1,14 +1,16 @@
-"""The text-layer PDF engine (pypdf), bounded so that a hostile PDF cannot take a worker down: the file size
-is capped before (sources), the page count before any page is read, pypdf's own decompression, parsing and
-page-tree limits are tightened for the duration of the read (a deflate bomb or a content stream of millions of
-operators stops at the limit), the text is capped, and a time budget is checked between pages. pypdf never
-calls an external decoder here (jbig2dec is switched off).
+"""The text-layer PDF engine (pypdf). It runs in a child process (plugins.files.sandbox: memory, CPU and
+wall-clock limits) and is bounded in itself too: the page count is checked before any page is read, pypdf's own
+decompression, parsing and page-tree limits are tightened (a deflate bomb or a content stream of millions of
+operators stops at the limit), the text is capped, and the time budget is checked between pages. pypdf never
+calls an external decoder here (jbig2dec is switched off). This module imports no Django: the sandbox's
+children load it alone.
 
 Pages without a text layer (scans) can be read by the OCR engine (plugins.files.ocr): their embedded images are
 collected as data: URLs a vision model accepts (JPEG as it is; 8-bit grey or RGB samples as PNG)."""
 
 import base64
 import io
+import resource
 import struct
 import time
 import zlib
@@ -18,11 +20,6 @@ from typing import Any
 import pypdf
 from pypdf.generic import IndirectObject
 
-from plugins.files.errors import FileRefused
-from plugins.files.sources import LoadedFile
-
-MAX_PDF_PAGES = 200
-MAX_TEXT_CHARS = 2_000_000  # per file: past it the model could not read it anyway
 MAX_IMAGES_PER_PAGE = 8  # forwarded to the OCR engine per page
 MAX_IMAGE_PIXELS = 25_000_000
 MAX_IMAGE_BYTES = 8 * 1024 * 1024
@@ -57,71 +54,102 @@ class PdfPage:
 
 
 @dataclass(frozen=True)
-class PdfRead:
-    pages: tuple[PdfPage, ...]
-    seconds: float
+class PdfLimits:
+    max_pages: int
+    max_text_chars: int
+    seconds: float  # the time left in the request's parsing budget
+    memory_bytes: int  # address space the child may add to what it starts with
+
+
+class PdfProblem(Exception):
+    """Why the PDF is refused (said to the caller with the file's name)."""
 
 
 class OutOfTime(Exception):
-    """The request's parsing budget ran out (checked between pages)."""
+    """The request's parsing budget ran out."""
 
 
-def pdf_read(file: LoadedFile, *, deadline: float, images: bool) -> PdfRead:
-    """The PDF's pages as text (and, with `images`, the images of pages without text). FileRefused when the
-    file is encrypted, corrupt, has too many pages or too much text; OutOfTime past `deadline`."""
-    started = time.monotonic()
+def read_pages(data: bytes, *, images: bool, limits: PdfLimits) -> tuple[PdfPage, ...]:
+    """The PDF's pages as text (and, with `images`, the images of pages without text). PdfProblem when the file
+    is encrypted, corrupt, has too many pages or too much text; OutOfTime past the budget."""
+    deadline = time.monotonic() + limits.seconds
     with pypdf.apply_configuration(**LIMITS):
-        reader = _open(file)
+        reader = _open(data)
         pages = []
         chars = 0
-        for number in range(1, _page_count(reader, file.name) + 1):
+        for number in range(1, _page_count(reader, limits.max_pages) + 1):
             if time.monotonic() > deadline:
-                raise OutOfTime(file.name)
-            page = _page(reader, number, file.name, images=images)
+                raise OutOfTime()
+            page = _page(reader, number, images=images)
             chars += len(page.text)
-            if chars > MAX_TEXT_CHARS:
-                raise FileRefused(file.name, f"more than {MAX_TEXT_CHARS:,} characters of text")
+            if chars > limits.max_text_chars:
+                raise PdfProblem(f"more than {limits.max_text_chars:,} characters of text")
             pages.append(page)
-    return PdfRead(pages=tuple(pages), seconds=time.monotonic() - started)
+    return tuple(pages)
 
 
-def _open(file: LoadedFile) -> pypdf.PdfReader:
+def child_main(sender, data: bytes, images: bool, limits: PdfLimits) -> None:
+    """A sandbox child: limit itself, read, send ("pages", pages) | ("refused", why) | ("late", "")."""
+    _limit_self(limits)
+    try:
+        outcome: tuple = ("pages", read_pages(data, images=images, limits=limits))
+    except PdfProblem as problem:
+        outcome = ("refused", str(problem))
+    except OutOfTime:
+        outcome = ("late", "")
+    except MemoryError:
+        outcome = ("refused", "the PDF needs more memory than a file may use to be read")
+    sender.send(outcome)
+    sender.close()
+
+
+def _limit_self(limits: PdfLimits) -> None:
+    with open("/proc/self/statm") as statm:  # Linux: the address space now, in pages
+        size = int(statm.read().split()[0]) * resource.getpagesize()
+    resource.setrlimit(resource.RLIMIT_AS, (size + limits.memory_bytes, size + limits.memory_bytes))
+    cpu = max(int(limits.seconds), 0) + 2  # a backstop: the parent kills the child at the budget's end
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
+
+
+def _open(data: bytes) -> pypdf.PdfReader:
     try:
         reader = pypdf.PdfReader(
-            io.BytesIO(file.data), strict=False, root_object_recovery_limit=1_000, xref_stream_maximum_entries=200_000
+            io.BytesIO(data), strict=False, root_object_recovery_limit=1_000, xref_stream_maximum_entries=200_000
         )
         if reader.is_encrypted and not reader.decrypt(""):  # an owner password only still opens with ""
-            raise FileRefused(file.name, "the PDF is encrypted (password-protected); send it decrypted")
+            raise PdfProblem("the PDF is encrypted (password-protected); send it decrypted")
         return reader
-    except FileRefused:
+    except (PdfProblem, MemoryError):
         raise
     except Exception:  # pypdf raises many kinds on broken or hostile input (limits included)
-        raise FileRefused(file.name, "the PDF is corrupt or unreadable") from None
+        raise PdfProblem("the PDF is corrupt or unreadable") from None
 
 
-def _page_count(reader: pypdf.PdfReader, name: str) -> int:
+def _page_count(reader: pypdf.PdfReader, max_pages: int) -> int:
     try:
         count = len(reader.pages)
+    except MemoryError:
+        raise
     except Exception:
-        raise FileRefused(name, "the PDF is corrupt or unreadable (its page tree)") from None
-    if count > MAX_PDF_PAGES:
-        raise FileRefused(name, f"the PDF has {count} pages; at most {MAX_PDF_PAGES} are read")
+        raise PdfProblem("the PDF is corrupt or unreadable (its page tree)") from None
+    if count > max_pages:
+        raise PdfProblem(f"the PDF has {count} pages; at most {max_pages} are read")
     if count == 0:
-        raise FileRefused(name, "the PDF has no pages")
+        raise PdfProblem("the PDF has no pages")
     return count
 
 
-def _page(reader: pypdf.PdfReader, number: int, name: str, *, images: bool) -> PdfPage:
+def _page(reader: pypdf.PdfReader, number: int, *, images: bool) -> PdfPage:
     try:
         page = reader.pages[number - 1]
         text = (page.extract_text() or "").strip()
         if not text:  # pypdf's text extraction swallows a limit reached while decompressing: ask once more
             page.get_contents()
         found = _images(page) if images and not text else ()
-    except FileRefused:
+    except MemoryError:
         raise
     except Exception:
-        raise FileRefused(name, f"page {number} of the PDF is corrupt or beyond the parsing limits") from None
+        raise PdfProblem(f"page {number} of the PDF is corrupt or beyond the parsing limits") from None
     return PdfPage(number=number, text=text, images=found)
 
 

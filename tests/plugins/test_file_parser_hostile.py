@@ -81,7 +81,7 @@ def test_a_page_tree_that_loops_is_refused(alice):
 
 
 def test_too_many_pages_are_refused_before_reading_them(alice, monkeypatch):
-    monkeypatch.setattr("plugins.files.pdf.MAX_PDF_PAGES", 3)
+    monkeypatch.setattr("plugins.files.sandbox.MAX_PDF_PAGES", 3)
     refused(alice, file_part(text_pdf("a", "b", "c", "d"), filename="long.pdf"), "long.pdf", "4 pages; at most 3")
 
 
@@ -163,3 +163,23 @@ def test_a_file_url_over_the_size_limit_is_refused(alice, file_server, monkeypat
     _Files.routes = {"/huge.txt": (200, "text/plain", b"y" * 10_000)}
     with override_settings(OUTBOUND_ALLOW_PRIVATE_NETWORKS=True):
         refused(alice, url_part(f"{file_server}/huge.txt"), "huge.txt", "larger than")
+
+
+def test_a_pdf_that_decodes_to_more_than_the_memory_limit_is_refused(alice, monkeypatch):
+    monkeypatch.setattr("plugins.files.sandbox.MAX_PARSE_MEMORY", 64 * 1024 * 1024)
+    # Each page's content is a 15 MB comment (within pypdf's per-stream limit, no tokens, no text) compressed to
+    # 15 KB; pypdf keeps what it decoded, so 10 pages need 150 MB: the child stops at its address-space limit.
+    comment = zlib.compress(b"%" + b"A" * 15_000_000 + b"\n", 9)
+    kids = b" ".join(b"%d 0 R" % (3 + 2 * i) for i in range(10))
+    objects = [b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [%s] /Count 10 >>" % kids]
+    for index in range(10):
+        objects.append(b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents %d 0 R >>" % (4 + 2 * index))
+        objects.append(stream(comment, b"/Filter /FlateDecode"))
+    refused(alice, file_part(pdf_bytes(objects), filename="hog.pdf"), "hog.pdf", "memory")
+    assert ask(alice, [file_part(text_pdf("still serving"))]).status_code == 200
+
+
+def test_a_page_that_outlasts_the_budget_is_cut_off(alice, monkeypatch):
+    monkeypatch.setattr(file_parser, "PARSE_SECONDS", 0.3)  # the flood's one page takes pypdf over a second
+    flood = b"BT /F1 12 Tf " + b"(x) Tj " * 800_000 + b"ET"
+    refused(alice, file_part(text_pdf("placeholder", content=flood), filename="slow.pdf"), "slow.pdf", "longer than")
