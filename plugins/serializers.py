@@ -18,6 +18,7 @@ from gateway import fields
 
 MSG_UNKNOWN = '"{id}" is not a known plugin; expected one of {known}'
 MSG_UNAVAILABLE = "the plugin '{id}' is not available on this gateway; remove it or set \"enabled\": false"
+MSG_UNKNOWN_FIELD = "is not a field of the plugin '{id}'"
 MSG_DUPLICATE = "the plugin '{id}' is listed more than once"
 MAX_ENTRIES = 16  # as many as a request's `plugins` (one per plugin id)
 MSG_NOT_INSTALLED = "plugins.serializers.plugin_rules_install was not called (gateway/urls.py does it)"
@@ -70,6 +71,10 @@ def plugin_entries_check(entries: list) -> tuple[list[dict], dict[int, Any]]:
         else:
             seen.add(str(plugin_id))
             serializer = serializer_class(data=entry)
+            unknown = sorted(set(entry) - set(serializer.fields))
+            if unknown:  # the request's validation drops them; a stored default must not keep what it ignores
+                errors[index] = {name: MSG_UNKNOWN_FIELD.format(id=plugin_id) for name in unknown}
+                continue
             if not serializer.is_valid():
                 errors[index] = serializer.errors
                 continue
