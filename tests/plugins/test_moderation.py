@@ -252,3 +252,19 @@ def test_what_is_read_and_how_it_is_cut():
     assert guard_verdict("unsafe\nS2, S99") == (True, ("S2: non-violent crimes", "S99"))
     with pytest.raises(ValueError):
         guard_verdict("maybe")
+
+
+def test_the_engine_is_asked_only_where_the_callers_guardrails_let_the_text_go(alice, moderations):
+    client = alice.client(management=True)
+    created = client.post(
+        "/api/v1/guardrails", {"name": "Keep it home", "ignored_providers": ["standin-mod"]}, format="json"
+    )
+    assert created.status_code == 201, created.content
+    key_hash = alice.provisioned.inference_key.key.hash
+    assigned = client.post(
+        f"/api/v1/guardrails/{created.json()['data']['id']}/assignments/keys", {"key_hashes": [key_hash]}, format="json"
+    )
+    assert assigned.status_code == 200, assigned.content
+    body = assert_error_envelope(ask(alice, "A perfectly pleasant question"), 403)
+    assert "Keep it home" in body["error"]["message"] and "standin/omni-moderation" in body["error"]["message"]
+    assert moderations.requests_for("/moderations") == [] and generation_calls(moderations) == []
