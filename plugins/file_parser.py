@@ -31,7 +31,7 @@ from routing.selectors import model_get
 from routing.stages import Block, RequestContext, Restaged, Staged, StageEntry
 
 PLUGIN_ID = "file-parser"
-PARSE_SECONDS = 10.0  # one request's parsing budget (all its files), checked between PDF pages
+PARSE_SECONDS = 10.0  # one request's parsing budget (all its files): a PDF reader still at work at its end is killed
 OCR_ENGINES = ("mistral-ocr", "cloudflare-ai")
 MSG_NATIVE = (
     "file-parser: pdf.engine 'native' sends files to the provider as they are, but none of the requested models "
@@ -39,6 +39,7 @@ MSG_NATIVE = (
 )
 MSG_OUT_OF_TIME = "input_file '{name}': parsing took longer than {seconds:g} s (the request's files together)"
 MSG_NO_TEXT_LAYER = "the PDF has no text layer (scanned pages) and the OCR engine is not configured on this gateway"
+MSG_TEXT_LAYER_ONLY = "the PDF has no text layer (scanned pages); pdf.engine 'pdf-text' reads only that"
 
 
 @dataclass
@@ -167,10 +168,7 @@ def _pdf_text(loaded: LoadedFile, read: PdfRead, *, engine: str | None, ocr: Ocr
     """The pages' text layer; pages without one read by the OCR engine when there is one. A PDF with no text
     at all and no OCR engine is refused (the model would get an empty file)."""
     if not any(page.text for page in read.pages) and ocr is None:
-        why = (
-            MSG_NO_TEXT_LAYER if engine is None else "the PDF has no text layer (pdf.engine 'pdf-text' reads only that)"
-        )
-        raise FileRefused(loaded.name, why)
+        raise FileRefused(loaded.name, MSG_NO_TEXT_LAYER if engine is None else MSG_TEXT_LAYER_ONLY)
     texts = []
     for page in read.pages:
         text = page.text

@@ -393,3 +393,10 @@ def test_more_scanned_pages_than_the_ocr_cap_are_refused(alice, text_only, ocr_m
     plugins = [{"id": "file-parser", "pdf": {"engine": "mistral-ocr"}}]
     body = assert_error_envelope(ask(alice, [file_part(scanned_pdf(), filename="scan.pdf")], plugins=plugins), 400)
     assert "scan.pdf" in body["error"]["message"] and "scanned pages" in body["error"]["message"]
+
+
+def test_a_scan_with_the_text_layer_engine_is_400(alice, text_only, ocr_model):
+    plugins = [{"id": "file-parser", "pdf": {"engine": "pdf-text"}}]
+    body = assert_error_envelope(ask(alice, [file_part(scanned_pdf(), filename="scan.pdf")], plugins=plugins), 400)
+    assert "scan.pdf" in body["error"]["message"] and "'pdf-text' reads only" in body["error"]["message"]
+    assert body["error"]["metadata"]["filename"] == "scan.pdf"
