@@ -1,3 +1,4 @@
-"""The file-parser plugin's parts: loading an `input_file` (sources), reading each kind of file as text (text,
-pdf), reading scanned pages with a vision model (ocr) and the file annotations an answer carries (annotations).
-The stage that uses them is plugins.file_parser."""
+"""The file-parser plugin's parts: loading an `input_file` (sources), reading each kind of file as text (text;
+pdf, run in a limited child process by sandbox), reading scanned pages with a vision model (ocr), the file
+annotations an answer carries (annotations) and the 400 naming a refused file (errors). The stages that use
+them are in plugins.file_parser."""
