@@ -17,6 +17,7 @@ from plugins.apis import PluginDefaultsApi
 from plugins.serializers import plugin_rules_install
 from responses_api.apis import ResponseCreateApi
 from responses_api.chat.apis import ChatCompletionCreateApi
+from responses_api.embeddings.apis import EmbeddingCreateApi
 from responses_api.messages.apis import MessageCreateApi
 from responses_api.stages import honoured_plugins
 from responses_api.validation.plugins import PLUGIN_SERIALIZERS
@@ -54,6 +55,7 @@ api_v1 = [
     path("responses", ResponseCreateApi.as_view(), name="responses"),
     path("chat/completions", ChatCompletionCreateApi.as_view(), name="chat-completions"),
     path("messages", MessageCreateApi.as_view(), name="messages"),
+    path("embeddings", EmbeddingCreateApi.as_view(), name="embeddings"),
     path("models", ModelListApi.as_view(), name="models"),
     path("models/user", UserModelListApi.as_view(), name="models-user"),
     path("models/<segment:author>/<segment:slug>/endpoints", ModelEndpointsApi.as_view(), name="model-endpoints"),

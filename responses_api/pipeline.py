@@ -7,7 +7,7 @@ one fallback loop) -> post-stages (response plugins, server-tool loop) -> settle
 generation_settle, one transaction) -> render (responses_api.render for JSON, responses_api.streaming for SSE).
 """
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import cast
 
@@ -30,7 +30,7 @@ from responses_api.service import (
 from responses_api.streaming import response_open_stream
 from responses_api.validation.request import ResponseCreateRequestSerializer
 from routing.attempts import AttemptsFailed
-from routing.stages import Block, RequestContext, StageBlocked, Staged, StageEntry
+from routing.stages import Block, PreStage, RequestContext, StageBlocked, Staged, StageEntry
 
 
 def authenticate(request: Request, data: dict) -> RequestContext:
@@ -70,12 +70,15 @@ def prepare_run(*, ctx: RequestContext, data: dict) -> ResponseRun:
     return run
 
 
-def pre_stages(prepared: Prepared, ctx: RequestContext) -> tuple[Prepared, list[StageEntry]]:
+def pre_stages(
+    prepared: Prepared, ctx: RequestContext, configured: Sequence[PreStage] | None = None
+) -> tuple[Prepared, list[StageEntry]]:
     """The pre-stages in order. Raises StageBlocked (with the entries so far) when one refuses the request;
     the routing limits, budgets, costs and record figures they set are kept on the prepared request. A stage that
-    changed the request has its input re-estimated (a parsed file is text the hold must cover)."""
+    changed the request has its input re-estimated (a parsed file is text the hold must cover). `configured`: the
+    stages to run when not all apply (POST /embeddings runs the guardrails only)."""
     ran: list[StageEntry] = []
-    for stage in stages.PRE_STAGES:
+    for stage in stages.PRE_STAGES if configured is None else configured:
         result = stage(prepared.canonical, ctx)
         if isinstance(result, Block):
             ran += result.entries or (StageEntry(type=stage.type, name=stage.name, outcome="blocked"),)

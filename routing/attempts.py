@@ -30,6 +30,7 @@ from routing.canonical import (
 from routing.errors import ErrorType, UpstreamError
 from routing.health import health_record, sticky_set
 from routing.providers.base import UpstreamRequest
+from routing.providers.embeddings import EmbeddingRequest, EmbeddingResponse
 from routing.selection import Candidate
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "AttemptSequence",
     "AttemptStream",
     "AttemptsFailed",
+    "Embedded",
     "Served",
     "release_db_connection",
 ]
@@ -73,6 +75,12 @@ class Served:
 
 
 @dataclass(frozen=True, slots=True)
+class Embedded:
+    candidate: Candidate
+    response: EmbeddingResponse
+
+
+@dataclass(frozen=True, slots=True)
 class _Opened:
     candidate: Candidate
     stream: upstream.UpstreamStream
@@ -99,7 +107,7 @@ class AttemptSequence:
         self,
         *,
         candidates: Sequence[Candidate],
-        request_for: Callable[[Candidate], CanonicalRequest],
+        request_for: Callable[[Candidate], CanonicalRequest] | Callable[[Candidate], EmbeddingRequest],
         bound_usage: Callable[[CanonicalResponse, Candidate], Usage] = _unbounded,
         sticky_key: str = "",
     ) -> None:
@@ -181,6 +189,17 @@ class AttemptSequence:
             lambda candidate, request: upstream.call(endpoint=candidate.endpoint, upstream=request)
         )
         return Served(candidate=candidate, response=self._succeeded(candidate, started, response))
+
+    def embed(self, *, expected: int) -> Embedded:
+        """Embeddings from the first candidate that gives them (`request_for` builds an EmbeddingRequest)."""
+        candidate, _, response, started = self._attempt(
+            lambda candidate, request: upstream.embed(endpoint=candidate.endpoint, upstream=request, expected=expected)
+        )
+        self.record(candidate, started, None, usage=response.usage)
+        self.served = candidate
+        if self._sticky_key:
+            sticky_set(key=self._sticky_key, endpoint_id=candidate.endpoint.id)
+        return Embedded(candidate=candidate, response=response)
 
     def _open(self) -> _Opened:
         candidate, request, stream, started = self._attempt(

@@ -34,6 +34,7 @@ class EndpointInfo:
     region: str
     allow_private_network: bool
     is_local_standin: bool
+    model_kind: str = "chat"  # routing.models.ModelKind: which API routes to the endpoint
 
 
 def env_name(slug: str, suffix: str) -> str:
@@ -72,4 +73,5 @@ def endpoint_info(endpoint: Endpoint) -> EndpointInfo:
         region=provider.region,
         allow_private_network=provider.allow_private_network,
         is_local_standin=provider.is_local_standin,
+        model_kind=endpoint.model.kind,
     )

@@ -56,8 +56,17 @@ class Provider(models.Model):
         return self.slug
 
 
+class ModelKind(models.TextChoices):
+    """What a model does, and so which API routes to it: /responses, /chat/completions and /messages route to
+    chat models, /embeddings to embedding models."""
+
+    CHAT = "chat", "Chat (text generation)"
+    EMBEDDING = "embedding", "Embedding"
+
+
 class Model(models.Model):
     id = models.CharField(max_length=200, primary_key=True, help_text="<author>/<slug>")
+    kind = models.CharField(max_length=20, choices=ModelKind.choices, default=ModelKind.CHAT)
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True)
     created = models.BigIntegerField(default=0, help_text="Unix timestamp")

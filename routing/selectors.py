@@ -13,7 +13,9 @@ from routing.snapshot import CatalogSnapshot, current_snapshot
 
 
 def routable_endpoints() -> QuerySet:
-    return Endpoint.objects.filter(enabled=True, provider__status=ProviderStatus.ACTIVE).select_related("provider")
+    return Endpoint.objects.filter(enabled=True, provider__status=ProviderStatus.ACTIVE).select_related(
+        "provider", "model"
+    )
 
 
 def endpoints_for_model(*, model_id: str, snapshot: CatalogSnapshot | None = None) -> list[EndpointInfo]:

@@ -9,7 +9,7 @@ from django.db import transaction
 
 from byok.crypto import Sealed, current_key_id, reseal, seal
 from byok.shapes import MAX_URL_CHARS, ShapeError, check_text, operator_credential
-from routing.models import AdapterKind, Endpoint, Model, Provider
+from routing.models import AdapterKind, Endpoint, Model, ModelKind, Provider
 
 PROVIDER_FIELDS = (
     "name",
@@ -27,6 +27,7 @@ PROVIDER_FIELDS = (
     "docs_url",
 )
 MODEL_FIELDS = (
+    "kind",
     "name",
     "description",
     "created",
@@ -88,6 +89,8 @@ def model_problems(values: dict) -> list[tuple[str, str]]:
         problems.append(("id", f"model id {model_id!r} must look like <author>/<slug> (printable, no spaces)"))
     if "context_length" in values and not _positive_int(values["context_length"]):
         problems.append(("context_length", "context_length must be a positive integer"))
+    if "kind" in values and values["kind"] not in ModelKind.values:
+        problems.append(("kind", f"kind must be one of {ModelKind.values}"))
     for name in ("input_modalities", "output_modalities", "supported_parameters"):
         if name in values and not _strings(values[name]):
             problems.append((name, f"{name} must be a list of strings"))

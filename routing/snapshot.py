@@ -69,7 +69,7 @@ def _build(version: str) -> CatalogSnapshot:
     endpoints: dict[str, list[EndpointInfo]] = {}
     rows = (
         Endpoint.objects.filter(enabled=True, provider__status=ProviderStatus.ACTIVE)
-        .select_related("provider")
+        .select_related("provider", "model")
         .order_by("price_prompt", "price_completion", "id")
     )
     for row in rows:

@@ -18,6 +18,7 @@ from routing.canonical import CanonicalRequest, CanonicalResponse, StreamEvent
 from routing.catalog import EndpointInfo
 from routing.errors import ErrorType, UpstreamError
 from routing.providers.base import UpstreamRequest
+from routing.providers.embeddings import EmbeddingRequest, EmbeddingResponse
 from routing.providers.registry import adapter_for
 from routing.redact import request_secrets, scrub_error
 
@@ -79,7 +80,7 @@ def _scrubbed(secrets: tuple[str, ...]):
 
 
 def build_upstream_request(
-    *, endpoint: EndpointInfo, request: CanonicalRequest, credentials: ProviderCredentials
+    *, endpoint: EndpointInfo, request: CanonicalRequest | EmbeddingRequest, credentials: ProviderCredentials
 ) -> UpstreamRequest:
     """The upstream request; credentials that need an exchange first get it from the adapter's
     `prepare_credentials` hook. A failed exchange is an UpstreamError like any other attempt's failure."""
@@ -89,7 +90,10 @@ def build_upstream_request(
         prepared = adapter.prepare_credentials(credentials)
         if prepared is not credentials:
             secrets += credential_secrets(prepared)
-        built = adapter.build_request(request, base_url=endpoint.base_url, credentials=prepared)
+        if isinstance(request, EmbeddingRequest):
+            built = adapter.build_embeddings_request(request, base_url=endpoint.base_url, credentials=prepared)
+        else:
+            built = adapter.build_request(request, base_url=endpoint.base_url, credentials=prepared)
     return replace(built, secrets=tuple(dict.fromkeys(built.secrets + secrets)))
 
 
@@ -127,7 +131,21 @@ def call(
         return _call(endpoint=endpoint, upstream=upstream, timeouts=timeouts)
 
 
-def _call(*, endpoint: EndpointInfo, upstream: UpstreamRequest, timeouts: http.Timeouts | None):
+def embed(
+    *, endpoint: EndpointInfo, upstream: UpstreamRequest, expected: int, timeouts: http.Timeouts | None = None
+) -> EmbeddingResponse:
+    """Embeddings for `expected` inputs, like `call` (the adapter's `parse_embeddings` reads the body)."""
+    adapter = adapter_for(endpoint.adapter)
+    with _scrubbed(attempt_secrets(upstream)):
+        return _call(
+            endpoint=endpoint,
+            upstream=upstream,
+            timeouts=timeouts,
+            parse=lambda body: adapter.parse_embeddings(body, expected=expected),
+        )
+
+
+def _call(*, endpoint: EndpointInfo, upstream: UpstreamRequest, timeouts: http.Timeouts | None, parse=None):
     response = _send(endpoint, upstream, stream=False, timeouts=timeouts)
     try:
         body = jsonsafe.loads(response.content)
@@ -148,7 +166,7 @@ def _call(*, endpoint: EndpointInfo, upstream: UpstreamRequest, timeouts: http.T
             status=response.status_code,
         )
     try:
-        return adapter_for(endpoint.adapter).parse_response(body)
+        return (parse or adapter_for(endpoint.adapter).parse_response)(body)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise UpstreamError(
             error_type="provider_unavailable",

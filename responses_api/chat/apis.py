@@ -12,6 +12,7 @@ from responses_api.chat.render import ChunkTranslator, completion
 from responses_api.chat.schema import ChatCompletionChunkSerializer, ChatCompletionResultSerializer
 from responses_api.chat.translate import responses_data
 from responses_api.chat.validation import ChatCompletionCreateRequestSerializer
+from responses_api.embeddings.service import refuse_embedding_models
 from responses_api.metadata import view_error_metadata
 
 METADATA_HEADER = OpenApiParameter(
@@ -63,6 +64,7 @@ class ChatCompletionCreateApi(APIView):
         serializer.is_valid(raise_exception=True)
         chat = serializer.validated_data
         data = responses_data(chat)
+        refuse_embedding_models(data)
         run = pipeline.prepare_run(ctx=pipeline.authenticate(request, data), data=data)
         if run.stream:
             translator = ChunkTranslator(

@@ -8,6 +8,7 @@ from gateway.accounts.permissions import IsInferenceKey
 from responses_api import pipeline
 from responses_api.chat.apis import METADATA_HEADER, SESSION_HEADER, streaming_response
 from responses_api.chat.events import relay
+from responses_api.embeddings.service import refuse_embedding_models
 from responses_api.messages.render import PING, MessageEventTranslator, error_body, message
 from responses_api.messages.schema import (
     MessageResultSerializer,
@@ -55,6 +56,7 @@ class MessageCreateApi(APIView):
         serializer = MessageCreateRequestSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = responses_data(serializer.validated_data)
+        refuse_embedding_models(data)
         run = pipeline.prepare_run(ctx=pipeline.authenticate(request, data), data=data)
         if run.stream:
             translator = MessageEventTranslator(generation_id=run.generation_id, model=run.plan.requested)

@@ -10,7 +10,8 @@ from typing import Any, ClassVar, Literal
 from byok.credentials import ProviderCredentials
 from routing import jsonsafe
 from routing.canonical import CanonicalRequest, CanonicalResponse, StreamEvent
-from routing.errors import UpstreamError, error_type_for_status, is_retryable, parse_retry_after
+from routing.errors import ErrorType, UpstreamError, error_type_for_status, is_retryable, parse_retry_after
+from routing.providers.embeddings import EmbeddingRequest, EmbeddingResponse
 from routing.redact import SECRET_HEADERS
 from routing.sse import SSEEvent, decode_sse
 
@@ -38,6 +39,7 @@ class UpstreamRequest:
 class ProviderAdapter(ABC):
     kind: ClassVar[str]
     docs_url: ClassVar[str] = ""
+    supports_embeddings: ClassVar[bool] = False
 
     def prepare_credentials(self, credentials: ProviderCredentials) -> ProviderCredentials:
         """Credentials as `build_request` needs them. Identity, unless the provider needs an exchange first (a
@@ -62,6 +64,18 @@ class ProviderAdapter(ABC):
     def stream_events(self, events: Iterable[SSEEvent]) -> Iterator[StreamEvent]:
         """Canonical events from parsed upstream SSE events; raises UpstreamError for an in-band error
         or a stream that ends before its terminal event."""
+
+    def build_embeddings_request(
+        self, request: EmbeddingRequest, *, base_url: str, credentials: ProviderCredentials
+    ) -> UpstreamRequest:
+        """The upstream HTTP request for embeddings (adapters with `supports_embeddings`)."""
+        raise UpstreamError(
+            error_type=ErrorType.INVALID_REQUEST, message=f"{self.kind} endpoints serve no embeddings", retryable=True
+        )
+
+    def parse_embeddings(self, body: dict, *, expected: int) -> EmbeddingResponse:
+        """A successful embeddings body: exactly `expected` vectors in input order, or an UpstreamError."""
+        raise NotImplementedError
 
     def map_error(self, status: int, body: bytes, headers: Mapping[str, str]) -> UpstreamError:
         """Default mapping for JSON error bodies of the `{"error": {"message", "type", "code"}}` family."""

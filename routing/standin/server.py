@@ -10,7 +10,7 @@ from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs
 
-from routing.standin import formats, moderations
+from routing.standin import embeddings, formats, moderations
 from routing.standin.script import Script, directive, parse_path
 
 VERTEX_METHODS = (":rawPredict", ":streamRawPredict")  # Anthropic on Vertex: the Messages format
@@ -139,6 +139,9 @@ class StandinHandler(BaseHTTPRequestHandler):
             )
         if path.endswith("/moderations"):  # routing/standin/moderations.py
             moderations.answer(self, body, self.server.script.merged(overrides), credential)
+            return
+        if path.endswith("/embeddings"):  # routing/standin/embeddings.py
+            embeddings.answer(self, body, self.server.script.merged(overrides), credential)
             return
         if wire is None:
             self._send_bytes(404, b'{"error":{"message":"unknown path"}}', "application/json")

@@ -380,6 +380,7 @@ def test_staff_added_provider_is_routable_at_once(alice, standin_catalog):
             {
                 "id": "acme/new",
                 "name": "New",
+                "kind": "chat",
                 "context_length": 8192,
                 "created": 0,
                 "input_modalities": '["text"]',

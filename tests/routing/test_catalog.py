@@ -137,6 +137,7 @@ def test_staff_add_provider_model_and_endpoint_in_admin_routable_without_restart
         {
             "id": "acme/tiny",
             "name": "Acme Tiny",
+            "kind": "chat",
             "context_length": 8192,
             "created": 0,
             "input_modalities": '["text"]',

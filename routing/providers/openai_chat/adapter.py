@@ -1,3 +1,4 @@
+from routing.providers import embeddings
 from routing.providers.base import ProviderAdapter, UpstreamRequest, bearer
 from routing.providers.openai_chat import request as chat_request
 from routing.providers.openai_chat import response as chat_response
@@ -8,6 +9,7 @@ class OpenAIChatAdapter(ProviderAdapter):
 
     kind = "openai_chat"
     docs_url = "https://platform.openai.com/docs/api-reference/chat"
+    supports_embeddings = True
 
     def build_request(self, request, *, base_url, credentials):
         return UpstreamRequest(
@@ -19,3 +21,11 @@ class OpenAIChatAdapter(ProviderAdapter):
 
     def stream_events(self, events):
         return chat_response.stream(events)
+
+    def build_embeddings_request(self, request, *, base_url, credentials):
+        return UpstreamRequest(
+            url=f"{base_url}/embeddings", body=embeddings.openai_body(request), headers=bearer(credentials)
+        )
+
+    def parse_embeddings(self, body, *, expected):
+        return embeddings.openai_parse(body, expected=expected)

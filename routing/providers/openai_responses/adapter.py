@@ -1,3 +1,4 @@
+from routing.providers import embeddings
 from routing.providers.base import ProviderAdapter, UpstreamRequest, bearer
 from routing.providers.openai_responses import request as responses_request
 from routing.providers.openai_responses import response as responses_response
@@ -6,6 +7,7 @@ from routing.providers.openai_responses import response as responses_response
 class OpenAIResponsesAdapter(ProviderAdapter):
     kind = "openai_responses"
     docs_url = "https://platform.openai.com/docs/api-reference/responses"
+    supports_embeddings = True  # OpenAI serves /embeddings beside /responses
 
     def build_request(self, request, *, base_url, credentials):
         return UpstreamRequest(
@@ -17,3 +19,11 @@ class OpenAIResponsesAdapter(ProviderAdapter):
 
     def stream_events(self, events):
         return responses_response.stream(events)
+
+    def build_embeddings_request(self, request, *, base_url, credentials):
+        return UpstreamRequest(
+            url=f"{base_url}/embeddings", body=embeddings.openai_body(request), headers=bearer(credentials)
+        )
+
+    def parse_embeddings(self, body, *, expected):
+        return embeddings.openai_parse(body, expected=expected)
