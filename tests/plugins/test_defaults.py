@@ -10,6 +10,9 @@ from django.contrib.auth.models import User
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
+from hypothesis import HealthCheck, given
+from hypothesis import settings as examples
+from hypothesis import strategies as st
 
 from gateway.accounts.authentication import Caller
 from gateway.versions import counters
@@ -176,6 +179,27 @@ def test_bad_defaults_are_a_400_naming_the_field(alice, plugins, field):
     body = assert_error_envelope(put(alice, plugins), 400)
     assert field in body["error"]["metadata"]["fields"], body
     assert PluginDefault.objects.filter(account_id=alice.account_id).count() == 0
+
+
+scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20)
+values = st.recursive(
+    scalars,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=8,
+)
+entries = st.fixed_dictionaries(
+    {"id": st.sampled_from(sorted(PLUGIN_SERIALIZERS)) | values},
+    optional={"enabled": values, "engine": values, "pdf": values, "max_tool_calls": values, "x": values},
+)
+
+
+@examples(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(payload=st.lists(entries | values, max_size=4) | values)
+def test_any_body_is_a_2xx_or_a_4xx_never_a_500(alice, payload):
+    response = alice.client(management=True).put(URL, {"plugins": payload}, format="json")
+    assert response.status_code in (200, 400), response.content
+    if response.status_code == 400:
+        assert_error_envelope(response, 400)
 
 
 def test_a_plugin_no_stage_honours_is_refused_unless_it_is_off(alice):
