@@ -48,6 +48,7 @@ class GuardrailRule:
     id: UUID
     name: str
     scope: str
+    workspace_id: UUID
     limit_usd: Decimal | None
     reset_interval: str | None
     include_byok_in_budgets: bool
@@ -104,6 +105,7 @@ def guardrail_rule(guardrail: Guardrail, *, scope: str) -> GuardrailRule:
         id=guardrail.id,
         name=guardrail.name,
         scope=scope,
+        workspace_id=guardrail.workspace_id,
         limit_usd=guardrail.limit_usd,
         reset_interval=guardrail.reset_interval,
         include_byok_in_budgets=guardrail.include_byok_in_budgets,
@@ -189,21 +191,34 @@ def period_bounds(reset_interval: str | None, now: datetime | None = None) -> tu
     return start, (start + timedelta(days=32)).replace(day=1)
 
 
+def guardrail_generations(*, guardrail_id: UUID, workspace_id: UUID, is_workspace_default: bool) -> Q:
+    """The generations under a guardrail, by today's assignments: those made with the keys assigned to it, with
+    keys its members created and, for a workspace default, with the workspace's keys that neither assignment
+    covers. The record's spend sums them, and so does a workspace default's budget (one pool for the workspace:
+    the same figure is checked and shown)."""
+    governed = Q(api_key__guardrail_assignment__guardrail_id=guardrail_id) | Q(
+        api_key__creator__guardrail_assignment__guardrail_id=guardrail_id
+    )
+    if is_workspace_default:
+        governed |= Q(
+            workspace_id=workspace_id,
+            api_key__guardrail_assignment__isnull=True,
+            api_key__creator__guardrail_assignment__isnull=True,
+        )
+    return governed
+
+
 def guardrail_usage(*, guardrail: Guardrail, now: datetime | None = None) -> GuardrailUsage:
     """What the record shows: the current period's spend of requests made with the guardrail's keys, with
     keys its members created and, for a workspace default, with the workspace's keys that neither assignment
     covers. Credits charged count; BYOK requests count only with include_byok_in_budgets, at what they would
     have cost without the key (their list price). Attribution follows today's assignments."""
     start, resets_at = period_bounds(guardrail.reset_interval, now or timezone.now())
-    governed = Q(api_key__guardrail_assignment__guardrail_id=guardrail.id) | Q(
-        api_key__creator__guardrail_assignment__guardrail_id=guardrail.id
+    governed = guardrail_generations(
+        guardrail_id=guardrail.id,
+        workspace_id=guardrail.workspace_id,
+        is_workspace_default=guardrail.is_workspace_default,
     )
-    if guardrail.is_workspace_default:
-        governed |= Q(
-            workspace_id=guardrail.workspace_id,
-            api_key__guardrail_assignment__isnull=True,
-            api_key__creator__guardrail_assignment__isnull=True,
-        )
     rows = Generation.objects.filter(governed, account_id=guardrail.account_id)
     if start is not None:
         rows = rows.filter(created_at__gte=start)

@@ -16,6 +16,7 @@ detected, engines, patterns}`)."""
 import copy
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
+from decimal import Decimal
 from typing import Any
 
 from gateway.accounts.authentication import Caller
@@ -32,7 +33,7 @@ from guardrails.content import (
     policy_combine,
     policy_for,
 )
-from guardrails.selectors import GuardrailRule, guardrails_for_caller, period_bounds
+from guardrails.selectors import GuardrailRule, guardrail_generations, guardrails_for_caller, period_bounds
 from routing.attempts import AttemptSequence, AttemptsFailed
 from routing.canonical import (
     CanonicalRequest,
@@ -45,6 +46,7 @@ from routing.canonical import (
 )
 from routing.errors import ErrorType
 from routing.limits import RoutingLimit
+from routing.pricing import usage_cost
 from routing.selection import endpoints_for_request
 from routing.stages import Block, RequestContext, Staged, StageEntry
 
@@ -79,15 +81,16 @@ class GuardrailStage:
         texts = list(_texts(request))
         policies = [policy_for(*rule.policy_inputs()) for rule in rules]
         entities: dict[int, tuple[EntitySpan, ...]] = {}
+        cost = Decimal(0)
         if policy_combine(policies).entity_slugs:
             # A block the patterns find refuses before the text goes to the entity model.
             scans = [[policy.scan(t.text) for t in texts] for policy in policies]
             if block := _block(rules, policies, scans):
                 return block
-            entities = _entities(policy_combine(policies), texts, _limits(rules))
+            entities, cost = _entities(policy_combine(policies), texts, _limits(rules))
         scans = [[policy.scan(t.text, entities.get(i, ())) for i, t in enumerate(texts)] for policy in policies]
-        entries = tuple(map(_entry, rules, policies, scans))
-        if block := _block(rules, policies, scans):
+        entries = _costed(tuple(map(_entry, rules, policies, scans)), policies, cost)
+        if block := _block(rules, policies, scans, entries):
             return block
         if any(_patterns(rule_scans, "redact") for rule_scans in scans):
             # One guardrail: its scans are the combined ones; several: their filters together, once more.
@@ -98,11 +101,24 @@ class GuardrailStage:
                 redacted = scan.redacted()
                 if redacted != text.text:
                     request = text.put(request, redacted)
-        return Staged(request, entries=entries, limits=_limits(rules), caps=_caps(rules, ctx.caller))
+        return Staged(request, entries=entries, limits=_limits(rules), caps=_caps(rules, ctx.caller), cost_usd=cost)
 
 
-def _block(rules: list[GuardrailRule], policies: list[ContentPolicy], scans: list[list[Scan]]) -> Block | None:
-    entries = tuple(map(_entry, rules, policies, scans))
+def _costed(entries: tuple[StageEntry, ...], policies: list[ContentPolicy], cost: Decimal) -> tuple[StageEntry, ...]:
+    """The entity model's call (one for all the guardrails) shown on the entry of the first guardrail that asked."""
+    if not cost:
+        return entries
+    asked = next(index for index, policy in enumerate(policies) if policy.entity_slugs)
+    return tuple(replace(entry, cost_usd=cost) if index == asked else entry for index, entry in enumerate(entries))
+
+
+def _block(
+    rules: list[GuardrailRule],
+    policies: list[ContentPolicy],
+    scans: list[list[Scan]],
+    entries: tuple[StageEntry, ...] | None = None,
+) -> Block | None:
+    entries = entries if entries is not None else tuple(map(_entry, rules, policies, scans))
     for rule, rule_scans in zip(rules, scans, strict=True):
         blocked = _patterns(rule_scans, "block")
         if blocked:
@@ -140,7 +156,8 @@ def _texts(request: CanonicalRequest) -> Iterator[_Text]:
 
 
 def _tool_texts(request: CanonicalRequest) -> Iterator[_Text]:
-    """Tool definitions are text the model reads: each description, and the strings of each parameter schema."""
+    """Tool definitions are text the model reads: each description, and the strings and property names of each
+    parameter schema."""
     for index, tool in enumerate(request.tools):
         if tool.description:
             yield _Text(tool.description, _tool_setter(index, ()))
@@ -148,15 +165,47 @@ def _tool_texts(request: CanonicalRequest) -> Iterator[_Text]:
             yield _Text(text, _tool_setter(index, path))
 
 
+@dataclass(frozen=True, slots=True)
+class _Key:
+    """A step of a path that names a dict's key itself (a property name), not the value under it."""
+
+    name: str
+
+
 def _strings(value: object, path: tuple) -> Iterator[tuple[tuple, str]]:
+    """Every string of a JSON value and every key of its objects (a schema's property names reach the model as
+    much as its descriptions). A key comes after what is under it, so that changing the texts in this order
+    never renames a key on the path of a text still to change."""
     if isinstance(value, str) and value:
         yield path, value
     elif isinstance(value, dict):
         for key, inner in value.items():
             yield from _strings(inner, (*path, key))
+            if isinstance(key, str) and key:
+                yield (*path, _Key(key)), key
     elif isinstance(value, list):
         for position, inner in enumerate(value):
             yield from _strings(inner, (*path, position))
+
+
+def _set_in(tree: Any, path: tuple, new: str) -> Any:
+    """A copy of the JSON value `tree` with the string at `path` (or the key, for a final _Key) replaced."""
+    tree = copy.deepcopy(tree)
+    node: Any = tree
+    for step in path[:-1]:
+        node = node[step]
+    last = path[-1]
+    if not isinstance(last, _Key):
+        node[last] = new
+        return tree
+    name, number = new, 1
+    while name in node and name != last.name:  # two keys redacted alike stay two properties
+        number += 1
+        name = f"{new} ({number})"
+    renamed = {name if key == last.name else key: inner for key, inner in node.items()}
+    node.clear()
+    node.update(renamed)
+    return tree
 
 
 def _tool_setter(index: int, path: tuple) -> Callable[[CanonicalRequest, str], CanonicalRequest]:
@@ -167,12 +216,7 @@ def _tool_setter(index: int, path: tuple) -> Callable[[CanonicalRequest, str], C
         if not path:
             tools[index] = replace(tools[index], description=new)
         else:
-            parameters = copy.deepcopy(tools[index].parameters)
-            node: Any = parameters
-            for step in path[:-1]:
-                node = node[step]
-            node[path[-1]] = new
-            tools[index] = replace(tools[index], parameters=parameters)
+            tools[index] = replace(tools[index], parameters=_set_in(tools[index].parameters, path, new))
         return replace(request, tools=tuple(tools))
 
     return put
@@ -180,12 +224,7 @@ def _tool_setter(index: int, path: tuple) -> Callable[[CanonicalRequest, str], C
 
 def _format_setter(path: tuple) -> Callable[[CanonicalRequest, str], CanonicalRequest]:
     def put(request: CanonicalRequest, new: str) -> CanonicalRequest:
-        text_format = copy.deepcopy(request.text_format)
-        node: Any = text_format
-        for step in path[:-1]:
-            node = node[step]
-        node[path[-1]] = new
-        return replace(request, text_format=text_format)
+        return replace(request, text_format=_set_in(request.text_format, path, new))
 
     return put
 
@@ -263,13 +302,15 @@ def _limits(rules: list[GuardrailRule]) -> tuple[RoutingLimit, ...]:
 
 
 def _caps(rules: list[GuardrailRule], caller: Caller) -> tuple[SpendCap, ...]:
-    """Each budget guardrail's cap: a member's on every key the member created, else (key, workspace default)
-    the key's own; each checked on its own, so the lowest remaining wins."""
+    """Each budget guardrail's cap: a key's guardrail on the key's spend, a member's on every key the member
+    created, the workspace default on the spend under it across the workspace (what its record shows); each
+    checked on its own, so the lowest remaining wins."""
     caps = []
     for rule in rules:
         if rule.limit_usd is None:
             continue
         since, resets_at = period_bounds(rule.reset_interval)
+        pooled = rule.scope == "workspace"
         caps.append(
             SpendCap(
                 source=f"guardrail {rule.name}",
@@ -278,6 +319,12 @@ def _caps(rules: list[GuardrailRule], caller: Caller) -> tuple[SpendCap, ...]:
                 resets_at=resets_at,
                 include_byok=rule.include_byok_in_budgets,
                 member_user_id=caller.creator_user_id if rule.scope == "member" else None,
+                pool=guardrail_generations(
+                    guardrail_id=rule.id, workspace_id=rule.workspace_id, is_workspace_default=True
+                )
+                if pooled
+                else None,
+                pool_workspace_id=rule.workspace_id if pooled else None,
             )
         )
     return tuple(caps)
@@ -298,13 +345,14 @@ def _limit(rule: GuardrailRule) -> RoutingLimit | None:
 
 def _entities(
     policy: ContentPolicy, texts: list[_Text], limits: tuple[RoutingLimit, ...]
-) -> dict[int, tuple[EntitySpan, ...]]:
-    """Person names and addresses, found by the configured entity model (one call for all the texts); {} when
-    no guardrail asks for them. A guardrail cannot ask without the model configured (refused at creation), and
-    a request whose entity check cannot run is refused rather than let through unchecked."""
+) -> tuple[dict[int, tuple[EntitySpan, ...]], Decimal]:
+    """Person names and addresses, found by the configured entity model (one call for all the texts), and what
+    that call cost at the list price of the endpoint that served it ({} and 0 when no guardrail asks for them).
+    A guardrail cannot ask without the model configured (refused at creation), and a request whose entity check
+    cannot run is refused rather than let through unchecked."""
     slugs = policy.entity_slugs
     if not slugs or not texts:
-        return {}
+        return {}, Decimal(0)
     joined = "\n\n".join(text.text for text in texts)
     if len(joined) > MAX_ENTITY_TEXT_CHARS:  # the model would not see the rest: refused, not let through unchecked
         raise GatewayError(MSG_ENTITY_TOO_LONG.format(limit=MAX_ENTITY_TEXT_CHARS), status=413)
@@ -325,8 +373,9 @@ def _entities(
         request_for=lambda candidate: replace(probe, model=candidate.endpoint.upstream_model),
     )
     try:
-        answer = sequence.call().response
-        said = "".join(getattr(item, "text", "") or "" for item in answer.output)
-        return {index: entity_spans(item.text, said, slugs) for index, item in enumerate(texts)}
+        served = sequence.call()
+        said = "".join(getattr(item, "text", "") or "" for item in served.response.output)
+        cost = usage_cost(endpoint=served.candidate.endpoint, usage=served.response.usage)
+        return {index: entity_spans(item.text, said, slugs) for index, item in enumerate(texts)}, cost
     except (AttemptsFailed, ValueError):
         raise GatewayError(MSG_ENTITY_CHECK.format(model=entity_model()), status=503) from None

@@ -17,7 +17,7 @@ from django.db.models import Case, DecimalField, F, Q, Sum, Value, When
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
-from gateway.accounts.models import Account, ApiKey, Member
+from gateway.accounts.models import Account, ApiKey, Member, Workspace
 from gateway.billing.generations import OUTCOME_FIELDS, GenerationRecord, generation_id_new, generation_outcome
 from gateway.billing.models import IN_PROGRESS, EntryKind, Generation, LedgerEntry
 from gateway.billing.selectors import key_open_holds, key_usage_in_window, window_starts
@@ -74,8 +74,9 @@ def credits_topup(*, account_id: UUID, amount: Decimal, note: str = "", kind: st
 @dataclass(frozen=True, slots=True)
 class SpendCap:
     """A budget the hold must fit in, set by the caller's policy (a guardrail): what the key spent (or, with
-    `member_user_id`, every key that member created) since `since` (None: ever), plus its open holds, plus this
-    hold, at most `limit`. BYOK requests count at their list price only with `include_byok`."""
+    `member_user_id`, every key that member created; or, with `pool`, the generations it selects) since `since`
+    (None: ever), plus their open holds, plus this hold, at most `limit`. BYOK requests count at their list price
+    only with `include_byok`."""
 
     source: str  # named in the refusal: 'guardrail "Team policy"'
     limit: Decimal
@@ -83,6 +84,10 @@ class SpendCap:
     resets_at: datetime | None
     include_byok: bool = False
     member_user_id: str | None = None  # a member's budget; else the key's
+    # A budget shared by many keys (a workspace's default guardrail): the account's generations it counts, and
+    # the workspace whose row the check locks, so that the holds of all those keys take turns.
+    pool: Q | None = None
+    pool_workspace_id: UUID | None = None
 
 
 class SpendCapExceeded(GatewayError):
@@ -142,6 +147,9 @@ def _hold_within(
             if cap.member_user_id is not None:
                 members = Member.objects.filter(account_id=hold["account"], user_id=cap.member_user_id)
                 members.select_for_update(no_key=True).values_list("pk").first()
+            if cap.pool_workspace_id is not None:
+                pool = Workspace.objects.filter(pk=cap.pool_workspace_id)
+                pool.select_for_update(no_key=True).values_list("pk").first()
             spent = _cap_spend(cap, account_id=hold["account"], api_key_id=hold["key"])
             amount = cap_hold if cap.include_byok and cap_hold is not None else hold["amount"]
             if spent + amount > cap.limit:
@@ -158,7 +166,9 @@ def _hold_within(
 def _cap_spend(cap: SpendCap, *, account_id: UUID, api_key_id: int | None) -> Decimal:
     """Spent since the cap's start (BYOK at list price when counted) plus what is held now, for its assignee."""
     rows = Generation.objects.filter(account_id=account_id)
-    if cap.member_user_id is not None:
+    if cap.pool is not None:
+        rows = rows.filter(cap.pool)
+    elif cap.member_user_id is not None:
         rows = rows.filter(api_key__creator__user_id=cap.member_user_id)
     else:
         rows = rows.filter(api_key_id=api_key_id)
