@@ -74,14 +74,29 @@ class AssignmentFormSet(BaseInlineFormSet):
                 form.add_error(self.target, "This belongs to another account.")
             if chosen is not None and getattr(chosen, "disabled", False) and form.has_changed():
                 form.add_error(self.target, "This key is disabled.")
+            if chosen is not None and form.has_changed() and not self._assignable(chosen):
+                form.add_error(self.target, self.refusal)
+
+    refusal = ""
+
+    def _assignable(self, chosen) -> bool:
+        return True
 
 
 class KeyAssignmentFormSet(AssignmentFormSet):
     target = "api_key"
+    refusal = "This key is of another workspace, and this guardrail is not account-level (of the default workspace)."
+
+    def _assignable(self, chosen) -> bool:
+        return not services.guardrail_keys_outside(guardrail=self.instance, keys=[chosen])
 
 
 class MemberAssignmentFormSet(AssignmentFormSet):
     target = "member"
+    refusal = "A member's guardrail must be account-level (of the account's default workspace)."
+
+    def _assignable(self, chosen) -> bool:
+        return services.guardrail_is_account_level(guardrail=self.instance)
 
 
 class AssignmentForm(forms.ModelForm):

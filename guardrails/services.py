@@ -7,6 +7,7 @@ from uuid import UUID
 from django.db import transaction
 
 from gateway.accounts.models import ApiKey, Member, Workspace
+from gateway.errors import GatewayError
 from gateway.versions.counters import version_bump
 from guardrails.models import Guardrail, GuardrailKeyAssignment, GuardrailMemberAssignment
 from guardrails.selectors import VERSION
@@ -73,8 +74,37 @@ def guardrail_delete(*, guardrail: Guardrail) -> None:
     guardrail.delete()
 
 
+MSG_KEY_WORKSPACE = (
+    "key_hashes: a key can be assigned a guardrail of its own workspace or an account-level one (of the "
+    "account's default workspace); guardrail {name} belongs to workspace {workspace}, and these keys do not: "
+    "{hashes}"
+)
+MSG_MEMBER_ACCOUNT_LEVEL = (
+    "member_user_ids: a member's guardrail applies to the keys they create in every workspace, so it must be an "
+    "account-level guardrail (of the account's default workspace); guardrail {name} belongs to workspace "
+    "{workspace}"
+)
+
+
+def guardrail_is_account_level(*, guardrail: Guardrail) -> bool:
+    """A guardrail of the account's default workspace: it may be assigned to any key and to members."""
+    return Workspace.objects.filter(pk=guardrail.workspace_id, is_default=True).exists()
+
+
+def guardrail_keys_outside(*, guardrail: Guardrail, keys: list[ApiKey]) -> list[ApiKey]:
+    """The keys this guardrail cannot be assigned to: those of another workspace, unless it is account-level."""
+    outside = [key for key in keys if key.workspace_id != guardrail.workspace_id]
+    return [] if not outside or guardrail_is_account_level(guardrail=guardrail) else outside
+
+
 def guardrail_keys_assign(*, guardrail: Guardrail, keys: list[ApiKey], assigned_by: str = "") -> int:
-    """Assign the keys (of the guardrail's account) to it; a key that had another guardrail moves here."""
+    """Assign the keys (of the guardrail's account) to it; a key that had another guardrail moves here. A key of
+    another workspace than the guardrail's is refused (400 naming its hash) unless the guardrail is
+    account-level."""
+    if outside := guardrail_keys_outside(guardrail=guardrail, keys=keys):
+        hashes = ", ".join(key.hash for key in outside)
+        message = MSG_KEY_WORKSPACE.format(name=guardrail.name, workspace=guardrail.workspace_id, hashes=hashes)
+        raise GatewayError(message, metadata={"fields": {"key_hashes": message.partition(": ")[2]}})
     rows = [GuardrailKeyAssignment(guardrail=guardrail, api_key=key, assigned_by=assigned_by) for key in keys]
     with transaction.atomic():
         GuardrailKeyAssignment.objects.bulk_create(
@@ -96,7 +126,11 @@ def guardrail_keys_unassign(*, guardrail: Guardrail, keys: list[ApiKey]) -> int:
 
 
 def guardrail_members_assign(*, guardrail: Guardrail, members: list[Member], assigned_by: str = "") -> int:
-    """Assign the members to it; a member who had another guardrail moves here."""
+    """Assign the members to it; a member who had another guardrail moves here. Only an account-level guardrail
+    can be a member's (400 otherwise)."""
+    if members and not guardrail_is_account_level(guardrail=guardrail):
+        message = MSG_MEMBER_ACCOUNT_LEVEL.format(name=guardrail.name, workspace=guardrail.workspace_id)
+        raise GatewayError(message, metadata={"fields": {"member_user_ids": message.partition(": ")[2]}})
     rows = [
         GuardrailMemberAssignment(guardrail=guardrail, member=member, assigned_by=assigned_by) for member in members
     ]

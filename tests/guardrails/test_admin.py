@@ -11,7 +11,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.utils.html import strip_tags
 
-from gateway.accounts.models import Member
+from gateway.accounts.models import Member, Workspace
 from gateway.accounts.services import api_key_create
 from gateway.billing.models import Generation
 from guardrails.models import Guardrail, GuardrailKeyAssignment, GuardrailMemberAssignment
@@ -248,3 +248,19 @@ def test_add_with_inline_assignments_and_a_disabled_key_refused(staff, alice, pr
     assert not Guardrail.objects.exists()
     assert staff.post(ADD, form(alice, **inline("key_assignments", [{"api_key": live.pk}]))).status_code == 302
     assert GuardrailKeyAssignment.objects.get(api_key=live).guardrail.name == "staff-made"
+
+
+def test_inline_assignments_refuse_keys_and_members_a_workspace_guardrail_cannot_have(staff, alice, providers):
+    other = Workspace.objects.create(account_id=alice.account_id, name="other")
+    guardrail = guardrail_create(account_id=alice.account_id, workspace_id=other.id, fields={"name": "other-ws"})
+    default_ws_key = api_key_create(account_id=alice.account_id, name="k").key
+    member = Member.objects.create(account_id=alice.account_id, user_id="user_a")
+    url = f"/admin/guardrails/guardrail/{guardrail.pk}/change/"
+    base = form(alice, name="other-ws")
+    other_key = inline("key_assignments", [{"api_key": default_ws_key.pk}])
+    refused(staff.post(url, {**base, **other_key}), "another workspace")
+    refused(staff.post(url, {**base, **inline("member_assignments", [{"member": member.pk}])}), "account-level")
+    assert not GuardrailKeyAssignment.objects.exists() and not GuardrailMemberAssignment.objects.exists()
+    own_key = api_key_create(account_id=alice.account_id, name="own", workspace_id=other.id).key
+    assert staff.post(url, {**base, **inline("key_assignments", [{"api_key": own_key.pk}])}).status_code == 302
+    assert GuardrailKeyAssignment.objects.get().api_key == own_key

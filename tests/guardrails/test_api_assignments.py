@@ -10,7 +10,7 @@ import pytest
 from django.db import connection, connections
 from django.utils import timezone
 
-from gateway.accounts.models import ApiKey, Member
+from gateway.accounts.models import ApiKey, Member, Workspace
 from gateway.accounts.services import api_key_create
 from gateway.billing.models import Generation
 from gateway.billing.provisioning import account_provision
@@ -360,3 +360,40 @@ def test_concurrent_defaults_and_moves_leave_one_of_each():
     race(len(guardrails), work)
     assert Guardrail.objects.filter(workspace_id=workspace, is_workspace_default=True).count() == 1
     assert GuardrailKeyAssignment.objects.filter(api_key=key).count() == 1
+
+
+def test_a_key_takes_a_guardrail_of_its_own_workspace_or_an_account_level_one(alice, providers):
+    """Account-level guardrails are those of the account's default workspace; a guardrail of another workspace
+    is assignable only to that workspace's keys (400 naming the key hashes; nothing is assigned)."""
+    client = alice.client(management=True)
+    other = Workspace.objects.create(account_id=alice.account_id, name="other")
+    account_level = create(client, "account-level")
+    other_ws = create(client, "other-ws", workspace_id=str(other.id))
+    default_ws_key = new_key(alice, "default-ws")
+    other_ws_key = api_key_create(account_id=alice.account_id, name="other-ws", workspace_id=other.id).key
+
+    body = assert_error_envelope(assign_keys(client, other_ws, [other_ws_key.hash, default_ws_key.hash]), 400)
+    assert default_ws_key.hash in body["error"]["message"] and other_ws_key.hash not in body["error"]["message"]
+    assert list(body["error"]["metadata"]["fields"]) == ["key_hashes"]
+    assert not GuardrailKeyAssignment.objects.exists()
+
+    assert assign_keys(client, other_ws, [other_ws_key.hash]).json() == {"assigned_count": 1}
+    assert assign_keys(client, account_level, [default_ws_key.hash, other_ws_key.hash]).json() == {
+        "assigned_count": 2
+    }  # the account-level one may be any key's (the other workspace's key moved to it)
+    assert set(GuardrailKeyAssignment.objects.values_list("guardrail_id", flat=True)) == {
+        Guardrail.objects.get(name="account-level").id
+    }
+
+
+def test_a_member_takes_only_an_account_level_guardrail(alice, providers):
+    client = alice.client(management=True)
+    other = Workspace.objects.create(account_id=alice.account_id, name="other")
+    other_ws = create(client, "other-ws", workspace_id=str(other.id))
+    Member.objects.create(account_id=alice.account_id, user_id="user_a")
+    body = assert_error_envelope(assign_members(client, other_ws, ["user_a"]), 400)
+    assert "account-level" in body["error"]["message"] and list(body["error"]["metadata"]["fields"]) == [
+        "member_user_ids"
+    ]
+    assert not GuardrailMemberAssignment.objects.exists()
+    assert assign_members(client, create(client, "account-level"), ["user_a"]).json() == {"assigned_count": 1}
