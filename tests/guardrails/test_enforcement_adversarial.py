@@ -225,3 +225,90 @@ def test_a_structured_output_schema_is_scanned(alice, standin_catalog):
     }
     assert_error_envelope(alice.client().post("/api/v1/responses", body, format="json"), 403)
     assert upstream_calls(standin_catalog) == []
+
+
+def test_the_entity_model_call_is_priced_held_and_charged_with_the_request(alice, standin_catalog, entity_model):
+    import json
+    from decimal import Decimal
+
+    from gateway.accounts.models import Account
+    from gateway.billing.models import Generation
+
+    only = {"only": ["standin-anthropic"]}  # the request and the entity call on one price list
+    entity_model(json.dumps({"person-name": []}))
+    text = "Please call the office about the order"
+    before = ask(alice, text, provider=only)
+    assert before.status_code == 200, before.content
+    without = Generation.objects.get(pk=before["X-Generation-Id"]).cost
+    guardrail(
+        alice,
+        content_filter_builtins=[{"slug": "person-name", "action": "flag"}],
+        allowed_providers=["standin-anthropic"],
+    )
+
+    response = ask(alice, text, provider=only)
+    assert response.status_code == 200, response.content
+    (entry,) = response.json()["gateway_metadata"]["pipeline"]
+    entity_cost = Decimal(str(entry["cost_usd"]))
+    assert entity_cost > 0
+    generation = Generation.objects.get(pk=response["X-Generation-Id"])
+    assert abs(generation.cost - without - entity_cost) < Decimal("1e-12") * 10  # the same request, plus the call
+    assert generation.held >= generation.cost  # held with the request
+    balance = Account.objects.get(pk=alice.account_id).balance
+    assert balance == Decimal("10") - without - generation.cost
+
+
+def test_a_property_name_of_a_tool_schema_is_scanned(alice, standin_catalog):
+    guardrail(alice, **ANY_BLOCK)
+    parameters = {"type": "object", "properties": {"ACME-1234": {"type": "string"}}}
+    tool = {"type": "function", "name": "lookup", "description": "Look up", "parameters": parameters}
+    body = assert_error_envelope(ask(alice, "Hi", tools=[tool]), 403)
+    assert body["error"]["metadata"]["patterns"] == ["project-code"]
+    assert upstream_calls(standin_catalog) == []
+
+
+def test_a_property_name_of_a_structured_output_schema_is_redacted_in_what_is_sent(alice, standin_catalog):
+    guardrail(alice, content_filter_builtins=[{"slug": "email", "action": "redact"}])
+    schema = {
+        "type": "object",
+        "properties": {"jane.doe@example.com": {"type": "string"}, "bob@example.org": {"type": "string"}},
+        "required": ["jane.doe@example.com"],
+    }
+    body = {
+        "model": "standin/echo",
+        "input": "Hi",
+        "provider": {"sort": "price"},
+        "text": {"format": {"type": "json_schema", "name": "a", "schema": schema}},
+    }
+    response = alice.client().post("/api/v1/responses", body, format="json")
+    assert response.status_code == 200, response.content
+    (sent,) = upstream_calls(standin_catalog)
+    raw = str(sent["body"])
+    assert "jane.doe@example.com" not in raw and "bob@example.org" not in raw
+    assert "'[REDACTED:email]'" in raw and "'[REDACTED:email] (2)'" in raw  # still two properties
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_blocked_pattern_spelled_with_invisible_or_fullwidth_characters_is_blocked(alice, standin_catalog, stream):
+    guardrail(alice, **ANY_BLOCK)
+    for spelled in ("ACME\u200b-12\u00ad34", "ＡＣＭＥ－１２３４", "AC\ufeffME-\u20601234"):
+        body = assert_error_envelope(ask(alice, f"Tell me about {spelled}", stream=stream), 403)
+        assert body["error"]["metadata"]["patterns"] == ["project-code"]
+    assert upstream_calls(standin_catalog) == []
+
+
+def test_a_fullwidth_email_is_redacted_whole_in_what_reaches_the_provider(alice, standin_catalog):
+    guardrail(alice, content_filter_builtins=[{"slug": "email", "action": "redact"}])
+    email = "ｊａｎｅ\u200b＠ｅｘａｍｐｌｅ．ｃｏｍ"
+    response = ask(alice, f"Write to {email} today")
+    assert response.status_code == 200, response.content
+    (sent,) = upstream_calls(standin_catalog)
+    raw = json_text(sent["body"])
+    assert "Write to [REDACTED:email] today" in raw
+    assert not any(char in raw for char in "ｊａｎｅ＠\u200b")
+
+
+def json_text(body) -> str:
+    import json
+
+    return json.dumps(body, ensure_ascii=False)
