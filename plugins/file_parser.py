@@ -39,6 +39,10 @@ MSG_NATIVE = (
 )
 MSG_OUT_OF_TIME = "input_file '{name}': parsing took longer than {seconds:g} s (the request's files together)"
 MSG_NO_TEXT_LAYER = "the PDF has no text layer (scanned pages) and the OCR engine is not configured on this gateway"
+MSG_NOTHING_READ = (
+    "no text could be read from the PDF (its scanned pages hold no image the OCR engine can send: JPEG, or 8-bit "
+    "grey or RGB)"
+)
 MSG_TEXT_LAYER_ONLY = "the PDF has no text layer (scanned pages); pdf.engine 'pdf-text' reads only that"
 
 
@@ -169,13 +173,15 @@ def _pdf_text(loaded: LoadedFile, read: PdfRead, *, engine: str | None, ocr: Ocr
     at all and no OCR engine is refused (the model would get an empty file)."""
     if not any(page.text for page in read.pages) and ocr is None:
         raise FileRefused(loaded.name, MSG_NO_TEXT_LAYER if engine is None else MSG_TEXT_LAYER_ONLY)
-    texts = []
+    texts: list[tuple[int, str]] = []
     for page in read.pages:
         text = page.text
         if not text and ocr is not None and page.images:
             text = ocr.read(page, name=loaded.name)
-        texts.append(f"[Page {page.number}]\n{text}")
-    return "\n\n".join(texts)
+        texts.append((page.number, text))
+    if not any(text for _, text in texts):
+        raise FileRefused(loaded.name, MSG_NOTHING_READ)
+    return "\n\n".join(f"[Page {number}]\n{text}" for number, text in texts)
 
 
 def _staged(request: CanonicalRequest, tally: _Tally, ocr: OcrEngine | None = None) -> Staged:

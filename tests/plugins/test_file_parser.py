@@ -400,3 +400,10 @@ def test_a_scan_with_the_text_layer_engine_is_400(alice, text_only, ocr_model):
     body = assert_error_envelope(ask(alice, [file_part(scanned_pdf(), filename="scan.pdf")], plugins=plugins), 400)
     assert "scan.pdf" in body["error"]["message"] and "'pdf-text' reads only" in body["error"]["message"]
     assert body["error"]["metadata"]["filename"] == "scan.pdf"
+
+
+def test_a_scan_whose_image_cannot_be_sent_to_ocr_is_400(alice, text_only, ocr_model):
+    fax = scanned_pdf().replace(b"/Filter /FlateDecode", b"/Filter /CCITTFaxDecode")  # needs a converter we lack
+    plugins = [{"id": "file-parser", "pdf": {"engine": "mistral-ocr"}}]
+    body = assert_error_envelope(ask(alice, [file_part(fax, filename="fax.pdf")], plugins=plugins), 400)
+    assert "fax.pdf" in body["error"]["message"] and "no text could be read" in body["error"]["message"]
