@@ -312,3 +312,21 @@ def json_text(body) -> str:
     import json
 
     return json.dumps(body, ensure_ascii=False)
+
+
+@pytest.mark.parametrize("slug", ["person-name", "address"])
+def test_entity_builtins_on_a_positive_and_a_negative_example(alice, standin_catalog, entity_model, slug):
+    import json
+
+    guardrail(alice, content_filter_builtins=[{"slug": slug, "action": "block"}])
+    found = {"person-name": "Jane Doe", "address": "1 Main Street, Springfield"}[slug]
+    entity_model(json.dumps({slug: [found]}))
+    body = assert_error_envelope(ask(alice, f"Send it to {found} by Friday"), 403)
+    assert body["error"]["metadata"]["patterns"] == [slug]
+    assert len(upstream_calls(standin_catalog)) == 1  # the entity model only
+
+    entity_model(json.dumps({slug: []}))  # the model finds none in a text without one
+    response = ask(alice, "Send it to the office by Friday")
+    assert response.status_code == 200, response.content
+    (entry,) = response.json()["gateway_metadata"]["pipeline"]
+    assert entry["summary"] == "passed" and entry["data"]["detected"] is False
