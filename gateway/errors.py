@@ -7,6 +7,7 @@ import logging
 from typing import Any
 
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
+from django.db import OperationalError
 from django.http import Http404, JsonResponse
 from rest_framework import exceptions
 from rest_framework.response import Response
@@ -57,6 +58,9 @@ class PaymentRequired(GatewayError):
 
 class NotFound(GatewayError):
     status = 404
+
+
+MSG_DATABASE_BUSY = "The gateway is busy (no database connection was free in time); retry shortly"
 
 
 def error_body(status: int, message: str, metadata: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -130,6 +134,9 @@ def api_exception_handler(exc: Exception, context: dict) -> Response:
         status, message = 404, MSG_NOT_FOUND
     elif isinstance(exc, PermissionDenied):
         status, message = 403, str(exc) or "Forbidden"
+    elif isinstance(exc, OperationalError):  # no database connection free in time (pool), or the database down
+        logger.warning("database unavailable: %s", type(exc.__cause__ or exc).__name__)
+        status, message, headers = 503, MSG_DATABASE_BUSY, {"Retry-After": "1"}
     else:
         view = context.get("view")
         logger.exception("Unhandled error in %s", type(view).__name__ if view else "view")

@@ -10,8 +10,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import requests
-
 from byok.credentials import ProviderCredentials
 from routing import http, jsonsafe
 from routing.canonical import CanonicalRequest, CanonicalResponse, StreamEvent
@@ -181,7 +179,7 @@ class UpstreamStream:
     """An open upstream stream. Iterate `events()`; always `close()` (it releases the connection)."""
 
     endpoint: EndpointInfo
-    response: requests.Response
+    response: http.Response
     opened_at: float = field(default_factory=time.monotonic)
     secrets: tuple[str, ...] = field(default=(), repr=False)
 

@@ -13,7 +13,19 @@ from typing import Any
 from uuid import UUID
 
 from django.db import connection, transaction
-from django.db.models import Case, DecimalField, F, Q, Sum, Value, When
+from django.db.models import (
+    BooleanField,
+    Case,
+    CharField,
+    DecimalField,
+    F,
+    IntegerField,
+    Q,
+    Sum,
+    TextField,
+    Value,
+    When,
+)
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
@@ -315,7 +327,12 @@ def credits_settle(*, reservation: ReservationHandle, cost: Decimal, is_byok: bo
 def _close(reservation: ReservationHandle, *, outcome: dict[str, Any], cost: Decimal) -> Decimal | None:
     """Close an open hold, charging at most `cost`; None when it was already closed."""
     if connection.vendor == "postgresql":
-        params = {name: _OUTCOME_COLUMNS[name].get_db_prep_save(value, connection) for name, value in outcome.items()}
+        params = {
+            name: value
+            if value is None or type(value) is _PLAIN_COLUMNS.get(name)
+            else _OUTCOME_COLUMNS[name].get_db_prep_save(value, connection)
+            for name, value in outcome.items()
+        }
         with connection.cursor() as cursor:
             cursor.execute(SETTLE_SQL, {**params, "id": reservation.id, "cost": cost})
             row = cursor.fetchone()
@@ -324,6 +341,12 @@ def _close(reservation: ReservationHandle, *, outcome: dict[str, Any], cost: Dec
 
 
 _OUTCOME_COLUMNS = {field.name: field for field in Generation._meta.concrete_fields if field.name in OUTCOME_FIELDS}
+# Columns whose values psycopg takes as they are when of this exact type (JSON and decimal columns are prepared).
+_PLAIN_COLUMNS: dict[str, type] = {
+    name: str if isinstance(column, CharField | TextField) else bool if isinstance(column, BooleanField) else int
+    for name, column in _OUTCOME_COLUMNS.items()
+    if isinstance(column, CharField | TextField | IntegerField | BooleanField)
+}
 
 
 def _settle_sql() -> str:

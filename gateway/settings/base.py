@@ -81,7 +81,8 @@ elif env.bool("DB_POOL", default=True):
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": 1,
         "max_size": env.int("DB_POOL_MAX_SIZE", default=20),
-        "timeout": 30,
+        # A request waits at most this long for a connection, then is answered 503 with Retry-After.
+        "timeout": env.float("DB_POOL_TIMEOUT", default=10.0),
     }
 
 # The request pipeline's stages (routing.stages is their interface), as dotted paths of stage classes, in

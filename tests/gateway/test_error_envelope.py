@@ -89,3 +89,13 @@ def test_non_api_404_stays_html():
     response = Client().get("/definitely-not-here")
     assert response.status_code == 404
     assert "application/json" not in response["Content-Type"]
+
+
+def test_no_free_database_connection_is_a_503_with_retry_after_not_a_500():
+    from django.db import OperationalError
+
+    from gateway.errors import MSG_DATABASE_BUSY, api_exception_handler
+
+    response = api_exception_handler(OperationalError("couldn't get a connection after 10.00 sec"), {})
+    assert response.status_code == 503 and response["Retry-After"] == "1"
+    assert response.data["error"] == {"code": 503, "message": MSG_DATABASE_BUSY}
