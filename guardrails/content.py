@@ -1,11 +1,13 @@
 """Content filters of guardrails: user patterns on RE2 plus the builtin detectors, compiled once per definition.
 
 Every pattern, the user's and the builtins' candidate finders alike, runs on RE2 (google-re2): its matching time is
-linear in the input whatever the pattern, so no filter can hang a worker (no backtracking, so no ReDoS). A scan is
-one pass of a combined program over the text; only the patterns that can match anything are then run for spans,
-and the builtins confirm their candidates with the library that knows the format (libphonenumber, the Luhn check,
-the stdlib `ipaddress`). `person-name` and `address` have no such library: they are found by a configured catalog
-model (`GUARDRAILS_ENTITY_MODEL`), whose answer the caller passes to `ContentPolicy.scan` as spans.
+linear in the input whatever the pattern, so no filter can hang a worker (no backtracking, so no ReDoS). A scan
+matches on the folded view of the text (guardrails.textview: look-alike spellings folded) and starts with a combined
+program of all the patterns that lists the windows where any of them matches (`_windows`); only the patterns an
+RE2::Set names in a window are then run there for spans, and the builtins confirm their candidates with the
+library that knows the format (libphonenumber, the Luhn check, the stdlib `ipaddress`). `person-name` and
+`address` have no such library: they are found by a configured catalog model (`GUARDRAILS_ENTITY_MODEL`), whose
+answer the caller passes to `ContentPolicy.scan` as spans.
 
 On overlapping matches the strongest action wins: block beats redact beats flag (`Scan.regions`).
 """
