@@ -121,3 +121,37 @@ def test_bad_requests_name_the_field(alice, standin_catalog, body, field):
     response = post(alice, body)
     error = assert_error_envelope(response, 400)["error"]
     assert field in error["metadata"]["fields"], error
+
+
+def test_a_failure_after_the_first_byte_is_the_references_error_chunk(alice, standin_catalog):
+    """The reference's Chat Completions mid-stream error: a chunk with a top-level `error` (integer code) and
+    finish_reason "error", then [DONE]; what was generated is billed."""
+    directive = '<<standin {"chunks": 5, "cut_after": 2, "mid_stream_error": 500, "text": "a b c d e"}>>'
+    response = post(
+        alice,
+        {"model": "standin/echo", "stream": True, "messages": [{"role": "user", "content": directive}], **CHAT_WIRE},
+    )
+    events = sse_chunks(response)
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(event) for event in events[:-1]]
+    text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks[:-1] if c["choices"])
+    assert text and "a b c d e".startswith(text)
+    failed = chunks[-1]
+    assert failed["choices"][0]["finish_reason"] == "error"
+    assert failed["error"]["code"] == 502 and failed["error"]["metadata"]["error_type"] == "provider_unavailable"
+    generation = Generation.objects.get(id=response["X-Generation-Id"])
+    assert generation.status == "failed" and generation.tokens_output > 0
+
+
+def test_gateway_metadata_and_the_pipeline_are_those_of_responses(alice, standin_catalog):
+    response = post(
+        alice,
+        {"model": "standin/echo", "messages": [{"role": "user", "content": "Hi"}], **CHAT_WIRE},
+        HTTP_X_GATEWAY_METADATA="enabled",
+    )
+    metadata = response.json()["gateway_metadata"]
+    assert metadata["attempts"][0]["provider"] == "standin-chat" and metadata["pipeline"] == []
+    refused = post(
+        alice, {"model": "standin/echo", "messages": [{"role": "user", "content": "Hi"}], "plugins": [{"id": "web"}]}
+    )
+    assert "plugins[0]" in assert_error_envelope(refused, 400)["error"]["message"]

@@ -269,3 +269,25 @@ def test_litellm_completion_with_the_openai_prefix(live_gateway, erin):
         stream=True,
     )
     assert "".join(chunk.choices[0].delta.content or "" for chunk in streamed) == "one two three"
+
+
+FAILING = '<<standin {"chunks": 5, "cut_after": 4, "mid_stream_error": 500, "text": "a b c d e"}>>'
+
+
+def test_a_failure_mid_stream_raises_in_both_sdks(live_gateway, erin):
+    stream = openai_client(live_gateway, erin).chat.completions.create(
+        model="standin/echo",
+        messages=[{"role": "user", "content": FAILING}],
+        stream=True,
+        extra_body={"provider": {"only": ["standin-chat"]}},
+    )
+    with pytest.raises(openai.APIError, match="Provider returned error"):
+        list(stream)
+    with pytest.raises(anthropic.APIStatusError, match="Provider returned error"):
+        with anthropic_client(live_gateway, erin).messages.stream(
+            model="standin/echo",
+            max_tokens=50,
+            messages=[{"role": "user", "content": FAILING}],
+            extra_body={"provider": {"only": ["standin-anthropic"]}},
+        ) as events:
+            list(events)

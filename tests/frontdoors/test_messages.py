@@ -121,3 +121,24 @@ def test_errors_use_anthropics_shape(alice, standin_catalog):
     assert unauthenticated.json()["error"]["type"] == "authentication_error"
     unknown = post(alice, {"model": "nobody/none", "max_tokens": 5, "messages": [{"role": "user", "content": "Hi"}]})
     assert unknown.status_code == 404 and unknown.json()["error"]["type"] == "not_found_error"
+
+
+def test_a_failure_after_the_first_byte_is_an_error_event(alice, standin_catalog):
+    directive = '<<standin {"chunks": 5, "cut_after": 4, "mid_stream_error": 529, "text": "a b c d e"}>>'
+    response = post(
+        alice,
+        {
+            "model": "standin/echo",
+            "max_tokens": 50,
+            "stream": True,
+            "messages": [{"role": "user", "content": directive}],
+            **ANTHROPIC_WIRE,
+        },
+    )
+    stream = events(response)
+    kind, data = stream[-1]
+    assert kind == "error" and data["type"] == "error" and data["error"]["type"] in ("overloaded_error", "api_error")
+    assert "message_stop" not in [kind for kind, _ in stream]
+    kinds = [kind for kind, _ in stream if kind != "ping"]
+    assert kinds[:3] == ["message_start", "content_block_start", "content_block_delta"]
+    assert kinds[-2:] == ["content_block_stop", "error"]
