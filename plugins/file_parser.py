@@ -27,6 +27,7 @@ from plugins.files.sandbox import PdfRead, pdf_read
 from plugins.files.sources import LoadedFile, file_load, file_name
 from plugins.files.text import text_of
 from routing.canonical import CanonicalRequest, CanonicalResponse, FilePart, Message, OutputMessage, TextPart
+from routing.limits import RoutingLimit, limits_for
 from routing.selectors import model_get
 from routing.stages import Block, RequestContext, Restaged, Staged, StageEntry
 
@@ -80,7 +81,7 @@ class FileParserStage:
             return _staged(request, _Tally(files=sum(1 for _ in _file_parts(request)), engines=["native"]))
         if engine is None and accepts and all(accepts):
             return Staged(request=request)  # every requested model reads files itself
-        return _parse_all(request, engine)
+        return _parse_all(request, engine, limits_for(ctx.caller))
 
 
 class FileAnnotationStage:
@@ -121,7 +122,7 @@ def _models_accept_files(models: tuple[str, ...]) -> list[bool]:
     return [model is not None and "file" in (model.input_modalities or ()) for model in found]
 
 
-def _parse_all(request: CanonicalRequest, engine: str | None) -> Staged | Block:
+def _parse_all(request: CanonicalRequest, engine: str | None, limits: tuple[RoutingLimit, ...]) -> Staged | Block:
     tally = _Tally()
     deadline = time.monotonic() + PARSE_SECONDS
     known = annotations.sent_back(request)
@@ -130,9 +131,9 @@ def _parse_all(request: CanonicalRequest, engine: str | None) -> Staged | Block:
     ocr = None
     try:
         if engine in OCR_ENGINES:
-            ocr = OcrEngine(ocr_require(engine))
+            ocr = OcrEngine(ocr_require(engine), limits)
         elif engine is None and ocr_model():
-            ocr = OcrEngine(ocr_model())
+            ocr = OcrEngine(ocr_model(), limits)
         for number, (item_index, part_index, part) in enumerate(_file_parts(request), start=1):
             name = file_name(part, number)
             loaded = file_load(part, name=name)

@@ -93,7 +93,10 @@ PIPELINE_PRE_STAGES = [
     "plugins.moderation.ModerationStage",
     "plugins.compression.ContextCompressionStage",  # last: fits the final input to the endpoints' context
 ]
-PIPELINE_POST_STAGES = ["plugins.healing.ResponseHealingStage"]
+PIPELINE_POST_STAGES = [
+    "plugins.healing.ResponseHealingStage",
+    "plugins.file_parser.FileAnnotationStage",  # the parsed files' annotations on the answer's first text part
+]
 
 # Routing health bookkeeping (routing/health.py) is queued by requests and sent by one thread per process.
 HEALTH_WRITE_BEHIND = env.bool("HEALTH_WRITE_BEHIND", default=True)
@@ -108,6 +111,9 @@ GUARDRAILS_PHONE_REGION = env.str("GUARDRAILS_PHONE_REGION", default="US")
 # or `llama-guard` (a guard model over Chat Completions, answering safe / unsafe + categories).
 MODERATION_MODEL = env.str("MODERATION_MODEL", default="")
 MODERATION_ENGINE = env.str("MODERATION_ENGINE", default="openai-moderations")
+# The file-parser plugin's OCR engine (plugins/file_parser.py): a catalog model with image input that reads
+# scanned PDF pages ("" = none: a scan asked to be parsed is refused with 400).
+FILE_PARSER_OCR_MODEL = env.str("FILE_PARSER_OCR_MODEL", default="")
 
 # Each process re-reads the version counters of its in-process caches (API keys, the catalog) at most this
 # often, in seconds: a key disabled or deleted, or a catalog change, is seen everywhere within it.

@@ -14,6 +14,7 @@ from plugins.files.errors import FileRefused
 from plugins.files.pdf import PdfPage
 from routing.attempts import AttemptSequence, AttemptsFailed
 from routing.canonical import CanonicalRequest, ImagePart, Message, OutputMessage, TextPart
+from routing.limits import RoutingLimit
 from routing.pricing import usage_cost
 from routing.selection import endpoints_for_request
 
@@ -45,8 +46,9 @@ def ocr_require(engine: str) -> str:
 class OcrEngine:
     """One request's OCR calls: the pages read and what they cost."""
 
-    def __init__(self, model: str):
+    def __init__(self, model: str, limits: tuple[RoutingLimit, ...] = ()):
         self.model = model
+        self.limits = limits  # the caller's guardrails: the pages go only where the caller's text may
         self.pages = 0
         self.cost = Decimal(0)
 
@@ -57,8 +59,10 @@ class OcrEngine:
         if self.pages > MAX_OCR_PAGES:
             raise FileRefused(name, f"more than {MAX_OCR_PAGES} scanned pages in the request for the OCR engine")
         try:
-            plan = endpoints_for_request(models=[self.model])
-        except GatewayError:
+            plan = endpoints_for_request(models=[self.model], limits=self.limits)
+        except GatewayError as error:
+            if error.status == 403:  # the caller's guardrails allow the OCR model no endpoint: say so
+                raise
             raise GatewayError(MSG_UNROUTABLE.format(model=self.model), status=503) from None
         probe = CanonicalRequest(
             model="",
