@@ -7,9 +7,10 @@ process, and prints CPU microseconds per request (best of `--repeat` runs of `--
 20 kB inputs: plain prose with nothing to find, prose with one of each kind of finding, a digit-heavy log (the
 worst case for the phone, card and IP candidates), non-ASCII prose, and prose whose findings are spelled with
 zero-width characters and fullwidth forms (matched on the folded view: guardrails.textview). Then texts made of
-such characters throughout, which cost more (reported apart). Then the same per builtin alone, to say
-what costs what. `person-name` and `address` are in the policy but cost nothing here: they are found by the
-configured entity model (a model call, measured by the request benchmarks, not CPU of this process).
+such characters throughout, which cost more (reported apart: their view is folded stretch by stretch). Then the
+same per builtin alone, to say what costs what. `person-name` and `address` are in the policy but cost nothing
+here: they are found by the configured entity model (a model call, measured by the request benchmarks, not CPU of
+this process).
 The budget is 1 ms (1,000 us) per request.
 """
 
@@ -184,7 +185,7 @@ def main() -> None:
         worst = max(worst, cost)
         print(f"  {name:28s} {len(text):6d} chars {cost:8.1f} us CPU  {scan.action or '-':6s} {scan.patterns()}")
     print(f"worst: {worst:.1f} us per request; budget {BUDGET_US:.0f} us: {'OK' if worst < BUDGET_US else 'OVER'}")
-    print("texts dense with look-alike characters (linear, but a Python step per character):")
+    print("texts made of look-alike characters throughout:")
     for name, text in dense_lookalikes(args.kb * 1000).items():
         cost = cpu_us(lambda text=text: policy_for(FILTERS, BUILTINS).scan(text), args.loops // 10, args.repeat)
         print(f"  {name:28s} {len(text):6d} chars {cost:8.1f} us CPU")

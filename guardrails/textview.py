@@ -4,22 +4,27 @@ Filters match on a folded view of each text, so that look-alike spellings cannot
 - default-ignorable code points are dropped: zero-width space/joiners (U+200B..U+200D), word joiner (U+2060),
   the byte-order mark (U+FEFF), the soft hyphen (U+00AD), bidi controls, variation selectors, tag characters
   (Unicode's Default_Ignorable_Code_Point set, DerivedCoreProperties.txt);
-- each remaining character is replaced by its NFKC form: fullwidth and halfwidth forms, ligatures, math
-  alphanumerics, circled and superscript digits become the plain characters (`ｐａｓｓ` -> `pass`, `ﬁ` -> `fi`).
+- the rest is put in NFKC form: fullwidth and halfwidth forms, ligatures, math alphanumerics, circled and
+  superscript digits become the plain characters (`ｐａｓｓ` -> `pass`, `ﬁ` -> `fi`), and a letter followed by a
+  combining accent becomes the accented letter.
 Block, flag and redact still act on the caller's text: `TextView.original` maps a span of the view back to the
 span of the original characters that produced it, ignorables inside the span included, so a redaction covers
-everything that spelled the match.
+everything that spelled the match. Where NFKC composed characters (a letter and its combining accent), the
+characters of that stretch cannot be told apart in the view: a span there maps to the whole stretch (at most
+STRETCH characters; a redaction then takes more than the match, never less).
 
 Cost: an ASCII text is its own view (no work); other text is checked in C (`unicodedata.is_normalized` and one
-RE2 pass for ignorables) and is its own view when nothing folds. A text that does fold is checked the same way
-in stretches of STRETCH characters, and only the stretches with something to fold pay a step per character
-(C-level passes, but a Python object each: about 0.1-0.2 us a character, so 20 kB of look-alikes cost ms).
+RE2 pass for ignorables) and is its own view when nothing folds. A text that does fold is folded in stretches
+of STRETCH characters, each in C (a regular expression drops the ignorables, `unicodedata.normalize` does the
+rest): about 1-2 ms for 20 kB made of look-alike characters throughout on this machine. Aligning a folded
+stretch character by character, to map a span back, happens only for the stretches that hold a match.
 """
 
 from __future__ import annotations
 
 import bisect
 import itertools
+import re
 import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,21 +37,24 @@ IGNORABLE_CLASS = (
     "\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufff8\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff"
 )
 _IGNORABLE = re2.compile(f"[{IGNORABLE_CLASS}]".encode())
+_IGNORABLES = re.compile(f"[{IGNORABLE_CLASS}]+")  # on str, to drop them in C
 _FOLD_CACHE_MAX = 65536
 
 
 @dataclass(frozen=True, slots=True)
 class TextView:
     """`text` is what the filters see; `original` maps its spans back. Without `_pieces`, the view has the
-    original's offsets. Else the view is the concatenation of `_pieces`, piece k standing for `_lengths[k]`
-    original characters: a stretch that does not fold (the same characters), or one character's folded form
-    (empty for an ignorable, several characters for an expansion). Where each piece ends, in the view and in the
-    original, is summed up when a span is first mapped: most texts have nothing to map."""
+    original's offsets. Else the view is the concatenation of `_pieces`, piece k being the view of the original's
+    stretch k (characters [k * STRETCH, (k + 1) * STRETCH)), the same characters when `_folded[k]` is false.
+    Where each piece ends in the view is summed up, and a folded stretch aligned character by character, only
+    when a span is first mapped there: most texts have nothing to map."""
 
     text: str
+    original_text: str = ""
     _pieces: list[str] | None = None
-    _lengths: list[int] = field(default_factory=list)
-    _ends: list[list[int]] = field(default_factory=list)  # [view ends, original ends], once computed
+    _folded: list[bool] = field(default_factory=list)
+    _view_ends: list[int] = field(default_factory=list)
+    _aligned: dict[int, list[int] | None] = field(default_factory=dict)
 
     def original(self, start: int, end: int) -> tuple[int, int]:
         """The original span whose characters produced view[start:end] (end > start)."""
@@ -56,17 +64,30 @@ class TextView:
 
     def _at(self, offset: int, *, first: bool) -> int:
         """The original offset of the view character at `offset`: where it starts (`first`) or ends."""
-        if not self._ends:
+        assert self._pieces is not None
+        if not self._view_ends:
+            self._view_ends.extend(itertools.accumulate(map(len, self._pieces)))
+        index = bisect.bisect_right(self._view_ends, offset)  # the piece holding it (empty pieces are passed over)
+        local = offset - (self._view_ends[index - 1] if index else 0)
+        base = index * STRETCH
+        if not self._folded[index]:
+            return base + local + (0 if first else 1)
+        ends = self._alignment(index)
+        if ends is None:  # the stretch's view is not its characters' folds side by side: all of the stretch
+            return base if first else min(base + STRETCH, len(self.original_text))
+        at = bisect.bisect_right(ends, local)  # the character whose folded form holds it
+        return base + at + (0 if first else 1)
+
+    def _alignment(self, index: int) -> list[int] | None:
+        """Where each character of folded stretch `index` ends in its piece; None when the piece is not simply
+        their folds in a row (NFKC composed characters across them, such as a letter and a combining accent)."""
+        if index not in self._aligned:
             assert self._pieces is not None
-            self._ends.append(list(itertools.accumulate(map(len, self._pieces))))
-            self._ends.append(list(itertools.accumulate(self._lengths)))
-        view_ends, orig_ends = self._ends
-        index = bisect.bisect_right(view_ends, offset)  # the piece holding it (empty pieces are passed over)
-        view_start = view_ends[index - 1] if index else 0
-        orig_start = orig_ends[index - 1] if index else 0
-        if view_ends[index] - view_start == self._lengths[index]:  # the same characters
-            return orig_start + (offset - view_start) + (0 if first else 1)
-        return orig_start if first else orig_ends[index]  # an expansion: the whole original character
+            stretch = self.original_text[index * STRETCH : (index + 1) * STRETCH]
+            folds = _fold_stretch(stretch)
+            aligned = "".join(folds) == self._pieces[index]
+            self._aligned[index] = list(itertools.accumulate(map(len, folds))) if aligned else None
+        return self._aligned[index]
 
 
 _folds: dict[str, str] = {}
@@ -94,8 +115,7 @@ def first_span(regexp: Any, data: bytes, start: int, end: int) -> tuple[int, int
     return None if span[0] < 0 else span
 
 
-# The stretch of text checked at once for anything to fold: a stretch that has something is folded character by
-# character (in C-level passes: `_fold_stretch`), so a few look-alike characters cost a few stretches.
+# The stretch of text folded at once (and the most a span maps to where NFKC composed characters).
 STRETCH = 256
 
 
@@ -107,19 +127,13 @@ def text_view(text: str, data: bytes | None = None) -> TextView:
     if unicodedata.is_normalized("NFKC", text) and _IGNORABLE.search(data) is None:
         return TextView(text)
     pieces: list[str] = []
-    lengths: list[int] = []
+    folded: list[bool] = []
     for offset in range(0, len(text), STRETCH):
         stretch = text[offset : offset + STRETCH]
-        if stretch.isascii() or (
-            unicodedata.is_normalized("NFKC", stretch) and _IGNORABLE.search(stretch.encode()) is None
-        ):
-            pieces.append(stretch)
-            lengths.append(len(stretch))
-        else:
-            folded = _fold_stretch(stretch)
-            pieces.extend(folded)
-            lengths.extend(itertools.repeat(1, len(folded)))
-    return TextView("".join(pieces), pieces, lengths)
+        view = stretch if stretch.isascii() else unicodedata.normalize("NFKC", _IGNORABLES.sub("", stretch))
+        pieces.append(view)
+        folded.append(view != stretch)
+    return TextView("".join(pieces), text, pieces, folded)
 
 
 def _fold_stretch(stretch: str) -> list[str]:

@@ -57,12 +57,28 @@ def test_builtins_confirm_on_the_folded_text():
     assert policy_for([], [{"slug": "credit-card", "action": "redact"}]).scan(lookalike).action is None
 
 
+def test_a_combining_accent_composes_and_its_span_maps_to_the_whole_stretch():
+    filters = [{"pattern": "café", "action": "redact", "label": "place"}]
+    text = "meet at the cafe\u0301 at noon"  # e + combining acute: NFKC makes it é
+    scan = policy_for(filters, []).scan(text)
+    assert scan.patterns() == ("place",)
+    assert scan.redacted() == "[REDACTED:place]"  # the stretch it is in (here: all of it), never less
+
+
+def test_a_match_in_a_long_folded_text_maps_to_its_own_characters():
+    filler = fullwidth("word ") * 200  # 1,000 folded characters: several stretches
+    text = filler + "pass\u200bword: ｈｕｎｔｅｒ2 " + filler
+    scan = policy_for(PASSWORD, []).scan(text)
+    (region,) = scan.regions
+    assert text[region.start : region.end] == "pass\u200bword: ｈｕｎｔｅｒ2"
+
+
 def test_plain_and_normalized_text_is_its_own_view():
     for text in ("plain ascii", "déjà vu, straße, 日本語"):
         assert text_view(text).text is text
 
 
-def test_a_text_dense_with_folds_maps_spans_as_a_sparse_one(monkeypatch):
+def test_spans_map_the_same_whatever_the_stretch_size(monkeypatch):
     text = "x" + "".join(f"{fullwidth(word)}\u200b " for word in ["a", "password:", "hunter2", "b"] * 20)
     sparse = policy_for(PASSWORD, []).scan(text)
     monkeypatch.setattr(textview, "STRETCH", 8)
