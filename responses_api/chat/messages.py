@@ -167,8 +167,6 @@ def _assistant(fields: Fields) -> list[dict]:
     calls = _tool_calls(fields)
     if parts:
         items.append({"type": "message", "role": "assistant", "content": parts})
-    if not parts and not calls and not reasoning and not fields.errors:
-        fields.errors["content"] = "an assistant message needs content, refusal or tool_calls"
     return items + calls
 
 
@@ -213,60 +211,122 @@ def validate_messages(messages: list) -> list[dict]:
     return items
 
 
+_NAME = {"type": "string", "minLength": 1, "maxLength": 256}
+_CACHE_CONTROL = {
+    "type": "object",
+    "required": ["type"],
+    "properties": {"type": {"type": "string", "enum": ["ephemeral"]}},
+}
 _TEXT_PART = {
     "type": "object",
     "required": ["type", "text"],
     "properties": {
         "type": {"type": "string", "enum": ["text"]},
         "text": {"type": "string"},
-        "cache_control": {"type": "object", "properties": {"type": {"type": "string", "enum": ["ephemeral"]}}},
+        "cache_control": _CACHE_CONTROL,
     },
 }
-_PARTS = {
+_IMAGE_PART = {
     "type": "object",
-    "required": ["type"],
-    "properties": {"type": {"type": "string", "enum": ["text", "image_url", "file", "refusal"]}},
-    "description": "text {text, cache_control?}; user: image_url {url, detail?}, file {file_data (URL or data: URL) "
-    "or file_id, filename?}; assistant: refusal {refusal}",
+    "required": ["type", "image_url"],
+    "properties": {
+        "type": {"type": "string", "enum": ["image_url"]},
+        "image_url": {
+            "type": "object",
+            "required": ["url"],
+            "properties": {
+                "url": {"type": "string", "pattern": "^(https?://|data:)"},
+                "detail": {"type": "string", "enum": list(DETAILS)},
+            },
+        },
+    },
 }
+_FILE_ID = {"type": "string", "minLength": 1, "nullable": True}
+_FILE_PART = {
+    "type": "object",
+    "required": ["type", "file"],
+    "properties": {
+        "type": {"type": "string", "enum": ["file"]},
+        "file": {
+            "type": "object",
+            "properties": {
+                "file_data": {**_FILE_ID, "description": "A URL or a data: URL"},
+                "file_id": _FILE_ID,
+                "filename": {"type": "string", "nullable": True, "minLength": 1, "maxLength": 1024},
+            },
+            "anyOf": [
+                {"required": ["file_data"], "properties": {"file_data": {"type": "string", "minLength": 1}}},
+                {"required": ["file_id"], "properties": {"file_id": {"type": "string", "minLength": 1}}},
+            ],
+        },
+    },
+}
+_REFUSAL_PART = {
+    "type": "object",
+    "required": ["type", "refusal"],
+    "properties": {"type": {"type": "string", "enum": ["refusal"]}, "refusal": {"type": "string"}},
+}
+
+
+def _content_schema(parts: list[dict], *, nullable: bool = False) -> dict:
+    schema: dict = {
+        "oneOf": [{"type": "string"}, {"type": "array", "maxItems": MAX_CONTENT_PARTS, "items": {"anyOf": parts}}]
+    }
+    return {**schema, "nullable": True} if nullable else schema
+
+
+def _role(roles: list[str]) -> dict:
+    return {"type": "string", "enum": roles}
+
+
+_TOOL_CALL = {
+    "type": "object",
+    "required": ["id", "type", "function"],
+    "properties": {
+        "id": _NAME,
+        "type": {"type": "string", "enum": ["function"]},
+        "function": {
+            "type": "object",
+            "required": ["name", "arguments"],
+            "properties": {"name": _NAME, "arguments": {"type": "string"}},
+        },
+    },
+}
+MESSAGE_SCHEMAS = [
+    {
+        "type": "object",
+        "required": ["role", "content"],
+        "properties": {"role": _role(["system", "developer"]), "content": _content_schema([_TEXT_PART])},
+    },
+    {
+        "type": "object",
+        "required": ["role", "content"],
+        "properties": {"role": _role(["user"]), "content": _content_schema([_TEXT_PART, _IMAGE_PART, _FILE_PART])},
+    },
+    {
+        "type": "object",
+        "required": ["role"],
+        "properties": {
+            "role": _role(["assistant"]),
+            "content": _content_schema([_TEXT_PART, _REFUSAL_PART], nullable=True),
+            "tool_calls": {"type": "array", "nullable": True, "maxItems": MAX_CONTENT_PARTS, "items": _TOOL_CALL},
+            "refusal": {"type": "string", "nullable": True},
+            "reasoning": {"type": "string", "nullable": True, "description": "Reasoning to replay"},
+            "annotations": {"type": "array", "nullable": True, "items": {"type": "object"}},
+        },
+    },
+    {
+        "type": "object",
+        "required": ["role", "tool_call_id", "content"],
+        "properties": {"role": _role(["tool"]), "tool_call_id": _NAME, "content": _content_schema([_TEXT_PART])},
+    },
+]
 MESSAGES_SCHEMA = {
     "type": "array",
     "minItems": 1,
     "maxItems": MAX_INPUT_ITEMS,
-    "items": {
-        "type": "object",
-        "required": ["role"],
-        "properties": {
-            "role": {"type": "string", "enum": list(ROLES)},
-            "content": {
-                "nullable": True,
-                "oneOf": [
-                    {"type": "string"},
-                    {"type": "array", "maxItems": MAX_CONTENT_PARTS, "items": {"anyOf": [_TEXT_PART, _PARTS]}},
-                ],
-            },
-            "tool_calls": {
-                "type": "array",
-                "nullable": True,
-                "items": {
-                    "type": "object",
-                    "required": ["id", "type", "function"],
-                    "properties": {
-                        "id": {"type": "string"},
-                        "type": {"type": "string", "enum": ["function"]},
-                        "function": {
-                            "type": "object",
-                            "required": ["name", "arguments"],
-                            "properties": {"name": {"type": "string"}, "arguments": {"type": "string"}},
-                        },
-                    },
-                },
-            },
-            "tool_call_id": {"type": "string", "description": "tool messages: the call answered"},
-            "refusal": {"type": "string", "nullable": True},
-            "reasoning": {"type": "string", "nullable": True, "description": "assistant: reasoning to replay"},
-        },
-    },
+    "items": {"anyOf": MESSAGE_SCHEMAS},
+    "description": "system/developer/user/assistant/tool messages; strings must not contain NUL",
 }
 
 

@@ -2,6 +2,7 @@
 gateway's fields, validated as strictly as POST /responses (JSON types as sent, 400 naming the field). What no
 route can honour is refused with the reason, never dropped."""
 
+from django.core.validators import RegexValidator
 from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
@@ -33,6 +34,7 @@ UNSUPPORTED = {
 }
 MSG_N = "only n=1 is supported: this gateway returns one choice per request"
 MSG_LOGPROBS = "logprobs are not returned by this gateway (only false is accepted)"
+MSG_FUNCTION_NAME = "may only contain letters, digits, _ . : - (at most 128)"
 MSG_STREAM_OPTIONS = "stream_options is only allowed with stream: true"
 EFFORTS = ("max", "xhigh", "high", "medium", "low", "minimal", "none")
 
@@ -53,19 +55,14 @@ class InlineChoiceFieldSchema(OpenApiSerializerFieldExtension):
 
 
 class ChatFunctionSerializer(serializers.Serializer):
-    name = fields.CharField(max_length=128)
+    name = fields.CharField(max_length=128, validators=[RegexValidator(FUNCTION_NAME, MSG_FUNCTION_NAME)])
     description = fields.CharField(required=False, allow_null=True, allow_blank=True)
     parameters = fields.DictField(required=False, allow_null=True)
     strict = fields.BooleanField(required=False, allow_null=True, default=None)
 
-    def validate_name(self, value):
-        if not FUNCTION_NAME.match(value):
-            raise serializers.ValidationError("may only contain letters, digits, _ . : - (at most 128)")
-        return value
-
     def validate_parameters(self, value):
         if value is not None and value.get("type", "object") != "object":
-            raise serializers.ValidationError('must be a JSON Schema with "type": "object"')
+            raise serializers.ValidationError('needs "type": "object" (a JSON Schema of the arguments)')
         return value
 
 

@@ -1,6 +1,7 @@
 """The OpenAI embeddings request body (https://platform.openai.com/docs/api-reference/embeddings/create) plus this
 gateway's routing fields, validated as strictly as POST /responses."""
 
+from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -95,3 +96,14 @@ class EmbeddingCreateRequestSerializer(serializers.Serializer):
         if not attrs.get("model") and not attrs.get("models"):
             raise serializers.ValidationError({"model": "model (or models) is required"})
         return attrs
+
+
+class EmbeddingCreateRequestSchema(OpenApiSerializerExtension):
+    """`model` or `models` is required (the serializer's cross-field rule, in the schema)."""
+
+    target_class = "responses_api.embeddings.validation.EmbeddingCreateRequestSerializer"
+
+    def map_serializer(self, auto_schema, direction):
+        schema = auto_schema._map_serializer(self.target_class, direction, bypass_extensions=True)
+        schema["anyOf"] = [{"required": ["model"]}, {"required": ["models"]}]
+        return schema

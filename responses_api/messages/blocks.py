@@ -267,50 +267,97 @@ def validate_system(system) -> list[dict]:
     return [{"type": "message", "role": "system", "content": parts}] if parts else []
 
 
+def _block_schema(kind: str, required: list[str], properties: dict) -> dict:
+    return {
+        "type": "object",
+        "required": ["type", *required],
+        "properties": {"type": {"type": "string", "enum": [kind]}, **properties},
+    }
+
+
+_CACHE_CONTROL = {
+    "type": "object",
+    "nullable": True,
+    "required": ["type"],
+    "properties": {"type": {"type": "string", "enum": ["ephemeral"]}},
+}
+_ID = {"type": "string", "minLength": 1, "maxLength": 256}
+_TEXT = _block_schema("text", ["text"], {"text": {"type": "string"}, "cache_control": _CACHE_CONTROL})
+_BASE64 = _block_schema(
+    "base64",
+    ["media_type", "data"],
+    {"media_type": {"type": "string", "minLength": 1, "maxLength": 128}, "data": {"type": "string", "minLength": 1}},
+)
+_URL = _block_schema("url", ["url"], {"url": {"type": "string", "pattern": "^https?://."}})
+_FILE = _block_schema("file", ["file_id"], {"file_id": _ID})
+_PLAIN = _block_schema("text", ["data"], {"data": {"type": "string"}})
+_IMAGE = _block_schema(
+    "image", ["source"], {"source": {"oneOf": [_BASE64, _URL, _FILE]}, "cache_control": _CACHE_CONTROL}
+)
+_DOCUMENT = _block_schema(
+    "document",
+    ["source"],
+    {
+        "source": {"oneOf": [_BASE64, _URL, _FILE, _PLAIN]},
+        "title": {"type": "string", "nullable": True, "minLength": 1, "maxLength": 1024},
+        "cache_control": _CACHE_CONTROL,
+    },
+)
+_TOOL_RESULT = _block_schema(
+    "tool_result",
+    ["tool_use_id"],
+    {
+        "tool_use_id": _ID,
+        "content": {
+            "oneOf": [
+                {"type": "string"},
+                {"type": "array", "items": _block_schema("text", ["text"], {"text": {"type": "string"}})},
+            ]
+        },
+        "is_error": {"type": "boolean", "nullable": True},
+        "cache_control": _CACHE_CONTROL,
+    },
+)
+_TOOL_USE = _block_schema(
+    "tool_use",
+    ["id", "name", "input"],
+    {"id": _ID, "name": _ID, "input": {"type": "object"}, "cache_control": _CACHE_CONTROL},
+)
+_THINKING = _block_schema(
+    "thinking", ["thinking", "signature"], {"thinking": {"type": "string"}, "signature": {"type": "string"}}
+)
+_REDACTED = _block_schema("redacted_thinking", ["data"], {"data": {"type": "string", "minLength": 1}})
+
+
+def _turn_schema(role: str, blocks: list[dict]) -> dict:
+    return {
+        "type": "object",
+        "required": ["role", "content"],
+        "properties": {
+            "role": {"type": "string", "enum": [role]},
+            "content": {
+                "oneOf": [
+                    {"type": "string"},
+                    {"type": "array", "maxItems": MAX_CONTENT_PARTS, "items": {"anyOf": blocks}},
+                ]
+            },
+        },
+    }
+
+
 MESSAGES_SCHEMA = {
     "type": "array",
     "minItems": 1,
     "maxItems": MAX_INPUT_ITEMS,
     "items": {
-        "type": "object",
-        "required": ["role", "content"],
-        "properties": {
-            "role": {"type": "string", "enum": ["user", "assistant"]},
-            "content": {
-                "oneOf": [
-                    {"type": "string"},
-                    {
-                        "type": "array",
-                        "maxItems": MAX_CONTENT_PARTS,
-                        "items": {
-                            "type": "object",
-                            "required": ["type"],
-                            "properties": {
-                                "type": {"type": "string", "enum": sorted({*USER_BLOCKS, *ASSISTANT_BLOCKS})}
-                            },
-                            "description": "user: text, image, document, tool_result; assistant: text, tool_use, "
-                            "thinking, redacted_thinking (Anthropic's block shapes)",
-                        },
-                    },
-                ]
-            },
-        },
+        "anyOf": [
+            _turn_schema("user", [_TEXT, _IMAGE, _DOCUMENT, _TOOL_RESULT]),
+            _turn_schema("assistant", [_TEXT, _TOOL_USE, _THINKING, _REDACTED]),
+        ]
     },
+    "description": "Anthropic's message blocks; strings must not contain NUL",
 }
-SYSTEM_SCHEMA = {
-    "oneOf": [
-        {"type": "string"},
-        {
-            "type": "array",
-            "maxItems": MAX_CONTENT_PARTS,
-            "items": {
-                "type": "object",
-                "required": ["type", "text"],
-                "properties": {"type": {"type": "string", "enum": ["text"]}, "text": {"type": "string"}},
-            },
-        },
-    ]
-}
+SYSTEM_SCHEMA = {"oneOf": [{"type": "string"}, {"type": "array", "maxItems": MAX_CONTENT_PARTS, "items": _TEXT}]}
 
 
 @extend_schema_field(MESSAGES_SCHEMA)

@@ -1,10 +1,11 @@
 """The Anthropic Messages request body (https://docs.anthropic.com/en/api/messages) plus this gateway's fields,
 validated as strictly as POST /responses; what no route can honour is refused with the reason."""
 
+from django.core.validators import RegexValidator
 from rest_framework import serializers
 
 from gateway import fields
-from responses_api.chat.validation import InlineChoiceField
+from responses_api.chat.validation import MSG_FUNCTION_NAME, InlineChoiceField
 from responses_api.messages.blocks import SystemField, TurnsField
 from responses_api.validation.objects import DebugSerializer, ProviderPreferencesSerializer
 from responses_api.validation.plugins import PluginsField
@@ -22,7 +23,7 @@ MIN_THINKING_BUDGET = 1024
 
 class AnthropicToolSerializer(serializers.Serializer):
     type = InlineChoiceField(choices=["custom"], required=False)
-    name = fields.CharField(max_length=128)
+    name = fields.CharField(max_length=128, validators=[RegexValidator(FUNCTION_NAME, MSG_FUNCTION_NAME)])
     description = fields.CharField(required=False, allow_blank=True)
     input_schema = fields.DictField()
     cache_control = fields.DictField(required=False, allow_null=True)
@@ -34,14 +35,9 @@ class AnthropicToolSerializer(serializers.Serializer):
             )
         return value
 
-    def validate_name(self, value):
-        if not FUNCTION_NAME.match(value):
-            raise serializers.ValidationError("may only contain letters, digits, _ . : - (at most 128)")
-        return value
-
     def validate_input_schema(self, value):
         if value.get("type", "object") != "object":
-            raise serializers.ValidationError('must be a JSON Schema with "type": "object"')
+            raise serializers.ValidationError('needs "type": "object" (a JSON Schema of the arguments)')
         return value
 
     def to_internal_value(self, data):
