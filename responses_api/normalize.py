@@ -42,6 +42,7 @@ class Prepared:
     caps: tuple[SpendCap, ...] = ()  # the budgets pre-stages (guardrails) hold it to
     stage_cost: Decimal = Decimal(0)  # what pre-stages' own model calls cost (moderation, OCR): held and charged
     record: dict = field(default_factory=dict)  # pre-stages' figures for the generation record
+    strategy: str = "direct"  # how the models were chosen (a router pre-stage: auto, pareto, fusion)
 
 
 def _part(part: dict):

@@ -62,7 +62,7 @@ def prepare_run(*, ctx: RequestContext, data: dict) -> ResponseRun:
         prepared = response_normalize(ctx=ctx, data=data)
         ctx = replace(ctx, models=tuple(prepared.models))
         prepared, ran = pre_stages(prepared, ctx)
-        ctx = replace(ctx, request=prepared.canonical)
+        ctx = replace(ctx, models=tuple(prepared.models), request=prepared.canonical)
         plan = response_plan(ctx=ctx, prepared=prepared)
         planned.append(plan)
         run = response_hold(ctx=ctx, prepared=prepared, plan=plan)
@@ -87,6 +87,9 @@ def pre_stages(
             raise error
         if isinstance(result, Staged):
             ran += result.entries
+            if result.models:  # a router chose: later stages and the plan see its models
+                prepared = replace(prepared, models=list(result.models), strategy=result.strategy or "direct")
+                ctx = replace(ctx, models=result.models)
             prepared = replace(
                 reestimated(prepared, result.request),
                 limits=prepared.limits + result.limits,

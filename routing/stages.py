@@ -90,6 +90,8 @@ class Staged:
     caps: tuple[SpendCap, ...] = ()  # budgets the credit hold must fit in
     cost_usd: Decimal = Decimal(0)  # the stage's own model calls (moderation, OCR): added to the hold and charge
     record: dict = field(default_factory=dict)  # figures for the generation record (GenerationRecord fields)
+    models: tuple[str, ...] = ()  # a router's choice: the models to plan instead of the requested ones, in order
+    strategy: str = ""  # how they were chosen (gateway_metadata.strategy: auto, pareto, fusion), with `models`
 
 
 @dataclass(frozen=True, slots=True)

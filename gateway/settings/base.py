@@ -89,11 +89,15 @@ elif env.bool("DB_POOL", default=True):
 # order: pre-stages see the canonical request before routing, post-stages the answer before settlement.
 PIPELINE_PRE_STAGES = [
     "guardrails.stage.GuardrailStage",  # first: local and cheap; a block costs nothing
+    "plugins.routers.RouterStage",  # auto / pareto / fusion slugs: chooses the models the rest of the pipeline sees
+    "plugins.web.WebStage",  # the `web` plugin: search results added to the context
     "plugins.file_parser.FileParserStage",  # files become text before anything measures or moderates the input
     "plugins.moderation.ModerationStage",
     "plugins.compression.ContextCompressionStage",  # last: fits the final input to the endpoints' context
 ]
 PIPELINE_POST_STAGES = [
+    "plugins.server_tools.ServerToolsStage",  # first: runs the model's server-tool calls and calls it again
+    "plugins.web.WebCitationStage",  # the `web` plugin's url_citation annotations
     "plugins.healing.ResponseHealingStage",
     "plugins.file_parser.FileAnnotationStage",  # the parsed files' annotations on the answer's first text part
 ]
