@@ -7,7 +7,7 @@ from rest_framework import serializers
 
 from gateway import fields
 from gateway.fields import INT_MAX
-from responses_api.chat.validation import InlineChoiceField
+from responses_api.chat.validation import InlineChoiceField, LentFieldsSerializer
 from responses_api.validation.objects import ProviderPreferencesSerializer
 from responses_api.validation.request import MODEL_ID_MAX
 
@@ -80,7 +80,7 @@ class EmbeddingInputField(serializers.Field):
         return inputs
 
 
-class EmbeddingCreateRequestSerializer(serializers.Serializer):
+class EmbeddingCreateRequestSerializer(LentFieldsSerializer):
     model = fields.CharField(required=False, max_length=MODEL_ID_MAX)
     models = fields.ListField(
         child=fields.CharField(max_length=MODEL_ID_MAX), required=False, min_length=1, max_length=16

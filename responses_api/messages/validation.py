@@ -5,7 +5,7 @@ from django.core.validators import RegexValidator
 from rest_framework import serializers
 
 from gateway import fields
-from responses_api.chat.validation import MSG_FUNCTION_NAME, InlineChoiceField
+from responses_api.chat.validation import MSG_FUNCTION_NAME, InlineChoiceField, LentFieldsSerializer
 from responses_api.messages.blocks import SystemField, TurnsField
 from responses_api.validation.objects import DebugSerializer, ProviderPreferencesSerializer
 from responses_api.validation.plugins import PluginsField
@@ -73,7 +73,7 @@ class AnthropicMetadataSerializer(serializers.Serializer):
     user_id = fields.CharField(required=False, allow_null=True, max_length=256)
 
 
-class MessageCreateRequestSerializer(serializers.Serializer):
+class MessageCreateRequestSerializer(LentFieldsSerializer):
     model = fields.CharField(max_length=MODEL_ID_MAX)
     models = fields.ListField(
         child=fields.CharField(max_length=MODEL_ID_MAX), required=False, min_length=1, max_length=16
