@@ -60,7 +60,7 @@ def prepare_run(*, ctx: RequestContext, data: dict) -> ResponseRun:
         stages.refuse_unhonoured_plugins(list(ctx.plugins))
         stages.refuse_unhonoured_tools(data.get("tools") or [])
         prepared = response_normalize(ctx=ctx, data=data)
-        ctx = replace(ctx, models=tuple(prepared.models))
+        ctx = replace(ctx, models=tuple(prepared.models), suffix=prepared.suffix)
         prepared, ran = pre_stages(prepared, ctx)
         ctx = replace(ctx, models=tuple(prepared.models), request=prepared.canonical)
         plan = response_plan(ctx=ctx, prepared=prepared)

@@ -23,7 +23,7 @@ from routing.canonical import CanonicalRequest, CanonicalResponse, FilePart, Mes
 from routing.catalog import EndpointInfo
 from routing.errors import ErrorType, UpstreamError
 from routing.health import sticky_get, sticky_key
-from routing.preferences import account_defaults, preferences_build
+from routing.preferences import account_defaults, preferences_build, split_model_suffix
 from routing.pricing import max_cost, usage_cost, usage_cost_split
 from routing.providers.anthropic.request import EFFORT_BUDGET, MIN_THINKING_BUDGET
 from routing.selection import Candidate, RoutePlan, RoutingCaller, endpoints_for_request
@@ -271,6 +271,7 @@ class ResponseRun:
             or None,
             moderation_latency=self.record.get("moderation_latency"),
             plugins=self.record.get("plugins") or None,
+            router=self.record.get("router"),
         )
 
     def result(self, response: CanonicalResponse, *, served: Candidate, items: list[dict], settled: Settled) -> dict:
@@ -340,7 +341,7 @@ def response_plan(*, ctx: RequestContext, prepared: Prepared) -> RoutePlan:
             key=sticky_key(account_id=ctx.caller.account_id, session_id=ctx.session_id, model=prepared.models[0])
         )
     caller = ctx.caller
-    return endpoints_for_request(
+    plan = endpoints_for_request(
         models=prepared.models,
         estimated_input_tokens=prepared.estimated_input_tokens,
         prefs=prefs,
@@ -355,6 +356,11 @@ def response_plan(*, ctx: RequestContext, prepared: Prepared) -> RoutePlan:
         snapshot=snapshot,
         limits=prepared.limits,
     )
+    if prepared.strategy == "direct":
+        return plan
+    # A router chose the models: the plan keeps the slug the caller asked for (results, record) and how it chose.
+    requested = split_model_suffix(data["model"])[0] if data.get("model") else plan.requested
+    return replace(plan, strategy=prepared.strategy, requested=requested)
 
 
 def response_hold(*, ctx: RequestContext, prepared: Prepared, plan: RoutePlan) -> ResponseRun:

@@ -62,6 +62,39 @@ class ModelKind(models.TextChoices):
 
     CHAT = "chat", "Chat (text generation)"
     EMBEDDING = "embedding", "Embedding"
+    ROUTER = "router", "Router (chooses or combines chat models: gateway/auto, gateway/pareto-code, gateway/fusion)"
+
+
+# The task types the routers know (plugins.routers): a model's `task_scores` are keyed by these, the auto-router
+# classifies a request into one of them. `general` is what a request nothing else fits is.
+TASK_TYPES = (
+    "coding",
+    "math",
+    "reasoning",
+    "writing",
+    "summarization",
+    "translation",
+    "extraction",
+    "classification",
+    "chat",
+    "roleplay",
+    "data_analysis",
+    "agentic",
+    "vision",
+    "question_answering",
+    "general",
+)
+
+# The router model slugs (rows of kind ROUTER, no endpoints: plugins.routers chooses the models they route to).
+ROUTER_MODELS = {
+    "gateway/auto": "Auto router: classifies the request's task type and routes to the best-ranked model for it "
+    "(plugin auto-router: allowed_models, excluded_models, cost_tier, pin_model).",
+    "gateway/auto-beta": "Auto router (beta): as gateway/auto, without pin_model (plugin auto-beta-router).",
+    "gateway/pareto-code": "Pareto coding router: the cheapest model of a coding-score tier, or the fastest with "
+    ":nitro (plugin pareto-router: min_coding_score, max_price, price_source).",
+    "gateway/fusion": "Fusion: a panel of models answers in parallel, an analyst compares the answers and writes "
+    "the final one (plugin fusion: analysis_models, model, preset).",
+}
 
 
 class Model(models.Model):
@@ -75,6 +108,15 @@ class Model(models.Model):
     output_modalities = models.JSONField(default=list, blank=True)
     supported_parameters = models.JSONField(default=list, blank=True)
     tokenizer = models.CharField(max_length=40, blank=True)
+    # Quality data the routers rank by (plugins.routers): scores 0-1 per task type (routing.models.TASK_TYPES),
+    # a coding score 0-1 (pareto-router's tiers), and where the figures come from.
+    task_scores = models.JSONField(
+        default=dict, blank=True, help_text="Task type -> score 0-1 (types: routing.models.TASK_TYPES)"
+    )
+    coding_score = models.FloatField(
+        null=True, blank=True, help_text="0-1; pareto-router tiers: >= 0.66 high, >= 0.33 medium, below low"
+    )
+    quality_source = models.TextField(blank=True, help_text="Where the scores come from (benchmark, date)")
 
     live_endpoints: list["Endpoint"]  # set by the selectors' Prefetch(to_attr="live_endpoints")
 

@@ -9,7 +9,7 @@ from django.db import transaction
 
 from byok.crypto import Sealed, current_key_id, reseal, seal
 from byok.shapes import MAX_URL_CHARS, ShapeError, check_text, operator_credential
-from routing.models import AdapterKind, Endpoint, Model, ModelKind, Provider
+from routing.models import TASK_TYPES, AdapterKind, Endpoint, Model, ModelKind, Provider
 
 PROVIDER_FIELDS = (
     "name",
@@ -36,6 +36,9 @@ MODEL_FIELDS = (
     "output_modalities",
     "supported_parameters",
     "tokenizer",
+    "task_scores",
+    "coding_score",
+    "quality_source",
 )
 PRICE_FIELDS = {
     "prompt": "price_prompt",
@@ -94,6 +97,29 @@ def model_problems(values: dict) -> list[tuple[str, str]]:
     for name in ("input_modalities", "output_modalities", "supported_parameters"):
         if name in values and not _strings(values[name]):
             problems.append((name, f"{name} must be a list of strings"))
+    return problems + quality_problems(values)
+
+
+def _score(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= 1
+
+
+def quality_problems(values: dict) -> list[tuple[str, str]]:
+    """The routers' quality data: task_scores {task type: 0-1} over routing.models.TASK_TYPES, coding_score 0-1."""
+    problems = []
+    scores = values.get("task_scores")
+    if scores is not None:
+        if not isinstance(scores, dict):
+            problems.append(("task_scores", "task_scores must be an object of task type -> score 0-1"))
+        else:
+            unknown = sorted(str(name) for name in scores if name not in TASK_TYPES)
+            if unknown:
+                problems.append(("task_scores", f"unknown task types {unknown}: known are {list(TASK_TYPES)}"))
+            if not all(_score(value) for value in scores.values()):
+                problems.append(("task_scores", "each task score must be a number from 0 to 1"))
+    coding = values.get("coding_score")
+    if coding is not None and not _score(coding):
+        problems.append(("coding_score", "coding_score must be a number from 0 to 1"))
     return problems
 
 

@@ -32,6 +32,7 @@ class RequestContext:
     models: tuple[str, ...] = ()
     stream: bool = False
     request: CanonicalRequest | None = None
+    suffix: str | None = None  # the first requested model's routing suffix (":nitro" -> "nitro"; a router sees it)
 
 
 @dataclass(frozen=True, slots=True)

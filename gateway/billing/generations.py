@@ -80,6 +80,7 @@ class GenerationRecord:
     guardrail_flags: list[dict] | None = None  # see Generation.guardrail_flags
     moderation_latency: int | None = None  # see Generation.moderation_latency
     plugins: dict | None = None  # see Generation.plugins
+    router: dict | None = None  # see Generation.router
 
 
 # Written when the request's hold opens (billing.services.credits_reserve); settlement writes the rest, except the

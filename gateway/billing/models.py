@@ -102,6 +102,12 @@ class Generation(models.Model):
         help_text="What each plugin that ran did, by plugin id (its figures: pages parsed, messages removed, what "
         "was healed, its cost); never request or answer text; null when no plugin ran",
     )
+    router = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="A router's decision (gateway/auto, gateway/pareto-code, gateway/fusion): its strategy, the task "
+        "type and how it was classified, the tier, the chosen model and why; null when no router ran",
+    )
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
     class Meta:
