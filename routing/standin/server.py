@@ -10,7 +10,7 @@ from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs
 
-from routing.standin import embeddings, formats, moderations
+from routing.standin import embeddings, formats, moderations, search
 from routing.standin.script import Script, directive, parse_path
 
 VERTEX_METHODS = (":rawPredict", ":streamRawPredict")  # Anthropic on Vertex: the Messages format
@@ -104,6 +104,9 @@ class StandinHandler(BaseHTTPRequestHandler):
             return
         if self.path in ("/", "/healthz"):
             self._send_bytes(200, b'{"status":"ok","service":"gateway local stand-in provider"}', "application/json")
+            return
+        if search.handles(self.path):  # routing/standin/search.py: a SearXNG-shaped engine and pages to fetch
+            search.answer(self)
             return
         self._send_bytes(404, b'{"error":{"message":"not found"}}', "application/json")
 
