@@ -1,7 +1,15 @@
+from decimal import Decimal
+
 from django.contrib import admin, messages
+from django.db.models import DecimalField, Q, Sum, Value
+from django.db.models.functions import Coalesce
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.html import format_html, format_html_join
 
 from gateway.accounts.models import Account, ApiKey, Member, Workspace
 from gateway.accounts.services import account_create, api_key_check, api_key_create, api_key_limit_check
+from gateway.accounts.usage import key_usage_readers
 from gateway.admin_forms import ServiceValidatedForm
 
 
@@ -14,15 +22,202 @@ class WorkspaceInline(admin.TabularInline):
     readonly_fields = ("is_default",)
 
 
+RECENT_ROWS = 20
+WINDOWS = (("all time", ""), ("today (UTC)", "_daily"), ("this week", "_weekly"), ("this month", "_monthly"))
+# Spend as the ledger records it (charges are negative entries); billing sits above accounts, so the reverse
+# relation is named rather than its model imported.
+_MONEY = DecimalField(max_digits=24, decimal_places=12)
+_CHARGES = Q(ledgerentry__kind="charge")
+
+
+def _spend(condition: Q):
+    return Coalesce(-Sum("ledgerentry__amount", filter=condition), Value(Decimal(0)), output_field=_MONEY)
+
+
+def _usd(value) -> str:
+    return "—" if value is None else f"${value:,.4f}"
+
+
+def _limit_text(key: ApiKey) -> str:
+    if key.limit is None:
+        return "no limit"
+    remaining = max(key.limit - key_usage_readers().usage_in_window(key), Decimal(0))
+    reset = key.limit_reset or "lifetime"
+    return f"{_usd(remaining)} left of {_usd(key.limit)} ({reset})"
+
+
+def _table(headers, rows) -> str:
+    head = format_html_join("", "<th>{}</th>", ((h,) for h in headers))
+    body = format_html_join(
+        "", "<tr>{}</tr>", ((format_html_join("", "<td>{}</td>", ((c,) for c in row)),) for row in rows)
+    )
+    return format_html('<table class="gw-table"><thead><tr>{}</tr></thead><tbody>{}</tbody></table>', head, body)
+
+
+class ApiKeyInline(admin.TabularInline):
+    """The account's keys with their spend and limit; keys are created and edited on their own page (a new key's
+    plaintext is shown once there)."""
+
+    model = ApiKey
+    extra = 0
+    fields = ("key_link", "kind", "workspace", "disabled", "usage_shown", "limit_shown", "expires_at")
+    readonly_fields = fields
+    can_delete = False
+    show_change_link = True
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("workspace").annotate(spent=_spend(_CHARGES))
+
+    @admin.display(description="key")
+    def key_link(self, obj):
+        return f"{obj.name} ({obj.label})"
+
+    @admin.display(description="usage (all time, USD)")
+    def usage_shown(self, obj):
+        return _usd(getattr(obj, "spent", None))
+
+    @admin.display(description="limit")
+    def limit_shown(self, obj):
+        return _limit_text(obj)
+
+
+class MemberInline(admin.TabularInline):
+    model = Member
+    extra = 0
+    fields = ("user_id", "email", "created_at")
+    readonly_fields = ("created_at",)
+
+
+@admin.action(description="Suspend the selected accounts (every key answers 403)")
+def suspend_accounts(modeladmin, request, queryset):
+    count = 0
+    for account in queryset.filter(suspended=False):
+        account.suspended, account.suspended_at = True, timezone.now()
+        # A save with these fields bumps the keys' version (authentication), so every process refuses the keys.
+        account.save(update_fields=["suspended", "suspended_at"])
+        count += 1
+    modeladmin.message_user(request, f"{count} account(s) suspended: their keys are refused within seconds.")
+
+
+@admin.action(description="Lift the suspension of the selected accounts")
+def unsuspend_accounts(modeladmin, request, queryset):
+    count = 0
+    for account in queryset.filter(suspended=True):
+        account.suspended, account.suspended_at = False, None
+        account.save(update_fields=["suspended", "suspended_at"])
+        count += 1
+    modeladmin.message_user(request, f"{count} account(s) reinstated.")
+
+
+class SuspendedFilter(admin.SimpleListFilter):
+    title = "suspended"
+    parameter_name = "suspended"
+
+    def lookups(self, request, model_admin):
+        return [("yes", "Suspended"), ("no", "Active")]
+
+    def queryset(self, request, queryset):
+        if self.value() in ("yes", "no"):
+            return queryset.filter(suspended=self.value() == "yes")
+        return queryset
+
+
 @admin.register(Account)
 class AccountAdmin(admin.ModelAdmin):
-    list_display = ("name", "plan", "balance", "reserved", "created_at")
+    list_display = ("name", "plan", "balance", "reserved", "available", "suspended", "created_at")
+    list_filter = ("plan", SuspendedFilter)
     search_fields = ("name", "id")
-    readonly_fields = ("id", "balance", "reserved", "created_at")
-    inlines = [WorkspaceInline]
+    readonly_fields = (
+        "id",
+        "balance",
+        "reserved",
+        "available",
+        "suspended_at",
+        "created_at",
+        "routing_settings_link",
+        "recent_ledger",
+        "recent_generations",
+    )
+    fieldsets = (
+        (None, {"fields": ("id", "name", "plan", "created_at")}),
+        ("Credits (USD)", {"fields": ("balance", "reserved", "available")}),
+        (
+            "Suspension",
+            {
+                "fields": ("suspended", "suspended_reason", "suspended_at"),
+                "description": "A suspended account's keys all answer 403 with the reason, in every process "
+                "within CACHE_VERSION_CHECK_SECONDS.",
+            },
+        ),
+        ("Routing", {"fields": ("routing_settings_link",)}),
+        ("Recent activity", {"fields": ("recent_ledger", "recent_generations")}),
+    )
+    inlines = [WorkspaceInline, ApiKeyInline, MemberInline]
+    actions = [suspend_accounts, unsuspend_accounts]
+
+    def get_fieldsets(self, request, obj=None):
+        if obj is None:  # a new account: the editable columns only
+            return ((None, {"fields": ("name", "plan")}),)
+        return self.fieldsets
+
+    def get_inlines(self, request, obj):
+        return self.inlines if obj is not None else [WorkspaceInline]
+
+    @admin.display(description="available")
+    def available(self, obj):
+        return obj.balance - obj.reserved
+
+    @admin.display(description="routing settings")
+    def routing_settings_link(self, obj):
+        url = reverse("admin:routing_accountroutingsettings_changelist")
+        return format_html('<a href="{}?account__id__exact={}">Routing settings of this account</a>', url, obj.pk)
+
+    @admin.display(description="ledger")
+    def recent_ledger(self, obj):
+        entries = obj.ledger.select_related("api_key").order_by("-created_at")[:RECENT_ROWS]
+        rows = [
+            [
+                e.created_at.strftime("%Y-%m-%d %H:%M:%S"),
+                e.kind,
+                _usd(e.amount),
+                e.api_key or "",
+                e.generation_id,
+                e.note,
+            ]
+            for e in entries
+        ]
+        url = reverse("admin:billing_ledgerentry_changelist")
+        link = format_html('<p><a href="{}?account__id__exact={}">All ledger entries</a></p>', url, obj.pk)
+        return format_html("{}{}", _table(["time", "kind", "amount", "key", "generation"], rows), link)
+
+    @admin.display(description="requests")
+    def recent_generations(self, obj):
+        generations = obj.generations.order_by("-created_at")[:RECENT_ROWS]
+        rows = [
+            [
+                format_html('<a href="{}">{}</a>', reverse("admin:billing_generation_change", args=[g.pk]), g.pk),
+                g.created_at.strftime("%Y-%m-%d %H:%M:%S"),
+                g.model or g.requested_model,
+                g.provider,
+                g.status,
+                g.tokens_input + g.tokens_output,
+                _usd(g.cost),
+                g.latency_ms if g.latency_ms is not None else "",
+            ]
+            for g in generations
+        ]
+        url = reverse("admin:billing_generation_changelist")
+        link = format_html('<p><a href="{}?account__id__exact={}">The account\'s request log</a></p>', url, obj.pk)
+        headers = ["generation", "time", "model", "provider", "status", "tokens", "cost", "latency ms"]
+        return format_html("{}{}", _table(headers, rows), link)
 
     def save_model(self, request, obj, form, change):
         if change:
+            if "suspended" in form.changed_data:
+                obj.suspended_at = timezone.now() if obj.suspended else None
             super().save_model(request, obj, form, change)
             return
         created = account_create(name=obj.name, plan=obj.plan)  # also creates the default workspace
@@ -99,13 +294,60 @@ class ApiKeyForm(ServiceValidatedForm):
 @admin.register(ApiKey)
 class ApiKeyAdmin(admin.ModelAdmin):
     form = ApiKeyForm
-    list_display = ("name", "label", "kind", "account", "workspace", "disabled", "expires_at", "created_at")
+    list_display = (
+        "name",
+        "label",
+        "kind",
+        "account",
+        "workspace",
+        "disabled",
+        "usage_shown",
+        "byok_usage_shown",
+        "limit_shown",
+        "expires_at",
+        "created_at",
+    )
     list_filter = ("kind", "disabled")
+    list_select_related = ("account", "workspace")
     search_fields = ("name", "label", "hash", "account__name")
-    fields = (*ApiKeyForm.Meta.fields, "hash", "label", "created_at", "updated_at")
+    fields = (*ApiKeyForm.Meta.fields, "hash", "label", "usage_detail", "created_at", "updated_at")
+
+    def get_queryset(self, request):
+        byok = Q(ledgerentry__is_byok=True)
+        return (
+            super().get_queryset(request).annotate(spent=_spend(_CHARGES & ~byok), spent_byok=_spend(_CHARGES & byok))
+        )
+
+    @admin.display(description="usage (USD)", ordering="spent")
+    def usage_shown(self, obj):
+        return _usd(getattr(obj, "spent", None))
+
+    @admin.display(description="BYOK usage (USD)", ordering="spent_byok")
+    def byok_usage_shown(self, obj):
+        return _usd(getattr(obj, "spent_byok", None))
+
+    @admin.display(description="limit", ordering="limit")
+    def limit_shown(self, obj):
+        return _limit_text(obj)
+
+    @admin.display(description="usage")
+    def usage_detail(self, obj):
+        if obj is None or obj.pk is None:
+            return "—"
+        usage = key_usage_readers().usage(obj.pk)
+        rows = [
+            [window, _usd(getattr(usage, f"usage{suffix}")), _usd(getattr(usage, f"byok_usage{suffix}"))]
+            for window, suffix in (
+                ("all time", ""),
+                ("today (UTC)", "_daily"),
+                ("this week", "_weekly"),
+                ("this month", "_monthly"),
+            )
+        ]
+        return format_html("{}<p>Limit: {}</p>", _table(["window", "usage", "BYOK usage"], rows), _limit_text(obj))
 
     def get_readonly_fields(self, request, obj=None):
-        always = ("hash", "label", "created_at", "updated_at")
+        always = ("hash", "label", "usage_detail", "created_at", "updated_at")
         # What PATCH /keys cannot change either: a key never moves to another account, workspace or kind.
         return (*always, "kind", "account", "workspace", "creator") if obj else always
 

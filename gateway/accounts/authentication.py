@@ -58,6 +58,7 @@ class KeyState:
     caller: Caller
     disabled: bool
     expires_at: datetime | None
+    suspended: str | None = None  # the 403 message while the key's account is suspended
 
 
 _keys: VersionedCache[str, KeyState] = VersionedCache(VERSION, max_entries=MAX_CACHED_KEYS)
@@ -68,12 +69,21 @@ def api_keys_changed() -> None:
     version_bump(VERSION)
 
 
+# The account's columns a cached key carries (balance and reserved moves are saves of other columns).
+ACCOUNT_FIELDS_CACHED = frozenset({"plan", "suspended", "suspended_reason"})
+MSG_SUSPENDED = "This account is suspended{reason}; every key of the account is refused. Contact the service's staff"
+
+
+def suspended_message(reason: str) -> str:
+    return MSG_SUSPENDED.format(reason=f" ({reason})" if reason else "")
+
+
 @receiver([post_save, post_delete], sender=ApiKey)
 @receiver([post_save, post_delete], sender=Account)
 @receiver([post_save, post_delete], sender=Member)
 def _keys_changed_by(sender, created: bool = False, update_fields=None, **kwargs) -> None:
     """A new row cannot be in any cache; an account matters for its plan (balance moves are not saves)."""
-    if created or (sender is Account and update_fields is not None and "plan" not in update_fields):
+    if created or (sender is Account and update_fields is not None and not ACCOUNT_FIELDS_CACHED & set(update_fields)):
         return
     api_keys_changed()
 
@@ -93,6 +103,8 @@ def key_state_load(hash_: str) -> KeyState | None:
             "workspace_id",
             "limit",
             "account__plan",
+            "account__suspended",
+            "account__suspended_reason",
             "creator__user_id",
         )
         .first()
@@ -109,7 +121,8 @@ def key_state_load(hash_: str) -> KeyState | None:
         creator_user_id=key.creator.user_id if key.creator else None,
         has_limit=key.limit is not None,
     )
-    return KeyState(caller=caller, disabled=key.disabled, expires_at=key.expires_at)
+    suspended = suspended_message(key.account.suspended_reason) if key.account.suspended else None
+    return KeyState(caller=caller, disabled=key.disabled, expires_at=key.expires_at, suspended=suspended)
 
 
 class ApiKeyAuthentication(authentication.BaseAuthentication):
@@ -128,6 +141,8 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         state = _keys.get_or_load(key_hash(token), key_state_load)
         if state is None:
             raise exceptions.AuthenticationFailed(MSG_INVALID_KEY)
+        if state.suspended is not None:
+            raise exceptions.PermissionDenied(state.suspended)
         if state.disabled:
             raise exceptions.AuthenticationFailed("API key is disabled")
         if state.expires_at is not None and state.expires_at <= timezone.now():

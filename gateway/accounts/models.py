@@ -24,6 +24,12 @@ class Account(models.Model):
         editable=False,
         help_text="Held for requests in flight (not in the ledger); spendable credits are balance - reserved",
     )
+    # Suspended: every key of the account is refused (403) within CACHE_VERSION_CHECK_SECONDS; the reason is shown.
+    suspended = models.BooleanField(default=False, help_text="Every key of the account answers 403 while set")
+    suspended_reason = models.CharField(
+        max_length=300, blank=True, help_text="Shown to callers in the 403 message (no secrets)"
+    )
+    suspended_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

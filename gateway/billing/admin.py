@@ -1,10 +1,12 @@
+import json
 from decimal import Decimal
 
 from django import forms
 from django.contrib import admin
+from django.utils.html import format_html, format_html_join
 
 from gateway.accounts.models import Account
-from gateway.billing.models import EntryKind, LedgerEntry
+from gateway.billing.models import EntryKind, Generation, LedgerEntry
 from gateway.billing.services import credits_topup
 
 MAX_ENTRY = Decimal("1000000000")  # one top-up or refund, USD
@@ -64,3 +66,170 @@ class LedgerEntryAdmin(admin.ModelAdmin):
         )
         obj.pk = entry.pk
         obj._state.adding = False
+
+
+class _DistinctValueFilter(admin.SimpleListFilter):
+    """Filter on a text column by the values it holds (the most recent distinct values, bounded)."""
+
+    column = ""
+    max_choices = 200
+
+    def lookups(self, request, model_admin):
+        values = (
+            Generation.objects.exclude(**{self.column: ""})
+            .order_by(self.column)
+            .values_list(self.column, flat=True)
+            .distinct()[: self.max_choices]
+        )
+        return [(value, value) for value in values]
+
+    def queryset(self, request, queryset):
+        value = self.value()
+        return queryset.filter(**{self.column: value}) if value else queryset
+
+
+class ModelFilter(_DistinctValueFilter):
+    title = "model"
+    parameter_name = "model"
+    column = "model"
+
+
+class ProviderFilter(_DistinctValueFilter):
+    title = "provider"
+    parameter_name = "provider"
+    column = "provider"
+
+
+class StatusFilter(_DistinctValueFilter):
+    title = "status"
+    parameter_name = "status"
+    column = "status"
+
+
+def _table(headers: list[str], rows: list[list]) -> str:
+    """An HTML table (every cell escaped)."""
+    head = format_html_join("", "<th>{}</th>", ((h,) for h in headers))
+    body = format_html_join(
+        "",
+        "<tr>{}</tr>",
+        ((format_html_join("", "<td>{}</td>", ((cell,) for cell in row)),) for row in rows),
+    )
+    return format_html('<table class="gw-table"><thead><tr>{}</tr></thead><tbody>{}</tbody></table>', head, body)
+
+
+def _json(value) -> str:
+    if value in (None, [], {}):
+        return "—"
+    return format_html('<pre class="gw-json">{}</pre>', json.dumps(value, indent=2, sort_keys=True, default=str))
+
+
+@admin.register(Generation)
+class GenerationAdmin(admin.ModelAdmin):
+    """The request log: one row per request, read-only. Records hold no prompt or answer text, and none is shown."""
+
+    list_display = (
+        "id",
+        "created_at",
+        "account",
+        "key_label",
+        "requested_model",
+        "model",
+        "provider",
+        "status",
+        "is_byok",
+        "tokens_input",
+        "tokens_output",
+        "cost",
+        "latency_ms",
+    )
+    list_filter = (
+        ("account", admin.RelatedOnlyFieldListFilter),
+        ("api_key", admin.RelatedOnlyFieldListFilter),
+        ModelFilter,
+        ProviderFilter,
+        StatusFilter,
+        "is_byok",
+        "streamed",
+        ("created_at", admin.DateFieldListFilter),
+    )
+    search_fields = ("=id", "=upstream_id", "session_id")
+    search_help_text = "A generation id (gen-...), the upstream's response id or a session id"
+    date_hierarchy = "created_at"
+    list_select_related = ("account", "api_key")
+    list_per_page = 50
+    show_full_result_count = False  # a count(*) of the whole log on every page is the slowest part of it
+    ordering = ("-created_at",)
+    fieldsets = (
+        (None, {"fields": ("id", "created_at", "account", "api_key", "workspace_id", "session_id")}),
+        (
+            "Routing",
+            {
+                "fields": (
+                    "requested_model",
+                    "model",
+                    "provider",
+                    "endpoint_id",
+                    "upstream_id",
+                    "is_byok",
+                    "service_tier",
+                    "attempts",
+                )
+            },
+        ),
+        ("Outcome", {"fields": ("status", "finish_reason", "error_type", "streamed", "cancelled")}),
+        (
+            "Tokens",
+            {"fields": ("tokens_input", "tokens_cached", "tokens_cache_write", "tokens_output", "tokens_reasoning")},
+        ),
+        ("Costs (USD)", {"fields": ("cost", "upstream_cost", "held")}),
+        ("Latency (ms)", {"fields": ("latency_ms", "ttft_ms", "generation_time_ms", "moderation_latency")}),
+        ("Pipeline", {"fields": ("plugins_shown", "guardrail_flags_shown", "usage_anomaly_shown")}),
+    )
+
+    def get_readonly_fields(self, request, obj=None):
+        return [name for _, options in self.fieldsets for name in options["fields"]]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    @admin.display(description="key", ordering="api_key__name")
+    def key_label(self, obj):
+        return obj.api_key.label if obj.api_key else "—"
+
+    @admin.display(description="attempts (provider_responses)")
+    def attempts(self, obj):
+        rows = [
+            [
+                index + 1,
+                attempt.get("provider_name", ""),
+                attempt.get("model_permaslug", ""),
+                attempt.get("endpoint_id", ""),
+                attempt.get("status", ""),
+                attempt.get("error_type") or "",
+                attempt.get("latency_ms", ""),
+                "yes" if attempt.get("is_byok") else "no",
+            ]
+            for index, attempt in enumerate(obj.provider_responses or [])
+            if isinstance(attempt, dict)
+        ]
+        if not rows:
+            return "—"
+        return _table(["#", "provider", "model", "endpoint", "status", "error", "latency ms", "BYOK"], rows)
+
+    @admin.display(description="plugins")
+    def plugins_shown(self, obj):
+        return _json(obj.plugins)
+
+    @admin.display(description="guardrail flags")
+    def guardrail_flags_shown(self, obj):
+        return _json(obj.guardrail_flags)
+
+    @admin.display(description="usage anomaly")
+    def usage_anomaly_shown(self, obj):
+        return _json(obj.usage_anomaly)
