@@ -91,7 +91,7 @@ class GuardrailStage:
         scans = [[policy.scan(t.text, entities.get(i, ())) for i, t in enumerate(texts)] for policy in policies]
         entries = _costed(tuple(map(_entry, rules, policies, scans)), policies, cost)
         if block := _block(rules, policies, scans, entries):
-            return block
+            return replace(block, cost_usd=cost)  # the entity model's call ran: charged with the refusal
         if any(_patterns(rule_scans, "redact") for rule_scans in scans):
             # One guardrail: its scans are the combined ones; several: their filters together, once more.
             combined = scans[0] if len(policies) == 1 else None

@@ -13,6 +13,7 @@ The pipeline entry names the engine and its latency (also `moderation_latency` o
 what the engine's call cost, charged with the request."""
 
 import time
+from decimal import Decimal
 
 from gateway.errors import GatewayError
 from plugins.config import plugin_settings
@@ -75,6 +76,7 @@ class ModerationStage:
                 },
                 error_type=ErrorType.CONTENT_POLICY_VIOLATION,
                 entries=(entry,),
+                cost_usd=verdict.cost_usd or Decimal(0),  # the engine's call ran: charged with the refusal
             )
         figures = {
             "engine": config.kind,

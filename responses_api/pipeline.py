@@ -23,6 +23,7 @@ from responses_api.service import (
     ResponseRun,
     error_metadata,
     response_abandon,
+    response_charge_checks,
     response_hold,
     response_normalize,
     response_plan,
@@ -84,6 +85,8 @@ def pre_stages(
             ran += result.entries or (StageEntry(type=stage.type, name=stage.name, outcome="blocked"),)
             error = result.error()
             error.pipeline = [entry.as_dict() for entry in ran]
+            # The checks that ran before the refusal (an entity model, a moderation engine) cost money: charged.
+            response_charge_checks(ctx=ctx, prepared=prepared, cost=prepared.stage_cost + result.cost_usd)
             raise error
         if isinstance(result, Staged):
             ran += result.entries

@@ -382,6 +382,41 @@ def response_hold(*, ctx: RequestContext, prepared: Prepared, plan: RoutePlan) -
     return ResponseRun(ctx=ctx, prepared=prepared, plan=plan, reservation=reservation)
 
 
+def response_charge_checks(*, ctx: RequestContext, prepared: Prepared, cost: Decimal) -> None:
+    """A request a pre-stage refused after paid checks ran (an entity model, a moderation engine): their cost is
+    charged and recorded as a failed generation (error_type `blocked`). When the balance cannot cover it, the
+    refusal stands and the gateway absorbs the cost (logged)."""
+    if cost <= 0:
+        return
+    try:
+        reservation = credits.credits_reserve(
+            account_id=ctx.caller.account_id,
+            amount=cost,
+            api_key_id=ctx.caller.key_id,
+            key_has_limit=False,
+            requested_model=",".join(prepared.models)[:256],
+            workspace_id=ctx.caller.workspace_id,
+        )
+    except GatewayError:
+        logger.warning("the checks of a refused request (%s USD) could not be charged: balance too low", cost)
+        return
+    record = GenerationRecord(
+        id=reservation.id,
+        account_id=ctx.caller.account_id,
+        api_key_id=ctx.caller.key_id,
+        workspace_id=ctx.caller.workspace_id,
+        requested_model=",".join(prepared.models)[:256],
+        status="failed",
+        error_type="blocked",
+        cost=cost,
+        streamed=prepared.canonical.stream,
+        session_id=ctx.session_id,
+        moderation_latency=prepared.record.get("moderation_latency"),
+        plugins=prepared.record.get("plugins") or None,
+    )
+    credits.generation_settle(reservation=reservation, record=record, charge=True)
+
+
 def _reservation_amount(*, plan: RoutePlan, prepared: Prepared, caller: Caller, list_price: bool = False) -> Decimal:
     """The worst case over the candidates: list price on shared capacity, the BYOK fee on a key (its list price
     with `list_price`: what a budget counting BYOK spends)."""

@@ -44,6 +44,7 @@ class Block:
     metadata: dict | None = None  # the error's `metadata` (a guardrail: its `patterns`)
     error_type: ErrorType = ErrorType.INVALID_REQUEST  # a stream refused after its 200: the failed event's
     entries: tuple["StageEntry", ...] = ()  # the stage's own pipeline entries (else one "blocked" entry)
+    cost_usd: Decimal = Decimal(0)  # what the stage's own checks cost before it refused (charged: they ran)
 
     def error(self) -> "StageBlocked":
         return StageBlocked(self.message, status=self.status, metadata=self.metadata, error_type=self.error_type)

@@ -330,3 +330,24 @@ def test_entity_builtins_on_a_positive_and_a_negative_example(alice, standin_cat
     assert response.status_code == 200, response.content
     (entry,) = response.json()["gateway_metadata"]["pipeline"]
     assert entry["summary"] == "passed" and entry["data"]["detected"] is False
+
+
+def test_an_entity_check_that_blocks_is_charged_for_its_call(alice, standin_catalog, entity_model):
+    import json
+    from decimal import Decimal
+
+    from gateway.accounts.models import Account
+    from gateway.billing.models import Generation
+
+    text = "Please call Jane Doe about the order"
+    start = text.index("Jane Doe")
+    entity_model(json.dumps({"person-name": [text[start : start + 8]]}))
+    guardrail(alice, content_filter_builtins=[{"slug": "person-name", "action": "block"}])
+    body = assert_error_envelope(ask(alice, text), 403)
+    (entry,) = body["gateway_metadata"]["pipeline"]
+    entity_cost = Decimal(str(entry["cost_usd"]))
+    assert entity_cost > 0
+    refused = Generation.objects.get(account_id=alice.account_id)
+    assert (refused.status, refused.error_type, refused.cost) == ("failed", "blocked", entity_cost)
+    assert Account.objects.get(pk=alice.account_id).balance == Decimal("10") - entity_cost
+    assert "Jane" not in json.dumps(body["error"])

@@ -145,9 +145,11 @@ def test_the_engine_call_is_charged_with_the_request(alice, moderations):
     response = ask(alice, "A perfectly pleasant question")
     assert response.status_code == 200
     generation = Generation.objects.get(pk=response["X-Generation-Id"])
+    # The charge is the answer's list price plus the engine's call (which provider served varies with health).
+    assert float(generation.cost - generation.upstream_cost) == pytest.approx(0.0002, abs=1e-9)
     without = ask(alice, "A perfectly pleasant question", plugins=[])
     plain = Generation.objects.get(pk=without["X-Generation-Id"])
-    assert float(generation.cost - plain.cost) == pytest.approx(0.0002, abs=1e-9)
+    assert plain.cost == plain.upstream_cost
 
 
 def test_no_engine_configured_is_a_400_saying_so(alice, standin_catalog, settings):
@@ -268,3 +270,17 @@ def test_the_engine_is_asked_only_where_the_callers_guardrails_let_the_text_go(a
     body = assert_error_envelope(ask(alice, "A perfectly pleasant question"), 403)
     assert "Keep it home" in body["error"]["message"] and "standin/omni-moderation" in body["error"]["message"]
     assert moderations.requests_for("/moderations") == [] and generation_calls(moderations) == []
+
+
+def test_a_refused_request_is_charged_for_the_engine_call_that_refused_it(alice, moderations):
+    from gateway.accounts.models import Account
+
+    before = Account.objects.get(pk=alice.account_id).balance
+    body = assert_error_envelope(ask(alice, f"Something {FLAG_VIOLENCE}"), 403)
+    assert body["gateway_metadata"]["pipeline"][0]["cost_usd"] == pytest.approx(0.0002)
+    refused = Generation.objects.get(account_id=alice.account_id)
+    assert (refused.status, refused.error_type) == ("failed", "blocked")
+    assert float(refused.cost) == pytest.approx(0.0002, abs=1e-9)
+    assert float(before - Account.objects.get(pk=alice.account_id).balance) == pytest.approx(0.0002, abs=1e-9)
+    assert refused.plugins is None or "Something" not in json.dumps(refused.plugins)
+    assert generation_calls(moderations) == []
