@@ -22,6 +22,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
+from email.utils import parsedate_to_datetime
 from urllib.parse import urlencode, urlsplit
 
 from django.conf import settings
@@ -225,8 +226,16 @@ _ISO_DATE = re.compile(r"(\d{4}-\d{2}-\d{2})")
 
 
 def _date(value: object) -> str | None:
-    match = _ISO_DATE.match(value) if isinstance(value, str) else None
-    return match.group(1) if match else None
+    """An ISO date (YYYY-MM-DD) from the engine's date: ISO 8601, or RFC 2822 (Tavily's news dates)."""
+    if not isinstance(value, str):
+        return None
+    match = _ISO_DATE.match(value.strip())
+    if match:
+        return match.group(1)
+    try:
+        return parsedate_to_datetime(value).date().isoformat()
+    except (TypeError, ValueError, IndexError):
+        return None
 
 
 def _results(items: object, read: Callable[[dict], SearchResult | None]) -> list[SearchResult]:
@@ -306,6 +315,21 @@ def engine_request(engine: str, query: Query) -> EngineRequest:
 # ---- the search ---------------------------------------------------------------------------------------------
 
 
+def build_query(text: str, *, count: int, include_domains=(), exclude_domains=()) -> Query:
+    """What an engine is asked: with domain filters, twice the results (room for what the local filters drop);
+    the hosts of the include patterns and the whole-host exclude patterns for the engines that filter."""
+    include = parse_patterns(include_domains, field="include_domains", error=SearchRefused)
+    exclude = parse_patterns(exclude_domains, field="exclude_domains", error=SearchRefused)
+    return Query(
+        text=text,
+        count=min(MAX_RESULTS, count * 2) if (include or exclude) else count,
+        include=include,
+        exclude=exclude,
+        domains_in=tuple(dict.fromkeys(p.host for p in include)),
+        domains_out=tuple(dict.fromkeys(p.host for p in exclude if p.whole_host)),
+    )
+
+
 def search(
     query: str,
     *,
@@ -320,17 +344,9 @@ def search(
     text = " ".join(query.split())[:MAX_QUERY_CHARS]
     if not text:
         raise SearchRefused(MSG_EMPTY_QUERY)
-    include = parse_patterns(include_domains, field="include_domains", error=SearchRefused)
-    exclude = parse_patterns(exclude_domains, field="exclude_domains", error=SearchRefused)
     count = max(1, min(int(max_results), MAX_RESULTS))
-    asked = Query(
-        text=text,
-        count=min(MAX_RESULTS, count * 2) if (include or exclude) else count,  # room for what the filters drop
-        include=include,
-        exclude=exclude,
-        domains_in=tuple(dict.fromkeys(p.host for p in include)),
-        domains_out=tuple(dict.fromkeys(p.host for p in exclude if p.whole_host)),
-    )
+    asked = build_query(text, count=count, include_domains=include_domains, exclude_domains=exclude_domains)
+    include, exclude = asked.include, asked.exclude
     call = engine_request(chosen, asked)
     body = _call(chosen, call)
     try:
