@@ -8,7 +8,7 @@ from django.db.models import Prefetch, Q, QuerySet
 from byok.credentials import ProviderCredentials
 from byok.selectors import operator_credentials
 from routing.catalog import EndpointInfo, env_name
-from routing.models import Endpoint, Model, Provider, ProviderStatus
+from routing.models import Endpoint, Model, ModelKind, Provider, ProviderStatus
 from routing.snapshot import CatalogSnapshot, current_snapshot
 
 
@@ -61,7 +61,7 @@ def models_list(
 ) -> list[Model]:
     endpoints = routable_endpoints().order_by("price_prompt", "price_completion", "id")
     models = (
-        Model.objects.filter(endpoints__in=routable_endpoints())
+        Model.objects.filter(Q(endpoints__in=routable_endpoints()) | Q(kind=ModelKind.ROUTER))  # routers: no endpoint
         .distinct()
         .prefetch_related(Prefetch("endpoints", queryset=endpoints, to_attr="live_endpoints"))
     )

@@ -1,7 +1,7 @@
 from rest_framework import serializers
 
 from gateway import fields
-from routing.models import Provider
+from routing.models import ModelKind, Provider
 from routing.preferences import slug_matches
 from routing.pricing import per_token
 from routing.selectors import cheapest
@@ -157,6 +157,8 @@ def endpoint_pricing(endpoint) -> dict:
 
 def model_record(model) -> dict:
     top = cheapest(model.live_endpoints)
+    if top is None and model.kind == ModelKind.ROUTER:
+        return router_record(model)
     assert top is not None, "the catalog lists only models with a live endpoint"
     return ModelRecordSerializer(
         {
@@ -171,6 +173,35 @@ def model_record(model) -> dict:
             "top_provider": {
                 "context_length": top.context_length,
                 "max_completion_tokens": top.max_completion_tokens,
+                "is_moderated": False,
+            },
+            "per_request_limits": None,
+            "supported_parameters": model.supported_parameters,
+            "default_parameters": None,
+            "supported_voices": None,
+            "knowledge_cutoff": None,
+            "expiration_date": None,
+            "links": {"details": f"/api/v1/models/{model.id}/endpoints"},
+        }
+    ).data
+
+
+def router_record(model) -> dict:
+    """A router slug (plugins.routers): priced by the model it routes to, so its prices are "-1"."""
+    unknown = {name: "-1" for name in ModelPricingSerializer().fields}
+    return ModelRecordSerializer(
+        {
+            "id": model.id,
+            "canonical_slug": model.id,
+            "name": model.name,
+            "created": model.created,
+            "description": model.description,
+            "context_length": model.context_length,
+            "architecture": architecture(model),
+            "pricing": unknown,
+            "top_provider": {
+                "context_length": model.context_length,
+                "max_completion_tokens": None,
                 "is_moderated": False,
             },
             "per_request_limits": None,
