@@ -1,17 +1,242 @@
-"""Placeholder until the server-tool loop is built: runs no tool type, so a request with a server tool is 400."""
+"""The server-tool loop: the gateway runs the server tools of a request (`{"type": "gateway:<tool>"}`, alias
+`openrouter:<tool>`) that it declared to the model as functions (`gateway_<tool>`: responses_api.normalize), and
+calls the model again with the results, until it answers without calling one.
 
-from routing.canonical import CanonicalResponse
-from routing.stages import RequestContext
+A post-stage: the first round is the request's own attempt sequence; each later round is one more pass over the
+plan through `ctx.tool_loop.call` (responses_api.service.ResponseRun.tool_round), billed with the request. The loop
+ends when the model answers without server-tool calls, when it calls a caller's function tool (returned to the
+caller as usual; server calls made beside it are not run), or when `max_tool_calls` calls ran or a
+`stop_server_tools_when` condition holds: then the model is called once more without the server tools, so that it
+answers. The calls ran are output items of their own types (`gateway:datetime`, ...: plugins.tools), in the output
+where the model made them; `gateway_metadata.pipeline` has a `server_tools` entry with the calls per tool.
+"""
+
+import time
+from dataclasses import dataclass, field, replace
+from decimal import Decimal
+
+from plugins.tools import RUNNERS, ToolContext, ToolResult, run_tool
+from routing.canonical import (
+    CanonicalRequest,
+    CanonicalResponse,
+    FunctionCall,
+    FunctionCallOutput,
+    Item,
+    Message,
+    OutputFunctionCall,
+    OutputMessage,
+    OutputReasoning,
+    Reasoning,
+    TextPart,
+    Usage,
+)
+from routing.errors import ErrorType, UpstreamError
+from routing.pricing import usage_cost
+from routing.stages import Block, RequestContext, Restaged, ServerToolItem, StageEntry, ToolLoop
+
+MAX_TOOL_CALLS = 30  # the spec's default and maximum of `max_tool_calls` (stop conditions stop it sooner)
+
+
+def function_name(kind: str) -> str:
+    """gateway:web_search -> gateway_web_search (as responses_api.validation.tools.server_function_name)."""
+    return kind.replace(":", "_", 1)
+
+
+@dataclass
+class LoopState:
+    """What the loop did so far: calls per tool, rounds, tokens and list-price cost of every round."""
+
+    calls: dict[str, int] = field(default_factory=dict)
+    rounds: int = 1
+    tokens: int = 0
+    cost: Decimal = Decimal(0)
+    called: set[str] = field(default_factory=set)  # function names called (has_tool_call)
+    tool_ms: float = 0.0  # time spent running the tools themselves
+
+    @property
+    def total_calls(self) -> int:
+        return sum(self.calls.values())
+
+    def count(self, usage: Usage, endpoint) -> None:
+        self.tokens += usage.input_tokens + usage.output_tokens
+        if endpoint is not None:
+            self.cost += usage_cost(endpoint=endpoint, usage=usage)
+
+
+def finish_reason(response: CanonicalResponse) -> str:
+    if response.status == "incomplete":
+        return "length" if response.incomplete_reason == "max_output_tokens" else response.incomplete_reason or ""
+    return "tool_calls" if any(isinstance(item, OutputFunctionCall) for item in response.output) else "stop"
+
+
+def stop_condition(conditions: list[dict], state: LoopState, response: CanonicalResponse) -> str:
+    """The first `stop_server_tools_when` condition that holds (OR), as the summary says it; "" when none."""
+    for condition in conditions:
+        kind = condition.get("type")
+        if kind == "step_count_is" and state.rounds - 1 >= condition["step_count"]:
+            return f"step_count_is {condition['step_count']}"
+        name = str(condition.get("tool_name") or "").replace("openrouter:", "gateway:", 1)
+        if kind == "has_tool_call" and function_name(name) in state.called:
+            return f"has_tool_call {condition['tool_name']}"
+        if kind == "max_tokens_used" and state.tokens >= condition["max_tokens"]:
+            return f"max_tokens_used {condition['max_tokens']}"
+        if kind == "max_cost" and state.cost >= Decimal(str(condition["max_cost_in_dollars"])):
+            return f"max_cost {condition['max_cost_in_dollars']}"
+        if kind == "finish_reason_is" and finish_reason(response) == condition["reason"]:
+            return f"finish_reason_is {condition['reason']}"
+    return ""
+
+
+def as_input(output: tuple) -> list[Item]:
+    """A round's output items as the next round's input (the model's own turn)."""
+    items: list[Item] = []
+    for item in output:
+        if isinstance(item, OutputMessage) and (item.text or item.refusal):
+            items.append(Message(role="assistant", content=(TextPart(text=item.text or item.refusal or ""),)))
+        elif isinstance(item, OutputReasoning):
+            items.append(
+                Reasoning(
+                    summary=item.summary,
+                    content=item.content,
+                    signature=item.signature,
+                    encrypted_content=item.encrypted_content,
+                    format=item.format,
+                )
+            )
+        elif isinstance(item, OutputFunctionCall):
+            items.append(FunctionCall(call_id=item.call_id, name=item.name, arguments=item.arguments))
+    return items
 
 
 class ServerToolsStage:
     type = "server_tools"
     name = "server-tools"
     plugin_ids: tuple[str, ...] = ()
-    tool_types: tuple[str, ...] = ()
+
+    @property
+    def tool_types(self) -> tuple[str, ...]:
+        """The server tool types this gateway runs (gateway:web_search only with a search engine configured)."""
+        return tuple(kind for kind, runner in RUNNERS.items() if runner.available())
 
     def wants(self, ctx: RequestContext) -> bool:
-        return False
+        return ctx.tool_loop is not None
 
-    def __call__(self, response: CanonicalResponse, ctx: RequestContext) -> CanonicalResponse:
-        return response
+    def __call__(self, response: CanonicalResponse, ctx: RequestContext) -> Restaged | Block:
+        loop, request = ctx.tool_loop, ctx.request
+        assert loop is not None and request is not None
+        try:
+            return Loop(loop, request).run(response)
+        except UpstreamError as error:  # a later round found no candidate: the request fails as a first would
+            status = error.status if error.status and 400 <= error.status < 600 else 502
+            kind = error.error_type if error.error_type in ErrorType.__members__.values() else ErrorType.SERVER
+            return Block(error.message, status=status, error_type=ErrorType(kind))
+
+
+class Loop:
+    def __init__(self, loop: ToolLoop, request: CanonicalRequest):
+        self.loop = loop
+        data = loop.data
+        self.kinds = {function_name(tool["type"]): tool for tool in data.get("tools") or [] if tool["type"] in RUNNERS}
+        self.deferred = [
+            tool for tool in data.get("tools") or [] if tool["type"] == "function" and tool.get("defer_loading")
+        ]
+        self.conditions = data.get("stop_server_tools_when") or []
+        self.limit = (
+            MAX_TOOL_CALLS if self.conditions else min(data.get("max_tool_calls") or MAX_TOOL_CALLS, MAX_TOOL_CALLS)
+        )
+        self.request = request
+        self.state = LoopState()
+        self.tools = ToolContext(deferred=self.deferred, charge=loop.charge)
+
+    def run(self, response: CanonicalResponse) -> Restaged:
+        first = self.loop.first()
+        self.state.count(response.usage, first.endpoint if first else None)
+        first_usage = response.usage
+        output: list = []  # the answer's output: the rounds' items, the calls run as server tool items
+        conversation = list(self.request.input)
+        request = self.request
+        stopped = ""
+        while True:
+            server_calls = [i for i in response.output if isinstance(i, OutputFunctionCall) and i.name in self.kinds]
+            caller_calls = [
+                i for i in response.output if isinstance(i, OutputFunctionCall) and i.name not in self.kinds
+            ]
+            if not server_calls:
+                stopped = stopped or "answered"
+                break
+            if caller_calls:
+                stopped = "function_call"
+                break
+            if stopped:  # the last round was without server tools and the model called one anyway: not run
+                break
+            stopped = self._stop(response)
+            if stopped:
+                request = self._without_server_tools(request, conversation)
+            else:
+                ran, outputs = self._run_calls(server_calls)
+                output += [ran.get(id(item), item) for item in response.output]
+                conversation += as_input(response.output) + outputs
+                request = self._next_request(request, conversation)
+                if self.state.total_calls >= self.limit:
+                    stopped = "max_tool_calls"
+                    request = self._without_server_tools(request, conversation)
+            served = self.loop.call(request)
+            response = served.response
+            self.state.rounds += 1
+            self.state.count(response.usage, served.candidate.endpoint)
+        output += [
+            item for item in response.output if not (isinstance(item, OutputFunctionCall) and item.name in self.kinds)
+        ]
+        final = replace(response, output=tuple(output), usage=first_usage)  # the run adds the later rounds' usage
+        figures = self._figures(stopped)
+        return Restaged(response=final, entries=(self._entry(stopped),), record={"plugins": {"server-tools": figures}})
+
+    def _stop(self, response: CanonicalResponse) -> str:
+        """Why the model's server-tool calls in this response are not run ("" : they are)."""
+        if self.state.total_calls >= self.limit:
+            return "max_tool_calls"
+        return stop_condition(self.conditions, self.state, response)
+
+    def _run_calls(self, calls: list[OutputFunctionCall]) -> tuple[dict[int, ServerToolItem], list[Item]]:
+        """Run each call (at most up to the limit: the rest get an error result the model reads)."""
+        ran: dict[int, ServerToolItem] = {}
+        outputs: list[Item] = []
+        for call in calls:
+            kind = self.kinds[call.name]["type"]
+            started = time.perf_counter()
+            if self.state.total_calls >= self.limit:
+                result = ToolResult.failed(kind, "max_tool_calls reached: this call was not run")
+            else:
+                result = run_tool(kind, call.arguments, self.kinds[call.name].get("parameters") or {}, self.tools)
+                self.state.calls[kind] = self.state.calls.get(kind, 0) + 1
+                self.state.called.add(call.name)
+            self.state.tool_ms += (time.perf_counter() - started) * 1000
+            ran[id(call)] = result.item
+            outputs.append(FunctionCallOutput(call_id=call.call_id, output=result.for_model))
+        return ran, outputs
+
+    def _next_request(self, request: CanonicalRequest, conversation: list[Item]) -> CanonicalRequest:
+        """The next round: the conversation so far, the deferred tools tool_search found declared, and a forced
+        tool choice (required, a named tool) relaxed to auto after the first round."""
+        known = {tool.name for tool in request.tools}
+        found = tuple(tool for tool in self.tools.found if tool.name not in known)
+        choice = request.tool_choice
+        if choice not in (None, "auto", "none"):
+            choice = "auto"
+        return replace(request, input=tuple(conversation), tools=request.tools + found, tool_choice=choice)
+
+    def _without_server_tools(self, request: CanonicalRequest, conversation: list[Item]) -> CanonicalRequest:
+        """The last round: the conversation so far (the calls not run left out), the caller's tools only."""
+        tools = tuple(tool for tool in request.tools if tool.name not in self.kinds)
+        choice = request.tool_choice if tools else None
+        if isinstance(choice, dict) and choice.get("name") in self.kinds:
+            choice = "auto"
+        return replace(request, input=tuple(conversation), tools=tools, tool_choice=choice)
+
+    def _figures(self, stopped: str) -> dict:
+        return {"calls": dict(self.state.calls), "rounds": self.state.rounds, "stopped": stopped}
+
+    def _entry(self, stopped: str) -> StageEntry:
+        calls = self.state.total_calls
+        outcome = f"{calls} call{'s' if calls != 1 else ''} in {self.state.rounds} rounds; stopped: {stopped}"
+        return StageEntry(type="server_tools", name="server-tools", outcome=outcome, data=self._figures(stopped))

@@ -9,6 +9,8 @@ from decimal import Decimal
 from django.conf import settings
 
 from gateway.billing.services import SpendCap
+from responses_api.validation.request import MAX_TOOL_CALLS
+from responses_api.validation.tools import RUN_TOOL_PARAMETERS, server_function_name
 from routing.canonical import (
     CanonicalRequest,
     FilePart,
@@ -43,6 +45,45 @@ class Prepared:
     stage_cost: Decimal = Decimal(0)  # what pre-stages' own model calls cost (moderation, OCR): held and charged
     record: dict = field(default_factory=dict)  # pre-stages' figures for the generation record
     strategy: str = "direct"  # how the models were chosen (a router pre-stage: auto, pareto, fusion)
+    server_rounds: int = 1  # the most model calls the server-tool loop may make (1: the request has no server tool)
+
+
+QUERY = {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}
+# The functions the server tools the gateway runs are declared to the model as (plugins.server_tools runs them).
+SERVER_FUNCTIONS = {
+    "gateway:datetime": (
+        "The current date and time. Pass an IANA timezone (e.g. Europe/Paris) for local time; UTC by default.",
+        {"type": "object", "properties": {"timezone": {"type": "string"}}},
+    ),
+    "gateway:search_models": ("Search the AI models this gateway serves by name, provider or capability.", QUERY),
+    "gateway:tool_search": (
+        "Search for more tools by name or description; the tools found can be called in the next turn.",
+        QUERY,
+    ),
+    "gateway:web_search": ("Search the web; returns result titles, URLs and snippets.", QUERY),
+    "gateway:web_fetch": (
+        "Fetch a web page or PDF by URL and return its text.",
+        {"type": "object", "properties": {"url": {"type": "string"}}, "required": ["url"]},
+    ),
+}
+
+
+def server_functions(tools: list[dict]) -> tuple[FunctionTool, ...]:
+    """The declared functions of the request's server tools that the gateway runs."""
+    kinds = dict.fromkeys(tool["type"] for tool in tools if tool["type"] in RUN_TOOL_PARAMETERS)
+    return tuple(
+        FunctionTool(
+            name=server_function_name(kind), description=SERVER_FUNCTIONS[kind][0], parameters=SERVER_FUNCTIONS[kind][1]
+        )
+        for kind in kinds
+    )
+
+
+def _tool_choice(choice):
+    """A server tool chosen by type is its declared function."""
+    if isinstance(choice, dict) and choice.get("type") in RUN_TOOL_PARAMETERS:
+        return {"type": "function", "name": server_function_name(choice["type"])}
+    return choice
 
 
 def _part(part: dict):
@@ -126,7 +167,7 @@ def used_parameters(data: dict) -> frozenset[str]:
     }
     if data.get("max_output_tokens") is not None:
         used.add("max_tokens")
-    if any(tool["type"] == "function" for tool in data.get("tools") or []):
+    if any(tool["type"] == "function" or tool["type"] in RUN_TOOL_PARAMETERS for tool in data.get("tools") or []):
         used |= {"tools", "tool_choice"} if data.get("tool_choice") not in (None, "auto") else {"tools"}
     text_format = (data.get("text") or {}).get("format") or {}
     if text_format.get("type") in ("json_object", "json_schema"):
@@ -159,7 +200,7 @@ def prepare(*, data: dict, account_id: str) -> Prepared:
         )
         for tool in data.get("tools") or []
         if tool["type"] == "function" and not tool.get("defer_loading")
-    )
+    ) + server_functions(data.get("tools") or [])
     reasoning = data.get("reasoning")
     text = data.get("text") or {}
     items = tuple(_item(item) for item in data["input"])
@@ -168,7 +209,7 @@ def prepare(*, data: dict, account_id: str) -> Prepared:
         input=items,
         instructions=data.get("instructions") or None,
         tools=tools,
-        tool_choice=data.get("tool_choice") if tools else None,
+        tool_choice=_tool_choice(data.get("tool_choice")) if tools else None,
         parallel_tool_calls=data.get("parallel_tool_calls"),
         temperature=data.get("temperature"),
         top_p=data.get("top_p"),
@@ -189,6 +230,11 @@ def prepare(*, data: dict, account_id: str) -> Prepared:
         service_tier=data.get("service_tier"),
     )
     estimated = estimate_tokens(items, canonical.instructions, tools)
+    rounds = 1
+    if any(tool["type"] in RUN_TOOL_PARAMETERS for tool in data.get("tools") or []):
+        # every round but the last runs a call at least; stop conditions stop it sooner, never later than 30 calls
+        calls = MAX_TOOL_CALLS if data.get("stop_server_tools_when") else data.get("max_tool_calls") or MAX_TOOL_CALLS
+        rounds = 1 + calls
     return Prepared(
         models=models,
         canonical=canonical,
@@ -196,6 +242,7 @@ def prepare(*, data: dict, account_id: str) -> Prepared:
         estimated_input_tokens=estimated,
         suffix=suffix,
         used_params=used_parameters(data),
+        server_rounds=rounds,
     )
 
 

@@ -5,6 +5,7 @@ import time
 from dataclasses import dataclass
 
 from routing.canonical import CanonicalResponse, OutputFunctionCall, OutputMessage, OutputReasoning, Usage
+from routing.stages import ServerToolItem
 
 # Responses `error.code` for a canonical error type (reference 1.6).
 ERROR_CODES = {
@@ -66,6 +67,8 @@ def output_items(response: CanonicalResponse) -> list[dict]:
             items.append(reasoning_item(new_id("rs"), item))
         elif isinstance(item, OutputFunctionCall):
             items.append(function_call_item(new_id("fc"), item))
+        elif isinstance(item, ServerToolItem):  # a server tool call the gateway ran (plugins.server_tools)
+            items.append(item.item)
     return items
 
 

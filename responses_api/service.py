@@ -16,9 +16,9 @@ from gateway.billing.generations import GenerationRecord
 from gateway.errors import GatewayError
 from responses_api.errors import final_error
 from responses_api.metadata import attach_error_metadata, gateway_metadata, requested_models
-from responses_api.normalize import Prepared, prepare, truncate_to_fit
+from responses_api.normalize import Prepared, prepare, reestimated, truncate_to_fit
 from responses_api.render import ResultShell, usage_block
-from routing.attempts import AttemptRecord, AttemptSequence
+from routing.attempts import AttemptRecord, AttemptSequence, AttemptsFailed, Served
 from routing.canonical import CanonicalRequest, CanonicalResponse, FilePart, Message, Usage
 from routing.catalog import EndpointInfo
 from routing.errors import ErrorType, UpstreamError
@@ -29,7 +29,7 @@ from routing.providers.anthropic.request import EFFORT_BUDGET, MIN_THINKING_BUDG
 from routing.selection import Candidate, RoutePlan, RoutingCaller, endpoints_for_request
 from routing.selectors import endpoints_for_model
 from routing.snapshot import current_snapshot
-from routing.stages import RequestContext, StageEntry
+from routing.stages import SERVER_TOOL_RESULT_TOKENS, RequestContext, StageEntry, ToolLoop
 
 logger = logging.getLogger(__name__)
 DEFAULT_RESERVED_OUTPUT_TOKENS = 4096
@@ -75,15 +75,57 @@ class ResponseRun:
         )
         self.sequence = self.new_sequence()
         self.settled: Settled | None = None  # set once, by `close`
+        # The server-tool loop's later rounds (each its own pass over the plan), billed with the first round.
+        self.round_sequences: list[AttemptSequence] = []
+        self.rounds: list[Served] = []
+        self.tool_cost = Decimal(0)  # the server tools' own costs (web searches)
+        if self.prepared.server_rounds > 1:
+            loop = ToolLoop(
+                data=self.prepared.data,
+                call=self.tool_round,
+                first=lambda: self.sequence.served,
+                charge=self.tool_charge,
+            )
+            self.ctx = replace(self.ctx, tool_loop=loop)
 
-    def new_sequence(self) -> AttemptSequence:
-        """A fresh pass over the plan's candidates (one per request today; a server-tool loop makes more)."""
+    def new_sequence(self, request: CanonicalRequest | None = None) -> AttemptSequence:
+        """A fresh pass over the plan's candidates: the request's, or a server-tool loop round's (`request`)."""
+        if request is None:
+            return AttemptSequence(
+                candidates=self.plan.candidates,
+                request_for=self.request_for,
+                bound_usage=self.bound_usage,
+                sticky_key=self.sticky_key if self.ctx.session_id else "",
+            )
+        prepared = reestimated(self.prepared, request)  # the round's input: what its usage must be plausible for
         return AttemptSequence(
             candidates=self.plan.candidates,
-            request_for=self.request_for,
-            bound_usage=self.bound_usage,
-            sticky_key=self.sticky_key if self.ctx.session_id else "",
+            request_for=lambda candidate: self.request_for(candidate, request),
+            bound_usage=lambda response, candidate: self.bound_usage(response, candidate, prepared),
         )
+
+    def tool_round(self, request: CanonicalRequest) -> Served:
+        """One more round of the server-tool loop (not streamed); raises UpstreamError when no candidate answers."""
+        sequence = self.new_sequence(replace(request, stream=False))
+        self.round_sequences.append(sequence)
+        try:
+            served = sequence.call()
+        except AttemptsFailed as failed:
+            assert failed.error is not None, "a plan always has a candidate"
+            raise failed.error from None
+        self.rounds.append(served)
+        return served
+
+    def tool_charge(self, amount: Decimal) -> None:
+        self.tool_cost += amount
+
+    def with_rounds(self, usage: Usage) -> Usage:
+        """The first round's usage plus the server-tool loop's later rounds'."""
+        for served in self.rounds:
+            usage = Usage(
+                **{name: getattr(usage, name) + getattr(served.response.usage, name) for name in USAGE_FIELDS}
+            )
+        return usage
 
     @property
     def generation_id(self) -> str:
@@ -95,6 +137,10 @@ class ResponseRun:
 
     @property
     def attempts(self) -> list[AttemptRecord]:
+        if self.round_sequences:
+            return self.sequence.attempts + [
+                record for sequence in self.round_sequences for record in sequence.attempts
+            ]
         return self.sequence.attempts
 
     @property
@@ -108,21 +154,23 @@ class ResponseRun:
         metadata["pipeline"] = [entry.as_dict() for entry in self.pipeline]  # [] when no stage ran
         return metadata
 
-    def request_for(self, candidate: Candidate) -> CanonicalRequest:
+    def request_for(self, candidate: Candidate, request: CanonicalRequest | None = None) -> CanonicalRequest:
         # A service tier reaches only endpoints that offer it (`fast` was already made `priority`).
         tier = self.plan.service_tier if self.plan.service_tier in candidate.endpoint.service_tiers else None
-        return replace(self.prepared.canonical, model=candidate.endpoint.upstream_model, service_tier=tier)
+        base = self.prepared.canonical if request is None else request
+        return replace(base, model=candidate.endpoint.upstream_model, service_tier=tier)
 
-    def bound_usage(self, response: CanonicalResponse, candidate: Candidate) -> Usage:
+    def bound_usage(self, response: CanonicalResponse, candidate: Candidate, prepared: Prepared | None = None) -> Usage:
         """The provider's usage when plausible for this request; otherwise clamped (negatives to 0, counts above
         the request's limits to what the hold assumed), the anomaly kept for the generation record and logged.
         Output with no output tokens reported is estimated from its text, so it is never free."""
         usage = response.usage
-        bounds = usage_bounds(prepared=self.prepared, endpoint=candidate.endpoint)
+        prepared = prepared or self.prepared
+        bounds = usage_bounds(prepared=prepared, endpoint=candidate.endpoint)
         bounded, reasons = clamp_usage(usage, bounds)
         if bounded.output_tokens <= 0:
             estimated = usage_or_estimate(
-                replace(response, usage=bounded), estimated_input=self.prepared.estimated_input_tokens
+                replace(response, usage=bounded), estimated_input=prepared.estimated_input_tokens
             )
             if estimated is not bounded:
                 reasons.append("output_tokens not reported: estimated from the text generated")
@@ -196,7 +244,12 @@ class ResponseRun:
         cost = list_cost = Decimal(0)
         if served is not None:
             cost, list_cost = self.price(usage, served)
-        stage_cost = self.prepared.stage_cost  # the stages' own model calls ran: charged even when nothing served
+        for round_served in self.rounds:  # the server-tool loop's later rounds, each at its endpoint's price
+            round_cost, round_list_cost = self.price(round_served.response.usage, round_served.candidate)
+            cost, list_cost = cost + round_cost, list_cost + round_list_cost
+        usage = self.with_rounds(usage)
+        # the stages' own model calls and the server tools' costs: charged even when nothing served
+        stage_cost = self.prepared.stage_cost + self.tool_cost
         cost += stage_cost
         charged = credits.generation_settle(
             reservation=self.reservation,
@@ -275,13 +328,14 @@ class ResponseRun:
         )
 
     def result(self, response: CanonicalResponse, *, served: Candidate, items: list[dict], settled: Settled) -> dict:
-        input_cost, output_cost = usage_cost_split(endpoint=served.endpoint, usage=response.usage)
+        usage = self.with_rounds(response.usage)  # with the server-tool loop's later rounds
+        input_cost, output_cost = usage_cost_split(endpoint=served.endpoint, usage=usage)
         return self.shell.render(
             status=response.status,
             model=served.endpoint.model_id,
             output=items,
             usage=usage_block(
-                response.usage,
+                usage,
                 cost=float(settled.charged),
                 is_byok=served.is_byok,
                 upstream_cost=(float(settled.list_cost), float(input_cost), float(output_cost)),
@@ -424,13 +478,16 @@ def _reservation_amount(*, plan: RoutePlan, prepared: Prepared, caller: Caller, 
     worst = Decimal(0)
     for candidate in plan.candidates:
         endpoint = candidate.endpoint
-        cost = max_cost(
-            endpoint=endpoint,
-            input_tokens=prepared.estimated_input_tokens,
-            max_output_tokens=prepared.data.get("max_output_tokens")
-            or endpoint.max_completion_tokens
-            or DEFAULT_RESERVED_OUTPUT_TOKENS,
+        output = (
+            prepared.data.get("max_output_tokens") or endpoint.max_completion_tokens or DEFAULT_RESERVED_OUTPUT_TOKENS
         )
+        cost = max_cost(endpoint=endpoint, input_tokens=prepared.estimated_input_tokens, max_output_tokens=output)
+        # The server-tool loop's later rounds: each round's input is the last one's plus its output and a tool
+        # result at most (up to the endpoint's context), so the hold covers every round the loop may make.
+        for done in range(1, prepared.server_rounds):
+            grown = prepared.estimated_input_tokens + done * (output + SERVER_TOOL_RESULT_TOKENS)
+            grown = min(grown, endpoint.context_length or grown)
+            cost += max_cost(endpoint=endpoint, input_tokens=grown, max_output_tokens=output)
         if candidate.is_byok and not list_price:
             if month_to_date is None:
                 month_to_date = byok_month_to_date(account_id=caller.account_id)

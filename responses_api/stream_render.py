@@ -5,10 +5,12 @@ stream's events), so what the client is sent and what is billed are built by the
 
 import json
 from collections.abc import Iterable
+from dataclasses import replace
 
 from responses_api.render import function_call_item, message_item, new_id, reasoning_item
-from routing.accumulate import Delta, FoldStep, ItemDone, ItemOpened, PartDone, PartOpened
-from routing.canonical import OutputFunctionCall, OutputMessage, OutputReasoning
+from routing.accumulate import Delta, FoldStep, ItemDone, ItemOpened, PartDone, PartOpened, replay
+from routing.canonical import CanonicalResponse, OutputFunctionCall, OutputMessage, OutputReasoning
+from routing.stages import ServerToolItem
 
 KEEPALIVE = b": GATEWAY PROCESSING\n\n"
 DONE = b"data: [DONE]\n\n"
@@ -44,6 +46,30 @@ class StreamRenderer:
     def render(self, steps: Iterable[FoldStep]) -> bytes:
         """The Responses events for the fold's steps, as one write."""
         return b"".join(self._step(step) for step in steps)
+
+    def replay(self, response: CanonicalResponse) -> bytes:
+        """A complete response's events, as one write: its items in order, a server tool call the gateway ran as
+        its item added, its progress events (a web search's in_progress, searching, completed) and item done."""
+        if not any(isinstance(item, ServerToolItem) for item in response.output):
+            return self.render(replay(response))
+        out = []
+        for index, item in enumerate(response.output):
+            if isinstance(item, ServerToolItem):
+                out.append(self._server_tool(index, item))
+                continue
+            steps = replay(replace(response, output=(item,)))
+            out.append(self.render(replace(step, index=step.index + index) for step in steps))
+        return b"".join(out)
+
+    def _server_tool(self, index: int, tool: ServerToolItem) -> bytes:
+        self.content_started = True
+        item_id = tool.item["id"]
+        added = self.event(
+            "response.output_item.added", output_index=index, item={**tool.item, "status": "in_progress"}
+        )
+        progress = b"".join(self.event(kind, item_id=item_id, output_index=index) for kind in tool.progress)
+        self.items.append(tool.item)
+        return added + progress + self.event("response.output_item.done", output_index=index, item=tool.item)
 
     def _step(self, step: FoldStep) -> bytes:
         match step:

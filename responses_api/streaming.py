@@ -14,7 +14,6 @@ from responses_api.errors import final_error
 from responses_api.render import failure_error
 from responses_api.service import ResponseRun, Settled, response_abandon
 from responses_api.stream_render import DONE, KEEPALIVE, StreamRenderer
-from routing.accumulate import replay
 from routing.attempts import AttemptsFailed, AttemptStream, release_db_connection
 from routing.canonical import CanonicalResponse
 from routing.errors import ErrorType, UpstreamError
@@ -102,7 +101,7 @@ def _relay(run: ResponseRun, stream: AttemptStream, renderer: StreamRenderer) ->
             _settle_served(run, response, stream)
             yield from _blocked_in_band(run, renderer, blocked)
             return
-        closing = renderer.render(replay(response))
+        closing = renderer.replay(response)
     else:
         closing = renderer.render(stream.fold.close())
     settled = _settle_served(run, response, stream)

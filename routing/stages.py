@@ -6,9 +6,10 @@ gets the canonical response before settlement and returns it or a Block. Each st
 `StageEntry` to `gateway_metadata.pipeline` (the spec's entry: `type`, `name`, `summary`, and `data`); a
 pre-stage with more to say returns `Staged`: its own entries, and limits on where the request may route."""
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from gateway.accounts.authentication import Caller
 from gateway.billing.services import SpendCap
@@ -16,6 +17,38 @@ from gateway.errors import GatewayError
 from routing.canonical import CanonicalRequest, CanonicalResponse
 from routing.errors import ErrorType
 from routing.limits import RoutingLimit
+
+if TYPE_CHECKING:
+    from routing.attempts import Served
+    from routing.selection import Candidate
+
+# The most one server-tool result adds to the next round's input (plugins.server_tools cuts results to it; the
+# credit hold of a request with server tools counts it per round).
+SERVER_TOOL_RESULT_TOKENS = 8192
+
+
+@dataclass(frozen=True)
+class ToolLoop:
+    """What the server-tool loop (a post-stage) needs from the run: the validated request body (`data`: its tools
+    with their parameters, deferred function tools, max_tool_calls, stop_server_tools_when), `call`: one more round
+    through the attempt engine with this canonical request (the model filled in per candidate; the round's usage is
+    billed with the request; raises UpstreamError when no candidate answers), `first`: the endpoint that served the
+    first round, and `charge`: a tool's own cost (a web search), charged with the request."""
+
+    data: dict
+    call: "Callable[[CanonicalRequest], Served]"
+    first: "Callable[[], Candidate | None]"
+    charge: Callable[[Decimal], None]
+
+
+@dataclass(frozen=True, slots=True)
+class ServerToolItem:
+    """A server tool call the gateway ran, as the output item the caller sees (`item`: its type, id, status and
+    results), in the response's output where the model called it. `progress`: the stream events between its
+    output_item.added and .done (a web search's in_progress, searching, completed)."""
+
+    item: dict
+    progress: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -32,6 +65,7 @@ class RequestContext:
     models: tuple[str, ...] = ()
     stream: bool = False
     request: CanonicalRequest | None = None
+    tool_loop: ToolLoop | None = None  # the server-tool loop's access to the run (post-stages only)
     suffix: str | None = None  # the first requested model's routing suffix (":nitro" -> "nitro"; a router sees it)
 
 

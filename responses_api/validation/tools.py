@@ -28,6 +28,16 @@ SERVER_TOOLS = tuple(
         "tool_search",
     )
 )
+SERVER_TOOL_ALIASES = tuple(kind.replace("gateway:", "openrouter:", 1) for kind in SERVER_TOOLS)
+# The server tools this gateway runs (plugins.server_tools): the parameters each accepts, and the function each is
+# declared to the model as (gateway_<tool>).
+RUN_TOOL_PARAMETERS = {
+    "gateway:datetime": ("timezone",),
+    "gateway:search_models": ("max_results",),
+    "gateway:tool_search": ("max_results",),
+    "gateway:web_search": ("engine", "max_results", "max_uses", "allowed_domains", "excluded_domains"),
+    "gateway:web_fetch": ("max_uses", "max_content_tokens", "allowed_domains", "blocked_domains"),
+}
 OTHER_TOOL_TYPES = (
     "web_search",
     "web_search_preview",
@@ -45,6 +55,7 @@ OTHER_TOOL_TYPES = (
     "custom",
     "namespace",
 ) + SERVER_TOOLS
+OTHER_TOOL_TYPES += SERVER_TOOL_ALIASES
 TOOL_CHOICE_MODES = ("auto", "none", "required")
 
 
@@ -118,7 +129,10 @@ class ToolsField(serializers.Field):
                 else:
                     cleaned.append(out)
             elif isinstance(kind, str) and kind in OTHER_TOOL_TYPES:
-                cleaned.append(dict(tool))
+                kind = kind.replace("openrouter:", "gateway:", 1)  # the openrouter SDK's names for server tools
+                if refused := _server_tool_parameters(kind, tool.get("parameters")):
+                    errors[index] = {"parameters": refused}
+                cleaned.append({**tool, "type": kind})
             else:
                 errors[index] = {"type": f'"{kind}" is not a known tool type'}
         raise_indexed(errors)
@@ -126,6 +140,9 @@ class ToolsField(serializers.Field):
         names = [tool["name"] for tool in cleaned if tool["type"] == "function"]
         if len(names) != len(set(names)):
             raise serializers.ValidationError("function tool names must be unique")
+        declared = {server_function_name(tool["type"]) for tool in cleaned if tool["type"] in RUN_TOOL_PARAMETERS}
+        if clash := sorted(declared.intersection(names)):
+            raise serializers.ValidationError(f"function tool name {clash[0]} is the name of a server tool in tools")
         return cleaned
 
     @staticmethod
@@ -137,6 +154,23 @@ class ToolsField(serializers.Field):
             raise serializers.ValidationError(f"defer_loading needs the {TOOL_SEARCH} server tool in tools")
         if all(tool.get("defer_loading") for tool in tools if tool["type"] == "function"):
             raise serializers.ValidationError("at least one function tool must not be deferred (defer_loading)")
+
+
+def server_function_name(kind: str) -> str:
+    """The function a server tool is declared to the model as: gateway:web_search -> gateway_web_search."""
+    return kind.replace(":", "_", 1)
+
+
+def _server_tool_parameters(kind: str, parameters) -> str | None:
+    """A server tool's `parameters`: an object of the fields the tool takes (checked again where it runs)."""
+    if parameters is None or kind not in RUN_TOOL_PARAMETERS:
+        return None
+    if not isinstance(parameters, dict):
+        return "must be an object"
+    unknown = sorted(set(parameters) - set(RUN_TOOL_PARAMETERS[kind]))
+    if unknown:
+        return f"{unknown[0]} is not supported for {kind}; supported: {', '.join(RUN_TOOL_PARAMETERS[kind])}"
+    return None
 
 
 TOOL_CHOICE_FIELD_SCHEMA = {
@@ -192,5 +226,5 @@ class ToolChoiceField(serializers.Field):
                 )
             return data
         if data["type"] in OTHER_TOOL_TYPES:
-            return data
+            return {**data, "type": data["type"].replace("openrouter:", "gateway:", 1)}
         raise serializers.ValidationError({"type": f'"{data["type"]}" is not a valid tool choice type'})

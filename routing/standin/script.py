@@ -27,7 +27,9 @@ class Script:
     cached_tokens: int = 0
     reasoning_tokens: int | None = None
     reasoning: str = ""  # reasoning text to return before the answer
-    tool_call: str = ""  # "<name>" or "auto" (first tool of the request): answer with a function call
+    # "<name>" or "auto" (first tool of the request): answer with a function call. "<a>,<b>,...": the n-th name
+    # when the request carries n tool results and declares that tool, else the text (a model calling tools in turn)
+    tool_call: str = ""
     tool_arguments: str = '{"location": "Paris"}'
     finish: str = "stop"  # stop | length
     key: str = ""  # when set, any other credential gets 401

@@ -56,6 +56,21 @@ def _first_tool(body: dict) -> str:
     return "get_weather"
 
 
+def _tool_names(body: dict) -> set[str]:
+    tools = (body.get("tools") or []) + ((body.get("toolConfig") or {}).get("tools") or [])
+    return {t.get("name") or (t.get("function") or t.get("toolSpec") or {}).get("name") for t in tools}
+
+
+def _tool_results(value) -> int:
+    """How many tool results the request carries (a tool message, function_call_output, tool_result, toolResult)."""
+    if isinstance(value, list):
+        return sum(_tool_results(item) for item in value)
+    if not isinstance(value, dict):
+        return 0
+    found = value.get("role") == "tool" or value.get("type") in ("function_call_output", "tool_result")
+    return int(found or "toolResult" in value) + sum(_tool_results(item) for item in value.values())
+
+
 class StandinServer(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 2048
@@ -193,7 +208,11 @@ class StandinHandler(BaseHTTPRequestHandler):
 
     def _plan(self, body: dict, script: Script) -> formats.Plan:
         tool = ""
-        if script.tool_call:
+        if "," in script.tool_call:  # a sequence: the n-th name once the request carries n tool results
+            names = script.tool_call.split(",")
+            done = _tool_results(body)
+            tool = names[done] if done < len(names) and names[done] in _tool_names(body) else ""
+        elif script.tool_call:
             tool = _first_tool(body) if script.tool_call == "auto" else script.tool_call
         text = "" if tool and script.text == Script.text else script.text
         input_tokens = script.input_tokens
