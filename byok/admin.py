@@ -1,16 +1,77 @@
+from django import forms
 from django.contrib import admin
 
 from byok import services
+from byok.catalog import catalog_lookups
 from byok.models import ByokKey
-from byok.serializers import ByokUpdateRequestSerializer
+from byok.serializers import ByokCreateRequestSerializer, ByokUpdateRequestSerializer
+from byok.shapes import ShapeError, parse_credential
 from gateway.admin_forms import ServiceValidatedForm
 
 EDITABLE = ("name", "disabled", "is_fallback", "sort_order", "shared_capacity", *services.FILTERS)
+CREATED = ("account", "workspace", "provider", "name", "disabled", "is_fallback", "shared_capacity", *services.FILTERS)
+KEY_HELP = (
+    "The credential, as POST /byok takes it: the key itself, or for Azure, Bedrock and Vertex its JSON. It is "
+    "shape-checked, stored encrypted and never shown again (only a masked label)."
+)
+
+
+def _credential_field(*, required: bool, help_text: str) -> forms.CharField:
+    # strip=False: the shape check sees exactly what was pasted (surrounding whitespace is refused by name).
+    return forms.CharField(
+        required=required,
+        strip=False,
+        help_text=help_text,
+        widget=forms.Textarea(attrs={"rows": 3, "autocomplete": "off", "spellcheck": "false"}),
+    )
+
+
+class ByokKeyAddForm(ServiceValidatedForm):
+    """A new key through POST /byok's rules: the serializer (filters of the account, known models), the
+    provider's credential shape (byok.shapes), a workspace of the same account; saved by `byok_key_create`."""
+
+    key = _credential_field(required=True, help_text=KEY_HELP)
+    field_aliases = {"workspace_id": "workspace"}
+    service_errors = (ShapeError,)
+
+    class Meta:
+        model = ByokKey
+        fields = CREATED
+
+    def clean(self):
+        cleaned = super().clean()
+        self.byok_create = None
+        if self.errors:
+            return cleaned
+        account, workspace = cleaned["account"], cleaned["workspace"]
+        if workspace.account_id != account.pk:
+            self.add_error("workspace", "workspace: not a workspace of this account")
+            return cleaned
+        data = {name: cleaned.get(name) for name in CREATED if name not in ("account", "workspace")}
+        data.update(key=cleaned["key"], workspace_id=str(workspace.pk))
+        validated = self.run_serializer(ByokCreateRequestSerializer(data=data, context={"account_id": account.pk}))
+        if validated is None:
+            return cleaned
+        kind = catalog_lookups().provider_credential_kind(validated["provider"])
+        if kind is None:
+            self.add_error("provider", f"provider: unknown provider {validated['provider']!r}")
+            return cleaned
+        credential = self.run_service_check(parse_credential, kind=kind, value=validated["key"], error_field="key")
+        if credential is not None:
+            self.byok_create = {"validated": validated, "kind": kind, "credential": credential}
+        return cleaned
 
 
 class ByokKeyForm(ServiceValidatedForm):
     """The changed fields go through PATCH /byok's serializer (filters of the key's own account, known models,
     non-negative order) and are saved by `byok_key_update`, which also reorders the key's section."""
+
+    new_key = _credential_field(
+        required=False,
+        help_text="Rotate: new material for this key (same id, filters and position), shape-checked as PATCH "
+        "/byok does. Leave empty to keep the current material.",
+    )
+    service_errors = (ShapeError,)
 
     class Meta:
         model = ByokKey
@@ -18,20 +79,28 @@ class ByokKeyForm(ServiceValidatedForm):
 
     def clean(self):
         cleaned = super().clean()
-        self.byok_changes = {}
+        self.byok_changes, self.byok_credential = {}, None
         if self.errors:
             return cleaned
         data = {name: cleaned.get(name) for name in self.changed_data if name in EDITABLE}
+        if cleaned.get("new_key"):
+            data["key"] = cleaned["new_key"]
         serializer = ByokUpdateRequestSerializer(data=data, context={"account_id": self.instance.account_id})
         changes = self.run_serializer(serializer)
-        if changes is not None:
-            self.byok_changes = {name: changes[name] for name in data if name in changes}
+        if changes is None:
+            return cleaned
+        if "key" in changes:
+            self.byok_credential = self.run_service_check(
+                parse_credential, kind=self.instance.kind, value=changes.pop("key"), error_field="new_key"
+            )
+        self.byok_changes = {name: changes[name] for name in data if name in changes}
         return cleaned
 
 
 @admin.register(ByokKey)
 class ByokKeyAdmin(admin.ModelAdmin):
-    """Staff see keys masked and can edit what PATCH /byok can; the material is never shown or editable here."""
+    """Staff see keys masked, add keys as POST /byok does and edit what PATCH /byok can (rotation included); the
+    material is never shown."""
 
     form = ByokKeyForm
     list_display = ("label", "provider", "account", "workspace", "name", "is_fallback", "sort_order", "disabled")
@@ -53,14 +122,45 @@ class ByokKeyAdmin(admin.ModelAdmin):
         "allowed_models",
         "allowed_api_key_hashes",
         "allowed_user_ids",
+        "new_key",
         "created_at",
         "updated_at",
     )
     readonly_fields = ("id", "account", "workspace", "provider", "kind", "label", "key_id", "created_at", "updated_at")
 
-    def has_add_permission(self, request):
-        return False  # keys are added through the API, which validates the credential's shape
+    autocomplete_fields = ("account",)
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        if obj is None:
+            kwargs["form"] = ByokKeyAddForm
+            kwargs["fields"] = (*CREATED, "key")
+        return super().get_form(request, obj, change=change, **kwargs)
+
+    def get_fields(self, request, obj=None):
+        return (*CREATED, "key") if obj is None else self.fields
+
+    def get_readonly_fields(self, request, obj=None):
+        return () if obj is None else self.readonly_fields
 
     def save_model(self, request, obj, form, change):
-        saved = services.byok_key_update(key=obj, changes=form.byok_changes)
+        if not change:
+            plan = form.byok_create
+            validated = plan["validated"]
+            created = services.byok_key_create(
+                account_id=obj.account_id,
+                workspace_id=obj.workspace_id,
+                provider=validated["provider"],
+                kind=plan["kind"],
+                credential=plan["credential"],
+                name=validated["name"],
+                disabled=validated["disabled"],
+                is_fallback=validated["is_fallback"],
+                shared_capacity=validated["shared_capacity"],
+                filters={name: validated.get(name) for name in services.FILTERS},
+            )
+            obj.pk, obj.label, obj.sort_order, obj.kind = created.pk, created.label, created.sort_order, created.kind
+            obj._state.adding = False
+            return
+        saved = services.byok_key_update(key=obj, changes=form.byok_changes, credential=form.byok_credential)
         obj.sort_order, obj.is_fallback, obj.updated_at = saved.sort_order, saved.is_fallback, saved.updated_at
+        obj.label, obj.key_id = saved.label, saved.key_id

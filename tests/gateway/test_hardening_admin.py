@@ -247,7 +247,7 @@ def test_byok_admin_saves_good_filters_and_reorders_like_patch(staff, alice, byo
     byok_key.refresh_from_db()
     assert second.is_fallback and second.sort_order == 0 and byok_key.sort_order == 0
     assert "sk-proj-second" not in staff.get(f"/admin/byok/byokkey/{second.pk}/change/").content.decode()
-    assert staff.get("/admin/byok/byokkey/add/").status_code == 403  # keys are added through the API
+    assert staff.get("/admin/byok/byokkey/add/").status_code == 200  # added as POST /byok adds them (issue 17)
 
 
 # ---- routing settings ---------------------------------------------------------------------------------
