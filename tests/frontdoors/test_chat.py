@@ -151,7 +151,26 @@ def test_gateway_metadata_and_the_pipeline_are_those_of_responses(alice, standin
     )
     metadata = response.json()["gateway_metadata"]
     assert metadata["attempts"][0]["provider"] == "standin-chat" and metadata["pipeline"] == []
+    plugins = [{"id": "web"}]
     refused = post(
-        alice, {"model": "standin/echo", "messages": [{"role": "user", "content": "Hi"}], "plugins": [{"id": "web"}]}
+        alice, {"model": "standin/echo", "messages": [{"role": "user", "content": "Hi"}], "plugins": plugins}
     )
-    assert "plugins[0]" in assert_error_envelope(refused, 400)["error"]["message"]
+    on_responses = alice.client().post(
+        "/api/v1/responses", {"model": "standin/echo", "input": "Hi", "plugins": plugins}, format="json"
+    )
+    assert (refused.status_code, refused.json()) == (on_responses.status_code, on_responses.json())
+
+
+def test_reasoning_is_answered_and_streamed(alice, standin_catalog):
+    content = 'Hi <<standin {"reasoning": "Let me think.", "chunks": 2}>>'
+    body = {
+        "model": "standin/echo",
+        "reasoning_effort": "high",
+        "messages": [{"role": "user", "content": content}],
+        **CHAT_WIRE,
+    }
+    message = post(alice, body).json()["choices"][0]["message"]
+    assert message["reasoning"] == "Let me think." and message["content"] == "Hello from the local stand-in provider."
+    assert standin_catalog.requests_for("/chat/completions")[-1]["body"]["reasoning_effort"] == "high"
+    chunks = [json.loads(event) for event in sse_chunks(post(alice, {**body, "stream": True}))[:-1]]
+    assert "".join(c["choices"][0]["delta"].get("reasoning") or "" for c in chunks if c["choices"]) == "Let me think."

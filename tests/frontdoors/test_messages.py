@@ -142,3 +142,56 @@ def test_a_failure_after_the_first_byte_is_an_error_event(alice, standin_catalog
     kinds = [kind for kind, _ in stream if kind != "ping"]
     assert kinds[:3] == ["message_start", "content_block_start", "content_block_delta"]
     assert kinds[-2:] == ["content_block_stop", "error"]
+
+
+def test_thinking_round_trips_with_its_signature(alice, standin_catalog):
+    directive = '<<standin {"reasoning": "Let me think."}>>'
+    body = {
+        "model": "standin/echo",
+        "max_tokens": 2000,
+        "thinking": {"type": "enabled", "budget_tokens": 1024},
+        "messages": [{"role": "user", "content": f"Hi {directive}"}],
+        **ANTHROPIC_WIRE,
+    }
+    first = post(alice, body).json()
+    thinking = first["content"][0]
+    assert thinking == {"type": "thinking", "thinking": "Let me think.", "signature": "standin-signature"}
+    sent = standin_catalog.requests_for("/messages")[-1]["body"]
+    assert sent["thinking"] == {"type": "enabled", "budget_tokens": 1024}
+    replay = {
+        **body,
+        "messages": [
+            {"role": "user", "content": "Hi"},
+            {"role": "assistant", "content": first["content"]},
+            {"role": "user", "content": "And?"},
+        ],
+    }
+    assert post(alice, replay).status_code == 200
+    sent = standin_catalog.requests_for("/messages")[-1]["body"]
+    assert sent["messages"][1]["content"][0] == thinking
+
+
+def test_a_streamed_tool_use_and_thinking(alice, standin_catalog):
+    directive = '<<standin {"reasoning": "Hmm.", "tool_call": "auto"}>>'
+    response = post(
+        alice,
+        {
+            "model": "standin/echo",
+            "max_tokens": 2000,
+            "stream": True,
+            "thinking": {"type": "enabled", "budget_tokens": 1024},
+            "tools": [{"name": "get_weather", "input_schema": {"type": "object"}}],
+            "messages": [{"role": "user", "content": f"Weather? {directive}"}],
+            **ANTHROPIC_WIRE,
+        },
+    )
+    stream = [(kind, data) for kind, data in events(response) if kind != "ping"]
+    starts = [data["content_block"]["type"] for kind, data in stream if kind == "content_block_start"]
+    assert starts == ["thinking", "tool_use"]
+    deltas = [data["delta"] for kind, data in stream if kind == "content_block_delta"]
+    assert "".join(d.get("thinking", "") for d in deltas) == "Hmm."
+    assert {"type": "signature_delta", "signature": "standin-signature"} in deltas
+    arguments = "".join(d["partial_json"] for d in deltas if d["type"] == "input_json_delta")
+    assert json.loads(arguments) == {"location": "Paris"}
+    [delta] = [data for kind, data in stream if kind == "message_delta"]
+    assert delta["delta"]["stop_reason"] == "tool_use"
