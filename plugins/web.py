@@ -1,27 +1,204 @@
-"""Placeholder until the stage is built: honours no plugin id, so a request naming its plugin is still 400."""
+"""web: a web search before the model answers, and the answer's citations.
 
-from routing.canonical import CanonicalRequest
-from routing.stages import RequestContext, Staged
+WebStage (pre-stage) runs when the request's `web` plugin entry (or the account's default) is on, or the first
+requested model carries the `:online` suffix. It searches with the text of the last user message, through the
+entry's `engine` (else the operator's default engine: plugins.web_engines), `max_results` (default 5),
+`include_domains` / `exclude_domains` (`example.com`, `*.example.com`, `example.com/blog`), and adds the results
+to that message, introduced by `search_prompt` or the default prompt (dated: the model knows when the search
+was made, and is asked to cite the sources as markdown links named by their domain). The engine's price per
+search is charged with the request; the generation record gets `num_search_results` and `web_search_engine`.
+A search that cannot be made as asked is a 400 (engine not configured, `native`, a bad domain pattern), an
+engine that fails is a 502: the model is never called without the search it was promised.
+
+WebCitationStage (post-stage) turns the answer's markdown links to the search results' pages (the same URL, or
+another page of a result's site) into `url_citation` annotations on the output_text (the flat Responses shape
+`{type, url, title, start_index, end_index}`, indices in characters of the text, covering the whole link).
+
+The `web-fetch` plugin is the `gateway:web_fetch` server tool's switch and settings: the server-tool loop
+(plugins/server_tools.py) honours it, not these stages."""
+
+import re
+from dataclasses import replace
+from datetime import UTC, datetime
+from urllib.parse import urlsplit
+
+from plugins.config import plugin_entry, plugin_settings
+from plugins.web_engines import SearchFailed, SearchOutcome, SearchRefused, search
+from routing.canonical import CanonicalRequest, CanonicalResponse, Message, OutputMessage, TextPart
+from routing.stages import Block, RequestContext, Restaged, Staged, StageEntry
+
+PLUGIN_ID = "web"
+ONLINE_SUFFIX = "online"
+DEFAULT_MAX_RESULTS = 5
+RESULTS_ANNOTATION = "gateway_web_results"  # on the text part the results were added as (never sent upstream)
+DEFAULT_SEARCH_PROMPT = (
+    "A web search was conducted on {date}. Incorporate the following web search results into your response.\n\n"
+    "IMPORTANT: Cite them using markdown links named using the domain of the source.\n"
+    "Example: [nytimes.com](https://nytimes.com/some-page)."
+)
+NO_RESULTS = "The web search found no results."
+MARKDOWN_LINK = re.compile(r"\[([^\[\]\n]{0,500})\]\((https?://[^\s()<>]{1,2048})(?:\s+\"[^\"\n]{0,300}\")?\)")
+
+
+def web_options(ctx: RequestContext) -> dict | None:
+    """The web plugin's options when it runs for this request (the `:online` suffix turns it on with the
+    entry's options, or the defaults), else None."""
+    options = plugin_settings(ctx, PLUGIN_ID)
+    if options is None and ctx.suffix == ONLINE_SUFFIX:
+        return plugin_entry(ctx, PLUGIN_ID) or {"id": PLUGIN_ID}
+    return options
+
+
+def _last_user(request: CanonicalRequest) -> int | None:
+    return next(
+        (
+            index
+            for index in range(len(request.input) - 1, -1, -1)
+            if isinstance(request.input[index], Message) and request.input[index].role == "user"  # type: ignore[union-attr]
+        ),
+        None,
+    )
+
+
+def _query(message: Message) -> str:
+    return " ".join(part.text for part in message.content if isinstance(part, TextPart)).strip()
+
+
+def results_text(outcome: SearchOutcome, *, prompt: str | None, now: datetime | None = None) -> str:
+    """The text the model reads: the prompt (dated), then each result with its URL, date and snippet."""
+    date = (now or datetime.now(UTC)).strftime("%B %-d, %Y")
+    intro = (prompt or DEFAULT_SEARCH_PROMPT).replace("{date}", date)
+    if prompt and "{date}" not in prompt:
+        intro = f"{intro}\n(Web search conducted on {date}.)"
+    if not outcome.results:
+        return f"{intro}\n\n{NO_RESULTS}"
+    blocks = []
+    for number, result in enumerate(outcome.results, start=1):
+        lines = [f"[{number}] {result.title}", f"URL: {result.url}"]
+        if result.published:
+            lines.append(f"Published: {result.published}")
+        if result.snippet:
+            lines.append(result.snippet)
+        blocks.append("\n".join(lines))
+    return intro + "\n\n" + "\n\n".join(blocks)
 
 
 class WebStage:
     type = "request_plugin"
-    name = "web"
-    plugin_ids: tuple[str, ...] = ()
+    name = PLUGIN_ID
+    plugin_ids: tuple[str, ...] = (PLUGIN_ID,)
 
-    def __call__(self, request: CanonicalRequest, ctx: RequestContext) -> Staged:
-        return Staged(request=request)  # no entry: the stage did not run
+    def __call__(self, request: CanonicalRequest, ctx: RequestContext) -> Staged | Block:
+        options = web_options(ctx)
+        if options is None:
+            return Staged(request=request)
+        index = _last_user(request)
+        query = _query(request.input[index]) if index is not None else ""  # type: ignore[arg-type]
+        try:
+            outcome = search(
+                query,
+                engine=options.get("engine") or None,
+                max_results=options.get("max_results") or DEFAULT_MAX_RESULTS,
+                include_domains=options.get("include_domains") or (),
+                exclude_domains=options.get("exclude_domains") or (),
+            )
+        except (SearchRefused, SearchFailed) as error:
+            return Block(error.message, status=error.status, metadata={"plugin": PLUGIN_ID})
+        assert index is not None  # search() refuses an empty query
+        message = request.input[index]
+        assert isinstance(message, Message)
+        results = [{"url": r.url, "title": r.title} for r in outcome.results]
+        part = TextPart(
+            text=results_text(outcome, prompt=options.get("search_prompt")),
+            annotations=({"type": RESULTS_ANNOTATION, "results": results},),
+        )
+        items = list(request.input)
+        items[index] = replace(message, content=message.content + (part,))
+        figures = {"num_search_results": len(outcome.results), "web_search_engine": outcome.engine}
+        entry = StageEntry(
+            type=self.type,
+            name=PLUGIN_ID,
+            outcome="searched",
+            data={"engine": outcome.engine, "results": len(outcome.results)},
+            cost_usd=outcome.cost_usd or None,
+        )
+        return Staged(
+            request=replace(request, input=tuple(items)),
+            entries=(entry,),
+            cost_usd=outcome.cost_usd,
+            record={"plugins": {PLUGIN_ID: figures}},
+        )
+
+
+def search_results(request: CanonicalRequest) -> list[dict]:
+    """The results WebStage added to the request (url, title), in order."""
+    found: list[dict] = []
+    for item in request.input:
+        if isinstance(item, Message) and item.role == "user":
+            for part in item.content:
+                if isinstance(part, TextPart):
+                    for annotation in part.annotations:
+                        if annotation.get("type") == RESULTS_ANNOTATION:
+                            found.extend(annotation.get("results") or ())
+    return found
+
+
+def _normal(url: str) -> tuple[str, str]:
+    try:
+        parts = urlsplit(url)
+        host = (parts.hostname or "").lower()
+    except ValueError:
+        return "", ""
+    host = host[4:] if host.startswith("www.") else host
+    return host, f"{host}{parts.path.rstrip('/')}{'?' + parts.query if parts.query else ''}"
+
+
+def citations(text: str, results: list[dict]) -> tuple[dict, ...]:
+    """url_citation annotations for the markdown links in `text` that point at a result's page or site."""
+    pages: dict[str, dict] = {}
+    sites = set()
+    for result in results:
+        host, page = _normal(result["url"])
+        pages.setdefault(page, result)
+        sites.add(host)
+    found = []
+    for match in MARKDOWN_LINK.finditer(text):
+        label, url = match.group(1), match.group(2)
+        host, page = _normal(url)
+        if page in pages:
+            title = pages[page]["title"]
+        elif host in sites:
+            title = label.strip() or url
+        else:
+            continue
+        found.append(
+            {"type": "url_citation", "url": url, "title": title, "start_index": match.start(), "end_index": match.end()}
+        )
+    return tuple(found)
 
 
 class WebCitationStage:
-    """Placeholder: the `web` plugin's citations on the answer (url_citation annotations)."""
+    """The `web` plugin's citations on the answer (url_citation annotations)."""
 
     type = "response_plugin"
-    name = "web"
-    plugin_ids: tuple[str, ...] = ()
+    name = PLUGIN_ID
+    plugin_ids: tuple[str, ...] = (PLUGIN_ID,)
 
     def wants(self, ctx: RequestContext) -> bool:
-        return False
+        return ctx.request is not None and bool(search_results(ctx.request))
 
-    def __call__(self, response, ctx: RequestContext):  # type: ignore[no-untyped-def]
-        return response
+    def __call__(self, response: CanonicalResponse, ctx: RequestContext) -> CanonicalResponse | Restaged:
+        assert ctx.request is not None
+        results = search_results(ctx.request)
+        output = list(response.output)
+        count = 0
+        for index, item in enumerate(output):
+            if isinstance(item, OutputMessage) and item.text:
+                found = citations(item.text, results)
+                if found:
+                    output[index] = replace(item, annotations=item.annotations + found)
+                    count += len(found)
+        if not count:
+            return response
+        entry = StageEntry(type=self.type, name=PLUGIN_ID, outcome="cited", data={"citations": count})
+        return Restaged(response=replace(response, output=tuple(output)), entries=(entry,))

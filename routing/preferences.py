@@ -6,7 +6,11 @@ from uuid import UUID
 
 from routing.models import AccountRoutingSettings
 
-SUFFIXES = {"nitro": ("throughput", "priority"), "floor": ("price", "flex")}
+SUFFIXES: dict[str, tuple[str | None, str | None]] = {
+    "nitro": ("throughput", "priority"),
+    "floor": ("price", "flex"),
+    "online": (None, None),  # no routing preference: the `web` plugin (plugins/web.py reads ctx.suffix)
+}
 ROUTE_PARTITION = {"fallback": "model", "sort": "none"}
 
 
