@@ -102,6 +102,8 @@ def completion(result: dict, *, generation_id: str) -> dict:
         "system_fingerprint": None,
         "usage": usage(result.get("usage")),
     }
+    if result.get("metadata") is not None:
+        body["metadata"] = result["metadata"]  # echoed, as /responses does: nothing is stored
     if "gateway_metadata" in result:
         body["gateway_metadata"] = result["gateway_metadata"]
     return body

@@ -62,6 +62,7 @@ class ChatCompletionResultSerializer(serializers.Serializer):
     service_tier = serializers.CharField(allow_null=True)
     system_fingerprint = serializers.CharField(allow_null=True)
     usage = ChatUsageSerializer()
+    metadata = serializers.DictField(required=False, help_text="The request's metadata, echoed")
     gateway_metadata = GatewayMetadataSerializer(required=False)
 
 

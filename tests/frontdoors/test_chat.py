@@ -3,8 +3,10 @@
 import json
 
 import pytest
+from rest_framework.test import APIClient
 
 from gateway.billing.models import Generation
+from tests.guardrails.test_enforcement import guardrail
 from tests.support import assert_error_envelope
 
 CHAT_WIRE = {"provider": {"only": ["standin-chat"]}}
@@ -174,3 +176,22 @@ def test_reasoning_is_answered_and_streamed(alice, standin_catalog):
     assert standin_catalog.requests_for("/chat/completions")[-1]["body"]["reasoning_effort"] == "high"
     chunks = [json.loads(event) for event in sse_chunks(post(alice, {**body, "stream": True}))[:-1]]
     assert "".join(c["choices"][0]["delta"].get("reasoning") or "" for c in chunks if c["choices"]) == "Let me think."
+
+
+def test_guardrails_and_credits_answer_as_on_responses(alice, standin_catalog):
+    guardrail(alice, content_filters=[{"pattern": "(?i)secret", "action": "block", "label": "secrets"}])
+    blocked = post(alice, {"model": "standin/echo", "messages": [{"role": "user", "content": "the secret plan"}]})
+    assert assert_error_envelope(blocked, 403)["error"]["metadata"]["patterns"] == ["secrets"]
+    anthropic_client = APIClient()
+    anthropic_client.credentials(HTTP_X_API_KEY=alice.api_key)
+    refused = anthropic_client.post(
+        "/api/v1/messages",
+        {"model": "standin/echo", "max_tokens": 10, "messages": [{"role": "user", "content": "the secret plan"}]},
+        format="json",
+    )
+    assert refused.status_code == 403 and refused.json()["error"]["type"] == "permission_error"
+    assert not standin_catalog.requests_for("/chat/completions") and not standin_catalog.requests_for("/messages")
+    echoed = post(
+        alice, {"model": "standin/echo", "messages": [{"role": "user", "content": "Hi"}], "metadata": {"k": "v"}}
+    )
+    assert echoed.json()["metadata"] == {"k": "v"}
