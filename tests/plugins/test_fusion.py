@@ -1,0 +1,132 @@
+"""fusion through the stand-in: a three-model panel answers in parallel (each stand-in model scripted with a
+latency on its own base URL), the analyst (bolt/delta) returns the structured JSON and writes the final answer as
+the request's own routed call (streamed when asked); every call is billed with the request."""
+
+import time
+from decimal import Decimal
+
+import pytest
+
+from gateway.billing.models import Generation
+from plugins.routing_plugins.fusion import analysis_parse
+from routing.canonical import Usage
+from routing.catalog import endpoint_info
+from routing.models import Endpoint
+from routing.pricing import usage_cost
+from tests.plugins.test_routers_catalog import routers_catalog
+from tests.support import assert_error_envelope, sse_events
+
+METADATA = {"HTTP_X_GATEWAY_METADATA": "enabled"}
+PANEL = ["acme/alpha", "acme/beta", "bolt/gamma"]
+ANALYSIS = '{"consensus":["the answers agree"]}'
+LATENCY_MS = 400
+
+
+def fusion_catalog(standin, **more: str) -> None:
+    scripts = {model: f"latency_ms={LATENCY_MS},text=Answer from {model.split('/')[1]}" for model in PANEL}
+    scripts["bolt/delta"] = f"text={ANALYSIS}"
+    routers_catalog(standin, scripts={**scripts, **more})
+
+
+def post(persona, plugins: list | None = None, **fields):
+    plugin = {"id": "fusion", "analysis_models": PANEL, "model": "bolt/delta", "tools": []}
+    payload = {"model": "gateway/fusion", "input": "What is a good name for a cat?", **fields}
+    payload["plugins"] = plugins if plugins is not None else [plugin]
+    return persona.client().post("/api/v1/responses", payload, format="json", **METADATA)
+
+
+def fusion_entry(body: dict) -> dict:
+    return next(e for e in body["gateway_metadata"]["pipeline"] if e["name"] == "fusion")
+
+
+def test_panel_runs_in_parallel_then_the_analyst_writes_the_answer(alice, db, standin, capsys):
+    fusion_catalog(standin)
+    started = time.monotonic()
+    response = post(alice)
+    wall = time.monotonic() - started
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["model"] == "bolt/delta" and body["gateway_metadata"]["strategy"] == "fusion"
+    entry = fusion_entry(body)
+    panel = entry["data"]["panel"]
+    assert [p["model"] for p in panel] == PANEL and all(p["status"] == "completed" for p in panel)
+    assert all(p["tokens"]["output"] > 0 and p["cost_usd"] > 0 for p in panel)
+    assert entry["data"]["analysis"]["status"] == "completed"
+    assert entry["data"]["analysis"]["result"]["consensus"] == ["the answers agree"]
+    # Three 400 ms members in parallel: close to one of them, well under the 1.2 s they would take in turn.
+    assert entry["data"]["panel_ms"] < 2 * LATENCY_MS
+    assert entry["data"]["panel_ms"] >= LATENCY_MS  # it did wait for the members
+    with capsys.disabled():
+        print(f"\nfusion: 3 x {LATENCY_MS} ms panel took {entry['data']['panel_ms']} ms; request {wall * 1000:.0f} ms")
+    # The final call saw the panel answers and the analysis in its instructions.
+    final = list(standin.received)[-1]["body"]
+    system = " ".join(m["content"] for m in final["messages"] if m["role"] == "system")
+    assert "Answer from alpha" in system and "the answers agree" in system
+
+
+def test_billing_sums_every_call(alice, db, standin):
+    fusion_catalog(standin)
+    body = post(alice).json()
+    entry = fusion_entry(body)
+    staged = sum(p["cost_usd"] for p in entry["data"]["panel"]) + entry["data"]["analysis"]["cost_usd"]
+    assert entry["cost_usd"] == pytest.approx(staged)
+    usage = body["usage"]
+    final = usage_cost(
+        endpoint=endpoint_info(Endpoint.objects.select_related("provider", "model").get(model_id="bolt/delta")),
+        usage=Usage(input_tokens=usage["input_tokens"], output_tokens=usage["output_tokens"]),
+    )
+    record = Generation.objects.get(pk="gen-" + body["id"].removeprefix("resp_"))
+    assert record.cost == pytest.approx(final + Decimal(str(entry["cost_usd"])), abs=Decimal("0.000001"))
+    assert usage["cost"] == pytest.approx(float(record.cost))
+    assert record.router["strategy"] == "fusion" and len(record.router["panel"]) == 3
+    assert "Answer from" not in str(record.router)  # statuses and figures, never answer text
+
+
+def test_a_failing_member_is_reported_and_the_run_goes_on(alice, db, standin):
+    fusion_catalog(standin, **{"acme/beta": "status=500"})
+    body = post(alice).json()
+    panel = {p["model"]: p for p in fusion_entry(body)["data"]["panel"]}
+    assert panel["acme/beta"]["status"] == "failed" and panel["acme/beta"]["error"]
+    assert panel["acme/alpha"]["status"] == "completed" and body["model"] == "bolt/delta"
+    assert "(1 failed)" in fusion_entry(body)["summary"]
+
+
+def test_all_members_failing_is_the_plain_request_error(alice, db, standin):
+    fusion_catalog(standin, **{model: "status=429" for model in PANEL})
+    fused = post(alice)
+    plain = alice.client().post(
+        "/api/v1/responses", {"model": PANEL[0], "input": "What is a good name for a cat?"}, format="json"
+    )
+    assert fused.status_code == plain.status_code == 429
+    assert fused.json()["error"]["message"] == plain.json()["error"]["message"]
+    assert fused.json()["gateway_metadata"]["pipeline"][0]["summary"] == "all panel models failed"
+
+
+def test_recursion_and_routers_are_refused(alice, db, standin):
+    fusion_catalog(standin)
+    recursive = post(alice, [{"id": "fusion", "analysis_models": ["acme/alpha", "gateway/fusion"], "tools": []}])
+    assert "cannot start another" in assert_error_envelope(recursive, 400)["error"]["message"]
+    analyst = post(alice, [{"id": "fusion", "analysis_models": ["acme/alpha"], "model": "gateway/fusion"}])
+    assert_error_envelope(analyst, 400)
+
+
+def test_panel_tools_unavailable_are_a_400(alice, db, standin):
+    fusion_catalog(standin)
+    refused = post(alice, [{"id": "fusion", "analysis_models": PANEL, "tools": [{"type": "web_search"}]}])
+    assert "not available" in assert_error_envelope(refused, 400)["error"]["message"]
+
+
+def test_streaming_streams_the_final_synthesis(alice, db, standin):
+    fusion_catalog(standin)
+    response = post(alice, stream=True)
+    assert response.status_code == 200
+    events, _ = sse_events(response)
+    text = "".join(e.get("delta", "") for e in events if e["type"] == "response.output_text.delta")
+    assert text == ANALYSIS  # the analyst model's (scripted) answer, streamed
+    completed = next(e for e in events if e["type"] == "response.completed")["response"]
+    assert completed["model"] == "bolt/delta"
+
+
+def test_analysis_parse():
+    assert analysis_parse('```json\n{"consensus": ["a"], "blind_spots": ["b"],}\n```')["blind_spots"] == ["b"]
+    assert analysis_parse("no json here") is None
