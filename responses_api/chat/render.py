@@ -55,10 +55,19 @@ def usage(block: dict | None) -> dict | None:
 
 def message(output: list[dict]) -> dict:
     """The assistant message of a result's output items."""
-    texts, refusals, reasoning, calls = [], [], [], []
+    texts: list[str] = []
+    refusals, reasoning, calls, citations = [], [], [], []
     for item in output:
         if item["type"] == "message":
-            texts += [part["text"] for part in item["content"] if part["type"] == "output_text"]
+            for part in item["content"]:
+                if part["type"] == "output_text":  # url_citations (web plugin) in the chat shape, indices in `content`
+                    shift = sum(len(text) for text in texts)
+                    citations += [
+                        {"type": "url_citation", "url_citation": {**{k: v for k, v in a.items() if k != "type"},
+                         "start_index": a["start_index"] + shift, "end_index": a["end_index"] + shift}}
+                        for a in part.get("annotations") or () if a.get("type") == "url_citation"
+                    ]  # fmt: skip
+                    texts.append(part["text"])
             refusals += [part["refusal"] for part in item["content"] if part["type"] == "refusal"]
         elif item["type"] == "reasoning":
             reasoning += [part["text"] for part in item["summary"] + item["content"]]
@@ -75,7 +84,7 @@ def message(output: list[dict]) -> dict:
         "content": "".join(texts) if texts else None,
         "refusal": "".join(refusals) or None,
         "reasoning": "".join(reasoning) or None,
-        "annotations": [],
+        "annotations": citations,
     }
     if calls:
         out["tool_calls"] = calls

@@ -219,3 +219,25 @@ def test_citation_matching():
         cited = text[annotation["start_index"] : annotation["end_index"]]
         assert cited.startswith("[") and cited.endswith(")")
     assert "{date}" in DEFAULT_SEARCH_PROMPT
+
+
+def test_chat_completions_carry_the_citations_in_the_chat_shape(alice, searxng):
+    payload = {
+        "model": "standin/echo:online",
+        "messages": [{"role": "user", "content": f"Launch news? {answer_with(ANSWER)}"}],
+    }
+    response = alice.client().post("/api/v1/chat/completions", payload, format="json")
+    assert response.status_code == 200, response.content
+    message = response.json()["choices"][0]["message"]
+    assert message["content"] == ANSWER
+    launch, docs = message["annotations"]
+    assert launch == {
+        "type": "url_citation",
+        "url_citation": {
+            "url": LAUNCH,
+            "title": "Example blog: the launch",
+            "start_index": ANSWER.index("[example.com]"),
+            "end_index": ANSWER.index(")") + 1,
+        },
+    }
+    assert docs["url_citation"]["url"] == DOCS
