@@ -68,11 +68,12 @@ def embeddings_normalize(*, ctx: RequestContext, data: dict) -> Prepared:
 
 def _inputs_after_stages(prepared: Prepared, ran: list) -> tuple[str | tuple[int, ...], ...]:
     """The inputs as the guardrails left them (a redaction changes a text); token arrays only when no guardrail
-    applied, as they cannot be read."""
+    with content filters applied (`engines`: what read the text), as they cannot be read."""
+    scanned = any(entry.data.get("engines") for entry in ran)
     inputs: list[str | tuple[int, ...]] = []
     for index, (value, item) in enumerate(zip(prepared.data["input"], prepared.canonical.input, strict=True)):
         if isinstance(value, tuple):
-            if ran:
+            if scanned:
                 raise GatewayError(MSG_TOKENS_UNCHECKED.format(index=index), status=400, metadata={"param": "input"})
             inputs.append(value)
         else:

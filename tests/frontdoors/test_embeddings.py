@@ -117,3 +117,10 @@ def test_an_account_without_credits_is_402_and_nothing_is_sent(db, standin_catal
     response = embed(broke, {"model": "standin/embed", "input": "hello"})
     assert_error_envelope(response, 402)
     assert not embedding_calls(standin_catalog)
+
+
+def test_token_arrays_pass_a_guardrail_that_reads_no_text(alice, standin_catalog):
+    guardrail(alice, limit_usd=5)
+    response = embed(alice, {"model": "standin/embed", "input": [[1, 2, 3]]}, **METADATA)
+    assert response.status_code == 200, response.content
+    assert [entry["type"] for entry in response.json()["gateway_metadata"]["pipeline"]] == ["guardrail"]
