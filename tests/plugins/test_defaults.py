@@ -181,7 +181,8 @@ def test_bad_defaults_are_a_400_naming_the_field(alice, plugins, field):
     assert PluginDefault.objects.filter(account_id=alice.account_id).count() == 0
 
 
-scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20)
+numbers = st.floats(allow_nan=False, allow_infinity=False)  # JSON has no NaN or infinity
+scalars = st.none() | st.booleans() | st.integers() | numbers | st.text(max_size=20)
 values = st.recursive(
     scalars,
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
