@@ -12,6 +12,8 @@ from byok.apis import ByokDetailApi, ByokListCreateApi
 from gateway import health
 from gateway.accounts.apis import ApiKeyDetailApi, ApiKeyListCreateApi, CurrentKeyApi
 from gateway.billing.apis import CreditsApi, GenerationApi
+from gateway.console.apis import ActivityApi
+from gateway.console.views import dashboard
 from guardrails.urls import urlpatterns as guardrail_urls
 from plugins.apis import PluginDefaultsApi
 from plugins.serializers import plugin_rules_install
@@ -52,6 +54,7 @@ api_v1 = [
     path("key", CurrentKeyApi.as_view(), name="current-key"),
     path("credits", CreditsApi.as_view(), name="credits"),
     path("generation", GenerationApi.as_view(), name="generation"),
+    path("activity", ActivityApi.as_view(), name="activity"),
     path("responses", ResponseCreateApi.as_view(), name="responses"),
     path("chat/completions", ChatCompletionCreateApi.as_view(), name="chat-completions"),
     path("messages", MessageCreateApi.as_view(), name="messages"),
@@ -75,6 +78,7 @@ urlpatterns = [
     path("", TemplateView.as_view(template_name="index.html"), name="index"),
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
+    path("admin/dashboard/", admin.site.admin_view(dashboard), name="admin-dashboard"),
     path("admin/", admin.site.urls),
     path("api/v1/", include(api_v1)),
 ]

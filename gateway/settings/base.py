@@ -27,6 +27,7 @@ INSTALLED_APPS = [
     "gateway.versions",
     "gateway.accounts",
     "gateway.billing",
+    "gateway.console",
     "routing",
     "byok",
     "guardrails",
