@@ -1,10 +1,14 @@
 from collections.abc import Callable
+from datetime import timedelta
 
 from django import forms
 from django.contrib import admin
+from django.db.models import Sum
+from django.utils import timezone
 
 from byok.shapes import ShapeError, operator_credential
 from gateway.admin_forms import ServiceValidatedForm
+from gateway.billing.models import Generation
 from routing.models import AccountRoutingSettings, Endpoint, Model, Provider
 from routing.serializers import AccountRoutingSettingsSerializer
 from routing.services import (
@@ -129,9 +133,32 @@ class ModelEndpointInline(admin.TabularInline):
 @admin.register(Model)
 class ModelAdmin(admin.ModelAdmin):
     form = ModelForm
-    list_display = ("id", "name", "context_length", "created")
+    list_display = ("id", "name", "kind", "context_length", "coding_score", "created")
+    list_filter = ("kind",)
     search_fields = ("id", "name")
+    readonly_fields = ("usage_share",)
     inlines = [ModelEndpointInline]
+
+    @admin.display(description="Usage share (7 days)")
+    def usage_share(self, obj: Model) -> str:
+        """This deployment's share of successful spend per task type that went to this model over the last 7 days
+        (the generation records' router.task_type): what the auto-router ranks by with AUTO_ROUTER_RANKING=usage,
+        beside the benchmark task_scores above."""
+        since = timezone.now() - timedelta(days=7)
+        rows = (
+            Generation.objects.filter(created_at__gte=since, status="completed", router__has_key="task_type")
+            .values_list("router__task_type", "model")
+            .annotate(total=Sum("cost"))
+        )
+        by_task: dict[str, dict[str, float]] = {}
+        for task, model_id, total in rows:
+            by_task.setdefault(str(task), {})[model_id] = float(total or 0)
+        shares = [
+            f"{task}: {spend.get(obj.pk, 0) / sum(spend.values()):.0%}"
+            for task, spend in sorted(by_task.items())
+            if sum(spend.values()) > 0 and obj.pk in spend
+        ]
+        return ", ".join(shares) or "no routed spend in the last 7 days"
 
 
 @admin.register(Endpoint)

@@ -12,12 +12,14 @@ from routing.catalog import EndpointInfo
 from routing.errors import ErrorType, UpstreamError
 from routing.health import endpoint_stats
 from routing.limits import RoutingLimit
+from routing.models import ROUTER_MODELS
 from routing.ordering import order_endpoints
 from routing.preferences import Preferences
 from routing.selectors import endpoints_for_model, model_exists, provider_credentials, provider_has_credentials
 from routing.snapshot import CatalogSnapshot, current_snapshot
 
 MSG_UNKNOWN_MODEL = "Model {model} not found"
+MSG_ROUTER = "{model} is a router: it chooses a chat model for /responses, /chat/completions and /messages requests"
 MSG_NO_ENDPOINTS = "No endpoints available for {models}"
 MSG_NO_CREDENTIALS = "No provider is configured with credentials for {models}"
 MSG_FILTERED = "No endpoint of {models} satisfies the request's routing constraints: {constraints}"
@@ -111,6 +113,8 @@ def endpoints_for_request(
     `limits` (routing.limits: a guardrail's) exclude: when they exclude everything, the limit's 403."""
     prefs = prefs or Preferences()
     snapshot = snapshot or current_snapshot()
+    if routers := [model for model in models if model in ROUTER_MODELS]:  # plugins.routers resolves these first
+        raise GatewayError(MSG_ROUTER.format(model=routers[0]), status=400, metadata={"param": "model"})
     known = [model for model in models if model_exists(model_id=model, snapshot=snapshot)]
     if not known:
         raise availability_error(

@@ -103,11 +103,15 @@ def auto_route(request: CanonicalRequest, ctx: RequestContext, *, slug: str, opt
     else:
         tradeoff = options.get("cost_quality_tradeoff")
         tradeoff = DEFAULT_TRADEOFF if tradeoff is None else tradeoff
-        best = max(m.task_score(task) for m in models) or 1.0
+
+        def merit(m: ModelChoice) -> float:  # usage share first when ranking by usage, the score breaking ties
+            return shares.get(m.id, 0.0) + m.task_score(task) / 1000 if shares else m.task_score(task)
+
+        best = max(merit(m) for m in models) or 1.0
 
         def value(m: ModelChoice) -> float:
             weight = tradeoff / 10
-            return (1 - weight) * (m.task_score(task) / best) + weight * (1 - pct[m.id] / 100)
+            return (1 - weight) * (merit(m) / best) + weight * (1 - pct[m.id] / 100)
 
         chosen = sorted(ranked, key=lambda m: (value(m), quality(m)), reverse=True)[: 1 + MAX_FALLBACKS]
         reason = f"best for {task} at cost_quality_tradeoff {tradeoff} (0 = quality, 10 = price)"

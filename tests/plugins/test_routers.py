@@ -260,3 +260,23 @@ def test_pareto_nitro_picks_the_fastest_p50(alice, catalog):
     body = post(alice, "gateway/pareto-code:nitro").json()
     assert body["model"] == "corp/epsilon"
     assert entry_of(body, "pareto-router")["data"]["nitro"] is True
+
+
+def test_usage_ranking_follows_this_deployments_spend_and_the_admin_shows_it(alice, catalog, settings):
+    assert post(alice, "gateway/auto", [{"id": "auto-router", "cost_tier": "max"}]).json()["model"] == "corp/epsilon"
+    quality = [{"id": "auto-router", "cost_quality_tradeoff": 0}]
+    assert post(alice, "gateway/auto", quality).json()["model"] == "bolt/delta"  # benchmarks: coding 0.95
+    settings.AUTO_ROUTER_RANKING = "usage"
+    from django.core.cache import cache
+
+    cache.clear()
+    body = post(alice, "gateway/auto", quality).json()
+    assert body["model"] == "corp/epsilon"  # the larger share of this deployment's coding spend (5/10 vs 2/4 USD/M)
+    assert entry_of(body, "auto-router")["data"]["ranking"] == "usage"
+
+    from django.contrib.admin.sites import site
+
+    from routing.models import Model
+
+    admin = site._registry[Model]
+    assert admin.usage_share(Model.objects.get(pk="corp/epsilon")).startswith("coding: ")
