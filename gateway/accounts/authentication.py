@@ -129,6 +129,10 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
     def authenticate(self, request):
         header = request.META.get("HTTP_AUTHORIZATION", "")
         if not header:
+            key = request.META.get("HTTP_X_API_KEY", "")
+            view = (getattr(request, "parser_context", None) or {}).get("view")
+            if key and getattr(view, "accepts_x_api_key", False):  # POST /messages: Anthropic clients send it
+                return self.authenticate_key(key.strip())
             raise exceptions.NotAuthenticated(MSG_MISSING_AUTH)
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer":
@@ -153,16 +157,6 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         return 'Bearer realm="api"'
 
 
-class AnthropicApiKeyAuthentication(ApiKeyAuthentication):
-    """For POST /messages: Anthropic clients send the key as `x-api-key` (a Bearer header still works)."""
-
-    def authenticate(self, request):
-        key = request.META.get("HTTP_X_API_KEY", "")
-        if key and not request.META.get("HTTP_AUTHORIZATION"):
-            return self.authenticate_key(key.strip())
-        return super().authenticate(request)
-
-
 class ApiKeyAuthenticationScheme(OpenApiAuthenticationExtension):
     target_class = "gateway.accounts.authentication.ApiKeyAuthentication"
     name = "ApiKeyAuth"
@@ -173,18 +167,4 @@ class ApiKeyAuthenticationScheme(OpenApiAuthenticationExtension):
             "scheme": "bearer",
             "description": "An API key: `Authorization: Bearer sk-gw-v1-...`. Management operations need a "
             "management key; inference endpoints need an inference key.",
-        }
-
-
-class AnthropicApiKeyAuthenticationScheme(OpenApiAuthenticationExtension):
-    target_class = "gateway.accounts.authentication.AnthropicApiKeyAuthentication"
-    name = "AnthropicApiKey"
-
-    def get_security_definition(self, auto_schema):
-        return {
-            "type": "apiKey",
-            "in": "header",
-            "name": "x-api-key",
-            "description": "An inference API key in `x-api-key`, as Anthropic clients send it "
-            "(or `Authorization: Bearer`).",
         }

@@ -3,7 +3,6 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from gateway.accounts.authentication import AnthropicApiKeyAuthentication
 from gateway.accounts.permissions import IsInferenceKey
 from responses_api import pipeline
 from responses_api.chat.apis import METADATA_HEADER, SESSION_HEADER, streaming_response
@@ -21,7 +20,7 @@ from responses_api.metadata import view_error_metadata
 
 
 class MessageCreateApi(APIView):
-    authentication_classes = [AnthropicApiKeyAuthentication]
+    accepts_x_api_key = True  # Anthropic clients send the key as `x-api-key` (gateway.accounts.authentication)
     permission_classes = [IsInferenceKey]
 
     def handle_exception(self, exc):
@@ -52,7 +51,8 @@ class MessageCreateApi(APIView):
     )
     def post(self, request: Request):
         """The Anthropic Messages request as the Responses request it means, on the same pipeline
-        (responses_api.pipeline), rendered as Anthropic Messages."""
+        (responses_api.pipeline), rendered as Anthropic Messages. The key may also be sent as `x-api-key`,
+        as Anthropic clients do."""
         serializer = MessageCreateRequestSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = responses_data(serializer.validated_data)

@@ -443,6 +443,7 @@ def test_model_admin_refuses_bad_ids_and_inline_endpoints(staff, providers):
     form = {
         "id": "acme/tiny",
         "name": "Tiny",
+        "kind": "chat",
         "context_length": "8192",
         "created": "0",
         "input_modalities": '["text"]',
