@@ -178,7 +178,9 @@ class ChunkTranslator:
         self.model = result["model"]
         extra = {"gateway_metadata": result["gateway_metadata"]} if "gateway_metadata" in result else {}
         reason = finish_reason(result, tool_calls=bool(self.calls))
-        out = self.chunk({}, finish_reason=reason, **({} if self.include_usage else extra))
+        citations = message(result["output"])["annotations"]  # the web plugin's, known once the answer is whole
+        delta = {"annotations": citations} if citations else {}
+        out = self.chunk(delta, finish_reason=reason, **({} if self.include_usage else extra))
         if self.include_usage:
             out += self.chunk(None, usage=usage(result.get("usage")), **extra)
         return out

@@ -241,3 +241,19 @@ def test_chat_completions_carry_the_citations_in_the_chat_shape(alice, searxng):
         },
     }
     assert docs["url_citation"]["url"] == DOCS
+
+
+def test_a_streamed_chat_completion_carries_the_citations_in_its_last_delta(alice, searxng):
+    payload = {
+        "model": "standin/echo",
+        "stream": True,
+        "plugins": [{"id": "web"}],
+        "messages": [{"role": "user", "content": f"Launch news? {answer_with(ANSWER)}"}],
+    }
+    response = alice.client().post("/api/v1/chat/completions", payload, format="json")
+    assert response.status_code == 200
+    events, _ = sse_events(response)
+    deltas = [choice["delta"] for event in events for choice in event.get("choices", [])]
+    assert "".join(delta.get("content") or "" for delta in deltas) == ANSWER
+    (cited,) = [delta["annotations"] for delta in deltas if delta.get("annotations")]
+    assert [a["url_citation"]["url"] for a in cited] == [LAUNCH, DOCS]
