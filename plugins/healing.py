@@ -7,14 +7,15 @@ Every request with the plugin on gets one `response_plugin` pipeline entry sayin
 requests without a JSON `text.format` included (`note`: those are not healed)."""
 
 import json
+import multiprocessing
 import re
+import threading
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from functools import lru_cache
 from typing import Any
 
-import json_repair
 import jsonschema  # type: ignore[import-untyped]  # no stubs; pyproject's override list does not name it
 import re2
 from jsonschema import validators
@@ -22,6 +23,7 @@ from jsonschema.exceptions import SchemaError, ValidationError  # type: ignore[i
 from referencing.exceptions import Unresolvable
 
 from plugins.config import plugin_settings
+from plugins.healing_child import repair_child
 from routing.canonical import CanonicalResponse, OutputMessage
 from routing.stages import RequestContext, Restaged, StageEntry
 
@@ -32,6 +34,10 @@ MAX_SCHEMA_CHARS = 100_000  # the caller's schema, serialized
 MAX_VALIDATION_STEPS = 100_000  # keyword evaluations: `$ref`/`anyOf` nesting can be exponential in the schema
 MAX_UNIQUE_ITEMS = 2_000  # jsonschema's uniqueItems falls back to pairwise comparison of objects
 MAX_REASON_CHARS = 200
+# json-repair's time is not linear in the text (`{` * 100 + "a" * 5000 takes ~8 s, 150 kB of that shape minutes):
+# it runs in a child process (plugins.healing_child, forked by the forkserver), killed at REPAIR_SECONDS.
+REPAIR_SECONDS = 2.0
+MAX_CONCURRENT_REPAIRS = 4  # per worker process
 
 NOT_HEALED_STREAM = "not healed: streaming (the answer is relayed as it is generated)"
 NOT_HEALED_NO_FORMAT = "not healed: the request has no text.format json_object or json_schema"
@@ -119,7 +125,11 @@ def heal_answer(response: CanonicalResponse, text: str, text_format: dict) -> He
     try:
         value = json.loads(text)
     except (ValueError, RecursionError):
-        value, fixes = _repair(text)
+        try:
+            value, fixes = _repair(text)
+        except RepairTooSlow:
+            why = f"repair took over {REPAIR_SECONDS:g} s"
+            return Healing(outcome=f"not healed: {why}", reason=why)
     if fixes and not isinstance(value, dict | list):
         return Healing(outcome="not healed: no JSON could be recovered", fixes=fixes, reason="unrepairable")
     if text_format["type"] == "json_object" and not isinstance(value, dict):
@@ -169,10 +179,47 @@ def _repair(text: str) -> tuple[object, tuple[Fix, ...]]:
         pass
     fixes += _syntax_faults(candidate)
     try:
-        value = json_repair.loads(candidate)
+        value = repair_bounded(candidate)
     except (ValueError, RecursionError):
         return "", (*fixes, Fix.OTHER)
     return value, tuple(dict.fromkeys(fixes)) or (Fix.OTHER,)
+
+
+class RepairTooSlow(Exception):
+    """json-repair did not finish within REPAIR_SECONDS (its child was killed)."""
+
+
+_context = multiprocessing.get_context("forkserver")
+_slots = threading.BoundedSemaphore(MAX_CONCURRENT_REPAIRS)
+
+
+def repair_bounded(candidate: str) -> object:
+    """json_repair.loads(candidate) run in a child limited in time and memory: ValueError when it finds no JSON,
+    RepairTooSlow when it runs out of time (or its slot never frees)."""
+    seconds = REPAIR_SECONDS
+    if not _slots.acquire(timeout=seconds):
+        raise RepairTooSlow
+    receiver, sender = _context.Pipe(duplex=False)
+    child = _context.Process(target=repair_child, args=(sender, candidate, seconds), daemon=True)
+    try:
+        child.start()
+        sender.close()
+        if not receiver.poll(seconds):
+            raise RepairTooSlow
+        kind, value = receiver.recv()
+    except EOFError:  # the child died (a memory or CPU limit)
+        raise RepairTooSlow from None
+    finally:
+        sender.close()
+        receiver.close()
+        if child.is_alive():
+            child.kill()
+        child.join()
+        child.close()
+        _slots.release()
+    if kind != "ok":
+        raise ValueError(value)
+    return json.loads(value)
 
 
 def _syntax_faults(candidate: str) -> list[Fix]:

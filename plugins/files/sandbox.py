@@ -21,7 +21,7 @@ MAX_CONCURRENT_READS = 4  # per worker process: reading is CPU-bound, and each c
 MSG_CRASHED = "the PDF could not be read within the memory and CPU limits for one file"
 
 _context = multiprocessing.get_context("forkserver")
-_context.set_forkserver_preload(["plugins.files.pdf"])
+_context.set_forkserver_preload(["plugins.files.pdf", "plugins.healing_child"])  # response-healing's too
 _slots = threading.BoundedSemaphore(MAX_CONCURRENT_READS)
 
 

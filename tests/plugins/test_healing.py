@@ -4,10 +4,12 @@ says why (not repairable, schema mismatch, cut by max_output_tokens, a stream, n
 text is scripted through the stand-in provider (a `<<standin {...}>>` directive in the prompt)."""
 
 import json
+import time
 
 import pytest
 
 from gateway.billing.models import Generation
+from plugins import healing
 from plugins.healing import MAX_VALIDATION_STEPS, healing_schema
 from tests.support import sse_events
 
@@ -191,3 +193,25 @@ def test_an_answer_too_long_to_repair_is_left_as_it_is():
     huge = "{a: 'b'," * (MAX_TEXT_CHARS // 8 + 1)
     healing = heal_answer(CanonicalResponse(output=()), huge, JSON_OBJECT)
     assert healing.text is None and healing.outcome == "not healed: the answer is too long to repair"
+
+
+def test_an_answer_that_would_keep_the_repairer_busy_is_cut_off(alice, standin_catalog, monkeypatch):
+    """json-repair is not linear: 100 open braces and 5,000 letters kept it ~8 s, 150 kB of them minutes. It runs
+    in a child killed at REPAIR_SECONDS; the answer comes back unchanged and the entry says why."""
+    monkeypatch.setattr(healing, "REPAIR_SECONDS", 0.5)
+    hostile = "{" * 100 + "a" * 5000
+    started = time.monotonic()
+    response = answer_with(alice.client(), hostile)
+    assert time.monotonic() - started < 5
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["output"][0]["content"][0]["text"] == hostile
+    entry = healing_entry(body)
+    assert entry["summary"] == "not healed: repair took over 0.5 s"
+    assert entry["data"]["reason"] == "repair took over 0.5 s"
+
+
+def test_a_repair_in_the_child_gives_the_same_value():
+    assert healing.repair_bounded("{'name': 'Ada', age: 36,") == {"name": "Ada", "age": 36}
+    with pytest.raises(ValueError):
+        healing.repair_bounded("[" * 5000)
