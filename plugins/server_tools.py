@@ -37,6 +37,11 @@ from routing.stages import Block, RequestContext, Restaged, ServerToolItem, Stag
 MAX_TOOL_CALLS = 30  # the spec's default and maximum of `max_tool_calls` (stop conditions stop it sooner)
 
 
+def kind_of(tool: dict) -> str:
+    """A tool's server tool type: openrouter:<tool> is an alias of gateway:<tool>."""
+    return tool["type"].replace("openrouter:", "gateway:", 1)
+
+
 def function_name(kind: str) -> str:
     """gateway:web_search -> gateway_web_search (as responses_api.validation.tools.server_function_name)."""
     return kind.replace(":", "_", 1)
@@ -116,7 +121,8 @@ class ServerToolsStage:
     @property
     def tool_types(self) -> tuple[str, ...]:
         """The server tool types this gateway runs (gateway:web_search only with a search engine configured)."""
-        return tuple(kind for kind, runner in RUNNERS.items() if runner.available())
+        kinds = tuple(kind for kind, runner in RUNNERS.items() if runner.available())
+        return kinds + tuple(kind.replace("gateway:", "openrouter:", 1) for kind in kinds)
 
     def wants(self, ctx: RequestContext) -> bool:
         return ctx.tool_loop is not None
@@ -136,7 +142,7 @@ class Loop:
     def __init__(self, loop: ToolLoop, request: CanonicalRequest):
         self.loop = loop
         data = loop.data
-        self.kinds = {function_name(tool["type"]): tool for tool in data.get("tools") or [] if tool["type"] in RUNNERS}
+        self.kinds = {function_name(kind_of(t)): t for t in data.get("tools") or [] if kind_of(t) in RUNNERS}
         self.deferred = [
             tool for tool in data.get("tools") or [] if tool["type"] == "function" and tool.get("defer_loading")
         ]
@@ -161,11 +167,11 @@ class Loop:
             caller_calls = [
                 i for i in response.output if isinstance(i, OutputFunctionCall) and i.name not in self.kinds
             ]
-            if not server_calls:
-                stopped = stopped or "answered"
-                break
             if caller_calls:
                 stopped = "function_call"
+                break
+            if not server_calls:
+                stopped = stopped or "answered"
                 break
             if stopped:  # the last round was without server tools and the model called one anyway: not run
                 break
@@ -202,7 +208,7 @@ class Loop:
         ran: dict[int, ServerToolItem] = {}
         outputs: list[Item] = []
         for call in calls:
-            kind = self.kinds[call.name]["type"]
+            kind = kind_of(self.kinds[call.name])
             started = time.perf_counter()
             if self.state.total_calls >= self.limit:
                 result = ToolResult.failed(kind, "max_tool_calls reached: this call was not run")
@@ -211,6 +217,7 @@ class Loop:
                 self.state.calls[kind] = self.state.calls.get(kind, 0) + 1
                 self.state.called.add(call.name)
             self.state.tool_ms += (time.perf_counter() - started) * 1000
+            result.item.item["type"] = self.kinds[call.name]["type"]  # the caller's spelling (gateway: or openrouter:)
             ran[id(call)] = result.item
             outputs.append(FunctionCallOutput(call_id=call.call_id, output=result.for_model))
         return ran, outputs
@@ -238,5 +245,6 @@ class Loop:
 
     def _entry(self, stopped: str) -> StageEntry:
         calls = self.state.total_calls
-        outcome = f"{calls} call{'s' if calls != 1 else ''} in {self.state.rounds} rounds; stopped: {stopped}"
+        rounds = self.state.rounds
+        outcome = f"{calls} call{'s' * (calls != 1)} in {rounds} round{'s' * (rounds != 1)}; stopped: {stopped}"
         return StageEntry(type="server_tools", name="server-tools", outcome=outcome, data=self._figures(stopped))

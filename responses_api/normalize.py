@@ -10,7 +10,7 @@ from django.conf import settings
 
 from gateway.billing.services import SpendCap
 from responses_api.validation.request import MAX_TOOL_CALLS
-from responses_api.validation.tools import RUN_TOOL_PARAMETERS, server_function_name
+from responses_api.validation.tools import server_function_name, server_tool_kind
 from routing.canonical import (
     CanonicalRequest,
     FilePart,
@@ -70,7 +70,7 @@ SERVER_FUNCTIONS = {
 
 def server_functions(tools: list[dict]) -> tuple[FunctionTool, ...]:
     """The declared functions of the request's server tools that the gateway runs."""
-    kinds = dict.fromkeys(tool["type"] for tool in tools if tool["type"] in RUN_TOOL_PARAMETERS)
+    kinds = dict.fromkeys(kind for tool in tools if (kind := server_tool_kind(tool["type"])))
     return tuple(
         FunctionTool(
             name=server_function_name(kind), description=SERVER_FUNCTIONS[kind][0], parameters=SERVER_FUNCTIONS[kind][1]
@@ -81,7 +81,7 @@ def server_functions(tools: list[dict]) -> tuple[FunctionTool, ...]:
 
 def _tool_choice(choice):
     """A server tool chosen by type is its declared function."""
-    if isinstance(choice, dict) and choice.get("type") in RUN_TOOL_PARAMETERS:
+    if isinstance(choice, dict) and server_tool_kind(str(choice.get("type"))):
         return {"type": "function", "name": server_function_name(choice["type"])}
     return choice
 
@@ -167,7 +167,7 @@ def used_parameters(data: dict) -> frozenset[str]:
     }
     if data.get("max_output_tokens") is not None:
         used.add("max_tokens")
-    if any(tool["type"] == "function" or tool["type"] in RUN_TOOL_PARAMETERS for tool in data.get("tools") or []):
+    if any(tool["type"] == "function" or server_tool_kind(tool["type"]) for tool in data.get("tools") or []):
         used |= {"tools", "tool_choice"} if data.get("tool_choice") not in (None, "auto") else {"tools"}
     text_format = (data.get("text") or {}).get("format") or {}
     if text_format.get("type") in ("json_object", "json_schema"):
@@ -231,7 +231,7 @@ def prepare(*, data: dict, account_id: str) -> Prepared:
     )
     estimated = estimate_tokens(items, canonical.instructions, tools)
     rounds = 1
-    if any(tool["type"] in RUN_TOOL_PARAMETERS for tool in data.get("tools") or []):
+    if any(server_tool_kind(tool["type"]) for tool in data.get("tools") or []):
         # every round but the last runs a call at least; stop conditions stop it sooner, never later than 30 calls
         calls = MAX_TOOL_CALLS if data.get("stop_server_tools_when") else data.get("max_tool_calls") or MAX_TOOL_CALLS
         rounds = 1 + calls

@@ -150,7 +150,8 @@ class ResponseRun:
     def metadata(self) -> dict | None:
         if not self.ctx.want_metadata:
             return None
-        metadata = gateway_metadata(plan=self.plan, attempts=self.attempts, served=self.served)
+        # the first round's attempts (a server-tool loop's later rounds are in its pipeline entry and the record)
+        metadata = gateway_metadata(plan=self.plan, attempts=self.sequence.attempts, served=self.served)
         metadata["pipeline"] = [entry.as_dict() for entry in self.pipeline]  # [] when no stage ran
         return metadata
 

@@ -17,8 +17,8 @@ MSG_PLUGIN_UNAVAILABLE = (
 )
 
 MSG_TOOL_UNAVAILABLE = (
-    "tools[{index}]: the tool type '{type}' is not available on this gateway (only function tools reach the "
-    "provider today); remove it"
+    "tools[{index}]: the tool type '{type}' is not available on this gateway (it takes function tools and runs "
+    "{honoured}; no other tool type reaches a provider); remove it"
 )
 
 
@@ -54,7 +54,11 @@ def refuse_unhonoured_tools(tools: list[dict]) -> None:
     for index, tool in enumerate(tools):
         if tool["type"] != "function" and tool["type"] not in honoured:
             raise GatewayError(
-                MSG_TOOL_UNAVAILABLE.format(index=index, type=tool["type"]),
+                MSG_TOOL_UNAVAILABLE.format(
+                    index=index,
+                    type=tool["type"],
+                    honoured=", ".join(sorted(k for k in honoured if k.startswith("gateway:"))) or "no server tool",
+                ),
                 status=400,
                 metadata={"param": f"tools[{index}].type"},
             )

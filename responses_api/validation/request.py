@@ -20,7 +20,7 @@ from responses_api.validation.objects import (
     TraceSerializer,
 )
 from responses_api.validation.plugins import PluginsField
-from responses_api.validation.tools import ToolChoiceField, ToolsField
+from responses_api.validation.tools import StopConditionsField, ToolChoiceField, ToolsField
 
 MODEL_ID_MAX = 256
 MAX_TOOL_CALLS = 30
@@ -77,7 +77,7 @@ class ResponseCreateRequestSerializer(serializers.Serializer):
     prompt = PromptSerializer(required=False, allow_null=True)
     provider = ProviderPreferencesSerializer(required=False, allow_null=True)
     reasoning = ReasoningSerializer(required=False, allow_null=True)
-    stop_server_tools_when = fields.ListField(child=fields.DictField(), required=False, max_length=16)
+    stop_server_tools_when = StopConditionsField(required=False)
     text = TextConfigSerializer(required=False)
     trace = TraceSerializer(required=False)
     truncation = fields.ChoiceField(choices=["auto", "disabled"], required=False, allow_null=True)

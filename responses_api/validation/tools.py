@@ -129,10 +129,9 @@ class ToolsField(serializers.Field):
                 else:
                     cleaned.append(out)
             elif isinstance(kind, str) and kind in OTHER_TOOL_TYPES:
-                kind = kind.replace("openrouter:", "gateway:", 1)  # the openrouter SDK's names for server tools
-                if refused := _server_tool_parameters(kind, tool.get("parameters")):
+                if refused := _server_tool_parameters(server_tool_kind(kind), tool.get("parameters")):
                     errors[index] = {"parameters": refused}
-                cleaned.append({**tool, "type": kind})
+                cleaned.append(dict(tool))
             else:
                 errors[index] = {"type": f'"{kind}" is not a known tool type'}
         raise_indexed(errors)
@@ -140,7 +139,7 @@ class ToolsField(serializers.Field):
         names = [tool["name"] for tool in cleaned if tool["type"] == "function"]
         if len(names) != len(set(names)):
             raise serializers.ValidationError("function tool names must be unique")
-        declared = {server_function_name(tool["type"]) for tool in cleaned if tool["type"] in RUN_TOOL_PARAMETERS}
+        declared = {server_function_name(tool["type"]) for tool in cleaned if server_tool_kind(tool["type"])}
         if clash := sorted(declared.intersection(names)):
             raise serializers.ValidationError(f"function tool name {clash[0]} is the name of a server tool in tools")
         return cleaned
@@ -150,15 +149,22 @@ class ToolsField(serializers.Field):
         deferred = [tool for tool in tools if tool.get("defer_loading")]
         if not deferred:
             return
-        if not any(tool["type"] == TOOL_SEARCH for tool in tools):
+        if not any(server_tool_kind(tool["type"]) == TOOL_SEARCH for tool in tools):
             raise serializers.ValidationError(f"defer_loading needs the {TOOL_SEARCH} server tool in tools")
         if all(tool.get("defer_loading") for tool in tools if tool["type"] == "function"):
             raise serializers.ValidationError("at least one function tool must not be deferred (defer_loading)")
 
 
+def server_tool_kind(kind: str) -> str:
+    """The server tool this gateway runs that a tool type names (`openrouter:<tool>`, the openrouter SDK's name,
+    is an alias of `gateway:<tool>`: output items keep the caller's spelling); "" for any other type."""
+    kind = kind.replace("openrouter:", "gateway:", 1)
+    return kind if kind in RUN_TOOL_PARAMETERS else ""
+
+
 def server_function_name(kind: str) -> str:
     """The function a server tool is declared to the model as: gateway:web_search -> gateway_web_search."""
-    return kind.replace(":", "_", 1)
+    return server_tool_kind(kind).replace(":", "_", 1)
 
 
 def _server_tool_parameters(kind: str, parameters) -> str | None:
@@ -171,6 +177,65 @@ def _server_tool_parameters(kind: str, parameters) -> str | None:
     if unknown:
         return f"{unknown[0]} is not supported for {kind}; supported: {', '.join(RUN_TOOL_PARAMETERS[kind])}"
     return None
+
+
+# `stop_server_tools_when`: conditions (any one stops the server-tool loop), by type: the field each needs.
+STOP_CONDITIONS = {
+    "step_count_is": ("step_count", int),
+    "has_tool_call": ("tool_name", str),
+    "max_tokens_used": ("max_tokens", int),
+    "max_cost": ("max_cost_in_dollars", float),
+    "finish_reason_is": ("reason", str),
+}
+STOP_CONDITIONS_SCHEMA = {
+    "type": "array",
+    "maxItems": 16,
+    "items": {
+        "oneOf": [
+            {
+                "type": "object",
+                "required": ["type", name],
+                "properties": {
+                    "type": {"type": "string", "enum": [kind]},
+                    name: {"type": "string", "minLength": 1}
+                    if kind_type is str
+                    else {"type": "integer" if kind_type is int else "number", "minimum": 0},
+                },
+            }
+            for kind, (name, kind_type) in STOP_CONDITIONS.items()
+        ]
+    },
+    "description": "Conditions that stop the server-tool loop (any one); max_tool_calls is then not applied",
+}
+
+
+@extend_schema_field(STOP_CONDITIONS_SCHEMA)
+class StopConditionsField(serializers.Field):
+    def to_representation(self, value):
+        return value
+
+    def to_internal_value(self, data):
+        if not isinstance(data, list) or len(data) > 16:
+            raise serializers.ValidationError("must be an array of at most 16 conditions")
+        errors: dict[int, object] = {}
+        for index, condition in enumerate(data):
+            kind = condition.get("type") if isinstance(condition, dict) else None
+            if kind not in STOP_CONDITIONS:
+                errors[index] = {"type": f"must be one of {sorted(STOP_CONDITIONS)}"}
+                continue
+            name, kind_type = STOP_CONDITIONS[kind]
+            value = condition.get(name)
+            valid = (
+                isinstance(value, str) and 0 < len(value) <= 200
+                if kind_type is str
+                else isinstance(value, int | float) and not isinstance(value, bool) and value >= 0
+            )
+            if kind_type is int and not isinstance(value, int):
+                valid = False
+            if not valid or set(condition) - {"type", name}:
+                errors[index] = {name: f"{kind} takes {name} ({kind_type.__name__}, at least 0) and nothing else"}
+        raise_indexed(errors)
+        return [dict(condition) for condition in data]
 
 
 TOOL_CHOICE_FIELD_SCHEMA = {
@@ -226,5 +291,5 @@ class ToolChoiceField(serializers.Field):
                 )
             return data
         if data["type"] in OTHER_TOOL_TYPES:
-            return {**data, "type": data["type"].replace("openrouter:", "gateway:", 1)}
+            return data
         raise serializers.ValidationError({"type": f'"{data["type"]}" is not a valid tool choice type'})

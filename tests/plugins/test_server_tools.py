@@ -49,3 +49,187 @@ def test_datetime_two_rounds_then_the_answer(alice, standin_catalog, standin):
     assert entry["data"]["calls"] == {"gateway:datetime": 2} and entry["data"]["rounds"] == 3
     sent = standin.requests_for("")
     assert len(sent) == 3
+
+
+def declared(request: dict) -> list[str]:
+    """The function names a stand-in request declared (Chat Completions or Responses wire)."""
+    return [t.get("name") or t["function"]["name"] for t in request["body"].get("tools") or []]
+
+
+def model_requests(standin) -> list[dict]:
+    return [r for r in standin.requests_for("") if r["path"].endswith(("/chat/completions", "/responses", "/messages"))]
+
+
+def test_max_tool_calls_stops_the_loop_and_the_model_answers_without_server_tools(alice, standin_catalog, standin):
+    standin.clear()
+    body = ask(
+        alice.client(),
+        {"tool_call": ",".join(["gateway_datetime"] * 6)},
+        tools=[{"type": "gateway:datetime"}],
+        max_tool_calls=2,
+    ).json()
+    assert body["status"] == "completed"
+    assert [item["type"] for item in body["output"]] == ["gateway:datetime", "gateway:datetime", "message"]
+    assert body["output"][-1]["content"][0]["text"] == ANSWER
+    entry = server_entry(body)
+    assert entry["data"] == {"calls": {"gateway:datetime": 2}, "rounds": 3, "stopped": "max_tool_calls"}
+    sent = model_requests(standin)
+    assert [declared(r) for r in sent] == [["gateway_datetime"], ["gateway_datetime"], []]
+
+
+def test_a_caller_function_tool_ends_the_loop_and_is_returned(alice, standin_catalog, standin):
+    standin.clear()
+    body = ask(
+        alice.client(),
+        {"tool_call": "gateway_datetime,get_weather,", "tool_arguments": '{"location": "Paris"}'},
+        tools=[{"type": "gateway:datetime"}, WEATHER],
+    ).json()
+    types = [item["type"] for item in body["output"]]
+    assert types == ["gateway:datetime", "function_call"], body["output"]
+    call = body["output"][1]
+    assert call["name"] == "get_weather" and json.loads(call["arguments"]) == {"location": "Paris"}
+    assert server_entry(body)["data"]["stopped"] == "function_call"
+    # the second round saw the datetime result the gateway appended
+    second = model_requests(standin)[1]["body"]
+    items = second.get("messages", second.get("input", []))
+    results = [m for m in items if m.get("role") == "tool" or m.get("type") == "function_call_output"]
+    assert len(results) == 1 and "datetime" in (results[0].get("content") or results[0].get("output"))
+
+
+DEFERRED = {
+    "type": "function",
+    "name": "lookup_order",
+    "description": "Look up a customer order by its order number",
+    "parameters": {"type": "object", "properties": {"query": {"type": "string"}}},
+    "defer_loading": True,
+}
+
+
+def test_tool_search_finds_a_deferred_tool_and_declares_it_in_the_next_round(alice, standin_catalog, standin):
+    standin.clear()
+    body = ask(
+        alice.client(),
+        {"tool_call": "gateway_tool_search,lookup_order,", "tool_arguments": '{"query": "order"}'},
+        tools=[{"type": "gateway:tool_search"}, WEATHER, DEFERRED],
+    ).json()
+    found, call = body["output"]
+    assert found["type"] == "gateway:tool_search" and found["query"] == "order"
+    assert [match["tool_id"] for match in found["matches"]] == ["lookup_order"]
+    assert found["matches"][0]["definition"]["description"] == DEFERRED["description"]
+    assert call["type"] == "function_call" and call["name"] == "lookup_order"
+    first, second = model_requests(standin)
+    assert "lookup_order" not in declared(first) and "lookup_order" in declared(second)
+
+
+def test_every_round_is_billed_and_usage_sums_them(alice, standin_catalog, standin):
+    script = {"tool_call": "gateway_datetime,gateway_datetime,", "input_tokens": 100, "output_tokens": 10}
+    response = ask(alice.client(), script, tools=[{"type": "gateway:datetime"}], provider={"only": ["standin-chat"]})
+    body = response.json()
+    assert body["usage"]["input_tokens"] == 300 and body["usage"]["output_tokens"] == 30
+    per_round = (Decimal(100) * Decimal("0.5") + Decimal(10) * Decimal("1.5")) / Decimal(1_000_000)
+    generation = Generation.objects.get(pk=response["X-Generation-Id"])
+    assert generation.cost == 3 * per_round and generation.tokens_input == 300 and generation.tokens_output == 30
+    assert Decimal(str(body["usage"]["cost"])) == 3 * per_round
+    assert body["gateway_metadata"]["attempt"] == 1  # each round served at once: no fallback
+    assert len(generation.provider_responses) == 3  # the record keeps every round's attempt
+    assert generation.plugins["server-tools"] == {"calls": {"gateway:datetime": 2}, "rounds": 3, "stopped": "answered"}
+
+
+def test_the_hold_covers_every_round_the_loop_may_make(alice, standin_catalog):
+    """With server tools, the hold is the worst case of each round (the input growing by a round's output and a
+    tool result, up to the context): a balance that covers one round but not the loop is a 402."""
+    from gateway.accounts.models import Account
+
+    Account.objects.filter(pk=alice.account_id).update(balance=Decimal("0.05"))
+    plain = alice.client().post("/api/v1/responses", {"model": "standin/echo", "input": "Hi"}, format="json")
+    assert plain.status_code == 200
+    looped = ask(alice.client(), {}, tools=[{"type": "gateway:datetime"}])
+    assert looped.status_code == 402
+    fewer = ask(alice.client(), {}, tools=[{"type": "gateway:datetime"}], max_tool_calls=1)
+    assert fewer.status_code == 200
+
+
+def test_stop_server_tools_when_stops_after_the_named_tool(alice, standin_catalog, standin):
+    standin.clear()
+    body = ask(
+        alice.client(),
+        {"tool_call": "gateway_datetime,gateway_datetime,gateway_datetime,"},
+        tools=[{"type": "gateway:datetime"}],
+        stop_server_tools_when=[{"type": "has_tool_call", "tool_name": "gateway:datetime"}],
+    ).json()
+    assert [item["type"] for item in body["output"]] == ["gateway:datetime", "message"]
+    assert server_entry(body)["data"]["stopped"] == "has_tool_call gateway:datetime"
+
+
+def test_the_openrouter_names_are_aliases(alice, standin_catalog):
+    body = ask(
+        alice.client(),
+        {"tool_call": "gateway_datetime,", "tool_arguments": "{}"},
+        tools=[{"type": "openrouter:datetime", "parameters": {"timezone": "Asia/Tokyo"}}],
+    ).json()
+    # the items keep the caller's spelling (the openrouter SDK parses openrouter:datetime as its datetime item)
+    assert body["output"][0]["type"] == "openrouter:datetime" and body["output"][0]["timezone"] == "Asia/Tokyo"
+    assert body["tools"] == [{"type": "openrouter:datetime", "parameters": {"timezone": "Asia/Tokyo"}}]
+
+
+def test_a_bad_timezone_is_a_failed_call_the_model_reads(alice, standin_catalog, standin):
+    standin.clear()
+    body = ask(
+        alice.client(),
+        {"tool_call": "gateway_datetime,", "tool_arguments": '{"timezone": "Mars/Olympus"}'},
+        tools=[{"type": "gateway:datetime"}],
+    ).json()
+    item = body["output"][0]
+    assert item["status"] == "failed" and "Mars/Olympus" in item["error"]
+    assert body["output"][-1]["type"] == "message"
+
+
+def test_search_models_searches_this_gateways_catalog(alice, standin_catalog):
+    body = ask(
+        alice.client(),
+        {"tool_call": "gateway_search_models,", "tool_arguments": '{"query": "stand-in echo"}'},
+        tools=[{"type": "gateway:search_models"}],
+    ).json()
+    item = body["output"][0]
+    assert item["type"] == "gateway:search_models" and item["status"] == "completed"
+    assert item["query"] == "stand-in echo"
+
+
+@pytest.mark.parametrize(
+    "tool,named",
+    [
+        ({"type": "gateway:bash"}, "gateway:bash"),
+        ({"type": "openrouter:shell"}, "openrouter:shell"),
+        ({"type": "code_interpreter"}, "code_interpreter"),
+        ({"type": "mcp", "server_url": "https://mcp.example.com"}, "mcp"),
+        ({"type": "image_generation"}, "image_generation"),
+    ],
+)
+def test_tools_this_gateway_does_not_run_are_400_naming_them(alice, standin_catalog, tool, named):
+    response = ask(alice.client(), {}, tools=[tool])
+    assert response.status_code == 400
+    assert named in response.json()["error"]["message"]
+
+
+def test_web_search_without_an_engine_configured_is_400(alice, standin_catalog, settings):
+    settings.WEB_SEARCH_SEARXNG_URL = ""
+    for engine in ("EXA", "TAVILY", "BRAVE"):
+        setattr(settings, f"WEB_SEARCH_{engine}_API_KEY", "")
+    response = ask(alice.client(), {}, tools=[{"type": "gateway:web_search"}])
+    assert response.status_code == 400 and "gateway:web_search" in response.json()["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"tools": [{"type": "gateway:datetime", "parameters": {"zone": "UTC"}}]},
+        {"tools": [{"type": "gateway:datetime"}, {**WEATHER, "name": "gateway_datetime"}]},
+        {"tools": [{"type": "gateway:datetime"}], "stop_server_tools_when": [{"type": "step_count_is"}]},
+        {"tools": [{"type": "gateway:datetime"}], "stop_server_tools_when": [{"type": "when_bored"}]},
+        {"tools": [{"type": "gateway:datetime"}], "max_tool_calls": 31},
+    ],
+    ids=["unknown-parameter", "name-clash", "condition-without-field", "unknown-condition", "over-30"],
+)
+def test_bad_server_tool_requests_are_400(alice, standin_catalog, body):
+    response = alice.client().post("/api/v1/responses", {"model": "standin/echo", "input": "Hi", **body}, format="json")
+    assert response.status_code == 400, response.content

@@ -200,7 +200,7 @@ def test_a_stage_cost_is_held_charged_and_recorded(alice, standin_catalog, confi
 
 def test_a_tool_no_stage_runs_is_refused_not_dropped(alice, standin_catalog):
     before = len(standin_catalog.requests_for("/chat/completions"))
-    for tool in ({"type": "web_search"}, {"type": "gateway:datetime"}, {"type": "code_interpreter"}):
+    for tool in ({"type": "web_search"}, {"type": "gateway:bash"}, {"type": "code_interpreter"}):
         body = assert_error_envelope(
             ask(alice.client(), tools=[{"type": "function", "name": "f", "parameters": {"type": "object"}}, tool]), 400
         )
