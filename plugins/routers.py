@@ -6,6 +6,7 @@ record's `router`. A router's plugin entry configures it; an entry for a router 
 refused (400), except auto-router settings on gateway/auto-beta and the other way round (ignored, as the spec
 says, and noted in the entry)."""
 
+from dataclasses import replace
 from decimal import Decimal
 
 from plugins.config import plugin_settings
@@ -54,10 +55,14 @@ class RouterStage:
             return Block(MSG_TURNED_OFF.format(slug=slug, id=plugin_id), status=400)
         options = options or {}
         if plugin_id == "fusion":
-            return fusion.fusion_stage(request, ctx, options=options, limits=caller_limits(ctx))
-        if plugin_id == "pareto-router":
-            return _pareto(request, ctx, options)
-        return _auto(request, ctx, slug, plugin_id, options)
+            result = fusion.fusion_stage(request, ctx, options=options, limits=caller_limits(ctx))
+        elif plugin_id == "pareto-router":
+            result = _pareto(request, ctx, options)
+        else:
+            result = _auto(request, ctx, slug, plugin_id, options)
+        if isinstance(result, Staged) and models[1:]:  # the caller's own fallback models come after the router's
+            result = replace(result, models=tuple(dict.fromkeys((*result.models, *models[1:]))))
+        return result
 
 
 def _auto(request: CanonicalRequest, ctx: RequestContext, slug: str, plugin_id: str, options: dict) -> Staged | Block:

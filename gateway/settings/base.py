@@ -36,6 +36,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "gateway.console.middleware.RequestLogMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "gateway.middleware.ApiBodyLimitMiddleware",
@@ -119,6 +120,14 @@ MODERATION_ENGINE = env.str("MODERATION_ENGINE", default="openai-moderations")
 # The file-parser plugin's OCR engine (plugins/file_parser.py): a catalog model with image input that reads
 # scanned PDF pages ("" = none: a scan asked to be parsed is refused with 400).
 FILE_PARSER_OCR_MODEL = env.str("FILE_PARSER_OCR_MODEL", default="")
+# The routers (plugins/routers.py): the catalog model that classifies a gateway/auto request's task type ("" = the
+# local keyword heuristic), what the auto-router ranks by (`benchmarks`: the catalog's task scores; `usage`: this
+# deployment's share of successful spend per task type over 7 days), and fusion's preset panels as JSON
+# ({"general-high": ["<model>", ...], ...}: the first model is the preset's analyst; unset: plugins.routing_plugins
+# .fusion DEFAULT_PRESETS).
+AUTO_ROUTER_CLASSIFIER_MODEL = env.str("AUTO_ROUTER_CLASSIFIER_MODEL", default="")
+AUTO_ROUTER_RANKING = env.str("AUTO_ROUTER_RANKING", default="benchmarks")
+FUSION_PRESETS = env.json("FUSION_PRESETS", default={})
 
 # Each process re-reads the version counters of its in-process caches (API keys, the catalog) at most this
 # often, in seconds: a key disabled or deleted, or a catalog change, is seen everywhere within it.
@@ -243,3 +252,20 @@ UPSTREAM_MAX_LINE_BYTES = env.int("UPSTREAM_MAX_LINE_BYTES", default=8 * 1024 * 
 OUTBOUND_ALLOW_PRIVATE_NETWORKS = env.bool("OUTBOUND_ALLOW_PRIVATE_NETWORKS", default=False)
 # Seconds between SSE keep-alive comments while waiting for the first upstream event.
 STREAM_KEEPALIVE_SECONDS = env.float("STREAM_KEEPALIVE_SECONDS", default=5.0)
+
+# Operations (gateway.console): GET /metrics is answered to `Authorization: Bearer <METRICS_TOKEN>` (when set) or
+# to a client address in METRICS_ALLOWED_NETWORKS (CIDRs; loopback by default); anything else gets 404.
+METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
+METRICS_ALLOWED_NETWORKS = env.list("METRICS_ALLOWED_NETWORKS", default=["127.0.0.0/8", "::1/128"])
+# One JSON line per request on the `gateway.access` logger (stdout); ACCESS_LOG=false turns it off.
+# LOG_FORMAT=json makes every other log record a JSON line too.
+LOGGING["formatters"]["message"] = {"format": "%(message)s"}
+LOGGING["formatters"]["json"] = {"()": "gateway.console.logs.JsonFormatter"}
+LOGGING["handlers"]["access"] = {"class": "logging.StreamHandler", "formatter": "message"}
+LOGGING["loggers"]["gateway.access"] = {
+    "handlers": ["access"],
+    "level": "INFO" if env.bool("ACCESS_LOG", default=True) else "WARNING",
+    "propagate": False,
+}
+if env.str("LOG_FORMAT", default="plain") == "json":
+    LOGGING["handlers"]["console"]["formatter"] = "json"

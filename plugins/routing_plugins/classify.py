@@ -87,8 +87,10 @@ KEYWORDS: dict[str, tuple[str, ...]] = {
     "question_answering": (r"what is", r"who (?:is|was)", r"when did", r"where is", r"how many", r"capital of"),
     "chat": (r"hello", r"hi", r"hey", r"thanks", r"thank you", r"how are you", r"good morning"),
 }
+# One alternation per type; a type's hits are the distinct keywords found (one pass over the text per type).
 _COMPILED = {
-    task: [re.compile(rf"\b(?:{p})\b", re.IGNORECASE) for p in patterns] for task, patterns in KEYWORDS.items()
+    task: re.compile(r"\b(?:" + "|".join(f"({p})" for p in patterns) + r")\b", re.IGNORECASE)
+    for task, patterns in KEYWORDS.items()
 }
 CHAT_MAX_CHARS = 80
 
@@ -116,8 +118,8 @@ def latest_user_text(request: CanonicalRequest) -> tuple[str, bool]:
 def heuristic(text: str, *, has_image: bool = False) -> str:
     """The task type by keyword hits (see KEYWORDS)."""
     best, hits = "", 0
-    for task, patterns in _COMPILED.items():
-        count = sum(1 for pattern in patterns if pattern.search(text))
+    for task, pattern in _COMPILED.items():
+        count = len({match.lastindex for match in pattern.finditer(text)})  # which keywords, not how often
         if count > hits:
             best, hits = task, count
     if best:

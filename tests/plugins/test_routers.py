@@ -11,7 +11,7 @@ from plugins.routing_plugins.classify import heuristic
 from routing.health import health_record, stats_forget
 from routing.models import Endpoint
 from tests.plugins.test_routers_catalog import routers_catalog
-from tests.support import assert_error_envelope
+from tests.support import assert_error_envelope, sse_events
 
 METADATA = {"HTTP_X_GATEWAY_METADATA": "enabled"}
 CODING = "Write a python function that parses a CSV line; fix the bug in my code"
@@ -280,3 +280,60 @@ def test_usage_ranking_follows_this_deployments_spend_and_the_admin_shows_it(ali
 
     admin = site._registry[Model]
     assert admin.usage_share(Model.objects.get(pk="corp/epsilon")).startswith("coding: ")
+
+
+def test_router_slugs_on_the_other_front_doors_and_streams(alice, catalog):
+    client = alice.client()
+    chat = client.post(
+        "/api/v1/chat/completions",
+        {"model": "gateway/pareto-code", "messages": [{"role": "user", "content": CODING}]},
+        format="json",
+    )
+    assert chat.status_code == 200, chat.content
+    assert chat.json()["model"] == "bolt/gamma"
+    messages = client.post(
+        "/api/v1/messages",
+        {"model": "gateway/auto", "max_tokens": 64, "messages": [{"role": "user", "content": CODING}]},
+        format="json",
+    )
+    assert messages.status_code == 200, messages.content
+    assert messages.json()["model"] == "acme/alpha"
+    streamed = post(alice, "gateway/auto", [{"id": "auto-router", "cost_tier": "max"}], stream=True)
+    events, _ = sse_events(streamed)
+    completed = next(e for e in events if e["type"] == "response.completed")["response"]
+    assert completed["model"] == "corp/epsilon"
+    embeddings = client.post("/api/v1/embeddings", {"model": "gateway/auto", "input": "hi"}, format="json")
+    assert embeddings.status_code in (400, 404)
+
+
+def test_callers_fallback_models_follow_the_routers_and_a_router_is_never_a_fallback(alice, catalog):
+    body = post(alice, "gateway/pareto-code", [{"id": "pareto-router", "max_price": 0.6}], models=["corp/epsilon"])
+    assert body.json()["model"] == "acme/beta"
+    available = {e["model"] for e in body.json()["gateway_metadata"]["endpoints"]["available"]}
+    assert "corp/epsilon" in available
+    refused = post(alice, "acme/alpha", models=["gateway/auto"])
+    assert "fallback" in assert_error_envelope(refused, 400)["error"]["message"]
+
+
+def test_a_router_turned_off_by_its_entry_is_a_400(alice, catalog):
+    refused = post(alice, "gateway/auto", [{"id": "auto-router", "enabled": False}])
+    assert "turns off" in assert_error_envelope(refused, 400)["error"]["message"]
+
+
+def test_guardrail_limits_narrow_the_candidates(alice, catalog):
+
+    client = alice.client(management=True)
+    created = client.post(
+        "/api/v1/guardrails", {"name": "only bolt", "allowed_models": ["bolt/gamma", "bolt/delta"]}, format="json"
+    )
+    assert created.status_code in (200, 201), created.content
+    guardrail_id = created.json()["data"]["id"]
+    assigned = client.post(
+        f"/api/v1/guardrails/{guardrail_id}/assignments/keys",
+        {"key_hashes": [alice.provisioned.inference_key.key.hash]},
+        format="json",
+    )
+    assert assigned.status_code in (200, 201), assigned.content
+    body = post(alice, "gateway/auto").json()
+    assert body["model"] == "bolt/gamma"  # the cheapest the guardrail allows
+    assert set(entry_of(body, "auto-router")["data"]["candidates"]) == {"bolt/gamma", "bolt/delta"}
