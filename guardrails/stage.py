@@ -1,7 +1,8 @@
 """The guardrail pre-stage: before routing, on every inference request (JSON and stream), the caller's
 guardrails (the key's, the member's, else the workspace default: guardrails.selectors) are applied.
 
-- Content: every text the caller sends (instructions, each message part, function call arguments and tool
+- Content: every text the caller sends (instructions, each message part, the text of the file annotations an
+  answer sent back carries (the file-parser uses it instead of the file), function call arguments and tool
   outputs; file and image data are not text) is scanned by each guardrail's filters (guardrails.content). A
   `block` anywhere refuses the request with 403 naming the guardrail, its `metadata.patterns` the labels or
   slugs (never the text); otherwise `redact` matches are replaced by `[REDACTED:<label>]` before the request
@@ -141,6 +142,8 @@ def _texts(request: CanonicalRequest) -> Iterator[_Text]:
                 for part_index, part in enumerate(item.content):
                     if isinstance(part, TextPart) and part.text:
                         yield _Text(part.text, _part_setter(index, part_index))
+                    if isinstance(part, TextPart):
+                        yield from _annotation_texts(index, part_index, part)
             case FunctionCallOutput():
                 yield _Text(item.output, _item_setter(index, "output"))
             case FunctionCall():
@@ -153,6 +156,35 @@ def _texts(request: CanonicalRequest) -> Iterator[_Text]:
     yield from _tool_texts(request)
     for path, text in _strings(request.text_format, ()):  # a structured output's schema is read like a tool's
         yield _Text(text, _format_setter(path))
+
+
+def _annotation_texts(index: int, part_index: int, part: TextPart) -> Iterator[_Text]:
+    """The text of each file annotation an answer sent back carries: the file-parser hands it to the model in place
+    of parsing the file again, so it is text the caller sends (scanned and redacted like the rest)."""
+    for number, annotation in enumerate(part.annotations):
+        file = annotation.get("file") if isinstance(annotation, dict) and annotation.get("type") == "file" else None
+        content = file.get("content") if isinstance(file, dict) else None
+        if not isinstance(content, list):
+            continue
+        for position, block in enumerate(content):
+            if isinstance(block, dict) and isinstance(block.get("text"), str) and block["text"]:
+                path = (number, "file", "content", position, "text")
+                yield _Text(block["text"], _annotation_setter(index, part_index, path))
+
+
+def _annotation_setter(index: int, part_index: int, path: tuple) -> Callable[[CanonicalRequest, str], CanonicalRequest]:
+    def put(request: CanonicalRequest, new: str) -> CanonicalRequest:
+        items: list[Item] = list(request.input)
+        message = items[index]
+        assert isinstance(message, Message)
+        parts = list(message.content)
+        part = parts[part_index]
+        assert isinstance(part, TextPart)
+        parts[part_index] = replace(part, annotations=tuple(_set_in(list(part.annotations), path, new)))
+        items[index] = replace(message, content=tuple(parts))
+        return replace(request, input=tuple(items))
+
+    return put
 
 
 def _tool_texts(request: CanonicalRequest) -> Iterator[_Text]:

@@ -1,10 +1,14 @@
 """Adversarial probes of guardrail enforcement: texts a caller sends that must be scanned, and places the
 original of a redaction must not reach."""
 
+import base64
+import hashlib
+import json
 from typing import Any
 
 import pytest
 
+from routing.models import Model
 from tests.guardrails.test_enforcement import BLOCK, ask, guardrail, upstream_calls
 from tests.support import assert_error_envelope
 
@@ -351,3 +355,57 @@ def test_an_entity_check_that_blocks_is_charged_for_its_call(alice, standin_cata
     assert (refused.status, refused.error_type, refused.cost) == ("failed", "blocked", entity_cost)
     assert Account.objects.get(pk=alice.account_id).balance == Decimal("10") - entity_cost
     assert "Jane" not in json.dumps(body["error"])
+
+
+def file_sent_with_an_annotation(text: str) -> list[dict]:
+    """A tiny text file, and an earlier answer carrying an annotation of it (by its hash) whose text is `text`:
+    the file-parser gives the model that text instead of parsing the file again."""
+    data = b"harmless"
+    annotation = {
+        "type": "file",
+        "file": {
+            "hash": hashlib.sha256(data).hexdigest(),
+            "name": "a.txt",
+            "content": [{"type": "text", "text": text}],
+        },
+    }
+    return [
+        {"role": "assistant", "content": [{"type": "output_text", "text": "Read it.", "annotations": [annotation]}]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "input_text", "text": "Summarise the file."},
+                {
+                    "type": "input_file",
+                    "filename": "a.txt",
+                    "file_data": f"data:text/plain;base64,{base64.b64encode(data).decode()}",
+                },
+            ],
+        },
+    ]
+
+
+@pytest.fixture
+def text_only_model(standin_catalog):
+    model = Model.objects.get(pk="standin/echo")
+    model.input_modalities = ["text"]  # files are parsed by the gateway (file-parser)
+    model.save()
+    return standin_catalog
+
+
+def test_text_smuggled_in_a_file_annotation_is_blocked(alice, text_only_model):
+    guardrail(alice, **BLOCK)
+    response = ask(alice, file_sent_with_an_annotation("the plan for ACME-1234"))
+    body = assert_error_envelope(response, 403)
+    assert body["error"]["metadata"]["patterns"] == ["project-code"]
+    assert upstream_calls(text_only_model) == []
+
+
+def test_text_in_a_file_annotation_is_redacted_before_the_model_reads_it(alice, text_only_model):
+    guardrail(alice, content_filter_builtins=[{"slug": "email", "action": "redact"}])
+    response = ask(alice, file_sent_with_an_annotation("write to jane.doe@example.com"))
+    assert response.status_code == 200, response.content
+    (sent,) = upstream_calls(text_only_model)
+    raw = json.dumps(sent["body"])
+    assert "jane.doe@example.com" not in raw
+    assert "File: a.txt\\n\\nwrite to [REDACTED:email]" in raw
