@@ -18,6 +18,7 @@ The `web-fetch` plugin is the `gateway:web_fetch` server tool's switch and setti
 (plugins/server_tools.py) honours it, not these stages."""
 
 import re
+import secrets
 from dataclasses import replace
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
@@ -31,6 +32,8 @@ PLUGIN_ID = "web"
 ONLINE_SUFFIX = "online"
 DEFAULT_MAX_RESULTS = 5
 RESULTS_ANNOTATION = "gateway_web_results"  # on the text part the results were added as (never sent upstream)
+# Marks the annotation as this process's own: a caller cannot send one back to have its own links "cited".
+_RESULTS_MARK = secrets.token_hex(16)
 DEFAULT_SEARCH_PROMPT = (
     "A web search was conducted on {date}. Incorporate the following web search results into your response.\n\n"
     "IMPORTANT: Cite them using markdown links named using the domain of the source.\n"
@@ -110,7 +113,7 @@ class WebStage:
         results = [{"url": r.url, "title": r.title} for r in outcome.results]
         part = TextPart(
             text=results_text(outcome, prompt=options.get("search_prompt")),
-            annotations=({"type": RESULTS_ANNOTATION, "results": results},),
+            annotations=({"type": RESULTS_ANNOTATION, "mark": _RESULTS_MARK, "results": results},),
         )
         items = list(request.input)
         items[index] = replace(message, content=message.content + (part,))
@@ -138,7 +141,7 @@ def search_results(request: CanonicalRequest) -> list[dict]:
             for part in item.content:
                 if isinstance(part, TextPart):
                     for annotation in part.annotations:
-                        if annotation.get("type") == RESULTS_ANNOTATION:
+                        if annotation.get("type") == RESULTS_ANNOTATION and annotation.get("mark") == _RESULTS_MARK:
                             found.extend(annotation.get("results") or ())
     return found
 
@@ -185,7 +188,7 @@ class WebCitationStage:
     plugin_ids: tuple[str, ...] = (PLUGIN_ID,)
 
     def wants(self, ctx: RequestContext) -> bool:
-        return ctx.request is not None and bool(search_results(ctx.request))
+        return ctx.request is not None and web_options(ctx) is not None and bool(search_results(ctx.request))
 
     def __call__(self, response: CanonicalResponse, ctx: RequestContext) -> CanonicalResponse | Restaged:
         assert ctx.request is not None
