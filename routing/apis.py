@@ -7,6 +7,7 @@ from gateway.api import error_responses
 from gateway.errors import NotFound
 from routing import selectors
 from routing.limits import RoutingLimit, allowed_by, limits_for
+from routing.models import ModelKind
 from routing.preferences import account_defaults
 from routing.serializers import (
     AccountRoutingEnvelopeSerializer,
@@ -46,7 +47,11 @@ class ModelListApi(APIView):
         )
         limits = self.caller_limits(request)
         if limits:
-            models = [m for m in models if allowed_by(limits, selectors.endpoints_for_model(model_id=m.id))]
+            models = [
+                m
+                for m in models  # a router has no endpoint of its own: it routes to what the caller may use
+                if m.kind == ModelKind.ROUTER or allowed_by(limits, selectors.endpoints_for_model(model_id=m.id))
+            ]
         total = len(models)
         offset = params.get("offset", 0)
         limit = params.get("limit", total - offset if "offset" in params else total)

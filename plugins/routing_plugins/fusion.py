@@ -19,12 +19,13 @@ import json_repair
 from django.conf import settings
 from django.db import connection
 
+from gateway.accounts.models import Account
 from gateway.errors import GatewayError
 from routing.attempts import AttemptSequence, AttemptsFailed
 from routing.canonical import CanonicalRequest, CanonicalResponse, Message, TextPart
 from routing.limits import RoutingLimit
-from routing.pricing import usage_cost
-from routing.selection import endpoints_for_request
+from routing.pricing import max_cost, usage_cost
+from routing.selection import RoutePlan, endpoints_for_request
 from routing.stages import Block, RequestContext, Staged, StageEntry
 
 ROUTER_SLUGS = ("gateway/auto", "gateway/auto-beta", "gateway/pareto-code", "gateway/fusion")
@@ -37,6 +38,11 @@ DEFAULT_PRESETS: dict[str, list[str]] = {
 DEFAULT_PRESET = "general-high"
 MAX_ANSWER_CHARS = 20_000  # of each panel answer, in the analyst's and the writer's prompt
 ANALYSIS_KEYS = ("consensus", "contradictions", "partial_coverage", "unique_insights", "blind_spots")
+MSG_CREDITS = (
+    "Insufficient credits for the fusion panel and analysis: they can cost up to {cost:.6f} USD (before the final "
+    "answer); add credits or set max_output_tokens lower"
+)
+DEFAULT_OUTPUT_TOKENS = 4096  # a member's output bound when the request sets no max_output_tokens
 MSG_RECURSION = "fusion: {model} cannot be a fusion panel or analyst model (a fusion run cannot start another)"
 MSG_ROUTER_MEMBER = "fusion: {model} is a router, not a model; name catalog models in analysis_models and model"
 MSG_TOOLS = (
@@ -89,16 +95,22 @@ def _text(response: CanonicalResponse) -> str:
     return "".join(getattr(item, "text", "") or "" for item in response.output)
 
 
-def _call(model: str, request: CanonicalRequest, limits: tuple[RoutingLimit, ...]) -> PanelAnswer:
+def _plan(model: str, limits: tuple[RoutingLimit, ...]) -> RoutePlan | GatewayError:
+    try:
+        return endpoints_for_request(models=[model], limits=limits)
+    except GatewayError as error:
+        return error
+
+
+def _call(model: str, request: CanonicalRequest, plan: RoutePlan | GatewayError) -> PanelAnswer:
     """One model, with its own endpoint fallback; never raises (a failure is the answer's status)."""
     started = time.monotonic()
+    if isinstance(plan, GatewayError):
+        return PanelAnswer(model, "failed", error=plan.message)
     try:
-        plan = endpoints_for_request(models=[model], limits=limits)
         served = AttemptSequence(
             candidates=plan.candidates, request_for=lambda c: replace(request, model=c.endpoint.upstream_model)
         ).call()
-    except GatewayError as error:
-        return PanelAnswer(model, "failed", error=error.message, latency_ms=_ms(started))
     except AttemptsFailed as failed:
         return PanelAnswer(model, "failed", error=str(failed.error or "no endpoint left"), latency_ms=_ms(started))
     finally:
@@ -115,6 +127,34 @@ def _call(model: str, request: CanonicalRequest, limits: tuple[RoutingLimit, ...
         cost=usage_cost(endpoint=served.candidate.endpoint, usage=usage),
         latency_ms=_ms(started),
     )
+
+
+def worst_cost(
+    request: CanonicalRequest, panel: list[RoutePlan | GatewayError], analyst: RoutePlan | GatewayError
+) -> Decimal:
+    """The most the panel and the analysis can cost: each call's dearest candidate for its input (roughly 4
+    characters a token; the analyst also reads every panel answer) and its output limit."""
+    chars = len(request.instructions or "") + len(_question(request))
+    output = request.max_output_tokens or DEFAULT_OUTPUT_TOKENS
+    calls = [(plan, chars // 4 + 1) for plan in panel] + [(analyst, chars // 4 + 1 + output * len(panel))]
+    total = Decimal(0)
+    for plan, tokens in calls:
+        if isinstance(plan, GatewayError):
+            continue
+        total += max(
+            max_cost(
+                endpoint=c.endpoint,
+                input_tokens=tokens,
+                max_output_tokens=min(output, c.endpoint.max_completion_tokens or output),
+            )
+            for c in plan.candidates
+        )
+    return total
+
+
+def spendable(ctx: RequestContext) -> Decimal:
+    account = Account.objects.filter(pk=ctx.caller.account_id).values("balance", "reserved").first()
+    return account["balance"] - account["reserved"] if account else Decimal(0)
 
 
 def _ms(started: float) -> int:
@@ -163,9 +203,13 @@ def fusion_stage(
     if tools:
         return Block(MSG_TOOLS.format(types=", ".join(sorted({t["type"] for t in tools}))), status=400)
     panel_request = replace(request, stream=False, tools=(), tool_choice=None, parallel_tool_calls=None)
+    plans = {model: _plan(model, limits) for model in (*panel, analyst)}
+    worst = worst_cost(panel_request, [plans[model] for model in panel], plans[analyst])
+    if worst > spendable(ctx):  # the panel runs before the request's hold: it must be affordable first
+        return Block(MSG_CREDITS.format(cost=worst), status=402)
     started = time.monotonic()
     with ThreadPoolExecutor(max_workers=len(panel), thread_name_prefix="fusion-panel") as pool:
-        answers = list(pool.map(lambda model: _call(model, panel_request, limits), panel))
+        answers = list(pool.map(lambda model: _call(model, panel_request, plans[model]), panel))
     panel_ms = _ms(started)
     served = [a for a in answers if a.status == "completed"]
     cost = sum((a.cost for a in answers), Decimal(0))
@@ -199,7 +243,7 @@ def fusion_stage(
         text_format={"type": "json_object"},
         temperature=0,
     )
-    review = _call(analyst, analysis_request, limits)
+    review = _call(analyst, analysis_request, plans[analyst])
     cost += review.cost
     analysis = analysis_parse(review.text) if review.status == "completed" else None
     analysis_status = "completed" if analysis is not None else review.status if review.error else "unparsed"

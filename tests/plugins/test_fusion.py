@@ -130,3 +130,13 @@ def test_streaming_streams_the_final_synthesis(alice, db, standin):
 def test_analysis_parse():
     assert analysis_parse('```json\n{"consensus": ["a"], "blind_spots": ["b"],}\n```')["blind_spots"] == ["b"]
     assert analysis_parse("no json here") is None
+
+
+def test_a_panel_the_balance_cannot_cover_is_a_402_before_any_call(alice, db, standin):
+    from gateway.accounts.models import Account
+
+    fusion_catalog(standin)
+    Account.objects.filter(pk=alice.account_id).update(balance=Decimal("0.000001"))
+    refused = post(alice)
+    assert "fusion panel" in assert_error_envelope(refused, 402)["error"]["message"]
+    assert not standin.received  # nothing was sent to any model

@@ -336,4 +336,6 @@ def test_guardrail_limits_narrow_the_candidates(alice, catalog):
     assert assigned.status_code in (200, 201), assigned.content
     body = post(alice, "gateway/auto").json()
     assert body["model"] == "bolt/gamma"  # the cheapest the guardrail allows
+    listed = {m["id"] for m in alice.client().get("/api/v1/models").json()["data"]}
+    assert "gateway/auto" in listed and "acme/alpha" not in listed
     assert set(entry_of(body, "auto-router")["data"]["candidates"]) == {"bolt/gamma", "bolt/delta"}
