@@ -150,7 +150,10 @@ def standin_is_the_internet(settings, standin, monkeypatch):
     monkeypatch.setattr(http, "is_public_address", policy)
     monkeypatch.setattr(fetch_module, "is_public_address", policy)
     standin.clear()
-    return standin
+    yield standin
+    # Connections to the stand-in made under this policy must not stay pooled among the public-only ones (the
+    # address is checked when a connection is made, not when a pooled one is reused).
+    http._public_only.clear()
 
 
 @pytest.mark.parametrize(
