@@ -12,6 +12,12 @@ most 8190 bytes each (431 above). Bodies are limited and given a deadline by the
 """
 
 import os
+import tempfile
+from pathlib import Path
+
+# Metrics from every worker (gateway/console/metrics.py): prometheus_client's multiprocess mode, whose files live
+# in PROMETHEUS_MULTIPROC_DIR (set here, before any worker imports the client; emptied when the server starts).
+os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", str(Path(tempfile.gettempdir()) / f"gateway-metrics-{os.getpid()}"))
 
 wsgi_app = "gateway.wsgi:application"
 # gthread, answering protocol errors (malformed requests gunicorn refuses itself) in the JSON error body.
@@ -41,3 +47,18 @@ def post_worker_init(worker) -> None:
 
     summary = warm_up(database_connections=warm_database_connections, redis_connections=warm_redis_connections)
     worker.log.info("worker %s %s", worker.pid, summary)
+
+
+def on_starting(server) -> None:
+    """A fresh metrics directory: counters start at zero with the server, not with a previous run's files."""
+    directory = Path(os.environ["PROMETHEUS_MULTIPROC_DIR"])
+    directory.mkdir(parents=True, exist_ok=True)
+    for stale in directory.glob("*.db"):
+        stale.unlink()
+
+
+def child_exit(server, worker) -> None:
+    """A worker that exits leaves its counters (summed on) but not its live gauges (open streams)."""
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(worker.pid)

@@ -13,6 +13,7 @@ from gateway import health
 from gateway.accounts.apis import ApiKeyDetailApi, ApiKeyListCreateApi, CurrentKeyApi
 from gateway.billing.apis import CreditsApi, GenerationApi
 from gateway.console.apis import ActivityApi
+from gateway.console.metrics import metrics_view
 from gateway.console.views import dashboard
 from guardrails.urls import urlpatterns as guardrail_urls
 from plugins.apis import PluginDefaultsApi
@@ -78,6 +79,7 @@ urlpatterns = [
     path("", TemplateView.as_view(template_name="index.html"), name="index"),
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
+    path("metrics", metrics_view, name="metrics"),
     path("admin/dashboard/", admin.site.admin_view(dashboard), name="admin-dashboard"),
     path("admin/", admin.site.urls),
     path("api/v1/", include(api_v1)),

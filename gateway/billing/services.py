@@ -6,6 +6,7 @@ trip) and settles in ONE statement, so the account row, which every request of t
 locked across a round trip; elsewhere (SQLite) the same steps run in a transaction. `balance >= reserved >= 0`
 is a database constraint: no hold or charge overdraws, whatever races happen above it."""
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Context, Decimal
@@ -294,6 +295,11 @@ def _check_key_limit(*, api_key_id: int, amount: Decimal) -> None:
         raise PaymentRequired(MSG_KEY_LIMIT, metadata={"limit": float(key.limit), "usage": float(used)})
 
 
+# Called with each settled request's record and what was charged (None: it was already closed); registered at
+# startup by gateway.console (metrics and the request log line). An observer must not raise.
+SETTLED_OBSERVERS: list[Callable[[GenerationRecord, Decimal | None], None]] = []
+
+
 def generation_settle(*, reservation: ReservationHandle, record: GenerationRecord, charge: bool) -> Decimal:
     """The one way a request's billing ends (JSON or stream, served, failed, cut or cancelled): complete its
     generation row with `record`, close its hold and charge `record.cost` (`charge`) or nothing: one statement on
@@ -303,7 +309,10 @@ def generation_settle(*, reservation: ReservationHandle, record: GenerationRecor
     if record.id != reservation.id:
         raise ValueError(f"the record {record.id} is not the hold {reservation.id}")
     cost = _usd(record.cost) if charge else Decimal(0)
-    return _close(reservation, outcome=generation_outcome(record=record), cost=cost) or Decimal(0)
+    charged = _close(reservation, outcome=generation_outcome(record=record), cost=cost)
+    for observe in SETTLED_OBSERVERS:
+        observe(record, charged)
+    return charged or Decimal(0)
 
 
 def credits_settle(*, reservation: ReservationHandle, cost: Decimal, is_byok: bool = False) -> Settlement:

@@ -36,6 +36,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "gateway.console.middleware.RequestLogMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "gateway.middleware.ApiBodyLimitMiddleware",
@@ -251,3 +252,25 @@ UPSTREAM_MAX_LINE_BYTES = env.int("UPSTREAM_MAX_LINE_BYTES", default=8 * 1024 * 
 OUTBOUND_ALLOW_PRIVATE_NETWORKS = env.bool("OUTBOUND_ALLOW_PRIVATE_NETWORKS", default=False)
 # Seconds between SSE keep-alive comments while waiting for the first upstream event.
 STREAM_KEEPALIVE_SECONDS = env.float("STREAM_KEEPALIVE_SECONDS", default=5.0)
+
+# Operations (gateway.console): GET /metrics is answered to `Authorization: Bearer <METRICS_TOKEN>` (when set) or
+# to a client address in METRICS_ALLOWED_NETWORKS (CIDRs; loopback by default); anything else gets 404.
+METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
+METRICS_ALLOWED_NETWORKS = env.list("METRICS_ALLOWED_NETWORKS", default=["127.0.0.0/8", "::1/128"])
+# One JSON line per request on the `gateway.access` logger (stdout); ACCESS_LOG=false turns it off.
+# LOG_FORMAT=json makes every other log record a JSON line too.
+_logging: dict = LOGGING  # its values are dicts (mypy infers object)
+_logging["formatters"]["message"] = {"format": "%(message)s"}
+_logging["formatters"]["json"] = {"()": "gateway.console.logs.JsonFormatter"}
+_logging["handlers"]["access"] = {
+    "class": "logging.StreamHandler",
+    "formatter": "message",
+    "stream": "ext://sys.stdout",
+}
+_logging["loggers"]["gateway.access"] = {
+    "handlers": ["access"],
+    "level": "INFO" if env.bool("ACCESS_LOG", default=True) else "WARNING",
+    "propagate": False,
+}
+if env.str("LOG_FORMAT", default="plain") == "json":
+    _logging["handlers"]["console"]["formatter"] = "json"
