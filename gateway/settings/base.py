@@ -120,6 +120,19 @@ MODERATION_ENGINE = env.str("MODERATION_ENGINE", default="openai-moderations")
 # The file-parser plugin's OCR engine (plugins/file_parser.py): a catalog model with image input that reads
 # scanned PDF pages ("" = none: a scan asked to be parsed is refused with 400).
 FILE_PARSER_OCR_MODEL = env.str("FILE_PARSER_OCR_MODEL", default="")
+# Web search (plugins/web_engines.py): an engine is on when its key (SearXNG: its URL) is set; the default engine is
+# needed when several are; prices are USD per search ("engine=price,...").
+WEB_SEARCH_DEFAULT_ENGINE = env.str("WEB_SEARCH_DEFAULT_ENGINE", default="")
+WEB_SEARCH_EXA_API_KEY = env.str("WEB_SEARCH_EXA_API_KEY", default="")
+WEB_SEARCH_TAVILY_API_KEY = env.str("WEB_SEARCH_TAVILY_API_KEY", default="")
+WEB_SEARCH_BRAVE_API_KEY = env.str("WEB_SEARCH_BRAVE_API_KEY", default="")
+WEB_SEARCH_SEARXNG_URL = env.str("WEB_SEARCH_SEARXNG_URL", default="")
+WEB_SEARCH_SEARXNG_ALLOW_PRIVATE_NETWORK = env.bool("WEB_SEARCH_SEARXNG_ALLOW_PRIVATE_NETWORK", default=False)
+WEB_SEARCH_PRICES = env.str("WEB_SEARCH_PRICES", default="exa=0.007,tavily=0.008,brave=0.005,searxng=0")
+# Web fetch (gateway:web_fetch): size, whole-fetch deadline and redirects followed (each re-checked).
+WEB_FETCH_MAX_BYTES = env.int("WEB_FETCH_MAX_BYTES", default=5 * 1024 * 1024)
+WEB_FETCH_TIMEOUT_SECONDS = env.float("WEB_FETCH_TIMEOUT_SECONDS", default=20.0)
+WEB_FETCH_MAX_REDIRECTS = env.int("WEB_FETCH_MAX_REDIRECTS", default=5)
 # The routers (plugins/routers.py): the catalog model that classifies a gateway/auto request's task type ("" = the
 # local keyword heuristic), what the auto-router ranks by (`benchmarks`: the catalog's task scores; `usage`: this
 # deployment's share of successful spend per task type over 7 days), and fusion's preset panels as JSON
