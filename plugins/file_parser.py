@@ -21,7 +21,7 @@ from gateway.errors import GatewayError
 from plugins.config import plugin_mentioned, plugin_settings
 from plugins.files import annotations
 from plugins.files.errors import FileRefused
-from plugins.files.ocr import OcrEngine, ocr_model, ocr_require
+from plugins.files.ocr import MSG_TOO_MANY_SCANS, OcrEngine, ocr_max_pages, ocr_model, ocr_require
 from plugins.files.pdf import OutOfTime
 from plugins.files.sandbox import PdfRead, pdf_read
 from plugins.files.sources import LoadedFile, file_load, file_name
@@ -148,9 +148,10 @@ def _parse_all(request: CanonicalRequest, engine: str | None, limits: tuple[Rout
             assert content is not None
             content[part_index] = TextPart(text=f"File: {name}\n\n{text}", annotations=(annotation,))
     except OutOfTime as late:
-        return Block(MSG_OUT_OF_TIME.format(name=late.args[0], seconds=PARSE_SECONDS), status=400)
-    except GatewayError as error:
-        return Block(error.message, status=error.status, metadata=error.metadata or None)
+        message = MSG_OUT_OF_TIME.format(name=late.args[0], seconds=PARSE_SECONDS)
+        return Block(message, status=400, cost_usd=_ocr_cost(ocr))
+    except GatewayError as error:  # the OCR calls made for the files before it ran: charged with the refusal
+        return Block(error.message, status=error.status, metadata=error.metadata or None, cost_usd=_ocr_cost(ocr))
     new_input = tuple(
         Message(role=item.role, content=tuple(content)) if isinstance(item, Message) and content is not None else item
         for item, content in zip(request.input, items, strict=True)
@@ -169,11 +170,19 @@ def _parse(loaded: LoadedFile, *, engine: str | None, ocr: OcrEngine | None, dea
     return _pdf_text(loaded, read, engine=engine, ocr=ocr)
 
 
+def _ocr_cost(ocr: OcrEngine | None) -> Decimal:
+    return ocr.cost if ocr is not None else Decimal(0)
+
+
 def _pdf_text(loaded: LoadedFile, read: PdfRead, *, engine: str | None, ocr: OcrEngine | None) -> str:
     """The pages' text layer; pages without one read by the OCR engine when there is one. A PDF with no text
-    at all and no OCR engine is refused (the model would get an empty file)."""
+    at all and no OCR engine is refused (the model would get an empty file), and so is one with more scanned
+    pages than the OCR engine reads in a request, before any of them is sent."""
     if not any(page.text for page in read.pages) and ocr is None:
         raise FileRefused(loaded.name, MSG_NO_TEXT_LAYER if engine is None else MSG_TEXT_LAYER_ONLY)
+    scanned = sum(1 for page in read.pages if not page.text and page.images)
+    if ocr is not None and ocr.pages + scanned > ocr_max_pages():
+        raise FileRefused(loaded.name, MSG_TOO_MANY_SCANS.format(limit=ocr_max_pages()))
     texts: list[tuple[int, str]] = []
     for page in read.pages:
         text = page.text

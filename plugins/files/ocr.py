@@ -30,6 +30,13 @@ MSG_NOT_CONFIGURED = (
 MSG_UNROUTABLE = "file-parser: the OCR model '{model}' cannot serve requests now; the file was not read"
 
 
+MSG_TOO_MANY_SCANS = "more than {limit} scanned pages in the request for the OCR engine"
+
+
+def ocr_max_pages() -> int:
+    return MAX_OCR_PAGES
+
+
 def ocr_model() -> str:
     """The catalog model id of the OCR engine, or "" when this gateway has none."""
     return str(getattr(settings, "FILE_PARSER_OCR_MODEL", "") or "")
@@ -55,9 +62,9 @@ class OcrEngine:
     def read(self, page: PdfPage, *, name: str) -> str:
         if not page.images:
             raise FileRefused(name, f"page {page.number} has no text layer and no image the OCR engine can read")
+        if self.pages >= ocr_max_pages():
+            raise FileRefused(name, MSG_TOO_MANY_SCANS.format(limit=ocr_max_pages()))
         self.pages += 1
-        if self.pages > MAX_OCR_PAGES:
-            raise FileRefused(name, f"more than {MAX_OCR_PAGES} scanned pages in the request for the OCR engine")
         try:
             plan = endpoints_for_request(models=[self.model], limits=self.limits)
         except GatewayError as error:

@@ -13,6 +13,7 @@ from urllib.parse import quote
 import pytest
 from django.test import override_settings
 
+from gateway.accounts.models import Account
 from gateway.billing.models import Generation
 from plugins.file_parser import FileAnnotationStage
 from responses_api import stages
@@ -407,3 +408,44 @@ def test_a_scan_whose_image_cannot_be_sent_to_ocr_is_400(alice, text_only, ocr_m
     plugins = [{"id": "file-parser", "pdf": {"engine": "mistral-ocr"}}]
     body = assert_error_envelope(ask(alice, [file_part(fax, filename="fax.pdf")], plugins=plugins), 400)
     assert "fax.pdf" in body["error"]["message"] and "no text could be read" in body["error"]["message"]
+
+
+def two_scanned_pages() -> bytes:
+    pixels = bytes(range(0, 256, 16)) * 16
+    page = b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /XObject << /Im1 7 0 R >> >> "
+    return pdf_bytes(
+        [
+            b"<< /Type /Catalog /Pages 2 0 R >>",
+            b"<< /Type /Pages /Kids [3 0 R 5 0 R] /Count 2 >>",
+            page + b"/Contents 4 0 R >>",
+            stream(b"q 500 0 0 700 50 50 cm /Im1 Do Q"),
+            page + b"/Contents 6 0 R >>",
+            stream(b"q 500 0 0 700 50 50 cm /Im1 Do Q"),
+            stream(
+                zlib.compress(pixels),
+                b"/Type /XObject /Subtype /Image /Width 16 /Height 16 /ColorSpace /DeviceGray /BitsPerComponent 8 "
+                b"/Filter /FlateDecode",
+            ),
+        ]
+    )
+
+
+def test_a_pdf_with_more_scanned_pages_than_the_cap_sends_none_of_them_to_ocr(alice, text_only, ocr_model, monkeypatch):
+    monkeypatch.setattr("plugins.files.ocr.MAX_OCR_PAGES", 1)
+    plugins = [{"id": "file-parser", "pdf": {"engine": "mistral-ocr"}}]
+    body = assert_error_envelope(ask(alice, [file_part(two_scanned_pages(), filename="two.pdf")], plugins=plugins), 400)
+    assert "two.pdf" in body["error"]["message"] and "more than 1 scanned pages" in body["error"]["message"]
+    assert [c for c in text_only.requests_for("/chat/completions") if "OCR engine" in json.dumps(c)] == []
+    assert not Generation.objects.filter(account_id=alice.account_id).exists()  # nothing ran, nothing charged
+
+
+def test_ocr_calls_made_before_a_file_is_refused_are_charged(alice, text_only, ocr_model):
+    plugins = [{"id": "file-parser", "pdf": {"engine": "mistral-ocr"}}]
+    parts = [file_part(scanned_pdf(), filename="scan.pdf"), file_part(b"%PDF-1.7\nbroken", filename="broken.pdf")]
+    balance = Account.objects.get(pk=alice.account_id).balance
+    body = assert_error_envelope(ask(alice, parts, plugins=plugins), 400)
+    assert "broken.pdf" in body["error"]["message"]
+    (record,) = Generation.objects.filter(account_id=alice.account_id)
+    assert record.status == "failed" and record.error_type == "blocked" and record.cost > 0
+    account = Account.objects.get(pk=alice.account_id)
+    assert account.balance == balance - record.cost and account.reserved == 0
