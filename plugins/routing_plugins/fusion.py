@@ -39,8 +39,8 @@ DEFAULT_PRESET = "general-high"
 MAX_ANSWER_CHARS = 20_000  # of each panel answer, in the analyst's and the writer's prompt
 ANALYSIS_KEYS = ("consensus", "contradictions", "partial_coverage", "unique_insights", "blind_spots")
 MSG_CREDITS = (
-    "Insufficient credits for the fusion panel and analysis: they can cost up to {cost:.6f} USD (before the final "
-    "answer); add credits or set max_output_tokens lower"
+    "Insufficient credits for the fusion panel, analysis and final answer: they can cost up to {cost:.6f} USD; add "
+    "credits or set max_output_tokens lower"
 )
 DEFAULT_OUTPUT_TOKENS = 4096  # a member's output bound when the request sets no max_output_tokens
 MSG_RECURSION = "fusion: {model} cannot be a fusion panel or analyst model (a fusion run cannot start another)"
@@ -132,11 +132,14 @@ def _call(model: str, request: CanonicalRequest, plan: RoutePlan | GatewayError)
 def worst_cost(
     request: CanonicalRequest, panel: list[RoutePlan | GatewayError], analyst: RoutePlan | GatewayError
 ) -> Decimal:
-    """The most the panel and the analysis can cost: each call's dearest candidate for its input (roughly 4
-    characters a token; the analyst also reads every panel answer) and its output limit."""
+    """The most the run can cost: each call's (panel, analysis, final answer) dearest candidate for its input
+    (roughly 4 characters a token; the analyst also reads every panel answer) and its output limit."""
     chars = len(request.instructions or "") + len(_question(request))
     output = request.max_output_tokens or DEFAULT_OUTPUT_TOKENS
-    calls = [(plan, chars // 4 + 1) for plan in panel] + [(analyst, chars // 4 + 1 + output * len(panel))]
+    calls = [(plan, chars // 4 + 1) for plan in panel] + [
+        (analyst, chars // 4 + 1 + output * len(panel)),  # the analysis
+        (analyst, chars // 4 + 1 + output * (len(panel) + 1)),  # the final answer (the request's own hold)
+    ]
     total = Decimal(0)
     for plan, tokens in calls:
         if isinstance(plan, GatewayError):
@@ -204,6 +207,10 @@ def fusion_stage(
         return Block(MSG_TOOLS.format(types=", ".join(sorted({t["type"] for t in tools}))), status=400)
     panel_request = replace(request, stream=False, tools=(), tool_choice=None, parallel_tool_calls=None)
     plans = {model: _plan(model, limits) for model in (*panel, analyst)}
+    if isinstance(plans[analyst], GatewayError):  # refused before any paid call: the analyst writes the answer
+        error = plans[analyst]
+        assert isinstance(error, GatewayError)
+        return Block(f"fusion analyst {analyst}: {error.message}", status=error.status)
     worst = worst_cost(panel_request, [plans[model] for model in panel], plans[analyst])
     if worst > spendable(ctx):  # the panel runs before the request's hold: it must be affordable first
         return Block(MSG_CREDITS.format(cost=worst), status=402)
