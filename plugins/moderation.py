@@ -15,7 +15,6 @@ what the engine's call cost, charged with the request."""
 import time
 from decimal import Decimal
 
-from gateway.errors import GatewayError
 from plugins.config import plugin_settings
 from plugins.moderation_engines import EngineUnavailable, Verdict, engine_config, moderate
 from routing.canonical import CanonicalRequest, FunctionCallOutput, Message, TextPart
@@ -50,8 +49,8 @@ class ModerationStage:
         if config is None:
             return Block(MSG_NOT_CONFIGURED, status=400)
         texts = input_texts(request)
-        if sum(map(len, texts)) > MAX_TEXT_CHARS:
-            raise GatewayError(MSG_TOO_LONG.format(limit=MAX_TEXT_CHARS), status=413)
+        if sum(map(len, texts)) > MAX_TEXT_CHARS:  # a Block: what the stages before it spent (OCR) is charged
+            return Block(MSG_TOO_LONG.format(limit=MAX_TEXT_CHARS), status=413)
         if not texts:
             entry = StageEntry(type=self.type, name=self.name, outcome="passed", data={"engine": config.kind})
             return Staged(request=request, entries=(entry,))

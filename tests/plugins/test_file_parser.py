@@ -449,3 +449,17 @@ def test_ocr_calls_made_before_a_file_is_refused_are_charged(alice, text_only, o
     assert record.status == "failed" and record.error_type == "blocked" and record.cost > 0
     account = Account.objects.get(pk=alice.account_id)
     assert account.balance == balance - record.cost and account.reserved == 0
+
+
+def test_ocr_calls_are_charged_when_moderation_then_refuses_the_parsed_text(
+    alice, text_only, ocr_model, settings, monkeypatch
+):
+    from tests.plugins.test_moderation import moderations_engine
+
+    moderations_engine(settings, text_only)
+    monkeypatch.setattr("plugins.moderation.MAX_TEXT_CHARS", 20)  # the OCR page's text makes the input too long
+    plugins = [{"id": "file-parser", "pdf": {"engine": "mistral-ocr"}}, {"id": "moderation"}]
+    body = assert_error_envelope(ask(alice, [file_part(scanned_pdf(), filename="scan.pdf")], plugins=plugins), 413)
+    assert "Moderation reads at most 20 characters" in body["error"]["message"]
+    (record,) = Generation.objects.filter(account_id=alice.account_id)
+    assert record.error_type == "blocked" and record.cost > 0  # the OCR page's call
