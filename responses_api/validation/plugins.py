@@ -151,6 +151,10 @@ class PluginsField(serializers.Field):
                 }
                 continue
             serializer = serializer_class(data=plugin)
+            unknown = sorted(set(plugin) - set(serializer.fields))
+            if unknown:  # a field the plugin does not have would be accepted and ignored: refused
+                errors[index] = {name: f'is not a field of the "{plugin["id"]}" plugin' for name in unknown}
+                continue
             if serializer.is_valid():
                 cleaned.append(dict(serializer.validated_data))
             else:

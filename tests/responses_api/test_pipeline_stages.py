@@ -208,3 +208,10 @@ def test_a_tool_no_stage_runs_is_refused_not_dropped(alice, standin_catalog):
     assert len(standin_catalog.requests_for("/chat/completions")) == before
     tools = [{"type": "function", "name": "f", "parameters": {"type": "object"}}]
     assert ask(alice.client(), tools=tools).status_code == 200
+
+
+def test_a_plugin_field_the_plugin_does_not_have_is_refused_not_ignored(alice, standin_catalog):
+    for plugin in ({"id": "web", "mode": "fast"}, {"id": "response-healing", "strict": True}):
+        body = assert_error_envelope(ask(alice.client(), plugins=[plugin]), 400)
+        (field,) = set(plugin) - {"id"}
+        assert field in body["error"]["message"] and plugin["id"] in body["error"]["message"]
