@@ -233,3 +233,72 @@ def test_web_search_without_an_engine_configured_is_400(alice, standin_catalog, 
 def test_bad_server_tool_requests_are_400(alice, standin_catalog, body):
     response = alice.client().post("/api/v1/responses", {"model": "standin/echo", "input": "Hi", **body}, format="json")
     assert response.status_code == 400, response.content
+
+
+@pytest.fixture
+def searxng(settings, standin):
+    settings.WEB_SEARCH_SEARXNG_URL = standin.url
+    settings.WEB_SEARCH_SEARXNG_ALLOW_PRIVATE_NETWORK = True
+    settings.WEB_SEARCH_DEFAULT_ENGINE = "searxng"
+    settings.WEB_SEARCH_PRICES = {"searxng": "0.004"}
+
+
+def test_each_web_search_is_charged_with_the_rounds(alice, standin_catalog, searxng):
+    script = {
+        "tool_call": "gateway_web_search,gateway_web_search,",
+        "tool_arguments": '{"query": "quantum sensors"}',
+        "input_tokens": 100,
+        "output_tokens": 10,
+    }
+    response = ask(alice.client(), script, tools=[{"type": "gateway:web_search"}], provider={"only": ["standin-chat"]})
+    body = response.json()
+    searches = [item for item in body["output"] if item["type"] == "gateway:web_search"]
+    assert len(searches) == 2 and all(len(item["action"]["sources"]) == 5 for item in searches)
+    per_round = (Decimal(100) * Decimal("0.5") + Decimal(10) * Decimal("1.5")) / Decimal(1_000_000)
+    generation = Generation.objects.get(pk=response["X-Generation-Id"])
+    assert generation.cost == 3 * per_round + 2 * Decimal("0.004")
+
+
+def test_a_search_engine_the_operator_did_not_configure_is_a_failed_call(alice, standin_catalog, searxng):
+    body = ask(
+        alice.client(),
+        {"tool_call": "gateway_web_search,", "tool_arguments": '{"query": "x"}'},
+        tools=[{"type": "gateway:web_search", "parameters": {"engine": "exa"}}],
+    ).json()
+    item = body["output"][0]
+    assert item["status"] == "failed" and "exa" in item["error"]
+
+
+def test_web_fetch_reads_a_page_and_refuses_private_destinations(alice, standin_catalog, standin, settings):
+    settings.OUTBOUND_ALLOW_PRIVATE_NETWORKS = True  # the stand-in's pages are on loopback
+    standin.clear()
+    url = f"{standin.url}/pages/article.html"
+    body = ask(
+        alice.client(),
+        {"tool_call": "gateway_web_fetch,", "tool_arguments": json.dumps({"url": url})},
+        tools=[{"type": "gateway:web_fetch"}],
+    ).json()
+    item = body["output"][0]
+    assert item["type"] == "gateway:web_fetch" and item["status"] == "completed" and item["http_status"] == 200
+    assert "STANDIN-ARTICLE-TEXT" in json.dumps(model_requests(standin)[1]["body"])  # the model read the page
+
+    settings.OUTBOUND_ALLOW_PRIVATE_NETWORKS = False
+    for target in (url, "http://169.254.169.254/latest/meta-data/", "http://10.0.0.1/"):
+        body = ask(
+            alice.client(),
+            {"tool_call": "gateway_web_fetch,", "tool_arguments": json.dumps({"url": target})},
+            tools=[{"type": "gateway:web_fetch"}],
+        ).json()
+        item = body["output"][0]
+        assert item["status"] == "failed" and "not a public address" in item["error"], item
+
+
+def test_web_fetch_max_uses_caps_the_fetches(alice, standin_catalog, standin, settings):
+    settings.OUTBOUND_ALLOW_PRIVATE_NETWORKS = True
+    script = {
+        "tool_call": "gateway_web_fetch,gateway_web_fetch,",
+        "tool_arguments": json.dumps({"url": f"{standin.url}/pages/notes.txt"}),
+    }
+    body = ask(alice.client(), script, tools=[{"type": "gateway:web_fetch", "parameters": {"max_uses": 1}}]).json()
+    first, second = body["output"][:2]
+    assert first["status"] == "completed" and second["status"] == "failed" and "max_uses" in second["error"]
