@@ -71,7 +71,7 @@ def plugin_entries_check(entries: list) -> tuple[list[dict], dict[int, Any]]:
         else:
             seen.add(str(plugin_id))
             serializer = serializer_class(data=entry)
-            unknown = sorted(set(entry) - set(serializer.fields))
+            unknown = _unknown_fields(entry, serializer.fields)
             if unknown:  # the request's validation drops them; a stored default must not keep what it ignores
                 errors[index] = {name: MSG_UNKNOWN_FIELD.format(id=plugin_id) for name in unknown}
                 continue
@@ -83,6 +83,18 @@ def plugin_entries_check(entries: list) -> tuple[list[dict], dict[int, Any]]:
                 errors[index] = {"id": MSG_UNAVAILABLE.format(id=plugin_id)}
             cleaned.append(_plain(valid))
     return cleaned, errors
+
+
+def _unknown_fields(data: dict, fields: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """The names in `data` that no field takes, nested objects included (`pdf.engnie`), in order."""
+    unknown = []
+    for name, value in data.items():
+        field = fields.get(name)
+        if field is None:
+            unknown.append(prefix + str(name))
+        elif isinstance(field, serializers.Serializer) and isinstance(value, dict):
+            unknown += _unknown_fields(value, field.fields, f"{prefix}{name}.")
+    return sorted(unknown)
 
 
 def _plain(value):

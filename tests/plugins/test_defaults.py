@@ -169,6 +169,7 @@ def test_put_replaces_and_get_reads_them(alice):
         ([{"id": "moderation", "enabled": "yes"}], "plugins[0].enabled"),
         ([{"id": "file-parser", "enabled": False, "pdf": {"engine": "magic"}}], "plugins[0].pdf.engine"),
         ([{"id": "moderation", "threshold": 0.5}], "plugins[0].threshold"),
+        ([{"id": "file-parser", "pdf": {"engine": "pdf-text", "engnie": "x"}}], "plugins[0].pdf.engnie"),
         ([{"id": 7}], "plugins[0].id"),
         ([None], "plugins[0].id"),
         ({"id": "moderation"}, "plugins"),
