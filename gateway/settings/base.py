@@ -287,3 +287,5 @@ _logging["loggers"]["gateway.access"] = {
 }
 if env.str("LOG_FORMAT", default="plain") == "json":
     _logging["handlers"]["console"]["formatter"] = "json"
+if SECURE_HTTPS:
+    SECURE_REDIRECT_EXEMPT = [*SECURE_REDIRECT_EXEMPT, r"^metrics$"]  # scraped over the internal network
