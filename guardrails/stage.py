@@ -21,7 +21,7 @@ from decimal import Decimal
 from typing import Any
 
 from gateway.accounts.authentication import Caller
-from gateway.billing.services import SpendCap
+from gateway.billing.services import SpendCap, SpendCapExceeded, spend_caps_check
 from gateway.errors import GatewayError
 from guardrails.content import (
     ACTION_RANK,
@@ -79,6 +79,12 @@ class GuardrailStage:
         rules = _rules(ctx.caller)
         if not rules:
             return Staged(request)
+        caps = _caps(rules, ctx.caller)
+        if caps:  # a spent budget refuses before anything paid runs (the entity model here, later stages' engines)
+            try:
+                spend_caps_check(caps, account_id=ctx.caller.account_id, api_key_id=ctx.caller.key_id)
+            except SpendCapExceeded as spent:
+                return Block(spent.message, status=403)
         texts = list(_texts(request))
         policies = [policy_for(*rule.policy_inputs()) for rule in rules]
         entities: dict[int, tuple[EntitySpan, ...]] = {}
@@ -102,7 +108,7 @@ class GuardrailStage:
                 redacted = scan.redacted()
                 if redacted != text.text:
                     request = text.put(request, redacted)
-        return Staged(request, entries=entries, limits=_limits(rules), caps=_caps(rules, ctx.caller), cost_usd=cost)
+        return Staged(request, entries=entries, limits=_limits(rules), caps=caps, cost_usd=cost)
 
 
 def _costed(entries: tuple[StageEntry, ...], policies: list[ContentPolicy], cost: Decimal) -> tuple[StageEntry, ...]:

@@ -166,14 +166,28 @@ def _hold_within(
             spent = _cap_spend(cap, account_id=hold["account"], api_key_id=hold["key"])
             amount = cap_hold if cap.include_byok and cap_hold is not None else hold["amount"]
             if spent + amount > cap.limit:
-                resets = f"; it resets at {cap.resets_at.isoformat()}" if cap.resets_at else ""
-                raise SpendCapExceeded(
-                    f"Request blocked by {cap.source}: its budget of ${cap.limit.normalize():f} is spent"
-                    f" (${spent.normalize():f} used or held){resets}"
-                )
+                raise SpendCapExceeded(_cap_message(cap, spent))
         _hold(hold, check_limit=check_limit)
         if cap_hold is not None and cap_hold > hold["amount"]:  # open holds count at it (see _cap_spend)
             Generation.objects.filter(pk=hold["id"], status=IN_PROGRESS).update(upstream_cost=cap_hold)
+
+
+def spend_caps_check(caps: tuple[SpendCap, ...], *, account_id: UUID, api_key_id: int | None) -> None:
+    """SpendCapExceeded when a cap has nothing left for any request (spent or held up to its limit): asked before a
+    request's paid checks run (an entity model, a moderation engine, OCR), so that a spent budget does not buy
+    them while its hold is refused. No lock: the hold checks again, with its amount."""
+    for cap in caps:
+        spent = _cap_spend(cap, account_id=account_id, api_key_id=api_key_id)
+        if spent >= cap.limit:
+            raise SpendCapExceeded(_cap_message(cap, spent))
+
+
+def _cap_message(cap: SpendCap, spent: Decimal) -> str:
+    resets = f"; it resets at {cap.resets_at.isoformat()}" if cap.resets_at else ""
+    return (
+        f"Request blocked by {cap.source}: its budget of ${cap.limit.normalize():f} is spent"
+        f" (${spent.normalize():f} used or held){resets}"
+    )
 
 
 def _cap_spend(cap: SpendCap, *, account_id: UUID, api_key_id: int | None) -> Decimal:

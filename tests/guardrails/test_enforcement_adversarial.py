@@ -409,3 +409,17 @@ def test_text_in_a_file_annotation_is_redacted_before_the_model_reads_it(alice, 
     raw = json.dumps(sent["body"])
     assert "jane.doe@example.com" not in raw
     assert "File: a.txt\\n\\nwrite to [REDACTED:email]" in raw
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_spent_budget_refuses_before_any_paid_check_runs(alice, standin_catalog, settings, stream):
+    """The moderation engine's call costs money: with the budget spent the request is refused before it is made
+    (it was made, then the hold refused, and its cost charged to no one)."""
+    from tests.plugins.test_moderation import moderations_engine
+
+    moderations_engine(settings, standin_catalog)
+    guardrail(alice, limit_usd=0, reset_interval="daily")
+    response = ask(alice, "Hello", stream=stream, plugins=[{"id": "moderation"}])
+    body = assert_error_envelope(response, 403)
+    assert "guardrail Team policy" in body["error"]["message"] and "resets at" in body["error"]["message"]
+    assert standin_catalog.requests_for("/moderations") == [] and upstream_calls(standin_catalog) == []
