@@ -34,7 +34,7 @@ from rest_framework.test import APIClient  # noqa: E402
 
 ONLY = {"provider": {"only": ["standin-chat"]}}  # one upstream wire for every door
 TURN = [{"role": "user", "content": "Say hello"}]
-DOORS = {
+DOORS: dict[str, tuple[str, dict]] = {
     "/responses": ("/api/v1/responses", {"model": "standin/echo", "input": "Say hello", **ONLY}),
     "/chat/completions": ("/api/v1/chat/completions", {"model": "standin/echo", "messages": TURN, **ONLY}),
     "/messages": ("/api/v1/messages", {"model": "standin/echo", "max_tokens": 256, "messages": TURN, **ONLY}),
@@ -71,7 +71,7 @@ def cpu_ms(client: APIClient, path: str, body: dict, count: int, *, stream: bool
         started = time.thread_time()
         response = client.post(path, body, format="json")
         if stream:
-            b"".join(response.streaming_content)
+            b"".join(response.streaming_content)  # type: ignore[attr-defined]  # a StreamingHttpResponse
         assert response.status_code == 200, response.content
         samples.append((time.thread_time() - started) * 1000)
     return statistics.median(samples)
