@@ -128,7 +128,7 @@ class ByokKeyAdmin(admin.ModelAdmin):
     )
     readonly_fields = ("id", "account", "workspace", "provider", "kind", "label", "key_id", "created_at", "updated_at")
 
-    autocomplete_fields = ("account",)
+    raw_id_fields = ("account", "workspace")  # ids with a lookup, not a list of every account on the page
 
     def get_form(self, request, obj=None, change=False, **kwargs):
         if obj is None:

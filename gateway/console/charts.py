@@ -5,8 +5,8 @@ from collections.abc import Sequence
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
-WIDTH, HEIGHT = 640, 180
-LEFT, RIGHT, TOP, BOTTOM = 56, 12, 12, 28
+WIDTH, HEIGHT = 500, 170
+LEFT, RIGHT, TOP, BOTTOM = 72, 12, 14, 28
 
 
 def _fmt(value: float) -> str:
@@ -14,7 +14,9 @@ def _fmt(value: float) -> str:
         return f"{value:,.0f}"
     if value >= 10 or value == 0:
         return f"{value:.0f}"
-    return f"{value:.3g}"
+    if value >= 0.01:
+        return f"{value:.2f}".rstrip("0").rstrip(".")
+    return f"{value:.6f}".rstrip("0").rstrip(".") or "0"
 
 
 def bar_chart(
@@ -67,6 +69,12 @@ def bar_chart(
                     f'<polyline fill="none" stroke="{color}" stroke-width="2" points="{" ".join(coords)}">'
                     f"<title>{escape(name)}</title></polyline>"
                 )
+            for i, v in enumerate(points):  # a dot per value, so a lone point shows too
+                if v is not None:
+                    parts.append(
+                        f'<circle cx="{LEFT + step * i + step / 2:.1f}" cy="{y(v):.1f}" r="3" fill="{color}">'
+                        f"<title>{escape(name)} {escape(labels[i])}: {escape(_fmt(v))}{escape(unit)}</title></circle>"
+                    )
         legend = " ".join(f'<tspan fill="{color}">&#9632; {escape(name)}</tspan>' for name, _, color in series)
         parts.append(f'<text x="{WIDTH - RIGHT}" y="{TOP + 10}" text-anchor="end" font-size="11">{legend}</text>')
     parts.append("</svg>")

@@ -68,7 +68,7 @@ def dashboard(request):
     charts = [
         bar_chart(title="Requests", labels=labels, series=[("requests", [p.requests for p in points], "#417690")]),
         bar_chart(
-            title="Spend", labels=labels, series=[("spend", [float(p.spend) for p in points], "#79aec8")], unit=" $"
+            title="Spend", labels=labels, series=[("spend", [float(p.spend) for p in points], "#79aec8")], unit=""
         ),
         bar_chart(title="Tokens", labels=labels, series=[("tokens", [p.tokens for p in points], "#5b80b2")]),
         bar_chart(
