@@ -43,6 +43,7 @@ EXTENSIONS = {
     "htm": "html",
     "xhtml": "html",
 }
+UNICODE_BOMS = (b"\xff\xfe", b"\xfe\xff", b"\x00\x00\xfe\xff")  # UTF-16 / UTF-32 text (NUL bytes, yet text)
 _DATA_URL = re.compile(r"data:(?P<media>[^;,]*)(?P<params>(;[^;,]*)*),", re.IGNORECASE)
 
 
@@ -113,7 +114,7 @@ def _kind(data: bytes, media: str, name: str) -> str:
         return "pdf"
     kind = MEDIA_TYPES.get(media) or EXTENSIONS.get(name.rsplit(".", 1)[-1].lower() if "." in name else "")
     if kind is None and (media in ("", "application/octet-stream") or media.startswith("text/")):
-        kind = "text" if b"\x00" not in data[:8192] else None
+        kind = "text" if b"\x00" not in data[:8192] or data.startswith(UNICODE_BOMS) else None
     if kind is None:
         raise FileRefused(
             name, f"unsupported file type ({media or 'unknown'}): PDF, text, Markdown, CSV, JSON or HTML are read"

@@ -2,6 +2,7 @@
 file is refused, not passed on half-read), HTML reduced to its main text by trafilatura (boilerplate, scripts
 and markup removed)."""
 
+import codecs
 import csv
 import io
 import json
@@ -25,7 +26,14 @@ def text_of(file: LoadedFile) -> str:
     return text
 
 
+BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"), (codecs.BOM_UTF16_LE, "utf-16"),
+        (codecs.BOM_UTF16_BE, "utf-16"))  # fmt: skip  # UTF-32 first: its little-endian BOM begins like UTF-16's
+
+
 def _decoded(file: LoadedFile) -> str:
+    encoding = next((name for bom, name in BOMS if file.data.startswith(bom)), None)
+    if encoding is not None:  # Windows tools save "Unicode" text as UTF-16 with a BOM
+        return file.data.decode(encoding, errors="replace")
     try:
         return file.data.decode("utf-8-sig")
     except UnicodeDecodeError:

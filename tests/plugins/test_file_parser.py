@@ -463,3 +463,13 @@ def test_ocr_calls_are_charged_when_moderation_then_refuses_the_parsed_text(
     assert "Moderation reads at most 20 characters" in body["error"]["message"]
     (record,) = Generation.objects.filter(account_id=alice.account_id)
     assert record.error_type == "blocked" and record.cost > 0  # the OCR page's call
+
+
+@pytest.mark.parametrize(
+    ("media_type", "filename"), [("text/plain", "notes.txt"), ("application/octet-stream", "notes")]
+)
+def test_a_utf16_text_file_reaches_the_model_as_its_text(alice, text_only, media_type, filename):
+    data = "Notes: café ünïcode".encode("utf-16")  # with its BOM, as Windows tools save "Unicode" text
+    response = ask(alice, [file_part(data, media_type, filename)])
+    assert response.status_code == 200, response.content
+    assert "Notes: caf\\u00e9 \\u00fcn\\u00efcode" in upstream_text(text_only)
