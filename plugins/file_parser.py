@@ -162,7 +162,7 @@ def _parse_all(request: CanonicalRequest, engine: str | None, limits: tuple[Rout
 def _parse(loaded: LoadedFile, *, engine: str | None, ocr: OcrEngine | None, deadline: float, tally: _Tally) -> str:
     if loaded.kind != "pdf":
         tally.used(loaded.kind)
-        return text_of(loaded)
+        return text_of(loaded, deadline=deadline)
     read = pdf_read(loaded, deadline=deadline, images=ocr is not None)
     tally.pages += len(read.pages)
     tally.pdf_seconds += read.seconds

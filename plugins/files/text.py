@@ -1,28 +1,28 @@
 """Text files as the model reads them: plain text and Markdown as they are, CSV and JSON checked (a broken
 file is refused, not passed on half-read), HTML reduced to its main text by trafilatura (boilerplate, scripts
-and markup removed)."""
+and markup removed), in a child process within the request's parsing budget (plugins.files.html_child)."""
 
 import codecs
 import csv
 import io
 import json
 
-import trafilatura
-
 from plugins.files.errors import FileRefused
+from plugins.files.sandbox import html_read
 from plugins.files.sources import LoadedFile
 
 MAX_HTML_BYTES = 5 * 1024 * 1024  # trafilatura builds a tree of the whole document
 
 
-def text_of(file: LoadedFile) -> str:
+def text_of(file: LoadedFile, *, deadline: float) -> str:
+    """The file's text; an HTML file is extracted in a child within the request's parsing budget (`deadline`)."""
     text = _decoded(file)
     if file.kind == "csv":
         _check_csv(text, file.name)
     elif file.kind == "json":
         _check_json(text, file.name)
     elif file.kind == "html":
-        return _html_text(file, text)
+        return _html_text(file, text, deadline)
     return text
 
 
@@ -55,12 +55,10 @@ def _check_json(text: str, name: str) -> None:
         raise FileRefused(name, "not a valid JSON file") from None
 
 
-def _html_text(file: LoadedFile, html: str) -> str:
+def _html_text(file: LoadedFile, html: str, deadline: float) -> str:
     if len(file.data) > MAX_HTML_BYTES:
         raise FileRefused(file.name, f"an HTML file is read up to {MAX_HTML_BYTES // (1024 * 1024)} MiB")
-    extracted = trafilatura.extract(html, include_tables=True, include_comments=False, favor_recall=True)
-    if not extracted:
-        extracted = trafilatura.html2txt(html) or ""
+    extracted = html_read(file, html, deadline=deadline)
     if not extracted.strip():
         raise FileRefused(file.name, "the HTML file has no readable text")
     return extracted

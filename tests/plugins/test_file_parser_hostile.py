@@ -4,6 +4,7 @@ time budget, a file_url the outbound rules refuse)."""
 
 import io
 import threading
+import time
 import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -183,3 +184,20 @@ def test_a_page_that_outlasts_the_budget_is_cut_off(alice, monkeypatch):
     monkeypatch.setattr(file_parser, "PARSE_SECONDS", 0.3)  # the flood's one page takes pypdf over a second
     flood = b"BT /F1 12 Tf " + b"(x) Tj " * 800_000 + b"ET"
     refused(alice, file_part(text_pdf("placeholder", content=flood), filename="slow.pdf"), "slow.pdf", "longer than")
+
+
+def test_an_html_file_that_takes_long_to_extract_is_cut_off_at_the_budget(alice, monkeypatch):
+    """trafilatura takes ~11 s per MB of plain paragraphs (4.5 MB: 50 s in the worker); it runs in a child killed
+    at the request's parsing budget."""
+    monkeypatch.setattr(file_parser, "PARSE_SECONDS", 0.5)
+    page = b"<html><body>" + b"<p>hello world</p>" * 100_000  # 1.8 MB: ~20 s of extraction
+    started = time.monotonic()
+    refused(alice, file_part(page, "text/html", "slow.html"), "slow.html", "longer than")
+    assert time.monotonic() - started < 5
+
+
+def test_an_html_file_is_still_reduced_to_its_text(alice, text_only):  # noqa: F811
+    page = b"<html><body><nav>Menu</nav><article><p>" + b"The quarterly figures rose. " * 20 + b"</p></article>"
+    response = ask(alice, [file_part(page, "text/html", "news.html")])
+    assert response.status_code == 200, response.content
+    assert "The quarterly figures rose." in upstream_text(text_only)
