@@ -19,7 +19,7 @@ from decimal import Decimal
 
 from gateway.errors import GatewayError
 from plugins.config import plugin_mentioned, plugin_settings
-from plugins.files import annotations
+from plugins.files import annotations, sources
 from plugins.files.errors import FileRefused
 from plugins.files.ocr import MSG_TOO_MANY_SCANS, OcrEngine, ocr_max_pages, ocr_model, ocr_require
 from plugins.files.pdf import OutOfTime
@@ -125,6 +125,7 @@ def _models_accept_files(models: tuple[str, ...]) -> list[bool]:
 def _parse_all(request: CanonicalRequest, engine: str | None, limits: tuple[RoutingLimit, ...]) -> Staged | Block:
     tally = _Tally()
     deadline = time.monotonic() + PARSE_SECONDS
+    fetch_deadline = time.monotonic() + sources.FETCH_SECONDS
     known = annotations.sent_back(request)
     parsed: dict[str, str] = {}
     items = [list(item.content) if isinstance(item, Message) else None for item in request.input]
@@ -136,7 +137,7 @@ def _parse_all(request: CanonicalRequest, engine: str | None, limits: tuple[Rout
             ocr = OcrEngine(ocr_model(), limits)
         for number, (item_index, part_index, part) in enumerate(_file_parts(request), start=1):
             name = file_name(part, number)
-            loaded = file_load(part, name=name)
+            loaded = file_load(part, name=name, fetch_deadline=fetch_deadline)
             text = known.get(loaded.hash)
             if text is not None:
                 tally.reused += 1

@@ -7,6 +7,7 @@ import base64
 import binascii
 import hashlib
 import re
+import time
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
@@ -15,7 +16,9 @@ from routing import http
 from routing.canonical import FilePart
 
 MAX_FILE_BYTES = 16 * 1024 * 1024  # one file, decoded (the request body is capped at 20 MiB anyway)
-FETCH_TIMEOUTS = http.Timeouts(connect=5, read=10, total=20)
+FETCH_TIMEOUTS = http.Timeouts(connect=5, read=10, total=20)  # one file_url
+FETCH_SECONDS = 30.0  # all of a request's file_urls together (each is cut at what is left of it)
+MSG_FETCH_LATE = "file_url: fetching took longer than {seconds:g} s (the request's file URLs together)"
 
 KINDS = ("pdf", "text", "markdown", "csv", "json", "html")
 MEDIA_TYPES = {
@@ -66,11 +69,12 @@ def file_name(part: FilePart, index: int) -> str:
     return f"file-{index}"
 
 
-def file_load(part: FilePart, *, name: str) -> LoadedFile:
+def file_load(part: FilePart, *, name: str, fetch_deadline: float | None = None) -> LoadedFile:
+    """The part's bytes; a file_url is fetched within what is left until `fetch_deadline` (time.monotonic())."""
     if part.file_data:
         data, media = _decode(part.file_data, name)
     elif part.file_url:
-        data, media = _fetch(part.file_url, name)
+        data, media = _fetch(part.file_url, name, fetch_deadline)
     else:  # file_id: a provider's stored file; this gateway stores none and cannot read it
         raise FileRefused(name, "a file_id cannot be parsed (this gateway stores no files): send file_data or file_url")
     if not data:
@@ -93,14 +97,24 @@ def _decode(file_data: str, name: str) -> tuple[bytes, str]:
         raise FileRefused(name, "file_data is not valid base64") from None
 
 
-def _fetch(url: str, name: str) -> tuple[bytes, str]:
+def _fetch(url: str, name: str, deadline: float | None) -> tuple[bytes, str]:
+    timeouts = FETCH_TIMEOUTS
+    if deadline is not None:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise FileRefused(name, MSG_FETCH_LATE.format(seconds=FETCH_SECONDS))
+        timeouts = http.Timeouts(
+            connect=min(timeouts.connect, left), read=min(timeouts.read, left), total=min(timeouts.total or left, left)
+        )
     try:
-        response = http.request("GET", url, headers={}, timeouts=FETCH_TIMEOUTS, max_body=MAX_FILE_BYTES)
+        response = http.request("GET", url, headers={}, timeouts=timeouts, max_body=MAX_FILE_BYTES)
     except http.ConnectionRefused:
         raise FileRefused(name, "file_url is refused: its destination is not a public address") from None
     except http.ResponseTooLarge:
         raise FileRefused(name, f"the file is larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB") from None
     except http.TransportError as error:
+        if deadline is not None and time.monotonic() >= deadline:
+            raise FileRefused(name, MSG_FETCH_LATE.format(seconds=FETCH_SECONDS)) from None
         raise FileRefused(name, f"file_url could not be fetched ({error.kind})") from None
     if 300 <= response.status_code < 400:
         raise FileRefused(name, f"file_url answered a redirect ({response.status_code}), which is not followed")

@@ -112,6 +112,19 @@ class _Files(BaseHTTPRequestHandler):
     routes: dict[str, tuple[int, str, bytes]] = {}
 
     def do_GET(self):
+        if self.path.startswith("/drip.txt"):  # a byte every 0.1 s for 3 s: within every per-read timeout
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", "30")
+            self.end_headers()
+            for _ in range(30):
+                try:
+                    self.wfile.write(b"x")
+                    self.wfile.flush()
+                except OSError:
+                    return
+                time.sleep(0.1)
+            return
         status, media_type, body = self.routes.get(self.path, (404, "text/plain", b"not found"))
         self.send_response(status)
         self.send_header("Content-Type", media_type)
@@ -201,3 +214,14 @@ def test_an_html_file_is_still_reduced_to_its_text(alice, text_only):  # noqa: F
     response = ask(alice, [file_part(page, "text/html", "news.html")])
     assert response.status_code == 200, response.content
     assert "The quarterly figures rose." in upstream_text(text_only)
+
+
+def test_slow_file_urls_share_one_fetching_budget(alice, file_server, monkeypatch):
+    """Each file_url had its own 20 s; a request of many slow URLs held the worker for all of them in turn."""
+    monkeypatch.setattr(sources, "FETCH_SECONDS", 0.5)
+    parts = [url_part(f"{file_server}/drip.txt?{number}") for number in range(4)]
+    started = time.monotonic()
+    with override_settings(OUTBOUND_ALLOW_PRIVATE_NETWORKS=True):
+        body = assert_error_envelope(ask(alice, parts), 400)
+    assert "fetching took longer than 0.5 s" in body["error"]["message"]
+    assert time.monotonic() - started < 2.5  # one budget, not 4 x 3 s
