@@ -16,6 +16,13 @@ UNSUPPORTED_ITEMS = {
     "item_reference": "item references need stored responses; this endpoint is stateless: send the items themselves",
 }
 UNSUPPORTED_PARTS = ("input_audio", "input_video")
+# A server tool call the gateway ran, as a previous answer's output item sent back: a record of the call (the answer
+# that used its result follows it), left out of the conversation.
+RAN_TOOL_ITEMS = tuple(
+    f"{space}:{tool}"
+    for space in ("gateway", "openrouter")
+    for tool in ("datetime", "search_models", "tool_search", "web_search", "web_fetch")
+)
 URL_PREFIXES = ("http://", "https://", "data:")
 
 
@@ -214,6 +221,8 @@ def validate_items(items: list) -> list[dict]:
     check_count(items, MAX_INPUT_ITEMS, "input items")
     cleaned, errors = [], {}
     for index, item in enumerate(items):
+        if isinstance(item, dict) and item.get("type") in RAN_TOOL_ITEMS:
+            continue
         kind, error = _item_kind(item)
         if kind is None:
             errors[index] = error

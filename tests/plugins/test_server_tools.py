@@ -83,6 +83,7 @@ def test_a_caller_function_tool_ends_the_loop_and_is_returned(alice, standin_cat
         alice.client(),
         {"tool_call": "gateway_datetime,get_weather,", "tool_arguments": '{"location": "Paris"}'},
         tools=[{"type": "gateway:datetime"}, WEATHER],
+        provider={"only": ["standin-chat"]},  # the Chat Completions wire: the tool result is a `tool` message
     ).json()
     types = [item["type"] for item in body["output"]]
     assert types == ["gateway:datetime", "function_call"], body["output"]
@@ -302,3 +303,40 @@ def test_web_fetch_max_uses_caps_the_fetches(alice, standin_catalog, standin, se
     body = ask(alice.client(), script, tools=[{"type": "gateway:web_fetch", "parameters": {"max_uses": 1}}]).json()
     first, second = body["output"][:2]
     assert first["status"] == "completed" and second["status"] == "failed" and "max_uses" in second["error"]
+
+
+def test_a_later_round_no_candidate_answers_fails_the_request_and_bills_the_rounds_run(
+    alice, standin_catalog, monkeypatch
+):
+    """The upstream choke point answers the first call, then every provider is down (the stand-in cannot be told
+    to fail only its second round)."""
+    from routing import upstream
+    from routing.errors import ErrorType, UpstreamError
+
+    real, calls = upstream.call, []
+
+    def first_only(**kwargs):
+        calls.append(kwargs["endpoint"].provider_slug)
+        if len(calls) == 1:
+            return real(**kwargs)
+        raise UpstreamError(error_type=ErrorType.PROVIDER_OVERLOADED, message="Overloaded", retryable=True, status=503)
+
+    monkeypatch.setattr(upstream, "call", first_only)
+    script = {"tool_call": "gateway_datetime,", "input_tokens": 100, "output_tokens": 10}
+    response = ask(alice.client(), script, tools=[{"type": "gateway:datetime"}], provider={"only": ["standin-chat"]})
+    assert response.status_code == 503, response.content
+    assert response.json()["error"]["message"] == "Overloaded"
+    (generation,) = Generation.objects.filter(account_id=alice.account_id)
+    assert generation.cost == (Decimal(100) * Decimal("0.5") + Decimal(10) * Decimal("1.5")) / Decimal(1_000_000)
+    assert len(generation.provider_responses) == 2  # the first round's attempt and the failed one
+
+
+def test_the_answer_sent_back_with_its_server_tool_items_is_accepted(alice, standin_catalog):
+    first = ask(alice.client(), {"tool_call": "gateway_datetime,"}, tools=[{"type": "gateway:datetime"}]).json()
+    follow_up = first["output"] + [{"role": "user", "content": "And tomorrow?"}]
+    response = alice.client().post(
+        "/api/v1/responses",
+        {"model": "standin/echo", "input": follow_up, "tools": [{"type": "gateway:datetime"}]},
+        format="json",
+    )
+    assert response.status_code == 200, response.content
