@@ -32,12 +32,15 @@ def server_entry(body: dict) -> dict:
     return entry
 
 
-def test_datetime_two_rounds_then_the_answer(alice, standin_catalog, standin):
+@pytest.mark.parametrize("provider", ["standin-chat", "standin-responses", "standin-anthropic"])
+def test_datetime_two_rounds_then_the_answer(alice, standin_catalog, standin, provider):
+    """On each wire: the conversation the gateway builds (the model's calls, the results) is what it sends."""
     standin.clear()
     response = ask(
         alice.client(),
         {"tool_call": "gateway_datetime,gateway_datetime,", "tool_arguments": '{"timezone": "Europe/Paris"}'},
         tools=[{"type": "gateway:datetime"}],
+        provider={"only": [provider]},
     )
     assert response.status_code == 200, response.content
     body = response.json()
@@ -49,6 +52,8 @@ def test_datetime_two_rounds_then_the_answer(alice, standin_catalog, standin):
     assert entry["data"]["calls"] == {"gateway:datetime": 2} and entry["data"]["rounds"] == 3
     sent = standin.requests_for("")
     assert len(sent) == 3
+    third = json.dumps(sent[2]["body"])
+    assert third.count("Europe/Paris") >= 5  # the prompt, both calls' arguments and both results went back to the model
 
 
 def declared(request: dict) -> list[str]:
