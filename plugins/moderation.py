@@ -15,6 +15,7 @@ what the engine's call cost, charged with the request."""
 import time
 from decimal import Decimal
 
+from gateway.errors import GatewayError
 from plugins.config import plugin_settings
 from plugins.moderation_engines import EngineUnavailable, Verdict, engine_config, moderate
 from routing.canonical import CanonicalRequest, FunctionCallOutput, Message, TextPart
@@ -61,6 +62,8 @@ class ModerationStage:
             return Block(
                 MSG_UNAVAILABLE.format(reason=unavailable), status=503, error_type=ErrorType.PROVIDER_UNAVAILABLE
             )
+        except GatewayError as error:  # the caller's guardrails allow the engine no endpoint (403): a Block, so
+            return Block(error.message, status=error.status, metadata=error.metadata or None)  # earlier costs count
         latency_ms = int((time.monotonic() - started) * 1000)
         entry = _entry(config.kind, verdict, latency_ms, sum(map(len, texts)))
         if verdict.flagged:

@@ -473,3 +473,18 @@ def test_a_utf16_text_file_reaches_the_model_as_its_text(alice, text_only, media
     response = ask(alice, [file_part(data, media_type, filename)])
     assert response.status_code == 200, response.content
     assert "Notes: caf\\u00e9 \\u00fcn\\u00efcode" in upstream_text(text_only)
+
+
+def test_ocr_calls_are_charged_when_the_guardrails_then_deny_the_moderation_engine(
+    alice, text_only, ocr_model, settings
+):
+    from tests.guardrails.test_enforcement import guardrail
+    from tests.plugins.test_moderation import moderations_engine
+
+    moderations_engine(settings, text_only)
+    guardrail(alice, ignored_providers=["standin-mod"])  # the OCR model's provider stays allowed
+    plugins = [{"id": "file-parser", "pdf": {"engine": "mistral-ocr"}}, {"id": "moderation"}]
+    body = assert_error_envelope(ask(alice, [file_part(scanned_pdf(), filename="scan.pdf")], plugins=plugins), 403)
+    assert "Team policy" in body["error"]["message"]
+    (record,) = Generation.objects.filter(account_id=alice.account_id)
+    assert record.error_type == "blocked" and record.cost > 0  # the OCR page's call
