@@ -1,12 +1,15 @@
 import json
 from decimal import Decimal
+from uuid import UUID
 
 from django import forms
 from django.contrib import admin
+from django.core.paginator import Paginator
+from django.utils.functional import cached_property
 from django.utils.html import format_html, format_html_join
 
-from gateway.accounts.models import Account
-from gateway.billing.models import EntryKind, Generation, LedgerEntry
+from gateway.accounts.models import Account, ApiKey
+from gateway.billing.models import IN_PROGRESS, EntryKind, Generation, LedgerEntry
 from gateway.billing.services import credits_topup
 
 MAX_ENTRY = Decimal("1000000000")  # one top-up or refund, USD
@@ -68,42 +71,117 @@ class LedgerEntryAdmin(admin.ModelAdmin):
         obj._state.adding = False
 
 
-class _DistinctValueFilter(admin.SimpleListFilter):
-    """Filter on a text column by the values it holds (the most recent distinct values, bounded)."""
+RECENT_VALUES = 5000  # a text filter offers the values of the newest rows (an index scan, not the whole log)
+MAX_CHOICES = 200
+LOG_COUNT_CAP = 10_000  # the request log counts at most this many rows per page view
+
+
+class _RecentValueFilter(admin.SimpleListFilter):
+    """Filter on a text column; any value works in the URL, the choices are those of the newest rows."""
 
     column = ""
-    max_choices = 200
 
     def lookups(self, request, model_admin):
-        values = (
-            Generation.objects.exclude(**{self.column: ""})
-            .order_by(self.column)
-            .values_list(self.column, flat=True)
-            .distinct()[: self.max_choices]
-        )
+        recent = Generation.objects.order_by("-created_at").values_list(self.column, flat=True)[:RECENT_VALUES]
+        values = sorted({value for value in recent if value})[:MAX_CHOICES]
+        if self.value() and self.value() not in values:
+            values.append(self.value())
         return [(value, value) for value in values]
 
     def queryset(self, request, queryset):
         value = self.value()
-        return queryset.filter(**{self.column: value}) if value else queryset
+        if not value:
+            return queryset
+        return queryset.filter(**{self.column: value}) if _plain(value) else queryset.none()
 
 
-class ModelFilter(_DistinctValueFilter):
+def _plain(value: str) -> bool:
+    """A value a text column can hold (PostgreSQL refuses NUL) and a filter or search should look for."""
+    return len(value) <= 256 and "\x00" not in value
+
+
+class ModelFilter(_RecentValueFilter):
     title = "model"
     parameter_name = "model"
     column = "model"
 
 
-class ProviderFilter(_DistinctValueFilter):
+class ProviderFilter(_RecentValueFilter):
     title = "provider"
     parameter_name = "provider"
     column = "provider"
 
 
-class StatusFilter(_DistinctValueFilter):
+class StatusFilter(admin.SimpleListFilter):
     title = "status"
     parameter_name = "status"
-    column = "status"
+
+    def lookups(self, request, model_admin):
+        return [
+            (IN_PROGRESS, "in progress"),
+            ("completed", "completed"),
+            ("incomplete", "incomplete"),
+            ("failed", "failed"),
+        ]
+
+    def queryset(self, request, queryset):
+        value = self.value()
+        if not value:
+            return queryset
+        return queryset.filter(status=value) if _plain(value) else queryset.none()
+
+
+class AccountFilter(admin.SimpleListFilter):
+    """By account (the choices come from the accounts table, not from a scan of the log)."""
+
+    title = "account"
+    parameter_name = "account__id__exact"
+
+    def lookups(self, request, model_admin):
+        return [
+            (str(pk), name) for pk, name in Account.objects.order_by("name").values_list("pk", "name")[:MAX_CHOICES]
+        ]
+
+    def queryset(self, request, queryset):
+        if not self.value():
+            return queryset
+        try:
+            return queryset.filter(account_id=UUID(self.value()))
+        except ValueError:
+            return queryset.none()
+
+
+class KeyFilter(admin.SimpleListFilter):
+    """By API key: the chosen account's keys (or the newest keys when no account is chosen)."""
+
+    title = "API key"
+    parameter_name = "api_key__id__exact"
+
+    def lookups(self, request, model_admin):
+        keys = ApiKey.objects.order_by("-created_at")
+        account = request.GET.get(AccountFilter.parameter_name)
+        if account:
+            try:
+                keys = keys.filter(account_id=UUID(account))
+            except ValueError:
+                return []
+        return [
+            (str(pk), f"{name} ({label})") for pk, name, label in keys.values_list("pk", "name", "label")[:MAX_CHOICES]
+        ]
+
+    def queryset(self, request, queryset):
+        value = self.value()
+        if not value:
+            return queryset
+        return queryset.filter(api_key_id=int(value)) if value.isdigit() else queryset.none()
+
+
+class CappedPaginator(Paginator):
+    """Counts at most LOG_COUNT_CAP rows: a count of the whole log on every page view would be its slowest part."""
+
+    @cached_property
+    def count(self) -> int:
+        return self.object_list[: LOG_COUNT_CAP + 1].count()  # type: ignore[attr-defined]  # a QuerySet
 
 
 def _table(headers: list[str], rows: list[list]) -> str:
@@ -143,8 +221,8 @@ class GenerationAdmin(admin.ModelAdmin):
         "latency_ms",
     )
     list_filter = (
-        ("account", admin.RelatedOnlyFieldListFilter),
-        ("api_key", admin.RelatedOnlyFieldListFilter),
+        AccountFilter,
+        KeyFilter,
         ModelFilter,
         ProviderFilter,
         StatusFilter,
@@ -154,10 +232,10 @@ class GenerationAdmin(admin.ModelAdmin):
     )
     search_fields = ("=id", "=upstream_id", "session_id")
     search_help_text = "A generation id (gen-...), the upstream's response id or a session id"
-    date_hierarchy = "created_at"
     list_select_related = ("account", "api_key")
     list_per_page = 50
-    show_full_result_count = False  # a count(*) of the whole log on every page is the slowest part of it
+    show_full_result_count = False
+    paginator = CappedPaginator
     ordering = ("-created_at",)
     fieldsets = (
         (None, {"fields": ("id", "created_at", "account", "api_key", "workspace_id", "session_id")}),
@@ -188,6 +266,11 @@ class GenerationAdmin(admin.ModelAdmin):
 
     def get_readonly_fields(self, request, obj=None):
         return [name for _, options in self.fieldsets for name in options["fields"]]
+
+    def get_search_results(self, request, queryset, search_term):
+        if not _plain(search_term):
+            return queryset.none(), False
+        return super().get_search_results(request, queryset, search_term)
 
     def has_add_permission(self, request):
         return False

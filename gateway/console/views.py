@@ -22,6 +22,8 @@ def _filters(params) -> tuple[dict, dict, list[str]]:
         value = params.get(name, "").strip()
         if len(value) > FILTER_MAX_CHARS:
             errors.append(f"{name}: at most {FILTER_MAX_CHARS} characters")
+        elif any(ord(char) < 32 or ord(char) == 127 for char in value):
+            errors.append(f"{name}: control characters are not allowed")
         elif value:
             lookups[name], shown[name] = value, value
     account = params.get("account", "").strip()

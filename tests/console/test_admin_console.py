@@ -66,6 +66,12 @@ def test_request_log_lists_filters_searches_and_shows_a_generation(staff, alice,
     assert mine[0] not in page_text(staff.get("/admin/billing/generation/?is_byok__exact=1"))
     assert mine[0] not in page_text(staff.get("/admin/billing/generation/?status=failed"))
 
+    for bad in ("account__id__exact=nope", "api_key__id__exact=abc", "status=%00", "model=%00"):
+        assert mine[0] not in page_text(staff.get(f"/admin/billing/generation/?{bad}")), bad  # no match, no 500
+    assert staff.get("/admin/billing/generation/?q=gen%00").status_code == 200  # Django's search form drops it
+    keys_of_alice = page_text(staff.get(f"/admin/billing/generation/?account__id__exact={alice.account_id}"))
+    assert key.label not in keys_of_alice.split('id="changelist-filter"')[1]  # the key filter offers alice's keys
+
     searched = page_text(staff.get(f"/admin/billing/generation/?q={mine[1]}"))
     assert mine[1] in searched and mine[0] not in searched and theirs not in searched
 
