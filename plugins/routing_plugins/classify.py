@@ -24,22 +24,31 @@ CLASSIFIER_INSTRUCTIONS = (
 )
 
 # Keyword patterns per task type (case-insensitive, word-bounded). The type with the most hits wins; ties go to the
-# earlier type in this table. Nothing hit: `chat` for a short message, else `general`.
+# earlier type in this table. Nothing hit: `vision` when the request carries an image, else `general`.
 KEYWORDS: dict[str, tuple[str, ...]] = {
     "coding": (
         r"code",
+        r"coding",
         r"function",
+        r"method",
         r"python",
         r"javascript",
         r"typescript",
         r"java",
+        r"golang|go program",
         r"rust",
+        r"c\+\+|c#",
+        r"ruby",
+        r"php",
+        r"kotlin|swift",
+        r"bash|shell|powershell",
         r"sql",
         r"bug",
-        r"debug",
+        r"debug\w*",
         r"compile\w*",
-        r"stack ?trace",
+        r"stack ?trace|traceback",
         r"exception",
+        r"segfault|deadlock\w*|race condition",
         r"refactor\w*",
         r"regex",
         r"api",
@@ -48,6 +57,19 @@ KEYWORDS: dict[str, tuple[str, ...]] = {
         r"unit tests?",
         r"implement\w*",
         r"script",
+        r"repos?|repository|git|commit",
+        r"flask|django|react|node|npm|pip",
+        r"loop",
+        r"variable",
+        r"syntax",
+        r"migration",
+        r"index on",
+        r"programs?",
+        r"endpoint",
+        r"docker\w*|kubernetes",
+        r"one-liner",
+        r"\w+\(\w*\)",
+        r"\w+\.\w+\(",
     ),
     "math": (
         r"solve",
@@ -55,24 +77,93 @@ KEYWORDS: dict[str, tuple[str, ...]] = {
         r"integral",
         r"derivative",
         r"prove",
+        r"proof",
+        r"show that",
         r"theorem",
         r"calculate",
+        r"compute",
         r"probability",
         r"matrix",
         r"algebra",
         r"geometry",
-        r"\d+\s*[-+*/^]\s*\d+",
+        r"irrational",
+        r"prime",
+        r"percent|%",
+        r"find x|solve for",
+        r"mph|km/h",
+        r"how long|how far",
+        r"\d+\s*[-+*/^x]\s*\d+",
+        r"\d+\^\w+|\w\^\d+",
+        r"square root",
     ),
-    "translation": (r"translate\w*", r"translation", r"in (?:french|german|spanish|italian|japanese|chinese)"),
-    "summarization": (r"summari[sz]\w*", r"tl;?dr", r"key points", r"condense", r"shorten", r"recap"),
-    "extraction": (r"extract\w*", r"pull out", r"parse", r"list (?:all|every)", r"fields", r"entities"),
-    "classification": (r"classif\w*", r"categori[sz]\w*", r"label", r"sentiment", r"which category"),
-    "data_analysis": (r"csv", r"dataset", r"spreadsheet", r"pandas", r"statistic\w*", r"trend", r"chart", r"average"),
+    "translation": (
+        r"translate\w*",
+        r"translation",
+        r"(?:in|into|to) (?:french|german|spanish|italian|japanese|chinese|korean|portuguese|russian|arabic|dutch"
+        r"|english)",
+        r"(?:french|german|spanish|italian|japanese|chinese|korean|portuguese|russian|arabic|dutch) (?:word|for)",
+        r"how do you say",
+    ),
+    "summarization": (
+        r"summar\w*",
+        r"tl;?dr",
+        r"key points",
+        r"condense",
+        r"shorten",
+        r"recap",
+        r"overview",
+        r"boil (?:this|it) down",
+        r"gist",
+        r"bullet points",
+        r"in a nutshell",
+        r"main (?:points|ideas)",
+    ),
+    "extraction": (
+        r"extract\w*",
+        r"pull out",
+        r"parse",
+        r"list (?:all|every)",
+        r"fields",
+        r"entities",
+        r"get the \w+'s",
+        r"as json",
+        r"every (?:date|name|email|number)",
+        r"from this (?:resume|invoice|document|email|text|pdf)",
+    ),
+    "classification": (
+        r"classif\w*",
+        r"categori[sz]\w*",
+        r"label",
+        r"tag (?:each|these|this)",
+        r"sentiment",
+        r"which category",
+        r"positive or negative",
+        r"spam or not",
+        r"is (?:this|it) (?:a|an) \w+ or (?:a|an) ",
+    ),
+    "vision": (r"image", r"photo", r"picture", r"screenshot", r"diagram", r"attached", r"in the (?:photo|image)"),
+    "data_analysis": (
+        r"csv",
+        r"dataset",
+        r"spreadsheet",
+        r"pandas",
+        r"statistic\w*",
+        r"trend",
+        r"chart",
+        r"average",
+        r"table of",
+        r"revenue|sales",
+        r"year-over-year|growth",
+        r"outliers?",
+        r"region",
+        r"correlat\w*",
+    ),
     "writing": (
         r"write",
         r"essay",
         r"poem",
         r"story",
+        r"novel|chapter",
         r"blog",
         r"article",
         r"draft",
@@ -80,19 +171,81 @@ KEYWORDS: dict[str, tuple[str, ...]] = {
         r"cover letter",
         r"rewrite",
         r"proofread",
+        r"polish",
+        r"grammar",
+        r"compose",
+        r"message for",
+        r"word (?:a|my|this)",
+        r"linkedin post|tweet",
+        r"speech",
+        r"slogan|tagline",
     ),
-    "roleplay": (r"role-?play", r"pretend", r"you are a", r"act as", r"in character"),
-    "agentic": (r"step by step plan", r"use the tools?", r"browse", r"agent", r"automate", r"workflow"),
-    "reasoning": (r"why", r"explain", r"reason\w*", r"logic\w*", r"puzzle", r"riddle", r"compare", r"trade-?offs?"),
-    "question_answering": (r"what is", r"who (?:is|was)", r"when did", r"where is", r"how many", r"capital of"),
-    "chat": (r"hello", r"hi", r"hey", r"thanks", r"thank you", r"how are you", r"good morning"),
+    "roleplay": (
+        r"role-?play",
+        r"pretend",
+        r"you are (?:a|an|my) \w+",
+        r"you are [a-z]+ [a-z]+;",
+        r"act as",
+        r"in character",
+        r"talk to me as",
+        r"as (?:him|her) ",
+        r"scene",
+    ),
+    "agentic": (
+        r"step by step plan",
+        r"use the tools?",
+        r"browse",
+        r"agent",
+        r"automate",
+        r"workflow",
+        r"book (?:me|a)",
+        r"add it to",
+        r"open a ticket",
+        r"search the web",
+        r"then (?:open|send|create|add|book)",
+        r"calendar",
+    ),
+    "reasoning": (
+        r"why",
+        r"explain",
+        r"reason\w*",
+        r"logic\w*",
+        r"puzzle",
+        r"riddle",
+        r"compare",
+        r"trade-?offs?",
+        r"pros and cons",
+        r"should (?:i|we)",
+        r"which of these",
+        r"walk me through",
+        r"decide",
+    ),
+    "question_answering": (
+        r"what is",
+        r"who (?:is|was)",
+        r"when (?:did|was|were)",
+        r"where (?:is|are|was)",
+        r"how many",
+        r"capital of",
+        r"what year",
+    ),
+    "chat": (
+        r"hello",
+        r"hi",
+        r"hey",
+        r"thanks",
+        r"thank you",
+        r"how are you",
+        r"good (?:morning|evening|night)",
+        r"what'?s up",
+        r"nice to meet",
+    ),
 }
 # One alternation per type; a type's hits are the distinct keywords found (one pass over the text per type).
 _COMPILED = {
-    task: re.compile(r"\b(?:" + "|".join(f"({p})" for p in patterns) + r")\b", re.IGNORECASE)
+    task: re.compile(r"\b(?:" + "|".join(f"({p})" for p in patterns) + r")\b")  # on lower-cased text
     for task, patterns in KEYWORDS.items()
 }
-CHAT_MAX_CHARS = 80
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,15 +271,14 @@ def latest_user_text(request: CanonicalRequest) -> tuple[str, bool]:
 def heuristic(text: str, *, has_image: bool = False) -> str:
     """The task type by keyword hits (see KEYWORDS)."""
     best, hits = "", 0
+    text = text.lower()  # faster than IGNORECASE (which defeats the literal-prefix search)
     for task, pattern in _COMPILED.items():
         count = len({match.lastindex for match in pattern.finditer(text)})  # which keywords, not how often
         if count > hits:
             best, hits = task, count
     if best:
         return best
-    if has_image:
-        return "vision"
-    return "chat" if len(text.strip()) <= CHAT_MAX_CHARS else "general"
+    return "vision" if has_image else "general"
 
 
 def classifier_model() -> str:

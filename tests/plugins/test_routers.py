@@ -188,21 +188,74 @@ LABELLED = [
 ]
 
 
-def test_heuristic_accuracy_and_cost_on_a_labelled_set(capsys):
-    right = sum(heuristic(text) == label for text, label in LABELLED)
-    accuracy = right / len(LABELLED)
+# TUNED: prompts written after the first keyword list (25% right then: 5 of 20); the keywords were widened with
+# general vocabulary while looking at them. BLIND: written before that widening and measured once, after it (18 of
+# 20); its two misses are kept as they are.
+TUNED = [
+    ("My Flask app returns a 500 when I post the form, here's the traceback", "coding"),
+    ("How do I make this loop faster? for i in range(len(xs)): total += xs[i]", "coding"),
+    ("Write a unit test for the parser module", "coding"),
+    ("If a train leaves at 3pm going 60 mph, when does it arrive 150 miles away?", "math"),
+    ("Find x if 2^x = 64", "math"),
+    ("What's the German word for butterfly?", "translation"),
+    ("Give me a one-paragraph overview of this report", "summarization"),
+    ("Condense these notes into bullet points", "summarization"),
+    ("From this resume, get the candidate's name, email and years of experience", "extraction"),
+    ("Is this review positive or negative? 'The food was cold'", "classification"),
+    ("Compose a birthday message for my grandmother", "writing"),
+    ("Help me word a LinkedIn post announcing my new job", "writing"),
+    ("You are Sherlock Holmes; talk to me as him", "roleplay"),
+    ("Which of these two job offers should I take, given salary and commute?", "reasoning"),
+    ("Why do cats purr?", "reasoning"),
+    ("When was the Eiffel Tower built?", "question_answering"),
+    ("Good evening, nice to meet you", "chat"),
+    ("Here is my sales spreadsheet: which region grew fastest?", "data_analysis"),
+    ("Book me a flight and then add it to my calendar", "agentic"),
+    ("What does this chart image show?", "vision"),
+]
+
+BLIND = [
+    ("Can you spot why this Go program deadlocks on the channel send?", "coding"),
+    ("Convert this bash one-liner into a PowerShell equivalent", "coding"),
+    ("Write a SQL migration adding an index on users.email", "coding"),
+    ("What is 15% of 2,340?", "math"),
+    ("Show that the square root of 2 is irrational", "math"),
+    ("Render this sentence in Spanish: the meeting moved to Friday", "translation"),
+    ("Put this menu into Italian", "translation"),
+    ("Boil this 10-page contract down to what I actually need to know", "summarization"),
+    ("List every date mentioned in the following email, as JSON", "extraction"),
+    ("Tag each of these tweets as spam or not spam", "classification"),
+    ("Write the opening chapter of a mystery novel set in Lisbon", "writing"),
+    ("Polish the grammar of my cover letter", "writing"),
+    ("Stay in character as a grumpy dwarf blacksmith for this scene", "roleplay"),
+    ("Should we shard the database now or wait? Walk me through the pros and cons", "reasoning"),
+    ("How many moons does Jupiter have?", "question_answering"),
+    ("hey, what's up", "chat"),
+    ("Given this table of monthly revenue, compute the year-over-year growth and spot outliers", "data_analysis"),
+    ("Search the web for the latest release notes, then open a ticket summarizing them", "agentic"),
+    ("Describe what is happening in the attached photo", "vision"),
+    ("Is a tomato a fruit or a vegetable, and why?", "reasoning"),
+]
+
+
+def test_heuristic_accuracy_and_cost_on_labelled_sets(capsys):
+    results = {}
+    for name, labelled in (("keywords-in-view", LABELLED), ("tuned", TUNED), ("blind", BLIND)):
+        right = sum(heuristic(text) == label for text, label in labelled)
+        results[name] = (right, len(labelled))
+    everything = LABELLED + TUNED + BLIND
     started = time.perf_counter()
-    rounds = 200
+    rounds = 50
     for _ in range(rounds):
-        for text, _ in LABELLED:
+        for text, _ in everything:
             heuristic(text)
-    per_request_us = (time.perf_counter() - started) / (rounds * len(LABELLED)) * 1e6
+    per_request_us = (time.perf_counter() - started) / (rounds * len(everything)) * 1e6
     with capsys.disabled():
-        print(
-            f"\nheuristic classifier: {right}/{len(LABELLED)} = {accuracy:.0%} right, {per_request_us:.1f} us/request"
-        )
-    assert accuracy >= 0.85
-    assert per_request_us < 2000
+        figures = ", ".join(f"{name} {right}/{count}" for name, (right, count) in results.items())
+        print(f"\nheuristic classifier: {figures}; {per_request_us:.0f} us CPU per request")
+    assert results["blind"][0] / results["blind"][1] >= 0.8
+    assert results["keywords-in-view"][0] / results["keywords-in-view"][1] >= 0.9
+    assert per_request_us < 5000
 
 
 # ---- pareto-router -----------------------------------------------------------------------------------------------
