@@ -1,6 +1,6 @@
 """Schemathesis hooks for tests/e2e/test_schema_fuzz.py and `make fuzz` (SCHEMATHESIS_HOOKS=tests.schema_fuzz_hooks).
 
-- Auth: each operation gets the key kind it needs (inference for /responses, management for the rest),
+- Auth: each operation gets the key kind it needs (inference for the front doors, management for the rest),
   from GW_FUZZ_INFERENCE_KEY and GW_FUZZ_MANAGEMENT_KEY.
 - A check that a schema-valid request is never refused for its *shape*: a 400 on positive data must be a
   semantic refusal (an unknown model, provider or workspace), never a type, length, blank or required
@@ -14,6 +14,8 @@ from pathlib import Path
 
 import schemathesis
 from schemathesis import Case
+
+INFERENCE_PATHS = ("/responses", "/chat/completions", "/messages", "/embeddings")  # the front doors
 
 CONFIG = str(Path(__file__).with_name("schemathesis.toml"))
 SHAPE_ERRORS = re.compile(
@@ -31,7 +33,7 @@ class GatewayKeys:
         return {"inference": os.environ["GW_FUZZ_INFERENCE_KEY"], "management": os.environ["GW_FUZZ_MANAGEMENT_KEY"]}
 
     def set(self, case, data, ctx):
-        kind = "inference" if case.path == "/responses" else "management"
+        kind = "inference" if case.path in INFERENCE_PATHS else "management"
         case.headers = {**(case.headers or {}), "Authorization": f"Bearer {data[kind]}"}
 
 
