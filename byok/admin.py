@@ -1,3 +1,5 @@
+import json
+
 from django import forms
 from django.contrib import admin
 
@@ -26,11 +28,49 @@ def _credential_field(*, required: bool, help_text: str) -> forms.CharField:
     )
 
 
+class FilterListField(forms.CharField):
+    """A filter as a list, one entry per line (a JSON array or null also works); empty: no restriction."""
+
+    widget = forms.Textarea(attrs={"rows": 3, "spellcheck": "false"})
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("required", False)
+        kwargs.setdefault("help_text", "One per line; empty: no restriction")
+        super().__init__(strip=False, **kwargs)
+
+    def to_python(self, value):
+        text = (value or "").strip()
+        if not text or text == "null":
+            return None
+        if text[0] in '["{':
+            try:
+                return json.loads(text)
+            except ValueError:
+                raise forms.ValidationError("Enter a valid JSON array, or one entry per line.") from None
+        return [line.strip() for line in text.splitlines() if line.strip()]
+
+    def prepare_value(self, value):
+        if isinstance(value, list) and all(isinstance(item, str) and "\n" not in item for item in value):
+            return "\n".join(value)
+        return "" if value is None else value
+
+    def validate(self, value):  # the serializer checks the entries (the API's rules)
+        pass
+
+
+MODELS_HELP = "Model ids (author/slug), one per line; empty: all models"
+HASHES_HELP = "SHA-256 hashes of this account's API keys, one per line; empty: all keys"
+USERS_HELP = "Member user ids of this account, one per line; empty: all members"
+
+
 class ByokKeyAddForm(ServiceValidatedForm):
     """A new key through POST /byok's rules: the serializer (filters of the account, known models), the
     provider's credential shape (byok.shapes), a workspace of the same account; saved by `byok_key_create`."""
 
     key = _credential_field(required=True, help_text=KEY_HELP)
+    allowed_models = FilterListField(help_text=MODELS_HELP)
+    allowed_api_key_hashes = FilterListField(help_text=HASHES_HELP)
+    allowed_user_ids = FilterListField(help_text=USERS_HELP)
     field_aliases = {"workspace_id": "workspace"}
     service_errors = (ShapeError,)
 
@@ -71,6 +111,9 @@ class ByokKeyForm(ServiceValidatedForm):
         help_text="Rotate: new material for this key (same id, filters and position), shape-checked as PATCH "
         "/byok does. Leave empty to keep the current material.",
     )
+    allowed_models = FilterListField(help_text=MODELS_HELP)
+    allowed_api_key_hashes = FilterListField(help_text=HASHES_HELP)
+    allowed_user_ids = FilterListField(help_text=USERS_HELP)
     service_errors = (ShapeError,)
 
     class Meta:

@@ -52,7 +52,8 @@ def refused(response, message: str) -> None:
 def test_staff_add_a_byok_key_seen_by_the_api_and_never_shown(staff, alice, providers):
     assert staff.get("/admin/byok/byokkey/add/").status_code == 200
     hashes = [ApiKey.objects.get(account_id=alice.account_id, kind="inference").hash]
-    form = add_form(alice, allowed_models='["openai/gpt-4o"]', allowed_api_key_hashes=json.dumps(hashes))
+    # A list is one entry per line (a JSON array works too).
+    form = add_form(alice, allowed_models="openai/gpt-4o\r\n\r\n", allowed_api_key_hashes=json.dumps(hashes))
     response = staff.post("/admin/byok/byokkey/add/", form)
     assert response.status_code == 302, (response.context["adminform"].form.errors, response.context["errors"])
     key = ByokKey.objects.get(account_id=alice.account_id)
@@ -61,6 +62,8 @@ def test_staff_add_a_byok_key_seen_by_the_api_and_never_shown(staff, alice, prov
     assert [(item["id"], item["label"]) for item in listed] == [(str(key.pk), key.label)]
     for page in ("/admin/byok/byokkey/", f"/admin/byok/byokkey/{key.pk}/change/"):
         assert SECRET not in staff.get(page).content.decode()
+    change_page = staff.get(f"/admin/byok/byokkey/{key.pk}/change/").content.decode()
+    assert f">\n{hashes[0]}</textarea>" in change_page  # shown one per line, not as JSON
 
 
 @pytest.mark.parametrize(
@@ -72,6 +75,8 @@ def test_staff_add_a_byok_key_seen_by_the_api_and_never_shown(staff, alice, prov
         ({"provider": "nosuch"}, "unknown provider"),
         ({"allowed_models": '["no/such-model"]'}, "unknown model ids"),
         ({"allowed_models": "[]"}, "allowed_models"),
+        ({"allowed_models": "openai/gpt-4o\nno/such-model"}, "unknown model ids"),
+        ({"allowed_models": "[not json"}, "Enter a valid JSON array"),
         ({"allowed_api_key_hashes": json.dumps(["a" * 64])}, "do not belong to a live API key of this account"),
         ({"allowed_user_ids": '["stranger"]'}, "not members of this account"),
         ({"shared_capacity": "sometimes"}, "Select a valid choice"),
