@@ -56,8 +56,7 @@ def pinned_model(ctx: RequestContext, slug: str, request: CanonicalRequest) -> s
 
 
 def auto_route(request: CanonicalRequest, ctx: RequestContext, *, slug: str, options: dict, limits) -> AutoChoice:
-    text, has_image = latest_user_text(request)
-    del text
+    _, has_image = latest_user_text(request)
     classified = classify(request, limits=limits)
     task = classified.task_type
     estimated = sum(len(getattr(p, "text", "") or "") for i in request.input for p in getattr(i, "content", ())) // 4
