@@ -9,7 +9,7 @@ import json
 
 from plugins.files.errors import FileRefused
 from plugins.files.sandbox import html_read
-from plugins.files.sources import LoadedFile
+from plugins.files.sources import MAX_FILE_BYTES, LoadedFile
 
 MAX_HTML_BYTES = 5 * 1024 * 1024  # trafilatura builds a tree of the whole document
 
@@ -41,6 +41,8 @@ def _decoded(file: LoadedFile) -> str:
 
 
 def _check_csv(text: str, name: str) -> None:
+    if csv.field_size_limit() < MAX_FILE_BYTES:  # the default, 128 KiB, refused valid files with a long field
+        csv.field_size_limit(MAX_FILE_BYTES)
     try:
         for _row in csv.reader(io.StringIO(text)):
             pass

@@ -488,3 +488,11 @@ def test_ocr_calls_are_charged_when_the_guardrails_then_deny_the_moderation_engi
     assert "Team policy" in body["error"]["message"]
     (record,) = Generation.objects.filter(account_id=alice.account_id)
     assert record.error_type == "blocked" and record.cost > 0  # the OCR page's call
+
+
+def test_a_csv_with_a_field_longer_than_128_kib_is_read(alice, text_only):
+    Endpoint.objects.filter(model_id="standin/echo").update(context_length=200_000)
+    data = b'id,notes\n1,"' + b"long note " * 20_000 + b'"\n2,short\n'  # 200 kB in one field: valid CSV
+    response = ask(alice, [file_part(data, "text/csv", "notes.csv")])
+    assert response.status_code == 200, response.content
+    assert "2,short" in upstream_text(text_only)
