@@ -15,12 +15,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from decimal import Decimal
 
-import json_repair
 from django.conf import settings
 from django.db import connection
 
 from gateway.accounts.models import Account
 from gateway.errors import GatewayError
+from plugins.healing import repair_bounded
 from routing.attempts import AttemptSequence, AttemptsFailed
 from routing.canonical import CanonicalRequest, CanonicalResponse, Message, TextPart
 from routing.limits import RoutingLimit
@@ -182,9 +182,12 @@ def _answers_block(answers: list[PanelAnswer]) -> str:
 def analysis_parse(text: str) -> dict | None:
     """The analyst's JSON object with the five keys (missing keys as []), None when it sent no object."""
     try:
-        value = json_repair.loads(text)
-    except Exception:  # json_repair raises little, but a model's text is anything
-        return None
+        value = json.loads(text)
+    except ValueError:
+        try:  # json-repair is not linear in the worst case: bounded in a child process (plugins.healing)
+            value = repair_bounded(text)
+        except Exception:  # no JSON found, out of time, or anything else a model's text provokes
+            return None
     if not isinstance(value, dict) or not any(key in value for key in ANALYSIS_KEYS):
         return None
     return {key: value.get(key) or [] for key in ANALYSIS_KEYS}
