@@ -64,9 +64,13 @@ def prepare_run(*, ctx: RequestContext, data: dict) -> ResponseRun:
         ctx = replace(ctx, models=tuple(prepared.models), suffix=prepared.suffix)
         prepared, ran = pre_stages(prepared, ctx)
         ctx = replace(ctx, models=tuple(prepared.models), request=prepared.canonical)
-        plan = response_plan(ctx=ctx, prepared=prepared)
-        planned.append(plan)
-        run = response_hold(ctx=ctx, prepared=prepared, plan=plan)
+        try:
+            plan = response_plan(ctx=ctx, prepared=prepared)
+            planned.append(plan)
+            run = response_hold(ctx=ctx, prepared=prepared, plan=plan)
+        except GatewayError:  # nothing routable, or no credits: the paid checks that ran are still charged
+            response_charge_checks(ctx=ctx, prepared=prepared, cost=prepared.stage_cost)
+            raise
     run.pipeline += ran + stages.post_stage_notes(ctx)
     return run
 

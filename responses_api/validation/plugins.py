@@ -125,6 +125,18 @@ PLUGIN_SERIALIZERS: dict[str, type[serializers.Serializer]] = {
 }
 
 
+def unknown_fields(serializer: serializers.Serializer, data: dict, prefix: str = "") -> list[str]:
+    """The keys of `data` (and of its nested objects) that the serializer has no field for, as dotted names."""
+    found = []
+    for name, value in data.items():
+        field = serializer.fields.get(name)
+        if field is None:
+            found.append(prefix + name)
+        elif isinstance(field, serializers.Serializer) and isinstance(value, dict):
+            found += unknown_fields(field, value, prefix=f"{prefix}{name}.")
+    return sorted(found)
+
+
 PLUGINS_FIELD_SCHEMA = PolymorphicProxySerializer(
     component_name="Plugin", serializers={**PLUGIN_SERIALIZERS}, resource_type_field_name="id", many=True
 )
@@ -140,6 +152,7 @@ class PluginsField(serializers.Field):
             raise serializers.ValidationError("must be an array of plugin objects")
         check_count(data, MAX_PLUGINS, "plugins")
         cleaned, errors = [], {}
+        seen: dict[str, int] = {}
         for index, plugin in enumerate(data):
             if not isinstance(plugin, dict) or "id" not in plugin:
                 errors[index] = {"id": "is required"}
@@ -150,8 +163,12 @@ class PluginsField(serializers.Field):
                     "id": f'"{plugin["id"]}" is not a known plugin; expected one of {sorted(PLUGIN_SERIALIZERS)}'
                 }
                 continue
+            if plugin["id"] in seen:  # which entry would win is a guess: refused
+                errors[index] = {"id": f'"{plugin["id"]}" is given twice (plugins[{seen[plugin["id"]]}] too)'}
+                continue
+            seen[plugin["id"]] = index
             serializer = serializer_class(data=plugin)
-            unknown = sorted(set(plugin) - set(serializer.fields))
+            unknown = unknown_fields(serializer, plugin)
             if unknown:  # a field the plugin does not have would be accepted and ignored: refused
                 errors[index] = {name: f'is not a field of the "{plugin["id"]}" plugin' for name in unknown}
                 continue

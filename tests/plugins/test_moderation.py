@@ -284,3 +284,14 @@ def test_a_refused_request_is_charged_for_the_engine_call_that_refused_it(alice,
     assert float(before - Account.objects.get(pk=alice.account_id).balance) == pytest.approx(0.0002, abs=1e-9)
     assert refused.plugins is None or "Something" not in json.dumps(refused.plugins)
     assert generation_calls(moderations) == []
+
+
+def test_the_engine_call_is_charged_when_routing_then_refuses(alice, moderations):
+    # Moderation passed (a paid call), then nothing can serve the request (no endpoint takes the parameter):
+    # the check is charged, as a failed generation; nothing reached a model.
+    response = ask(alice, "A perfectly pleasant question", provider={"only": ["no-such-provider"]})
+    assert 400 <= response.status_code < 500, response.content
+    refused = Generation.objects.get(account_id=alice.account_id)
+    assert (refused.status, refused.error_type) == ("failed", "blocked")
+    assert float(refused.cost) == pytest.approx(0.0002, abs=1e-9)
+    assert generation_calls(moderations) == []

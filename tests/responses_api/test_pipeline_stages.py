@@ -215,3 +215,12 @@ def test_a_plugin_field_the_plugin_does_not_have_is_refused_not_ignored(alice, s
         body = assert_error_envelope(ask(alice.client(), plugins=[plugin]), 400)
         (field,) = set(plugin) - {"id"}
         assert field in body["error"]["message"] and plugin["id"] in body["error"]["message"]
+
+
+def test_a_plugin_given_twice_or_with_an_unknown_nested_field_is_refused(alice, standin_catalog):
+    twice = [{"id": "response-healing"}, {"id": "response-healing", "enabled": False}]
+    body = assert_error_envelope(ask(alice.client(), plugins=twice), 400)
+    assert "given twice" in body["error"]["message"]
+    nested = [{"id": "file-parser", "pdf": {"engine": "pdf-text", "engnie": "x"}}]
+    body = assert_error_envelope(ask(alice.client(), plugins=nested), 400)
+    assert "pdf.engnie" in body["error"]["message"]
