@@ -25,7 +25,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, replace
-from typing import ClassVar
+from typing import ClassVar, cast
 from urllib.parse import urlencode
 
 import urllib3
@@ -39,7 +39,7 @@ from urllib3.exceptions import (
     NewConnectionError,
     ReadTimeoutError,
 )
-from urllib3.response import BaseHTTPResponse
+from urllib3.response import HTTPResponse
 from urllib3.util import connection as urllib3_connection
 
 from gateway.netaddr import is_public_address
@@ -294,7 +294,7 @@ class Response:
 
     __slots__ = ("status_code", "headers", "raw", "content", "gateway_watch")
 
-    def __init__(self, raw: BaseHTTPResponse, watch: "_Watch"):
+    def __init__(self, raw: HTTPResponse, watch: "_Watch"):
         self.raw = raw
         self.status_code = raw.status
         self.headers = raw.headers  # case-insensitive
@@ -401,7 +401,7 @@ def request(
         raise
     finally:
         _current_watch.reset(context)
-    response = Response(raw, watch)
+    response = Response(cast(HTTPResponse, raw), watch)  # what urlopen returns (typed as its base class)
     try:
         if not 200 <= response.status_code < 300:
             WATCHDOG.arm(watch, max(head_deadline, time.monotonic() + timeouts.read))

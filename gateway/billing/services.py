@@ -350,7 +350,7 @@ def credits_settle(*, reservation: ReservationHandle, cost: Decimal, is_byok: bo
 def _close(reservation: ReservationHandle, *, outcome: dict[str, Any], cost: Decimal) -> Decimal | None:
     """Close an open hold, charging at most `cost`; None when it was already closed."""
     if connection.vendor == "postgresql":
-        params = {
+        params: dict[str, Any] = {
             name: value
             if value is None or type(value) is _PLAIN_COLUMNS.get(name)
             else _OUTCOME_COLUMNS[name].get_db_prep_save(value, connection)

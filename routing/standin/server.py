@@ -58,7 +58,8 @@ def _first_tool(body: dict) -> str:
 
 def _tool_names(body: dict) -> set[str]:
     tools = (body.get("tools") or []) + ((body.get("toolConfig") or {}).get("tools") or [])
-    return {t.get("name") or (t.get("function") or t.get("toolSpec") or {}).get("name") for t in tools}
+    names = {t.get("name") or (t.get("function") or t.get("toolSpec") or {}).get("name") for t in tools}
+    return {name for name in names if isinstance(name, str)}
 
 
 def _tool_results(value) -> int:
