@@ -1,5 +1,6 @@
 """`tools` and `tool_choice`."""
 
+import json
 import re
 
 from drf_spectacular.utils import extend_schema_field
@@ -97,10 +98,49 @@ OTHER_TOOL_SCHEMA = {
     "additionalProperties": True,
     "properties": {"type": {"type": "string", "enum": list(OTHER_TOOL_TYPES)}},
 }
+DOMAINS_SCHEMA = {"type": "array", "maxItems": 100, "items": {"type": "string", "minLength": 1, "maxLength": 300}}
+PARAMETER_SCHEMAS = {
+    "timezone": {"type": "string", "minLength": 1, "maxLength": 64},
+    "engine": {"type": "string", "minLength": 1, "maxLength": 40},
+    "max_results": {"type": "integer", "minimum": 1, "maximum": 20},
+    "max_uses": {"type": "integer", "minimum": 1, "maximum": 50},
+    "max_content_tokens": {"type": "integer", "minimum": 1},
+    "allowed_domains": DOMAINS_SCHEMA,
+    "excluded_domains": DOMAINS_SCHEMA,
+    "blocked_domains": DOMAINS_SCHEMA,
+}
+RUN_TOOL_SCHEMAS = [
+    {
+        "type": "object",
+        "required": ["type"],
+        "properties": {
+            "type": {"type": "string", "enum": [kind, kind.replace("gateway:", "openrouter:", 1)]},
+            "parameters": {
+                "type": "object",
+                "additionalProperties": False,
+                "properties": {name: PARAMETER_SCHEMAS[name] for name in names},
+            },
+        },
+    }
+    for kind, names in RUN_TOOL_PARAMETERS.items()
+]
+NOT_RUN_TOOL_SCHEMA = {
+    **OTHER_TOOL_SCHEMA,
+    "properties": {
+        "type": {
+            "type": "string",
+            "enum": [
+                kind
+                for kind in OTHER_TOOL_TYPES
+                if kind.replace("openrouter:", "gateway:", 1) not in RUN_TOOL_PARAMETERS
+            ],
+        }
+    },
+}
 TOOLS_FIELD_SCHEMA = {
     "type": "array",
     "maxItems": MAX_TOOLS,
-    "items": {"anyOf": [FUNCTION_TOOL_SCHEMA, OTHER_TOOL_SCHEMA]},
+    "items": {"anyOf": [FUNCTION_TOOL_SCHEMA, *RUN_TOOL_SCHEMAS, NOT_RUN_TOOL_SCHEMA]},
     "description": "Function tools (names unique; `defer_loading` needs the gateway:tool_search tool and at least "
     "one function tool not deferred) and other tool kinds by type",
 }
@@ -176,6 +216,18 @@ def _server_tool_parameters(kind: str, parameters) -> str | None:
     unknown = sorted(set(parameters) - set(RUN_TOOL_PARAMETERS[kind]))
     if unknown:
         return f"{unknown[0]} is not supported for {kind}; supported: {', '.join(RUN_TOOL_PARAMETERS[kind])}"
+    for name, value in parameters.items():
+        schema = PARAMETER_SCHEMAS[name]
+        if schema["type"] == "integer":
+            valid = isinstance(value, int) and not isinstance(value, bool) and schema["minimum"] <= value
+            valid = valid and value <= schema.get("maximum", value)
+        elif schema["type"] == "string":
+            valid = isinstance(value, str) and 0 < len(value) <= schema["maxLength"]
+        else:
+            valid = isinstance(value, list) and len(value) <= 100
+            valid = valid and all(isinstance(item, str) and 0 < len(item) <= 300 for item in value)
+        if not valid:
+            return f"{name}: must match {json.dumps(schema)}"
     return None
 
 
@@ -195,9 +247,10 @@ STOP_CONDITIONS_SCHEMA = {
             {
                 "type": "object",
                 "required": ["type", name],
+                "additionalProperties": False,
                 "properties": {
                     "type": {"type": "string", "enum": [kind]},
-                    name: {"type": "string", "minLength": 1}
+                    name: {"type": "string", "minLength": 1, "maxLength": 200}
                     if kind_type is str
                     else {"type": "integer" if kind_type is int else "number", "minimum": 0},
                 },

@@ -229,12 +229,22 @@ def test_web_search_without_an_engine_configured_is_400(alice, standin_catalog, 
     "body",
     [
         {"tools": [{"type": "gateway:datetime", "parameters": {"zone": "UTC"}}]},
+        {"tools": [{"type": "gateway:search_models", "parameters": {"max_results": "lots"}}]},
+        {"tools": [{"type": "gateway:web_fetch", "parameters": {"max_uses": 51}}]},
         {"tools": [{"type": "gateway:datetime"}, {**WEATHER, "name": "gateway_datetime"}]},
         {"tools": [{"type": "gateway:datetime"}], "stop_server_tools_when": [{"type": "step_count_is"}]},
         {"tools": [{"type": "gateway:datetime"}], "stop_server_tools_when": [{"type": "when_bored"}]},
         {"tools": [{"type": "gateway:datetime"}], "max_tool_calls": 31},
     ],
-    ids=["unknown-parameter", "name-clash", "condition-without-field", "unknown-condition", "over-30"],
+    ids=[
+        "unknown-parameter",
+        "parameter-type",
+        "parameter-range",
+        "name-clash",
+        "condition-without-field",
+        "unknown-condition",
+        "over-30",
+    ],
 )
 def test_bad_server_tool_requests_are_400(alice, standin_catalog, body):
     response = alice.client().post("/api/v1/responses", {"model": "standin/echo", "input": "Hi", **body}, format="json")
