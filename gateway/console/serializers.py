@@ -1,11 +1,13 @@
 import datetime as dt
 import re
 
+from django.core.validators import RegexValidator
 from rest_framework import serializers
 
 from gateway import fields
 
 KEY_HASH = re.compile(r"^[0-9a-f]{64}$")
+DAY = re.compile(r"^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])$")
 ACTIVITY_DAYS = 30
 
 
@@ -13,16 +15,21 @@ class ActivityQuerySerializer(serializers.Serializer):
     date = fields.CharField(
         required=False,
         max_length=10,
+        validators=[RegexValidator(DAY, "must be a date YYYY-MM-DD")],
         help_text=f"One UTC day (YYYY-MM-DD) within the last {ACTIVITY_DAYS} days; all of them when omitted",
     )
     api_key_hash = fields.CharField(
-        required=False, min_length=64, max_length=64, help_text="Only this API key's requests (its SHA-256 hash)"
+        required=False,
+        min_length=64,
+        max_length=64,
+        validators=[RegexValidator(KEY_HASH, "must be exactly 64 lowercase hexadecimal characters")],
+        help_text="Only this API key's requests (its SHA-256 hash)",
     )
     workspace_id = fields.UUIDField(required=False, help_text="Only this workspace's requests")
 
     def validate_date(self, value: str) -> dt.date:
         try:
-            day = dt.date.fromisoformat(value) if re.fullmatch(r"\d{4}-\d{2}-\d{2}", value) else None
+            day = dt.date.fromisoformat(value) if DAY.match(value) else None
         except ValueError:
             day = None
         if day is None:
