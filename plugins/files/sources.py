@@ -63,7 +63,11 @@ def file_name(part: FilePart, index: int) -> str:
     if part.filename:
         return part.filename
     if part.file_url:
-        tail = unquote(urlsplit(part.file_url).path.rsplit("/", 1)[-1])
+        try:
+            path = urlsplit(part.file_url).path
+        except ValueError:  # not a URL (e.g. "http://[bad"): its fetch is refused with the file's name
+            path = ""
+        tail = unquote(path.rsplit("/", 1)[-1])
         if tail:
             return tail[:200]
     return f"file-{index}"

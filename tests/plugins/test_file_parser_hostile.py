@@ -225,3 +225,15 @@ def test_slow_file_urls_share_one_fetching_budget(alice, file_server, monkeypatc
         body = assert_error_envelope(ask(alice, parts), 400)
     assert "fetching took longer than 0.5 s" in body["error"]["message"]
     assert time.monotonic() - started < 2.5  # one budget, not 4 x 3 s
+
+
+def test_a_file_url_that_is_not_a_url_is_a_400_naming_the_file(alice, standin_catalog):
+    part = {"type": "input_file", "file_url": "http://[not-an-address/doc.pdf"}
+    body = {
+        "model": "standin/echo",
+        "input": [{"type": "message", "role": "user", "content": [part]}],
+        "plugins": [{"id": "file-parser", "pdf": {"engine": "pdf-text"}}],
+    }
+    response = alice.client().post("/api/v1/responses", body, format="json")
+    assert response.status_code == 400, response.content
+    assert response.json()["error"]["code"] == 400
