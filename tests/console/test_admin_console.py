@@ -121,8 +121,14 @@ def test_account_page_shows_keys_usage_limit_ledger_and_requests(staff, alice, s
         assert shown in page, shown
     assert PROMPT not in page
 
+    from gateway.billing.models import LedgerEntry
+
+    LedgerEntry.objects.create(
+        account_id=alice.account_id, kind="charge", amount=Decimal("-0.5"), api_key=key, is_byok=True
+    )
     keys = page_text(staff.get("/admin/accounts/apikey/"))
     assert "usage (USD)" in keys and f"${cost:,.4f}" in keys and "left of $3.0000 (daily)" in keys
+    assert "BYOK usage (USD)" in keys and "$0.5000" in keys  # apart from the credits usage
     assert "no limit" in keys  # the management key
 
 
