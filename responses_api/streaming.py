@@ -81,6 +81,9 @@ def _relay(run: ResponseRun, stream: AttemptStream, renderer: StreamRenderer) ->
     # A post-stage sees the whole answer before the client does: then the steps are kept (the fold has them)
     # and only keep-alives go out until the stages passed it.
     buffered = bool(stages.wanted_post_stages(run.ctx))
+    # Whatever read the database since the upstream call began (a cached version check) must not keep a pooled
+    # connection for the whole stream: a burst of streams would exhaust the pool.
+    release_db_connection()
     interval = settings.STREAM_KEEPALIVE_SECONDS
     written = time.monotonic()
     for steps in stream.events():

@@ -67,7 +67,12 @@ def _refresh(counters: _Counters) -> None:
         started = time.monotonic()
         if started - counters.read_at < settings.CACHE_VERSION_CHECK_SECONDS:
             return
+        had_connection = connection.connection is not None
         counters.stored = dict(Version.objects.values_list("name", "value"))
+        if not had_connection and not connection.in_atomic_block:
+            # A thread that held no connection (one waiting on an upstream, relaying a stream) gives back the one
+            # this read took: otherwise it would keep a pooled connection until its request ends.
+            connection.close()
         counters.read_at = started
         counters.retoken()
 
