@@ -36,7 +36,7 @@ def refused_within(url: str, headers: dict, status: int, limit: float) -> float:
     raise AssertionError(f"{url} still not {status} after {limit} s")
 
 
-def test_load_spread_over_two_instances_is_served_and_billed_once(instances, alice, standin_catalog):
+def test_load_spread_over_two_instances_is_served_and_billed_once(alice, standin_catalog, instances):
     headers = {"Authorization": f"Bearer {alice.api_key}"}
     ids = []
     for index in range(10):
