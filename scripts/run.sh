@@ -38,4 +38,4 @@ echo "Try: curl -H \"Authorization: Bearer ${mk}\" http://127.0.0.1:${PORT}/api/
 echo
 # Workers, threads, timeouts, request limits and the JSON protocol-error worker: gateway/gunicorn_conf.py
 # (WEB_CONCURRENCY and GUNICORN_THREADS still set the worker and thread counts).
-gunicorn -c python:gateway.gunicorn_conf gateway.wsgi:application --bind "127.0.0.1:${PORT}" --access-logfile -
+gunicorn -c python:gateway.gunicorn_conf gateway.wsgi:application --bind "127.0.0.1:${PORT}"
