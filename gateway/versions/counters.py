@@ -34,7 +34,8 @@ class _Counters:
     """This process's view: the stored values as read at `read_at`, and its own bumps on top of them."""
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
+        self.lock = threading.Lock()  # the values and tokens (held briefly, never across a query)
+        self.reading = threading.Lock()  # held by the one thread reading the stored values
         self.read_at = -math.inf  # time.monotonic() just before the last read; never read yet
         self.stored: dict[str, str] = {}
         self.local: dict[str, int] = {}
@@ -62,19 +63,27 @@ def version_current(name: str) -> str:
 
 
 def _refresh(counters: _Counters) -> None:
-    """Read every counter in one statement; one thread reads while the others wait for its answer."""
-    with counters.lock:
+    """Read every counter in one statement, by one thread at a time; the others go on with the values read last
+    (never waiting on it: a reader waiting for a pooled connection while threads that hold connections waited
+    for the reader stalled a cold burst of streams for pool timeouts on end)."""
+    if not counters.reading.acquire(blocking=False):
+        return
+    try:
         started = time.monotonic()
         if started - counters.read_at < settings.CACHE_VERSION_CHECK_SECONDS:
             return
         had_connection = connection.connection is not None
-        counters.stored = dict(Version.objects.values_list("name", "value"))
+        stored = dict(Version.objects.values_list("name", "value"))
         if not had_connection and not connection.in_atomic_block:
             # A thread that held no connection (one waiting on an upstream, relaying a stream) gives back the one
             # this read took: otherwise it would keep a pooled connection until its request ends.
             connection.close()
-        counters.read_at = started
-        counters.retoken()
+        with counters.lock:
+            counters.stored = stored
+            counters.read_at = started
+            counters.retoken()
+    finally:
+        counters.reading.release()
 
 
 def version_bump(name: str) -> None:
