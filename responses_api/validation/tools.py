@@ -2,6 +2,7 @@
 
 import json
 import re
+from typing import Any
 
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
@@ -99,7 +100,7 @@ OTHER_TOOL_SCHEMA = {
     "properties": {"type": {"type": "string", "enum": list(OTHER_TOOL_TYPES)}},
 }
 DOMAINS_SCHEMA = {"type": "array", "maxItems": 100, "items": {"type": "string", "minLength": 1, "maxLength": 300}}
-PARAMETER_SCHEMAS = {
+PARAMETER_SCHEMAS: dict[str, dict[str, Any]] = {
     "timezone": {"type": "string", "minLength": 1, "maxLength": 64},
     "engine": {"type": "string", "minLength": 1, "maxLength": 40},
     "max_results": {"type": "integer", "minimum": 1, "maximum": 20},
