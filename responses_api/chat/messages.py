@@ -5,7 +5,7 @@ https://platform.openai.com/docs/api-reference/chat/create, with errors named li
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from responses_api.validation.checks import MISSING, Fields, check_count, raise_indexed
+from responses_api.validation.checks import MISSING, Fields, check_count, convert_each, raise_indexed
 from responses_api.validation.items import DETAILS, URL_PREFIXES
 from responses_api.validation.limits import MAX_CONTENT_PARTS, MAX_INPUT_ITEMS
 
@@ -196,19 +196,7 @@ def _message(message: dict) -> tuple[list[dict], dict]:
 
 def validate_messages(messages: list) -> list[dict]:
     """Responses input items for the chat messages, in order (an assistant turn may become several)."""
-    check_count(messages, MAX_INPUT_ITEMS, "messages")
-    items: list[dict] = []
-    errors: dict[int, object] = {}
-    for index, message in enumerate(messages):
-        if not isinstance(message, dict):
-            errors[index] = "must be an object"
-            continue
-        converted, error = _message(message)
-        if error:
-            errors[index] = error
-        items += converted
-    raise_indexed(errors)
-    return items
+    return convert_each(messages, _message, limit=MAX_INPUT_ITEMS, what="messages")
 
 
 _NAME = {"type": "string", "minLength": 1, "maxLength": 256}

@@ -7,7 +7,8 @@ from rest_framework import serializers
 
 from gateway import fields
 from gateway.fields import INT_MAX
-from responses_api.chat.validation import InlineChoiceField, LentFieldsSerializer
+from responses_api.chat.validation import InlineChoiceField
+from responses_api.validation.common import LentFieldsSerializer
 from responses_api.validation.objects import ProviderPreferencesSerializer
 from responses_api.validation.request import MODEL_ID_MAX
 

@@ -7,7 +7,7 @@ import json
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from responses_api.validation.checks import MISSING, Fields, check_count, raise_indexed
+from responses_api.validation.checks import MISSING, Fields, check_count, convert_each, raise_indexed
 from responses_api.validation.limits import MAX_CONTENT_PARTS, MAX_INPUT_ITEMS
 
 THINKING_FORMAT = "anthropic-claude-v1"  # routing.providers.anthropic.request.FORMAT: replayable there
@@ -225,19 +225,7 @@ def _turn(message: dict) -> tuple[list[dict], dict]:
 
 
 def validate_turns(messages: list) -> list[dict]:
-    check_count(messages, MAX_INPUT_ITEMS, "messages")
-    items: list[dict] = []
-    errors: dict[int, object] = {}
-    for index, message in enumerate(messages):
-        if not isinstance(message, dict):
-            errors[index] = "must be an object"
-            continue
-        converted, error = _turn(message)
-        if error:
-            errors[index] = error
-        items += converted
-    raise_indexed(errors)
-    return items
+    return convert_each(messages, _turn, limit=MAX_INPUT_ITEMS, what="messages")
 
 
 def validate_system(system) -> list[dict]:

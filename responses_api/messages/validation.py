@@ -5,8 +5,9 @@ from django.core.validators import RegexValidator
 from rest_framework import serializers
 
 from gateway import fields
-from responses_api.chat.validation import MSG_FUNCTION_NAME, InlineChoiceField, LentFieldsSerializer
+from responses_api.chat.validation import MSG_FUNCTION_NAME, InlineChoiceField
 from responses_api.messages.blocks import SystemField, TurnsField
+from responses_api.validation.common import LentFieldsSerializer
 from responses_api.validation.objects import DebugSerializer, ProviderPreferencesSerializer
 from responses_api.validation.plugins import PluginsField
 from responses_api.validation.request import MODEL_ID_MAX

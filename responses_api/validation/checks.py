@@ -6,7 +6,7 @@ They apply the same strict JSON rules as `gateway.fields` and collect errors per
 callers turn them into one ValidationError whose paths read like `input[3].content[0].text`.
 """
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from rest_framework import serializers
@@ -124,3 +124,24 @@ def raise_indexed(errors: Mapping[int, object]) -> None:
     if errors:
         first: Any = dict(list(errors.items())[:MAX_ERRORS])  # DRF takes integer keys too (list positions)
         raise serializers.ValidationError(first)
+
+
+Convert = Callable[[dict], tuple[list[dict], object]]  # an object -> (its input items, its errors or None)
+
+
+def convert_each(values: list, convert: Convert, *, limit: int, what: str) -> list[dict]:
+    """Each object of `values` converted to input items (one value may become several), in order; the errors
+    of all of them raised together, by index (a value that is not an object is one)."""
+    check_count(values, limit, what)
+    items: list[dict] = []
+    errors: dict[int, object] = {}
+    for index, value in enumerate(values):
+        if not isinstance(value, dict):
+            errors[index] = "must be an object"
+            continue
+        converted, error = convert(value)
+        if error:
+            errors[index] = error
+        items += converted
+    raise_indexed(errors)
+    return items

@@ -1,11 +1,9 @@
 """The Responses request body (spec "Response request")."""
 
-from typing import ClassVar
-
 from rest_framework import serializers
 
 from gateway import fields
-from responses_api.validation.common import AnyField
+from responses_api.validation.common import AnyField, LentFieldsSerializer
 from responses_api.validation.items import InputField
 from responses_api.validation.objects import (
     CacheControlSerializer,
@@ -34,7 +32,7 @@ INCLUDES = (
 SERVICE_TIERS = ("auto", "default", "fast", "flex", "priority", "scale")
 
 
-class ResponseCreateRequestSerializer(serializers.Serializer):
+class ResponseCreateRequestSerializer(LentFieldsSerializer):  # its field tree is lent, not rebuilt
     model = fields.CharField(required=False, max_length=MODEL_ID_MAX)
     models = fields.ListField(
         child=fields.CharField(max_length=MODEL_ID_MAX), required=False, min_length=1, max_length=16
@@ -81,33 +79,6 @@ class ResponseCreateRequestSerializer(serializers.Serializer):
     text = TextConfigSerializer(required=False)
     trace = TraceSerializer(required=False)
     truncation = fields.ChoiceField(choices=["auto", "disabled"], required=False, allow_null=True)
-
-    # Bound field trees not in use: DRF deep-copies and binds every declared field (nested serializers' too)
-    # for each instance, most of a small request's validation CPU. A tree is built once and lent to one
-    # validation at a time (list pop/append are atomic), so its fields' parent is the instance that built it:
-    # harmless, as no field here reads its parent's state (no context, no partial, no instance).
-    _spare_trees: ClassVar[dict[type, list]] = {}  # per class: a subclass's fields differ
-    SPARE_TREES: ClassVar[int] = 16  # about the validations that run at once (they hold the GIL)
-
-    @property
-    def fields(self):  # DRF: a cached_property, here a lent tree
-        tree = self.__dict__.get("_tree")
-        if tree is None:
-            try:
-                tree = self._spare_trees.get(type(self), []).pop()
-            except IndexError:
-                tree = super().fields
-            self.__dict__["_tree"] = tree
-        return tree
-
-    def is_valid(self, *, raise_exception: bool = False) -> bool:
-        try:
-            return super().is_valid(raise_exception=raise_exception)
-        finally:
-            tree = self.__dict__.pop("_tree", None)
-            spare = self._spare_trees.setdefault(type(self), [])
-            if tree is not None and len(spare) < self.SPARE_TREES:
-                spare.append(tree)
 
     def validate_store(self, value):
         if value:
