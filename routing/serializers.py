@@ -160,35 +160,17 @@ def model_record(model) -> dict:
     if top is None and model.kind == ModelKind.ROUTER:
         return router_record(model)
     assert top is not None, "the catalog lists only models with a live endpoint"
-    return ModelRecordSerializer(
-        {
-            "id": model.id,
-            "canonical_slug": model.id,
-            "name": model.name,
-            "created": model.created,
-            "description": model.description,
-            "context_length": model.context_length,
-            "architecture": architecture(model),
-            "pricing": {**endpoint_pricing(top), "image": "0"},
-            "top_provider": {
-                "context_length": top.context_length,
-                "max_completion_tokens": top.max_completion_tokens,
-                "is_moderated": False,
-            },
-            "per_request_limits": None,
-            "supported_parameters": model.supported_parameters,
-            "default_parameters": None,
-            "supported_voices": None,
-            "knowledge_cutoff": None,
-            "expiration_date": None,
-            "links": {"details": f"/api/v1/models/{model.id}/endpoints"},
-        }
-    ).data
+    pricing = {**endpoint_pricing(top), "image": "0"}
+    return _record(model, pricing=pricing, context_length=top.context_length, max_tokens=top.max_completion_tokens)
 
 
 def router_record(model) -> dict:
     """A router slug (plugins.routers): priced by the model it routes to, so its prices are "-1"."""
     unknown = {name: "-1" for name in ModelPricingSerializer().fields}
+    return _record(model, pricing=unknown, context_length=model.context_length, max_tokens=None)
+
+
+def _record(model, *, pricing: dict, context_length: int | None, max_tokens: int | None) -> dict:
     return ModelRecordSerializer(
         {
             "id": model.id,
@@ -198,10 +180,10 @@ def router_record(model) -> dict:
             "description": model.description,
             "context_length": model.context_length,
             "architecture": architecture(model),
-            "pricing": unknown,
+            "pricing": pricing,
             "top_provider": {
-                "context_length": model.context_length,
-                "max_completion_tokens": None,
+                "context_length": context_length,
+                "max_completion_tokens": max_tokens,
                 "is_moderated": False,
             },
             "per_request_limits": None,
