@@ -6,6 +6,7 @@ from rest_framework.views import APIView
 from gateway.accounts.permissions import IsInferenceKey
 from gateway.api import error_responses
 from responses_api import pipeline
+from responses_api.embeddings.service import refuse_embedding_models
 from responses_api.metadata import view_error_metadata
 from responses_api.schema import ResponseResultSerializer, ResponseStreamEventSerializer
 from responses_api.validation.request import ResponseCreateRequestSerializer
@@ -49,6 +50,7 @@ class ResponseCreateApi(APIView):
     def post(self, request):
         """The life of the request is responses_api.pipeline, top to bottom."""
         data = pipeline.validate(request)
+        refuse_embedding_models(data)  # an embedding model answers on /embeddings only
         run = pipeline.prepare_run(ctx=pipeline.authenticate(request, data), data=data)
         if run.stream:
             response = StreamingHttpResponse(pipeline.respond_stream(run), content_type="text/event-stream")

@@ -94,6 +94,8 @@ def test_models_of_the_other_kind_are_400(alice, standin_catalog):
         format="json",
     )
     assert "/embeddings" in assert_error_envelope(embedding_model, 400)["error"]["message"]
+    on_responses = alice.client().post("/api/v1/responses", {"model": "standin/embed", "input": "hi"}, format="json")
+    assert "/embeddings" in assert_error_envelope(on_responses, 400)["error"]["message"]
     assert not embedding_calls(standin_catalog)
 
 
