@@ -69,13 +69,17 @@ class ProviderAdapter(ABC):
         self, request: EmbeddingRequest, *, base_url: str, credentials: ProviderCredentials
     ) -> UpstreamRequest:
         """The upstream HTTP request for embeddings (adapters with `supports_embeddings`)."""
-        raise UpstreamError(
-            error_type=ErrorType.INVALID_REQUEST, message=f"{self.kind} endpoints serve no embeddings", retryable=True
-        )
+        raise self._no_embeddings()
 
     def parse_embeddings(self, body: dict, *, expected: int) -> EmbeddingResponse:
-        """A successful embeddings body: exactly `expected` vectors in input order, or an UpstreamError."""
-        raise NotImplementedError
+        """A successful embeddings body: exactly `expected` vectors in input order, or an UpstreamError (an adapter
+        without embeddings never gets this far: its build_embeddings_request refuses first)."""
+        raise self._no_embeddings()
+
+    def _no_embeddings(self) -> UpstreamError:
+        return UpstreamError(
+            error_type=ErrorType.INVALID_REQUEST, message=f"{self.kind} endpoints serve no embeddings", retryable=True
+        )
 
     def map_error(self, status: int, body: bytes, headers: Mapping[str, str]) -> UpstreamError:
         """Default mapping for JSON error bodies of the `{"error": {"message", "type", "code"}}` family."""
