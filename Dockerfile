@@ -17,13 +17,13 @@ RUN groupadd --system --gid 10001 gateway \
     && python -m venv /opt/venv
 
 WORKDIR /app
-# Dependencies first (a layer reused while only the code changes), then the code, installed in place.
-COPY pyproject.toml README.md ./
-RUN mkdir -p gateway responses_api byok routing plugins guardrails \
-    && pip install . \
-    && pip uninstall -y model-gateway
+# Dependencies first, exactly as locked (requirements.lock: every package pinned with its hashes; `make lock`
+# updates it), a layer reused while only the code changes; then the code, installed in place without dependencies
+# and with the locked setuptools.
+COPY requirements.lock ./
+RUN pip install --require-hashes -r requirements.lock
 COPY . .
-RUN pip install --no-deps -e . \
+RUN pip install --no-deps --no-build-isolation -e . \
     && SECRET_KEY=collectstatic-only python manage.py collectstatic --noinput \
     && python -m compileall -q gateway responses_api byok routing plugins guardrails \
     && chmod -R a+rX /app

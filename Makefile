@@ -4,15 +4,35 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint format typecheck install fuzz
+# pip-tools for `make lock`, in a venv of its own (never the project's).
+LOCK_TOOLS ?= /tmp/model-gateway-pip-tools
+LOCK_FLAGS := --quiet --generate-hashes --strip-extras --allow-unsafe --no-emit-index-url --no-emit-find-links \
+	--build-deps-for editable
 
-$(STAMP): pyproject.toml
+.PHONY: run test lint format typecheck install fuzz lock
+
+## The venv from the lock file only: every package pinned with its hashes (requirements-dev.lock: runtime + dev),
+## then the project itself in place without dependencies and with the locked setuptools (no build isolation).
+$(STAMP): requirements-dev.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --require-hashes -r requirements-dev.lock
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
 install: $(STAMP)
+
+## Re-pin pyproject.toml's ranges into requirements-dev.lock (runtime + dev: make install, make test, CI) and
+## requirements.lock (runtime: the Dockerfile), with hashes, for Python 3.11 on Linux x86_64. Pins that still fit
+## are kept; `make lock LOCK_ARGS=--upgrade` takes the newest of everything, `LOCK_ARGS='--upgrade-package django'`
+## of one. The runtime lock starts from the dev lock's pins, so the image runs the versions the tests ran.
+lock:
+	test -x $(LOCK_TOOLS)/bin/pip-compile || { $(PYTHON) -m venv $(LOCK_TOOLS) \
+		&& $(LOCK_TOOLS)/bin/python -m pip install --quiet --upgrade pip 'pip-tools==7.6.2'; }
+	CUSTOM_COMPILE_COMMAND="make lock" $(LOCK_TOOLS)/bin/pip-compile $(LOCK_FLAGS) $(LOCK_ARGS) --extra dev \
+		-o requirements-dev.lock pyproject.toml
+	grep -E '^[A-Za-z0-9]' requirements-dev.lock | cut -d' ' -f1 > requirements.lock
+	CUSTOM_COMPILE_COMMAND="make lock" $(LOCK_TOOLS)/bin/pip-compile $(LOCK_FLAGS) -o requirements.lock pyproject.toml
 
 ## Set everything up on the embedded defaults and run the gateway on 127.0.0.1:$${PORT:-8000}.
 run: $(STAMP)
