@@ -1,21 +1,30 @@
 """The server-tool loop: the gateway runs the server tools of a request (`{"type": "gateway:<tool>"}`, alias
-`openrouter:<tool>`) that it declared to the model as functions (`gateway_<tool>`: responses_api.normalize), and
-calls the model again with the results, until it answers without calling one.
+`openrouter:<tool>`) that it declared to the model as functions (`gateway_<tool>`: routing.stages.SERVER_FUNCTIONS),
+and calls the model again with the results, until it answers without calling one.
 
 A post-stage: the first round is the request's own attempt sequence; each later round is one more pass over the
 plan through `ctx.tool_loop.call` (responses_api.service.ResponseRun.tool_round), billed with the request. The loop
 ends when the model answers without server-tool calls, when it calls a caller's function tool (returned to the
 caller as usual; server calls made beside it are not run), or when `max_tool_calls` calls ran or a
 `stop_server_tools_when` condition holds: then the model is called once more without the server tools, so that it
-answers. The calls ran are output items of their own types (`gateway:datetime`, ...: plugins.tools), in the output
-where the model made them; `gateway_metadata.pipeline` has a `server_tools` entry with the calls per tool.
+answers. The calls ran are output items of their own types (`gateway:datetime`, ...: plugins.tools), after the
+round's own items; `gateway_metadata.pipeline` has a `server_tools` entry with the calls per tool (and a tool's own
+entry: a `gateway:fusion` call's panel, analysis and cost).
+
+On a stream (`live`) the loop runs while it is relayed: each round's text and items as they arrive from upstream
+(the server-tool calls left out), each call's item added, its progress events and its item done as it runs, then
+the next round, streamed too. The same loop (`Loop`, blocking) runs a fusion panel member with its tools.
 """
 
 import time
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Generator, Iterable, Iterator
+from dataclasses import dataclass, field, fields, replace
 from decimal import Decimal
+from typing import TypeVar
 
-from plugins.tools import RUNNERS, ToolContext, ToolResult, run_tool
+from plugins.tools import RUNNERS, ToolContext, ToolResult, new_item_id, pending_fields, run_tool
+from routing.accumulate import FoldStep, ItemOpened
+from routing.attempts import WAITING, AttemptStream, Served
 from routing.canonical import (
     CanonicalRequest,
     CanonicalResponse,
@@ -32,8 +41,18 @@ from routing.canonical import (
 )
 from routing.errors import ErrorType, UpstreamError
 from routing.pricing import usage_cost
-from routing.stages import Block, RequestContext, Restaged, ServerToolItem, StageEntry, ToolLoop
+from routing.stages import (
+    Block,
+    LoopEvent,
+    RequestContext,
+    Restaged,
+    ServerToolItem,
+    StageEntry,
+    ToolEvent,
+    ToolLoop,
+)
 
+T = TypeVar("T")
 MAX_TOOL_CALLS = 30  # the spec's default and maximum of `max_tool_calls` (stop conditions stop it sooner)
 
 
@@ -47,6 +66,14 @@ def function_name(kind: str) -> str:
     return kind.replace(":", "_", 1)
 
 
+def usage_sum(usages: Iterable[Usage]) -> Usage:
+    """Every count of the usages added up."""
+    total = Usage()
+    for usage in usages:
+        total = Usage(**{f.name: getattr(total, f.name) + getattr(usage, f.name) for f in fields(Usage)})
+    return total
+
+
 @dataclass
 class LoopState:
     """What the loop did so far: calls per tool, rounds, tokens and list-price cost of every round."""
@@ -55,6 +82,7 @@ class LoopState:
     rounds: int = 1
     tokens: int = 0
     cost: Decimal = Decimal(0)
+    usage: Usage = field(default_factory=Usage)  # every round's
     called: set[str] = field(default_factory=set)  # function names called (has_tool_call)
     tool_ms: float = 0.0  # time spent running the tools themselves
 
@@ -64,6 +92,7 @@ class LoopState:
 
     def count(self, usage: Usage, endpoint) -> None:
         self.tokens += usage.input_tokens + usage.output_tokens
+        self.usage = usage_sum((self.usage, usage))
         if endpoint is not None:
             self.cost += usage_cost(endpoint=endpoint, usage=usage)
 
@@ -92,7 +121,7 @@ def stop_condition(conditions: list[dict], state: LoopState, response: Canonical
     return ""
 
 
-def as_input(output: tuple) -> list[Item]:
+def as_input(output: Iterable) -> list[Item]:
     """A round's output items as the next round's input (the model's own turn)."""
     items: list[Item] = []
     for item in output:
@@ -113,6 +142,15 @@ def as_input(output: tuple) -> list[Item]:
     return items
 
 
+def drain(run: Generator[object, None, T]) -> T:
+    """A generator run to its end, what it yielded dropped (the loop on the JSON path, a fusion run)."""
+    while True:
+        try:
+            next(run)
+        except StopIteration as stop:
+            return stop.value
+
+
 class ServerToolsStage:
     type = "server_tools"
     name = "server-tools"
@@ -131,15 +169,50 @@ class ServerToolsStage:
         loop, request = ctx.tool_loop, ctx.request
         assert loop is not None and request is not None
         try:
-            return Loop(loop, request).run(response)
+            return Loop(loop, request, ctx).run(response)
         except UpstreamError as error:  # a later round found no candidate: the request fails as a first would
             status = error.status if error.status and 400 <= error.status < 600 else 502
             kind = error.error_type if error.error_type in ErrorType.__members__.values() else ErrorType.SERVER
             return Block(error.message, status=status, error_type=ErrorType(kind))
 
+    def live(self, first: AttemptStream, ctx: RequestContext) -> Generator[LoopEvent, None, Restaged]:
+        """The loop while the stream is relayed (see the module); a later round's failure is raised
+        (UpstreamError: the stream fails in band)."""
+        loop, request = ctx.tool_loop, ctx.request
+        assert loop is not None and request is not None
+        return Loop(loop, request, ctx).live(first)
+
+
+class Relay:
+    """Output indices over the whole answer: a streamed round's items (its server-tool calls left out) and the
+    calls the gateway ran, in the order the client sees them."""
+
+    def __init__(self, kinds: dict[str, dict]):
+        self.kinds = kinds
+        self.next = 0
+        self.mapped: dict[int, int] = {}  # the round's fold index -> output index
+
+    def steps(self, steps: Iterable[FoldStep]) -> list[FoldStep]:
+        out: list[FoldStep] = []
+        for step in steps:
+            if isinstance(step, ItemOpened):
+                self.mapped.pop(step.index, None)
+                if not (isinstance(step.item, OutputFunctionCall) and step.item.name in self.kinds):
+                    self.mapped[step.index] = self.take()
+            if (index := self.mapped.get(step.index)) is not None:
+                out.append(replace(step, index=index))
+        return out
+
+    def new_round(self) -> None:
+        self.mapped = {}
+
+    def take(self) -> int:
+        self.next += 1
+        return self.next - 1
+
 
 class Loop:
-    def __init__(self, loop: ToolLoop, request: CanonicalRequest):
+    def __init__(self, loop: ToolLoop, request: CanonicalRequest, ctx: RequestContext | None = None):
         self.loop = loop
         data = loop.data
         self.kinds = {function_name(kind_of(t)): t for t in data.get("tools") or [] if kind_of(t) in RUNNERS}
@@ -152,13 +225,60 @@ class Loop:
         )
         self.request = request
         self.state = LoopState()
-        self.tools = ToolContext(deferred=self.deferred, charge=loop.charge)
+        self.tools = ToolContext(deferred=self.deferred, charge=loop.charge, ctx=ctx)
+        self.relay = Relay(self.kinds)
+        self.entries: list[StageEntry] = []  # the tools' own pipeline entries (a fusion call's)
 
     def run(self, response: CanonicalResponse) -> Restaged:
+        """The loop after a complete first round (the JSON path, a fusion panel member)."""
+        return drain(self._rounds(response, self._called))
+
+    def live(self, first: AttemptStream) -> Generator[LoopEvent, None, Restaged]:
+        """The loop on a stream: the first round relayed as it arrives, then the loop with streamed rounds."""
+        yield from self._relayed(first.events(), first.fold.close)
+        assert first.response is not None
+        return (yield from self._rounds(first.response, self._streamed))
+
+    def _called(self, request: CanonicalRequest) -> Generator[LoopEvent, None, Served]:
+        return self.loop.call(request)
+        yield  # a generator that streams nothing
+
+    def _streamed(self, request: CanonicalRequest) -> Generator[LoopEvent, None, Served]:
+        assert self.loop.stream is not None
+        self.relay.new_round()
+        served = yield from self._relayed(self.loop.stream(request))
+        assert served is not None
+        return served
+
+    def _relayed(
+        self, events: Generator | Iterator, close: Callable[[], list[FoldStep]] | None = None
+    ) -> Generator[LoopEvent, None, Served | None]:
+        """A round's stream, its steps over the whole answer's output indices (closed when the loop is: a round
+        cut short is billed for what it generated)."""
+        try:
+            while True:
+                try:
+                    event = next(events)
+                except StopIteration as stop:
+                    if close is not None and (steps := self.relay.steps(close())):
+                        yield steps
+                    return stop.value
+                if event is WAITING:
+                    yield event
+                elif steps := self.relay.steps(event):
+                    yield steps
+        finally:
+            if isinstance(events, Generator):
+                events.close()
+
+    def _rounds(
+        self, response: CanonicalResponse, call: Callable[[CanonicalRequest], Generator[LoopEvent, None, Served]]
+    ) -> Generator[LoopEvent, None, Restaged]:
         first = self.loop.first()
         self.state.count(response.usage, first.endpoint if first else None)
+        self.tools.model = first.endpoint.model_id if first else ""
         first_usage = response.usage
-        output: list = []  # the answer's output: the rounds' items, the calls run as server tool items
+        output: list = []  # the answer's output: each round's items, then the server tool items it ran
         conversation = list(self.request.input)
         request = self.request
         stopped = ""
@@ -175,18 +295,21 @@ class Loop:
                 break
             if stopped:  # the last round was without server tools and the model called one anyway: not run
                 break
+            own = [i for i in response.output if not (isinstance(i, OutputFunctionCall) and i.name in self.kinds)]
+            output += own
             stopped = self._stop(response)
-            if stopped:
+            if stopped:  # the calls are not run: the model answers from what it has
+                conversation += as_input(own)
                 request = self._without_server_tools(request, conversation)
             else:
-                ran, outputs = self._run_calls(server_calls)
-                output += [ran.get(id(item), item) for item in response.output]
+                ran, outputs = yield from self._run_calls(server_calls)
+                output += ran
                 conversation += as_input(response.output) + outputs
                 request = self._next_request(request, conversation)
                 if self.state.total_calls >= self.limit:
                     stopped = "max_tool_calls"
                     request = self._without_server_tools(request, conversation)
-            served = self.loop.call(request)
+            served = yield from call(request)
             response = served.response
             self.state.rounds += 1
             self.state.count(response.usage, served.candidate.endpoint)
@@ -195,7 +318,8 @@ class Loop:
         ]
         final = replace(response, output=tuple(output), usage=first_usage)  # the run adds the later rounds' usage
         figures = self._figures(stopped)
-        return Restaged(response=final, entries=(self._entry(stopped),), record={"plugins": {"server-tools": figures}})
+        entries = (self._entry(stopped), *self.entries)
+        return Restaged(response=final, entries=entries, record={"plugins": {"server-tools": figures}})
 
     def _stop(self, response: CanonicalResponse) -> str:
         """Why the model's server-tool calls in this response are not run ("" : they are)."""
@@ -203,24 +327,53 @@ class Loop:
             return "max_tool_calls"
         return stop_condition(self.conditions, self.state, response)
 
-    def _run_calls(self, calls: list[OutputFunctionCall]) -> tuple[dict[int, ServerToolItem], list[Item]]:
-        """Run each call (at most up to the limit: the rest get an error result the model reads)."""
-        ran: dict[int, ServerToolItem] = {}
+    def _run_calls(
+        self, calls: list[OutputFunctionCall]
+    ) -> Generator[LoopEvent, None, tuple[list[ServerToolItem], list[Item]]]:
+        """Run each call in turn (at most up to the limit: the rest get an error result the model reads), each
+        streamed as it runs: its item added, its progress events, its item done."""
+        ran: list[ServerToolItem] = []
         outputs: list[Item] = []
         for call in calls:
-            kind = kind_of(self.kinds[call.name])
+            tool = self.kinds[call.name]
+            kind = kind_of(tool)
+            index, item_id = self.relay.take(), new_item_id(kind)
+            parameters = tool.get("parameters") or {}
+            pending = pending_fields(kind, call.arguments, parameters)
+            added = {"type": tool["type"], "id": item_id, "status": "in_progress", **pending}
+            yield ToolEvent("added", index, added)
             started = time.perf_counter()
             if self.state.total_calls >= self.limit:
                 result = ToolResult.failed(kind, "max_tool_calls reached: this call was not run")
             else:
-                result = run_tool(kind, call.arguments, self.kinds[call.name].get("parameters") or {}, self.tools)
+                running = run_tool(kind, call.arguments, parameters, self.tools)
+                result = yield from self._progress(running, index, added)
                 self.state.calls[kind] = self.state.calls.get(kind, 0) + 1
                 self.state.called.add(call.name)
             self.state.tool_ms += (time.perf_counter() - started) * 1000
-            result.item.item["type"] = self.kinds[call.name]["type"]  # the caller's spelling (gateway: or openrouter:)
-            ran[id(call)] = result.item
+            # the id announced, the caller's spelling of the type (gateway: or openrouter:)
+            result.item.item.update(id=item_id, type=tool["type"])
+            if result.entry is not None:
+                self.entries.append(result.entry)
+            yield ToolEvent("done", index, result.item.item)
+            ran.append(result.item)
             outputs.append(FunctionCallOutput(call_id=call.call_id, output=result.for_model))
         return ran, outputs
+
+    @staticmethod
+    def _progress(
+        running: Generator[dict | None, None, ToolResult], index: int, added: dict
+    ) -> Generator[LoopEvent, None, ToolResult]:
+        """A running tool's progress events (None from it: still working, time for a keep-alive)."""
+        try:
+            while True:
+                try:
+                    event = next(running)
+                except StopIteration as stop:
+                    return stop.value
+                yield WAITING if event is None else ToolEvent("progress", index, added, event)
+        finally:
+            running.close()
 
     def _next_request(self, request: CanonicalRequest, conversation: list[Item]) -> CanonicalRequest:
         """The next round: the conversation so far, the deferred tools tool_search found declared, and a forced

@@ -23,8 +23,10 @@ from routing.canonical import (
     Reasoning,
     ReasoningConfig,
     TextPart,
+    Usage,
 )
 from routing.limits import RoutingLimit
+from routing.stages import server_function
 
 IMAGE_TOKENS = 1000  # a rough per-image estimate for reservations and context checks
 CHARS_PER_TOKEN = 4
@@ -43,40 +45,16 @@ class Prepared:
     limits: tuple[RoutingLimit, ...] = ()  # where pre-stages (guardrails) let the request route
     caps: tuple[SpendCap, ...] = ()  # the budgets pre-stages (guardrails) hold it to
     stage_cost: Decimal = Decimal(0)  # what pre-stages' own model calls cost (moderation, OCR): held and charged
+    stage_usage: Usage = field(default_factory=Usage)  # their tokens (a fusion panel's): added to the usage
     record: dict = field(default_factory=dict)  # pre-stages' figures for the generation record
     strategy: str = "direct"  # how the models were chosen (a router pre-stage: auto, pareto, fusion)
     server_rounds: int = 1  # the most model calls the server-tool loop may make (1: the request has no server tool)
 
 
-QUERY = {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}
-# The functions the server tools the gateway runs are declared to the model as (plugins.server_tools runs them).
-SERVER_FUNCTIONS = {
-    "gateway:datetime": (
-        "The current date and time. Pass an IANA timezone (e.g. Europe/Paris) for local time; UTC by default.",
-        {"type": "object", "properties": {"timezone": {"type": "string"}}},
-    ),
-    "gateway:search_models": ("Search the AI models this gateway serves by name, provider or capability.", QUERY),
-    "gateway:tool_search": (
-        "Search for more tools by name or description; the tools found can be called in the next turn.",
-        QUERY,
-    ),
-    "gateway:web_search": ("Search the web; returns result titles, URLs and snippets.", QUERY),
-    "gateway:web_fetch": (
-        "Fetch a web page or PDF by URL and return its text.",
-        {"type": "object", "properties": {"url": {"type": "string"}}, "required": ["url"]},
-    ),
-}
-
-
 def server_functions(tools: list[dict]) -> tuple[FunctionTool, ...]:
     """The declared functions of the request's server tools that the gateway runs."""
     kinds = dict.fromkeys(kind for tool in tools if (kind := server_tool_kind(tool["type"])))
-    return tuple(
-        FunctionTool(
-            name=server_function_name(kind), description=SERVER_FUNCTIONS[kind][0], parameters=SERVER_FUNCTIONS[kind][1]
-        )
-        for kind in kinds
-    )
+    return tuple(server_function(kind) for kind in kinds)
 
 
 def _tool_choice(choice):

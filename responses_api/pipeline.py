@@ -27,6 +27,7 @@ from responses_api.service import (
     response_hold,
     response_normalize,
     response_plan,
+    usage_add,
 )
 from responses_api.streaming import response_open_stream
 from responses_api.validation.request import ResponseCreateRequestSerializer
@@ -102,6 +103,7 @@ def pre_stages(
                 limits=prepared.limits + result.limits,
                 caps=prepared.caps + result.caps,
                 stage_cost=prepared.stage_cost + result.cost_usd,
+                stage_usage=usage_add(prepared.stage_usage, result.usage),
                 record=stages.record_merge(prepared.record, result.record),
             )
             continue

@@ -4,10 +4,12 @@ the request's state across them (`ResponseRun`: its attempt sequence, pricing, a
 import logging
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
+
+from django.conf import settings
 
 from gateway.accounts.authentication import Caller
 from gateway.billing import services as credits
@@ -18,7 +20,8 @@ from responses_api.errors import final_error
 from responses_api.metadata import attach_error_metadata, gateway_metadata, requested_models
 from responses_api.normalize import Prepared, prepare, reestimated, truncate_to_fit
 from responses_api.render import ResultShell, usage_block
-from routing.attempts import AttemptRecord, AttemptSequence, AttemptsFailed, Served
+from routing.accumulate import FoldStep
+from routing.attempts import AttemptRecord, AttemptSequence, AttemptsFailed, Served, _Waiting
 from routing.canonical import CanonicalRequest, CanonicalResponse, FilePart, Message, Usage
 from routing.catalog import EndpointInfo
 from routing.errors import ErrorType, UpstreamError
@@ -78,13 +81,15 @@ class ResponseRun:
         # The server-tool loop's later rounds (each its own pass over the plan), billed with the first round.
         self.round_sequences: list[AttemptSequence] = []
         self.rounds: list[Served] = []
-        self.tool_cost = Decimal(0)  # the server tools' own costs (web searches)
+        self.tool_cost = Decimal(0)  # the server tools' own costs (web searches, fusion panels)
+        self.tool_usage = Usage()  # the tokens of the server tools' own model calls (fusion panels)
         if self.prepared.server_rounds > 1:
             loop = ToolLoop(
                 data=self.prepared.data,
                 call=self.tool_round,
                 first=lambda: self.sequence.served,
                 charge=self.tool_charge,
+                stream=self.tool_round_stream if self.stream else None,
             )
             self.ctx = replace(self.ctx, tool_loop=loop)
 
@@ -116,16 +121,43 @@ class ResponseRun:
         self.rounds.append(served)
         return served
 
-    def tool_charge(self, amount: Decimal) -> None:
+    def tool_round_stream(self, request: CanonicalRequest) -> Generator[list[FoldStep] | _Waiting, None, Served]:
+        """One more round of the server-tool loop, streamed: its fold steps as they arrive (the last ones close its
+        item), WAITING while its first content is awaited; raises UpstreamError when no candidate answers or the
+        stream fails. A round cut short is billed for what it generated."""
+        sequence = self.new_sequence(replace(request, stream=True))
+        self.round_sequences.append(sequence)
+        try:
+            stream = sequence.open_stream(keepalive_interval=settings.STREAM_KEEPALIVE_SECONDS)
+        except AttemptsFailed as failed:
+            assert failed.error is not None, "a plan always has a candidate"
+            raise failed.error from None
+        served = None
+        try:
+            yield from stream.events()
+            yield stream.fold.close()
+            assert stream.response is not None
+            served = Served(candidate=stream.candidate, response=stream.response)
+        finally:
+            stream.close()
+            if served is None:  # failed, cut or cancelled: what it generated is billed with the request
+                cut = stream.fold.response()
+                cut = replace(cut, usage=self.bound_usage(cut, stream.candidate, reestimated(self.prepared, request)))
+                if cut.usage.output_tokens:
+                    self.rounds.append(Served(candidate=stream.candidate, response=cut))
+        self.rounds.append(served)
+        return served
+
+    def tool_charge(self, amount: Decimal, usage: Usage) -> None:
         self.tool_cost += amount
+        self.tool_usage = usage_add(self.tool_usage, usage)
 
     def with_rounds(self, usage: Usage) -> Usage:
-        """The first round's usage plus the server-tool loop's later rounds'."""
-        for served in self.rounds:
-            usage = Usage(
-                **{name: getattr(usage, name) + getattr(served.response.usage, name) for name in USAGE_FIELDS}
-            )
-        return usage
+        """The first round's usage plus the server-tool loop's later rounds', and the tokens of the stages' and
+        the server tools' own model calls (a fusion panel and analysis)."""
+        return usage_add(
+            usage, *(served.response.usage for served in self.rounds), self.prepared.stage_usage, self.tool_usage
+        )
 
     @property
     def generation_id(self) -> str:
@@ -345,6 +377,11 @@ class ResponseRun:
             service_tier=response.service_tier,
             metadata=self.metadata(),
         )
+
+
+def usage_add(*usages: Usage) -> Usage:
+    """The usages' counts added up."""
+    return Usage(**{name: sum(getattr(usage, name) for usage in usages) for name in USAGE_FIELDS})
 
 
 @contextmanager

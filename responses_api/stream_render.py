@@ -10,7 +10,7 @@ from dataclasses import replace
 from responses_api.render import function_call_item, message_item, new_id, reasoning_item
 from routing.accumulate import Delta, FoldStep, ItemDone, ItemOpened, PartDone, PartOpened, replay
 from routing.canonical import CanonicalResponse, OutputFunctionCall, OutputMessage, OutputReasoning
-from routing.stages import ServerToolItem
+from routing.stages import ServerToolItem, ToolEvent
 
 KEEPALIVE = b": GATEWAY PROCESSING\n\n"
 DONE = b"data: [DONE]\n\n"
@@ -62,14 +62,23 @@ class StreamRenderer:
         return b"".join(out)
 
     def _server_tool(self, index: int, tool: ServerToolItem) -> bytes:
+        added = {**tool.item, "status": "in_progress"}
+        progress = (ToolEvent("progress", index, added, event) for event in tool.progress)
+        events = (ToolEvent("added", index, added), *progress, ToolEvent("done", index, tool.item))
+        return b"".join(self.tool_event(event) for event in events)
+
+    def tool_event(self, event: ToolEvent) -> bytes:
+        """A server tool call's event as it runs (the live server-tool loop): its item added, one of its progress
+        events (`response.web_search_call.searching`, `response.fusion_call.panel.completed`, ...), its item done."""
         self.content_started = True
-        item_id = tool.item["id"]
-        added = self.event(
-            "response.output_item.added", output_index=index, item={**tool.item, "status": "in_progress"}
-        )
-        progress = b"".join(self.event(kind, item_id=item_id, output_index=index) for kind in tool.progress)
-        self.items.append(tool.item)
-        return added + progress + self.event("response.output_item.done", output_index=index, item=tool.item)
+        if event.phase == "added":
+            return self.event("response.output_item.added", output_index=event.index, item=event.item)
+        if event.phase == "done":
+            self.items.append(event.item)
+            return self.event("response.output_item.done", output_index=event.index, item=event.item)
+        assert event.event is not None
+        fields = {name: value for name, value in event.event.items() if name != "type"}
+        return self.event(event.event["type"], item_id=event.item["id"], output_index=event.index, **fields)
 
     def _step(self, step: FoldStep) -> bytes:
         match step:

@@ -1,11 +1,13 @@
 """The streaming side of POST /responses: open an upstream stream through the attempt engine (it falls back
 while nothing was sent), relay it as Responses events with keep-alives, fail in band after the first byte,
-and bill what was generated however the stream ends (one settlement, with its record)."""
+and bill what was generated however the stream ends (one settlement, with its record). A request whose only
+post-stage is the server-tool loop is relayed live: the loop runs while its rounds and tool calls stream."""
 
 import logging
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
+from typing import cast
 
 from django.conf import settings
 
@@ -14,10 +16,10 @@ from responses_api.errors import final_error
 from responses_api.render import failure_error
 from responses_api.service import ResponseRun, Settled, response_abandon
 from responses_api.stream_render import DONE, KEEPALIVE, StreamRenderer
-from routing.attempts import AttemptsFailed, AttemptStream, release_db_connection
+from routing.attempts import WAITING, AttemptsFailed, AttemptStream, release_db_connection
 from routing.canonical import CanonicalResponse
 from routing.errors import ErrorType, UpstreamError
-from routing.stages import StageBlocked
+from routing.stages import LiveStage, StageBlocked, ToolEvent
 
 logger = logging.getLogger(__name__)
 
@@ -79,8 +81,12 @@ def _stream_body(run: ResponseRun, stream: AttemptStream, renderer: StreamRender
 
 def _relay(run: ResponseRun, stream: AttemptStream, renderer: StreamRenderer) -> Iterator[bytes]:
     # A post-stage sees the whole answer before the client does: then the steps are kept (the fold has them)
-    # and only keep-alives go out until the stages passed it.
-    buffered = bool(stages.wanted_post_stages(run.ctx))
+    # and only keep-alives go out until the stages passed it; the server-tool loop alone runs live.
+    wanted = stages.wanted_post_stages(run.ctx)
+    if len(wanted) == 1 and hasattr(wanted[0], "live"):
+        yield from _relay_live(run, stream, renderer, cast(LiveStage, wanted[0]))
+        return
+    buffered = bool(wanted)
     # Whatever read the database since the upstream call began (a cached version check) must not keep a pooled
     # connection for the whole stream: a burst of streams would exhaust the pool.
     release_db_connection()
@@ -111,6 +117,35 @@ def _relay(run: ResponseRun, stream: AttemptStream, renderer: StreamRenderer) ->
     result = run.result(response, served=run.served, items=renderer.items, settled=settled)
     kind = "response.incomplete" if response.status == "incomplete" else "response.completed"
     yield closing + renderer.lifecycle(kind, result)
+
+
+def _relay_live(run: ResponseRun, stream: AttemptStream, renderer: StreamRenderer, stage: LiveStage) -> Iterator[bytes]:
+    """The server-tool loop as it runs (plugins.server_tools): each round's events as they arrive from upstream,
+    each call's item and progress events as it runs; then settle and complete. A later round's failure is raised
+    (UpstreamError: failed in band)."""
+    release_db_connection()
+    loop = stage.live(stream, run.ctx)
+    try:
+        while True:
+            try:
+                event = next(loop)
+            except StopIteration as stop:
+                restaged = stop.value
+                break
+            if event is WAITING:
+                yield KEEPALIVE
+            elif isinstance(event, ToolEvent):
+                yield renderer.tool_event(event)
+            else:
+                yield renderer.render(cast(list, event))
+    finally:
+        loop.close()  # a round cut short (the client left) is counted before the settlement
+    run.pipeline += restaged.entries
+    run.record.update(stages.record_merge(run.record, restaged.record))
+    response = restaged.response
+    settled = _settle_served(run, response, stream)
+    result = run.result(response, served=stream.candidate, items=renderer.items, settled=settled)
+    yield renderer.lifecycle("response.incomplete" if response.status == "incomplete" else "response.completed", result)
 
 
 def _ttft_ms(run: ResponseRun, stream: AttemptStream) -> int | None:

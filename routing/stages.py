@@ -6,25 +6,62 @@ gets the canonical response before settlement and returns it or a Block. Each st
 `StageEntry` to `gateway_metadata.pipeline` (the spec's entry: `type`, `name`, `summary`, and `data`); a
 pre-stage with more to say returns `Staged`: its own entries, and limits on where the request may route."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol, TypeAlias
 
 from gateway.accounts.authentication import Caller
 from gateway.billing.services import SpendCap
 from gateway.errors import GatewayError
-from routing.canonical import CanonicalRequest, CanonicalResponse
+from routing.accumulate import FoldStep
+from routing.canonical import CanonicalRequest, CanonicalResponse, FunctionTool, Usage
 from routing.errors import ErrorType
 from routing.limits import RoutingLimit
 
 if TYPE_CHECKING:
-    from routing.attempts import Served
+    from routing.attempts import AttemptStream, Served, _Waiting
     from routing.selection import Candidate
 
 # The most one server-tool result adds to the next round's input (plugins.server_tools cuts results to it; the
 # credit hold of a request with server tools counts it per round).
 SERVER_TOOL_RESULT_TOKENS = 8192
+
+QUERY = {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}
+# The functions the server tools the gateway runs are declared to the model as (plugins.server_tools runs them;
+# responses_api.normalize declares a request's, a fusion panel its members').
+SERVER_FUNCTIONS = {
+    "gateway:datetime": (
+        "The current date and time. Pass an IANA timezone (e.g. Europe/Paris) for local time; UTC by default.",
+        {"type": "object", "properties": {"timezone": {"type": "string"}}},
+    ),
+    "gateway:search_models": ("Search the AI models this gateway serves by name, provider or capability.", QUERY),
+    "gateway:tool_search": (
+        "Search for more tools by name or description; the tools found can be called in the next turn.",
+        QUERY,
+    ),
+    "gateway:web_search": ("Search the web; returns result titles, URLs and snippets.", QUERY),
+    "gateway:web_fetch": (
+        "Fetch a web page or PDF by URL and return its text.",
+        {"type": "object", "properties": {"url": {"type": "string"}}, "required": ["url"]},
+    ),
+    "gateway:fusion": (
+        "Ask a panel of AI models the same question in parallel; an analyst compares their answers. Returns the "
+        "analysis (consensus, contradictions, partial coverage, unique insights, blind spots) and each answer. "
+        "Use it for hard or contested questions; write your answer from it.",
+        {
+            "type": "object",
+            "properties": {"prompt": {"type": "string", "description": "The question, complete and self-contained"}},
+            "required": ["prompt"],
+        },
+    ),
+}
+
+
+def server_function(kind: str) -> FunctionTool:
+    """The function a server tool the gateway runs is declared as: gateway:web_search -> gateway_web_search."""
+    description, parameters = SERVER_FUNCTIONS[kind]
+    return FunctionTool(name=kind.replace(":", "_", 1), description=description, parameters=parameters)
 
 
 @dataclass(frozen=True)
@@ -33,22 +70,41 @@ class ToolLoop:
     with their parameters, deferred function tools, max_tool_calls, stop_server_tools_when), `call`: one more round
     through the attempt engine with this canonical request (the model filled in per candidate; the round's usage is
     billed with the request; raises UpstreamError when no candidate answers), `first`: the endpoint that served the
-    first round, and `charge`: a tool's own cost (a web search), charged with the request."""
+    first round, `charge`: a tool's own cost and the tokens of its own model calls (a web search, a fusion panel),
+    charged with the request and added to its usage, and on a stream `stream`: a round as `call` does it, streamed
+    (its fold steps as they arrive, WAITING while the first content is awaited; returns the round served)."""
 
     data: dict
     call: "Callable[[CanonicalRequest], Served]"
     first: "Callable[[], Candidate | None]"
-    charge: Callable[[Decimal], None]
+    charge: Callable[[Decimal, Usage], None]
+    stream: "Callable[[CanonicalRequest], Generator[list[FoldStep] | _Waiting, None, Served]] | None" = None
 
 
 @dataclass(frozen=True, slots=True)
 class ServerToolItem:
     """A server tool call the gateway ran, as the output item the caller sees (`item`: its type, id, status and
     results), in the response's output where the model called it. `progress`: the stream events between its
-    output_item.added and .done (a web search's in_progress, searching, completed)."""
+    output_item.added and .done (each its `type` and fields: a web search's in_progress, searching, completed)."""
 
     item: dict
-    progress: tuple[str, ...] = ()
+    progress: tuple[dict, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ToolEvent:
+    """A server tool call streamed as it runs (the live loop): `added` (the item in progress), `progress` (one of
+    its events: `event` is its type and fields) or `done` (the finished item), at output index `index`."""
+
+    phase: Literal["added", "progress", "done"]
+    index: int
+    item: dict
+    event: dict | None = None
+
+
+# What the live server-tool loop yields to the stream: a round's fold steps (output indices over the whole
+# answer), a server tool call's events, or WAITING (time for a keep-alive).
+LoopEvent: TypeAlias = "list[FoldStep] | ToolEvent | _Waiting"
 
 
 @dataclass(frozen=True)
@@ -128,6 +184,7 @@ class Staged:
     record: dict = field(default_factory=dict)  # figures for the generation record (GenerationRecord fields)
     models: tuple[str, ...] = ()  # a router's choice: the models to plan instead of the requested ones, in order
     strategy: str = ""  # how they were chosen (gateway_metadata.strategy: auto, pareto, fusion), with `models`
+    usage: Usage = field(default_factory=Usage)  # the tokens of the stage's own model calls (added to the usage)
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,3 +219,11 @@ class PostStage(Protocol):
     def wants(self, ctx: RequestContext) -> bool: ...
 
     def __call__(self, response: CanonicalResponse, ctx: RequestContext) -> CanonicalResponse | Restaged | Block: ...
+
+
+class LiveStage(Protocol):
+    """A post-stage that can run while its stream is relayed (the server-tool loop): `live` takes the first round's
+    open stream and yields what the client is sent as it happens (LoopEvent), returning the response as `__call__`
+    would; raises UpstreamError when a later round fails."""
+
+    def live(self, first: "AttemptStream", ctx: RequestContext) -> "Generator[LoopEvent, None, Restaged]": ...

@@ -1,33 +1,60 @@
-"""fusion (`gateway/fusion`): the `analysis_models` panel answers the request in parallel (threads, each member
-through the attempt engine with its own endpoint fallback, priced at its endpoint's list price); the analyst
-`model` compares the answers and returns structured JSON (consensus, contradictions, partial coverage, unique
-insights, blind spots); the final answer is written by the analyst as the request's own routed call (so it
-streams, falls back and is billed like any request), its instructions carrying the panel answers and the
-analysis. The panel's and the analysis' costs are the stage's `cost_usd` (held and charged with the request).
+"""fusion: the `analysis_models` panel answers in parallel (threads, each member through the attempt engine with its
+own endpoint fallback, priced at its endpoint's list price); the analyst `model` compares the answers and returns
+structured JSON (consensus, contradictions, partial coverage, unique insights, blind spots: the openrouter SDK's
+FusionAnalysisResult). Two ways in:
 
-A panel member that fails is reported (status, error) and the run goes on; when all fail, the request goes to
-the first panel model as a plain request would (and fails as it would). Panel tools (web search, web fetch) are
-not available on this gateway yet: `tools` must be `[]` or omitted. A fusion run cannot start another."""
+- the model slug `gateway/fusion` (`fusion_stage`, a router pre-stage): the final answer is written by the analyst as
+  the request's own routed call (so it streams, falls back and is billed like any request), its instructions
+  carrying the panel answers and the analysis. The panel's and the analysis' costs are the stage's `cost_usd` and
+  their tokens its `usage` (held, charged and added to the request's usage).
+- the server tool `gateway:fusion` (`fusion_tool_run`, run by plugins.server_tools): the model asks the panel a
+  question; the analysis and the answers are the tool result it reads, the call an output item of its own type
+  (`gateway:fusion`, with `response.fusion_call.*` stream events as it runs), its cost and tokens charged with the
+  request and its figures a pipeline entry. The analyst defaults to the model that called it.
+
+The panel may use server tools (`tools`: default web search and web fetch when a search engine is configured, `[]`
+none) up to `max_tool_calls` (1-16, default 4) each: a member runs through the server-tool loop, every round and
+search billed. A member that fails is reported (status, error) and the run goes on; when all fail, the slug's
+request goes to the first panel model as a plain request would (and fails as it would), the tool's call fails. A
+fusion run cannot start another: gateway/fusion is no panel or analyst model, gateway:fusion no panel tool, and
+gateway/fusion is not given the gateway:fusion tool."""
 
 import json
 import time
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Generator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
+from typing import TypeVar
 
 from django.conf import settings
 from django.db import connection
 
 from gateway.accounts.models import Account
 from gateway.errors import GatewayError
+from plugins import web_engines
 from plugins.healing import repair_bounded
-from routing.attempts import AttemptSequence, AttemptsFailed
-from routing.canonical import CanonicalRequest, CanonicalResponse, Message, TextPart
+from plugins.routing_plugins.candidates import caller_limits
+from plugins.server_tools import Loop, drain, kind_of, usage_sum
+from plugins.tools import RUNNERS, ToolContext, ToolResult, as_json, new_item_id
+from routing.attempts import AttemptSequence, AttemptsFailed, Served
+from routing.canonical import CanonicalRequest, Message, OutputMessage, TextPart, Usage
+from routing.errors import ErrorType, UpstreamError
 from routing.limits import RoutingLimit
 from routing.pricing import max_cost, usage_cost
 from routing.selection import RoutePlan, endpoints_for_request
-from routing.stages import Block, RequestContext, Staged, StageEntry
+from routing.stages import (
+    SERVER_TOOL_RESULT_TOKENS,
+    Block,
+    RequestContext,
+    ServerToolItem,
+    Staged,
+    StageEntry,
+    ToolLoop,
+    server_function,
+)
 
+T = TypeVar("T")
 ROUTER_SLUGS = ("gateway/auto", "gateway/auto-beta", "gateway/pareto-code", "gateway/fusion")
 # Staff edit these with settings.FUSION_PRESETS (the analyst is `model`, else the preset's first model).
 DEFAULT_PRESETS: dict[str, list[str]] = {
@@ -36,25 +63,33 @@ DEFAULT_PRESETS: dict[str, list[str]] = {
     "general-fast": ["anthropic/claude-haiku-4.5", "openai/gpt-4o-mini", "meta-llama/llama-3.3-70b-instruct"],
 }
 DEFAULT_PRESET = "general-high"
+PANEL_TOOLS = ("gateway:web_search", "gateway:web_fetch", "gateway:datetime", "gateway:search_models")
+DEFAULT_MAX_TOOL_CALLS = 4  # per panel member (the spec: 1-16)
 MAX_ANSWER_CHARS = 20_000  # of each panel answer, in the analyst's and the writer's prompt
 ANALYSIS_KEYS = ("consensus", "contradictions", "partial_coverage", "unique_insights", "blind_spots")
 MSG_CREDITS = (
     "Insufficient credits for the fusion panel, analysis and final answer: they can cost up to {cost:.6f} USD; add "
     "credits or set max_output_tokens lower"
 )
+MSG_TOOL_CREDITS = "Insufficient credits for the fusion panel and analysis: they can cost up to {cost:.6f} USD"
 DEFAULT_OUTPUT_TOKENS = 4096  # a member's output bound when the request sets no max_output_tokens
 MSG_RECURSION = "fusion: {model} cannot be a fusion panel or analyst model (a fusion run cannot start another)"
+MSG_RECURSION_TOOL = (
+    "fusion: the model gateway/fusion cannot be given the gateway:fusion tool (a fusion run cannot start another)"
+)
 MSG_ROUTER_MEMBER = "fusion: {model} is a router, not a model; name catalog models in analysis_models and model"
 MSG_TOOLS = (
-    'fusion: panel tools ({types}) are not available on this gateway; send "tools": [] (or omit it) to run the '
-    "panel without tools"
+    "fusion: panel tools ({types}) are not available on this gateway; the panel can use {usable} (gateway:fusion "
+    'never: a fusion run cannot start another); send "tools": [] to run the panel without tools'
 )
 ANALYST_INSTRUCTIONS = (
     "You are the analyst of a panel of models that answered the same request. Compare their answers and reply "
-    "with one JSON object only, with these keys, each a list of short strings: "
-    '"consensus" (what the answers agree on), "contradictions" (where they disagree, naming the panelists), '
-    '"partial_coverage" (points only some answers cover), "unique_insights" (valuable points one answer alone '
-    'makes), "blind_spots" (what every answer missed).'
+    "with one JSON object only, with these keys: "
+    '"consensus": [strings: what the answers agree on], '
+    '"contradictions": [{"topic": string, "stances": [{"model": panelist model, "stance": string}]}], '
+    '"partial_coverage": [{"point": string, "models": [the panelist models that cover it]}], '
+    '"unique_insights": [{"model": panelist model, "insight": string}] (valuable points one answer alone makes), '
+    '"blind_spots": [strings: what every answer missed].'
 )
 WRITER_INSTRUCTIONS = (
     "A panel of models answered this request; their answers and an analyst's comparison follow. Write the best "
@@ -65,34 +100,153 @@ WRITER_INSTRUCTIONS = (
 
 @dataclass
 class PanelAnswer:
+    """One panel member's (or the analysis') outcome: its text, and what every round it ran cost (list price),
+    tool costs included, and its tokens."""
+
     model: str
     status: str  # completed | failed
     text: str = ""
     provider: str = ""
-    input_tokens: int = 0
-    output_tokens: int = 0
+    usage: Usage = field(default_factory=Usage)
     cost: Decimal = Decimal(0)
     error: str = ""
+    status_code: int | None = None
     latency_ms: int = 0
+    rounds: int = 0
+    tool_calls: dict[str, int] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)  # url -> title
 
     def as_entry(self) -> dict:
         entry = {
             "model": self.model,
             "status": self.status,
             "provider": self.provider,
-            "tokens": {"input": self.input_tokens, "output": self.output_tokens},
+            "tokens": {"input": self.usage.input_tokens, "output": self.usage.output_tokens},
             "cost_usd": float(self.cost),
             "latency_ms": self.latency_ms,
         }
+        if self.tool_calls or self.rounds > 1:
+            entry |= {"rounds": self.rounds, "tool_calls": dict(self.tool_calls)}
         return {**entry, "error": self.error} if self.error else entry
+
+
+@dataclass(frozen=True)
+class Panel:
+    """Who answers and how: the members, the analyst, the request each member gets (its tools declared), the
+    members' server tools and their limit."""
+
+    models: list[str]
+    analyst: str
+    preset: str | None
+    tools: list[dict]
+    max_tool_calls: int
+
+
+@dataclass
+class Fused:
+    """A fusion run's outcome: the panel answers, the analysis (None: not parsed or not run) and its call."""
+
+    answers: list[PanelAnswer]
+    review: PanelAnswer | None = None
+    analysis: dict | None = None
+    analysis_status: str = "skipped"
+    panel_ms: int = 0
+
+    @property
+    def served(self) -> list[PanelAnswer]:
+        return [a for a in self.answers if a.status == "completed"]
+
+    @property
+    def calls(self) -> list[PanelAnswer]:
+        return self.answers + ([self.review] if self.review else [])
+
+    @property
+    def cost(self) -> Decimal:
+        return sum((a.cost for a in self.calls), Decimal(0))
+
+    @property
+    def usage(self) -> Usage:
+        return usage_sum(a.usage for a in self.calls)
+
+    def data(self, panel: Panel) -> dict:
+        """The pipeline entry's data: each panel answer's model, status, tokens and cost, the analysis."""
+        data: dict = {
+            "preset": panel.preset,
+            "panel": [a.as_entry() for a in self.answers],
+            "panel_ms": self.panel_ms,
+            "analyst": panel.analyst,
+            "tools": [tool["type"] for tool in panel.tools],
+            **({"max_tool_calls": panel.max_tool_calls} if panel.tools else {}),
+        }
+        if self.review is not None:
+            review = self.review
+            data["analysis"] = {
+                "status": self.analysis_status,
+                "provider": review.provider,
+                "tokens": {"input": review.usage.input_tokens, "output": review.usage.output_tokens},
+                "cost_usd": float(review.cost),
+                **({"error": review.error} if review.error else {}),
+                **({"result": self.analysis} if self.analysis is not None else {}),
+            }
+        return data
+
+    def record(self, analyst: str) -> dict:
+        """For the generation record: statuses, tokens and costs only (never answer text)."""
+        return {
+            "strategy": "fusion",
+            "plugin": "fusion",
+            "panel": [{k: v for k, v in a.as_entry().items() if k != "error"} for a in self.answers],
+            "analyst": analyst,
+            "analysis": self.analysis_status,
+            "chosen": analyst,
+            "cost_usd": float(self.cost),
+        }
 
 
 def presets() -> dict[str, list[str]]:
     return {**DEFAULT_PRESETS, **(getattr(settings, "FUSION_PRESETS", None) or {})}
 
 
-def _text(response: CanonicalResponse) -> str:
-    return "".join(getattr(item, "text", "") or "" for item in response.output)
+def panel_settings(options: dict, *, analyst: str | None = None) -> Panel | str:
+    """The panel the options ask for (the fusion plugin's or the gateway:fusion tool's parameters), or why not:
+    `analysis_models` else the preset's; the analyst `model`, else `analyst`, else the preset's first; `tools`
+    (omitted: web search and web fetch when a search engine is configured), `max_tool_calls`."""
+    preset_name = options.get("preset") or DEFAULT_PRESET
+    preset = presets().get(preset_name) or DEFAULT_PRESETS[DEFAULT_PRESET]
+    models = list(dict.fromkeys(options.get("analysis_models") or preset))
+    chosen = options.get("model") or analyst or preset[0]
+    for model in (*models, chosen):
+        if model == "gateway/fusion":
+            return MSG_RECURSION.format(model=model)
+        if model in ROUTER_SLUGS:
+            return MSG_ROUTER_MEMBER.format(model=model)
+    tools = options.get("tools")
+    if tools is None:
+        searching = bool(web_engines.configured_engines())
+        tools = [{"type": "gateway:web_search"}, {"type": "gateway:web_fetch"}] if searching else []
+    usable = [kind for kind in PANEL_TOOLS if RUNNERS[kind].available()]
+    refused = sorted({tool["type"] for tool in tools if kind_of(tool) not in usable})
+    if refused:
+        return MSG_TOOLS.format(types=", ".join(refused), usable=", ".join(usable))
+    calls = options.get("max_tool_calls") or DEFAULT_MAX_TOOL_CALLS
+    return Panel(
+        models=models,
+        analyst=chosen,
+        preset=None if options.get("analysis_models") else preset_name,
+        tools=[dict(tool) for tool in tools],
+        max_tool_calls=calls,
+    )
+
+
+def _answer_text(output: tuple) -> str:
+    """The member's answer: its messages after the last server tool call it made."""
+    texts: list[str] = []
+    for item in output:
+        if isinstance(item, ServerToolItem):
+            texts = []
+        elif isinstance(item, OutputMessage):
+            texts.append(item.text)
+    return "".join(texts)
 
 
 def _plan(model: str, limits: tuple[RoutingLimit, ...]) -> RoutePlan | GatewayError:
@@ -102,44 +256,148 @@ def _plan(model: str, limits: tuple[RoutingLimit, ...]) -> RoutePlan | GatewayEr
         return error
 
 
-def _call(model: str, request: CanonicalRequest, plan: RoutePlan | GatewayError) -> PanelAnswer:
-    """One model, with its own endpoint fallback; never raises (a failure is the answer's status)."""
+def _call(model: str, request: CanonicalRequest, plan: RoutePlan | GatewayError, panel: Panel | None) -> PanelAnswer:
+    """One model, with its own endpoint fallback, through the server-tool loop when `panel` gives it tools (every
+    round and tool cost counted, a later round's failure too); never raises: a failure is the answer's status."""
     started = time.monotonic()
     if isinstance(plan, GatewayError):
-        return PanelAnswer(model, "failed", error=plan.message)
+        return PanelAnswer(model, "failed", error=plan.message, status_code=plan.status)
+    answer = PanelAnswer(model, "failed")
+
+    def call(round_request: CanonicalRequest) -> Served:
+        try:
+            served = AttemptSequence(
+                candidates=plan.candidates,
+                request_for=lambda c: replace(round_request, model=c.endpoint.upstream_model),
+            ).call()
+        except AttemptsFailed as failed:
+            raise failed.error or UpstreamError(
+                error_type=ErrorType.SERVER, message="no endpoint left", retryable=False
+            ) from None
+        answer.rounds += 1
+        answer.provider = served.candidate.endpoint.provider_slug
+        answer.usage = usage_sum((answer.usage, served.response.usage))
+        answer.cost += usage_cost(endpoint=served.candidate.endpoint, usage=served.response.usage)
+        return served
+
+    def charge(amount: Decimal, usage: Usage) -> None:
+        answer.cost += amount
+        answer.usage = usage_sum((answer.usage, usage))
+
     try:
-        served = AttemptSequence(
-            candidates=plan.candidates, request_for=lambda c: replace(request, model=c.endpoint.upstream_model)
-        ).call()
-    except AttemptsFailed as failed:
-        return PanelAnswer(model, "failed", error=str(failed.error or "no endpoint left"), latency_ms=_ms(started))
+        served = call(request)
+        output = served.response.output
+        if panel is not None and panel.tools:
+            data = {"tools": panel.tools, "max_tool_calls": panel.max_tool_calls}
+            loop = Loop(ToolLoop(data=data, call=call, first=lambda: served.candidate, charge=charge), request)
+            output = loop.run(served.response).response.output
+            answer.tool_calls, answer.sources = loop.state.calls, loop.tools.sources
+        answer.text, answer.status = _answer_text(output), "completed"
+    except UpstreamError as error:
+        answer.error, answer.status_code = error.message or "failed", error.status
     finally:
+        answer.latency_ms = _ms(started)
         if connection.connection is not None and not connection.in_atomic_block:
-            connection.close()  # a panel thread's own connection (when the plan read the database)
-    usage = served.response.usage
-    return PanelAnswer(
-        model,
-        "completed",
-        text=_text(served.response),
-        provider=served.candidate.endpoint.provider_slug,
-        input_tokens=usage.input_tokens,
-        output_tokens=usage.output_tokens,
-        cost=usage_cost(endpoint=served.candidate.endpoint, usage=usage),
-        latency_ms=_ms(started),
+            connection.close()  # a panel thread's own connection (when the plan or a tool read the database)
+    return answer
+
+
+def _waiting(fn: Callable[[], T]) -> Generator[None, None, T]:
+    """`fn` run in a thread, None yielded every keep-alive interval until it returns."""
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="fusion") as pool:
+        future = pool.submit(fn)
+        while not wait([future], timeout=settings.STREAM_KEEPALIVE_SECONDS).done:
+            yield None
+        return future.result()
+
+
+def panel_event(answer: PanelAnswer) -> dict:
+    if answer.status == "completed":
+        return {"type": "response.fusion_call.panel.completed", "model": answer.model, "content": answer.text}
+    event = {"type": "response.fusion_call.panel.failed", "model": answer.model, "error": answer.error}
+    return {**event, "status_code": answer.status_code} if answer.status_code else event
+
+
+def fuse(
+    request: CanonicalRequest, panel: Panel, plans: dict[str, RoutePlan | GatewayError]
+) -> Generator[dict | None, None, Fused]:
+    """The panel in parallel (each member's events as it finishes; None: time for a keep-alive), then the
+    analysis when any member answered."""
+    started = time.monotonic()
+    member_request = replace(
+        request,
+        stream=False,
+        tools=tuple(server_function(kind_of(tool)) for tool in panel.tools),
+        tool_choice=None,
+        parallel_tool_calls=None,
     )
+    for model in panel.models:
+        yield {"type": "response.fusion_call.panel.added", "model": model}
+    answers: dict[int, PanelAnswer] = {}
+    with ThreadPoolExecutor(max_workers=len(panel.models), thread_name_prefix="fusion-panel") as pool:
+        futures: dict[Future, int] = {
+            pool.submit(_call, model, member_request, plans[model], panel): index
+            for index, model in enumerate(panel.models)
+        }
+        pending = set(futures)
+        while pending:
+            done, pending = wait(pending, timeout=settings.STREAM_KEEPALIVE_SECONDS, return_when=FIRST_COMPLETED)
+            if not done:
+                yield None
+            for future in sorted(done, key=futures.__getitem__):
+                answers[futures[future]] = answer = future.result()
+                yield panel_event(answer)
+    fused = Fused(answers=[answers[index] for index in range(len(panel.models))], panel_ms=_ms(started))
+    if not fused.served:
+        return fused
+    analysis_request = CanonicalRequest(
+        model="",
+        instructions=ANALYST_INSTRUCTIONS,
+        input=(
+            Message(
+                role="user",
+                content=(TextPart(f"Request:\n{_question(request)}\n\nAnswers:\n{_answers_block(fused.served)}"),),
+            ),
+        ),
+        text_format={"type": "json_object"},
+        temperature=0,
+        max_output_tokens=request.max_output_tokens,
+    )
+    yield {
+        "type": "response.fusion_call.analysis.in_progress",
+        "analyst_model": panel.analyst,
+        "judge_model": panel.analyst,
+    }
+    review = yield from _waiting(lambda: _call(panel.analyst, analysis_request, plans[panel.analyst], None))
+    fused.review = review
+    fused.analysis = analysis_parse(review.text) if review.status == "completed" else None
+    fused.analysis_status = "completed" if fused.analysis is not None else review.status if review.error else "unparsed"
+    if fused.analysis is not None:
+        yield {"type": "response.fusion_call.analysis.completed", "analysis": fused.analysis}
+    return fused
 
 
 def worst_cost(
-    request: CanonicalRequest, panel: list[RoutePlan | GatewayError], analyst: RoutePlan | GatewayError
+    request: CanonicalRequest,
+    plans: list[RoutePlan | GatewayError],
+    analyst: RoutePlan | GatewayError,
+    *,
+    tool_calls: int = 0,
+    final_answer: bool = True,
 ) -> Decimal:
     """The most the run can cost: each call's (panel, analysis, final answer) dearest candidate for its input
-    (roughly 4 characters a token; the analyst also reads every panel answer) and its output limit."""
+    (roughly 4 characters a token; the analyst also reads every panel answer) and its output limit; a member with
+    tools makes up to `tool_calls` more rounds, each reading a tool result more."""
     chars = len(request.instructions or "") + len(_question(request))
     output = request.max_output_tokens or DEFAULT_OUTPUT_TOKENS
-    calls = [(plan, chars // 4 + 1) for plan in panel] + [
-        (analyst, chars // 4 + 1 + output * len(panel)),  # the analysis
-        (analyst, chars // 4 + 1 + output * (len(panel) + 1)),  # the final answer (the request's own hold)
-    ]
+    calls = []
+    for plan in plans:
+        calls += [
+            (plan, chars // 4 + 1 + done * (output + SERVER_TOOL_RESULT_TOKENS)) for done in range(tool_calls + 1)
+        ]
+    calls.append((analyst, chars // 4 + 1 + output * len(plans)))  # the analysis
+    if final_answer:  # the request's own hold
+        calls.append((analyst, chars // 4 + 1 + output * (len(plans) + 1)))
     total = Decimal(0)
     for plan, tokens in calls:
         if isinstance(plan, GatewayError):
@@ -179,8 +437,44 @@ def _answers_block(answers: list[PanelAnswer]) -> str:
     )
 
 
+# ---- the analysis ------------------------------------------------------------------------------------------
+
+
+def _strings(value) -> list[str]:
+    values = value if isinstance(value, list) else [value] if value else []
+    return [v if isinstance(v, str) else json.dumps(v, ensure_ascii=False) for v in values]
+
+
+def _objects(value) -> list:
+    return value if isinstance(value, list) else [value] if value else []
+
+
+def _contradiction(value) -> dict:
+    if not isinstance(value, dict):
+        return {"topic": str(value), "stances": []}
+    stances = [
+        {"model": str(s.get("model") or ""), "stance": str(s.get("stance") or "")}
+        for s in _objects(value.get("stances"))
+        if isinstance(s, dict)
+    ]
+    return {"topic": str(value.get("topic") or value.get("point") or ""), "stances": stances}
+
+
+def _coverage(value) -> dict:
+    if not isinstance(value, dict):
+        return {"point": str(value), "models": []}
+    return {"point": str(value.get("point") or ""), "models": _strings(value.get("models"))}
+
+
+def _insight(value) -> dict:
+    if not isinstance(value, dict):
+        return {"insight": str(value), "model": ""}
+    return {"insight": str(value.get("insight") or ""), "model": str(value.get("model") or "")}
+
+
 def analysis_parse(text: str) -> dict | None:
-    """The analyst's JSON object with the five keys (missing keys as []), None when it sent no object."""
+    """The analyst's JSON object in the openrouter SDK's FusionAnalysisResult shape (missing keys as [], a bare
+    string where an object belongs made one), None when it sent no object."""
     try:
         value = json.loads(text)
     except ValueError:
@@ -190,106 +484,135 @@ def analysis_parse(text: str) -> dict | None:
             return None
     if not isinstance(value, dict) or not any(key in value for key in ANALYSIS_KEYS):
         return None
-    return {key: value.get(key) or [] for key in ANALYSIS_KEYS}
+    return {
+        "consensus": _strings(value.get("consensus")),
+        "contradictions": [_contradiction(v) for v in _objects(value.get("contradictions"))],
+        "partial_coverage": [_coverage(v) for v in _objects(value.get("partial_coverage"))],
+        "unique_insights": [_insight(v) for v in _objects(value.get("unique_insights"))],
+        "blind_spots": _strings(value.get("blind_spots")),
+    }
+
+
+# ---- the model slug gateway/fusion -------------------------------------------------------------------------
 
 
 def fusion_stage(
     request: CanonicalRequest, ctx: RequestContext, *, options: dict, limits: tuple[RoutingLimit, ...]
 ) -> Staged | Block:
-    preset_name = options.get("preset") or DEFAULT_PRESET
-    preset = presets().get(preset_name) or DEFAULT_PRESETS[DEFAULT_PRESET]
-    panel = list(dict.fromkeys(options.get("analysis_models") or preset))
-    analyst = options.get("model") or preset[0]
-    for model in (*panel, analyst):
-        if model == "gateway/fusion":
-            return Block(MSG_RECURSION.format(model=model), status=400)
-        if model in ROUTER_SLUGS:
-            return Block(MSG_ROUTER_MEMBER.format(model=model), status=400)
-    tools = options.get("tools")
-    if tools:
-        return Block(MSG_TOOLS.format(types=", ".join(sorted({t["type"] for t in tools}))), status=400)
-    panel_request = replace(request, stream=False, tools=(), tool_choice=None, parallel_tool_calls=None)
-    plans = {model: _plan(model, limits) for model in (*panel, analyst)}
-    if isinstance(plans[analyst], GatewayError):  # refused before any paid call: the analyst writes the answer
-        error = plans[analyst]
-        assert isinstance(error, GatewayError)
-        return Block(f"fusion analyst {analyst}: {error.message}", status=error.status)
-    worst = worst_cost(panel_request, [plans[model] for model in panel], plans[analyst])
+    panel = panel_settings(options)
+    if isinstance(panel, str):
+        return Block(panel, status=400)
+    if any(tool.name == "gateway_fusion" for tool in request.tools):
+        return Block(MSG_RECURSION_TOOL, status=400)
+    plans = {model: _plan(model, limits) for model in (*panel.models, panel.analyst)}
+    analyst_plan = plans[panel.analyst]
+    if isinstance(analyst_plan, GatewayError):  # refused before any paid call: the analyst writes the answer
+        return Block(f"fusion analyst {panel.analyst}: {analyst_plan.message}", status=analyst_plan.status)
+    panel_request = replace(request, tools=(), tool_choice=None)
+    calls = panel.max_tool_calls if panel.tools else 0
+    worst = worst_cost(panel_request, [plans[model] for model in panel.models], analyst_plan, tool_calls=calls)
     if worst > spendable(ctx):  # the panel runs before the request's hold: it must be affordable first
         return Block(MSG_CREDITS.format(cost=worst), status=402)
-    started = time.monotonic()
-    with ThreadPoolExecutor(max_workers=len(panel), thread_name_prefix="fusion-panel") as pool:
-        answers = list(pool.map(lambda model: _call(model, panel_request, plans[model]), panel))
-    panel_ms = _ms(started)
-    served = [a for a in answers if a.status == "completed"]
-    cost = sum((a.cost for a in answers), Decimal(0))
-    data: dict = {
-        "preset": None if options.get("analysis_models") else preset_name,
-        "panel": [a.as_entry() for a in answers],
-        "panel_ms": panel_ms,
-        "analyst": analyst,
-        "tools": [],
-    }
-    if not served:  # as a plain request to the first panel model: its error (or its answer, if it recovered)
-        data["fallback"] = f"every panel model failed: the request went to {panel[0]} as a plain request"
+    fused = drain(fuse(panel_request, panel, plans))
+    data = fused.data(panel)
+    cost, usage = fused.cost, fused.usage
+    if not fused.served:  # as a plain request to the first panel model: its error (or its answer, if it recovered)
+        data["fallback"] = f"every panel model failed: the request went to {panel.models[0]} as a plain request"
         entry = StageEntry("request_plugin", "fusion", "all panel models failed", data=data, cost_usd=cost)
         return Staged(
             request=request,
-            models=(panel[0],),
+            models=(panel.models[0],),
             strategy="fusion",
             entries=(entry,),
             cost_usd=cost,
-            record={"router": _record(answers, analyst, cost, analysis_status="skipped")},
+            usage=usage,
+            record={"router": fused.record(panel.analyst)},
         )
-    analysis_request = CanonicalRequest(
-        model="",
-        instructions=ANALYST_INSTRUCTIONS,
-        input=(
-            Message(
-                role="user",
-                content=(TextPart(f"Request:\n{_question(request)}\n\nAnswers:\n{_answers_block(served)}"),),
-            ),
-        ),
-        text_format={"type": "json_object"},
-        temperature=0,
+    analysis_text = (
+        json.dumps(fused.analysis, ensure_ascii=False) if fused.analysis is not None else "(no analysis available)"
     )
-    review = _call(analyst, analysis_request, plans[analyst])
-    cost += review.cost
-    analysis = analysis_parse(review.text) if review.status == "completed" else None
-    analysis_status = "completed" if analysis is not None else review.status if review.error else "unparsed"
-    data["analysis"] = {
-        "status": analysis_status,
-        "provider": review.provider,
-        "tokens": {"input": review.input_tokens, "output": review.output_tokens},
-        "cost_usd": float(review.cost),
-        **({"error": review.error} if review.error else {}),
-        **({"result": analysis} if analysis is not None else {}),
-    }
-    analysis_text = json.dumps(analysis, ensure_ascii=False) if analysis is not None else "(no analysis available)"
-    instructions = (
-        f"{request.instructions}\n\n" if request.instructions else ""
-    ) + f"{WRITER_INSTRUCTIONS}\n\nPanel answers:\n{_answers_block(served)}\n\nAnalysis (JSON):\n{analysis_text}"
-    failed = len(answers) - len(served)
-    summary = f"{len(served)} of {len(answers)} panel answers" + (f" ({failed} failed)" if failed else "")
-    entry = StageEntry("request_plugin", "fusion", summary + f"; final answer by {analyst}", data=data, cost_usd=cost)
+    instructions = (f"{request.instructions}\n\n" if request.instructions else "") + (
+        f"{WRITER_INSTRUCTIONS}\n\nPanel answers:\n{_answers_block(fused.served)}\n\nAnalysis (JSON):\n{analysis_text}"
+    )
+    failed = len(fused.answers) - len(fused.served)
+    summary = f"{len(fused.served)} of {len(fused.answers)} panel answers" + (f" ({failed} failed)" if failed else "")
+    outcome = summary + f"; final answer by {panel.analyst}"
+    entry = StageEntry("request_plugin", "fusion", outcome, data=data, cost_usd=cost)
     return Staged(
         request=replace(request, instructions=instructions),
-        models=(analyst,),
+        models=(panel.analyst,),
         strategy="fusion",
         entries=(entry,),
         cost_usd=cost,
-        record={"router": _record(answers, analyst, cost, analysis_status=analysis_status)},
+        usage=usage,
+        record={"router": fused.record(panel.analyst)},
     )
 
 
-def _record(answers: list[PanelAnswer], analyst: str, cost: Decimal, *, analysis_status: str) -> dict:
-    """For the generation record: statuses, tokens and costs only (never answer text)."""
-    return {
-        "strategy": "fusion",
-        "plugin": "fusion",
-        "panel": [{k: v for k, v in a.as_entry().items() if k != "error"} for a in answers],
-        "analyst": analyst,
-        "analysis": analysis_status,
-        "chosen": analyst,
-        "cost_usd": float(cost),
+# ---- the server tool gateway:fusion ------------------------------------------------------------------------
+
+
+def fusion_tool_run(args: dict, parameters: dict, tools: ToolContext) -> Generator[dict | None, None, ToolResult]:
+    """The model's question to a fusion panel: the analysis and the answers are what it reads; the call's item
+    has the analysis, each answer, the failed members and the pages the panel read."""
+    kind = "gateway:fusion"
+    ctx = tools.ctx
+    assert ctx is not None, "gateway:fusion runs within a request"
+    prompt = str(args.get("prompt") or args.get("query") or "").strip() or (
+        _question(ctx.request) if ctx.request else ""
+    )
+    if not prompt:
+        return ToolResult.failed(kind, "prompt is required: the question for the panel")
+    panel = panel_settings(parameters, analyst=tools.model)
+    if isinstance(panel, str):
+        return ToolResult.failed(kind, panel, failure_reason="invalid_model")
+    request = CanonicalRequest(
+        model="",
+        input=(Message(role="user", content=(TextPart(prompt),)),),
+        temperature=parameters.get("temperature"),
+        max_output_tokens=parameters.get("max_completion_tokens") or DEFAULT_OUTPUT_TOKENS,
+    )
+    limits = caller_limits(ctx)
+    plans = {model: _plan(model, limits) for model in (*panel.models, panel.analyst)}
+    analyst_plan = plans[panel.analyst]
+    if isinstance(analyst_plan, GatewayError):
+        return ToolResult.failed(
+            kind, f"analyst {panel.analyst}: {analyst_plan.message}", failure_reason="invalid_model"
+        )
+    calls = panel.max_tool_calls if panel.tools else 0
+    worst = worst_cost(request, [plans[m] for m in panel.models], analyst_plan, tool_calls=calls, final_answer=False)
+    if worst > spendable(ctx):
+        return ToolResult.failed(kind, MSG_TOOL_CREDITS.format(cost=worst), failure_reason="insufficient_credits")
+    yield {"type": "response.fusion_call.in_progress"}
+    fused = yield from fuse(request, panel, plans)
+    tools.charge(fused.cost, fused.usage)
+    yield {"type": "response.fusion_call.completed"}
+    failed = [
+        {"model": a.model, "error": a.error, **({"status_code": a.status_code} if a.status_code else {})}
+        for a in fused.answers
+        if a.status != "completed"
+    ]
+    sources = {url: title for answer in fused.served for url, title in answer.sources.items()}
+    item: dict = {
+        "type": kind,
+        "id": new_item_id(kind),
+        "status": "completed" if fused.served else "failed",
+        "responses": [{"model": a.model, "content": a.text} for a in fused.served],
+        **({"failed_models": failed} if failed else {}),
+        **({"analysis": fused.analysis} if fused.analysis is not None else {}),
+        **({"sources": [{"title": title, "url": url} for url, title in sources.items()]} if sources else {}),
     }
+    summary = f"{len(fused.served)} of {len(fused.answers)} panel answers; analysis {fused.analysis_status}"
+    entry = StageEntry("server_tools", kind, summary, data=fused.data(panel), cost_usd=fused.cost)
+    if not fused.served:
+        item |= {"failure_reason": "all_panels_failed", "error": "every panel model failed"}
+        refused = {"error": "every panel model failed", "failed_models": failed}
+        return ToolResult(for_model=as_json(refused), item=ServerToolItem(item=item), entry=entry)
+    if fused.analysis is None:
+        item["error"] = f"the analyst {panel.analyst} returned no analysis ({fused.analysis_status})"
+    share = MAX_ANSWER_CHARS // max(1, len(fused.served))
+    said: dict = {
+        "analysis": fused.analysis,
+        "answers": [{"model": a.model, "content": a.text[:share]} for a in fused.served],
+    }
+    return ToolResult(for_model=as_json(said), item=ServerToolItem(item=item), entry=entry)

@@ -2,6 +2,10 @@
 (a JSON string), the tool's `parameters` from the request, and returns a ToolResult: the text the model reads and
 the output item the caller sees (`gateway:<tool>` items, shaped like the openrouter SDK's `openrouter:<tool>`
 items). A tool that cannot do what the model asked returns a failed result the model reads (never an exception).
+A tool with progress to report is a generator: it yields its stream events as it runs (a web search's in_progress,
+searching, completed; a fusion run's panel and analysis events; None: still working) and returns its result;
+`run_tool` keeps them on the item (a buffered stream replays them). `gateway:fusion` runs a fusion panel
+(plugins.routing_plugins.fusion).
 """
 
 import hashlib
@@ -9,25 +13,20 @@ import json
 import re
 import secrets
 import zoneinfo
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from decimal import Decimal
 
 from plugins import web_engines
-from routing.canonical import FunctionTool
+from routing.canonical import FunctionTool, Usage
 from routing.selectors import models_list
-from routing.stages import SERVER_TOOL_RESULT_TOKENS, ServerToolItem
+from routing.stages import SERVER_TOOL_RESULT_TOKENS, RequestContext, ServerToolItem, StageEntry
 
 MAX_RESULT_CHARS = SERVER_TOOL_RESULT_TOKENS * 4  # what one result adds to the next round's input, at most
 DEFAULT_RESULTS = 5
 MAX_RESULTS = 20
 MAX_WEB_USES = 50  # searches or fetches per request, per tool (the issue's hard limit)
-WEB_SEARCH_PROGRESS = (
-    "response.web_search_call.in_progress",
-    "response.web_search_call.searching",
-    "response.web_search_call.completed",
-)
 WORD = re.compile(r"[\w.+-]+")
 ID_PREFIX = {
     "gateway:datetime": "dt",
@@ -35,24 +34,31 @@ ID_PREFIX = {
     "gateway:tool_search": "ts",
     "gateway:web_search": "ws",
     "gateway:web_fetch": "wf",
+    "gateway:fusion": "fu",
 }
 
 
 @dataclass
 class ToolContext:
     """What the tools of one request share: the deferred function tools (tool_search), the ones found so far
-    (declared from the next round on), uses per tool, and how to charge a tool's own cost."""
+    (declared from the next round on), uses per tool, how to charge a tool's own cost and the tokens of its own
+    model calls, the request's context (who pays: a fusion run's credit check) and the model that served the first
+    round (a fusion run's default analyst)."""
 
     deferred: list[dict]
-    charge: Callable[[Decimal], None]
+    charge: Callable[[Decimal, Usage], None]
+    ctx: RequestContext | None = None
+    model: str = ""
     found: list[FunctionTool] = field(default_factory=list)
     uses: dict[str, int] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)  # the pages searched or fetched: url -> title
 
 
 @dataclass(frozen=True)
 class ToolResult:
     for_model: str  # the function_call_output the model reads (JSON)
     item: ServerToolItem  # the output item the caller sees
+    entry: StageEntry | None = None  # the tool's own gateway_metadata.pipeline entry (a fusion run's)
 
     @classmethod
     def failed(cls, kind: str, error: str, **fields) -> "ToolResult":
@@ -197,12 +203,14 @@ def _used(tools: ToolContext, kind: str, parameters: dict) -> str | None:
     return None
 
 
-def web_search_tool(args: dict, parameters: dict, tools: ToolContext) -> ToolResult:
+def web_search_tool(args: dict, parameters: dict, tools: ToolContext) -> Generator[dict | None, None, ToolResult]:
     kind = "gateway:web_search"
     query = str(args.get("query") or "")[:500]
     action: dict = {"type": "search", "query": query}
     if spent := _used(tools, kind, parameters):
         return ToolResult.failed(kind, spent, action=action)
+    yield {"type": "response.web_search_call.in_progress"}
+    yield {"type": "response.web_search_call.searching"}
     try:
         outcome = web_engines.search(
             query,
@@ -213,17 +221,16 @@ def web_search_tool(args: dict, parameters: dict, tools: ToolContext) -> ToolRes
         )
     except (web_engines.SearchRefused, web_engines.SearchFailed) as error:
         return ToolResult.failed(kind, error.message, action=action)
-    tools.charge(outcome.cost_usd)
+    tools.charge(outcome.cost_usd, Usage())
+    tools.sources.update((r.url, r.title) for r in outcome.results)
     results = [
         {"title": r.title, "url": r.url, "snippet": r.snippet, **({"published": r.published} if r.published else {})}
         for r in outcome.results
     ]
     action["sources"] = [{"type": "url", "url": r.url} for r in outcome.results]
+    yield {"type": "response.web_search_call.completed"}
     item = {"type": kind, "id": new_item_id(kind), "status": "completed", "action": action}
-    return ToolResult(
-        for_model=as_json({"query": outcome.query, "results": results}),
-        item=ServerToolItem(item=item, progress=WEB_SEARCH_PROGRESS),
-    )
+    return ToolResult(for_model=as_json({"query": outcome.query, "results": results}), item=ServerToolItem(item=item))
 
 
 def web_fetch_tool(args: dict, parameters: dict, tools: ToolContext) -> ToolResult:
@@ -242,6 +249,7 @@ def web_fetch_tool(args: dict, parameters: dict, tools: ToolContext) -> ToolResu
         )
     except (web_engines.FetchRefused, web_engines.FetchFailed) as error:
         return ToolResult.failed(kind, error.message, url=url)
+    tools.sources[page.url] = page.title or page.url
     said = {"url": page.url, "title": page.title, "content": page.text, "truncated": page.truncated}
     item = {
         "type": kind,
@@ -254,20 +262,63 @@ def web_fetch_tool(args: dict, parameters: dict, tools: ToolContext) -> ToolResu
     return ToolResult(for_model=as_json(said), item=ServerToolItem(item=item))
 
 
+def fusion_tool(args: dict, parameters: dict, tools: ToolContext) -> Generator[dict | None, None, ToolResult]:
+    # imported here: a fusion panel member runs through the server-tool loop, which imports this module
+    from plugins.routing_plugins.fusion import fusion_tool_run
+
+    return (yield from fusion_tool_run(args, parameters, tools))
+
+
+ToolRun = Generator[dict | None, None, ToolResult]
+
+
+def _no_fields(args: dict, parameters: dict) -> dict:
+    return {}
+
+
 @dataclass(frozen=True)
 class Runner:
-    run: Callable[[dict, dict, ToolContext], ToolResult]
+    """A tool: `run` it; `available` on this gateway; `pending`: the fields its item has while it runs (the
+    openrouter SDK's item types require them on the item streamed as added)."""
+
+    run: Callable[[dict, dict, ToolContext], ToolResult | ToolRun]
     available: Callable[[], bool] = lambda: True
+    pending: Callable[[dict, dict], dict] = _no_fields
 
 
 RUNNERS = {
-    "gateway:datetime": Runner(datetime_tool),
+    "gateway:datetime": Runner(
+        datetime_tool,
+        pending=lambda args, parameters: {
+            "datetime": "",
+            "timezone": str(args.get("timezone") or parameters.get("timezone") or "UTC")[:64],
+        },
+    ),
     "gateway:search_models": Runner(search_models_tool),
     "gateway:tool_search": Runner(tool_search_tool),
     "gateway:web_search": Runner(web_search_tool, available=lambda: bool(web_engines.configured_engines())),
     "gateway:web_fetch": Runner(web_fetch_tool),
+    "gateway:fusion": Runner(fusion_tool),
 }
 
 
-def run_tool(kind: str, arguments: str, parameters: dict, tools: ToolContext) -> ToolResult:
-    return RUNNERS[kind].run(_arguments(arguments), parameters, tools)
+def pending_fields(kind: str, arguments: str, parameters: dict) -> dict:
+    """The fields a call's item has while it runs."""
+    return RUNNERS[kind].pending(_arguments(arguments), parameters)
+
+
+def run_tool(kind: str, arguments: str, parameters: dict, tools: ToolContext) -> ToolRun:
+    """Run one call: its progress events as it yields them, then its result (the events kept on its item)."""
+    outcome = RUNNERS[kind].run(_arguments(arguments), parameters, tools)
+    if isinstance(outcome, ToolResult):
+        return outcome
+    events: list[dict] = []
+    while True:
+        try:
+            event = next(outcome)
+        except StopIteration as stop:
+            result: ToolResult = stop.value
+            return replace(result, item=ServerToolItem(item=result.item.item, progress=tuple(events)))
+        if event is not None:
+            events.append(event)
+        yield event

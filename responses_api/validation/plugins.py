@@ -6,6 +6,7 @@ from rest_framework import serializers
 from gateway import fields
 from responses_api.validation.checks import check_count
 from responses_api.validation.limits import MAX_PLUGINS
+from responses_api.validation.tools import panel_tools_error
 
 MAX_PATTERNS, MAX_PATTERN_CHARS, MAX_PATTERNS_TOTAL = 1024, 1024, 65536
 COST_TIERS = ("low", "medium", "high", "xhigh", "max")
@@ -100,6 +101,11 @@ class ParetoRouterPluginSerializer(PluginBase):
 class FusionToolSerializer(serializers.Serializer):
     type = fields.CharField()
     parameters = fields.DictField(required=False)
+
+    def validate(self, attrs: dict) -> dict:
+        if refused := panel_tools_error([attrs]):
+            raise serializers.ValidationError(refused.removeprefix("[0] ").removeprefix("[0]."))
+        return attrs
 
 
 class FusionPluginSerializer(PluginBase):

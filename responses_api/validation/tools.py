@@ -39,7 +39,18 @@ RUN_TOOL_PARAMETERS = {
     "gateway:tool_search": ("max_results",),
     "gateway:web_search": ("engine", "max_results", "max_uses", "allowed_domains", "excluded_domains"),
     "gateway:web_fetch": ("max_uses", "max_content_tokens", "allowed_domains", "blocked_domains"),
+    "gateway:fusion": (
+        "analysis_models",
+        "model",
+        "preset",
+        "max_tool_calls",
+        "tools",
+        "temperature",
+        "max_completion_tokens",
+    ),
 }
+# The server tools a fusion panel member may use (plugins.routing_plugins.fusion; never gateway:fusion itself).
+PANEL_TOOLS = ("gateway:web_search", "gateway:web_fetch", "gateway:datetime", "gateway:search_models")
 OTHER_TOOL_TYPES = (
     "web_search",
     "web_search_preview",
@@ -109,6 +120,33 @@ PARAMETER_SCHEMAS: dict[str, dict[str, Any]] = {
     "allowed_domains": DOMAINS_SCHEMA,
     "excluded_domains": DOMAINS_SCHEMA,
     "blocked_domains": DOMAINS_SCHEMA,
+    "analysis_models": {
+        "type": "array",
+        "minItems": 1,
+        "maxItems": 8,
+        "items": {"type": "string", "minLength": 1, "maxLength": 300},
+    },
+    "model": {"type": "string", "minLength": 1, "maxLength": 300},
+    "preset": {"type": "string", "enum": ["general-high", "general-budget", "general-fast"]},
+    "max_tool_calls": {"type": "integer", "minimum": 1, "maximum": 16},
+    "tools": {
+        "type": "array",
+        "maxItems": 8,
+        "description": "The panel's server tools (default web search and web fetch when configured; [] none)",
+        "items": {
+            "type": "object",
+            "required": ["type"],
+            "properties": {
+                "type": {
+                    "type": "string",
+                    "enum": [*PANEL_TOOLS, *(kind.replace("gateway:", "openrouter:", 1) for kind in PANEL_TOOLS)],
+                },
+                "parameters": {"type": "object"},
+            },
+        },
+    },
+    "temperature": {"type": "number", "minimum": 0, "maximum": 2},
+    "max_completion_tokens": {"type": "integer", "minimum": 1},
 }
 RUN_TOOL_SCHEMAS = [
     {
@@ -218,17 +256,47 @@ def _server_tool_parameters(kind: str, parameters) -> str | None:
     if unknown:
         return f"{unknown[0]} is not supported for {kind}; supported: {', '.join(RUN_TOOL_PARAMETERS[kind])}"
     for name, value in parameters.items():
-        schema = PARAMETER_SCHEMAS[name]
-        if schema["type"] == "integer":
-            valid = isinstance(value, int) and not isinstance(value, bool) and schema["minimum"] <= value
-            valid = valid and value <= schema.get("maximum", value)
-        elif schema["type"] == "string":
-            valid = isinstance(value, str) and 0 < len(value) <= schema["maxLength"]
-        else:
-            valid = isinstance(value, list) and len(value) <= 100
-            valid = valid and all(isinstance(item, str) and 0 < len(item) <= 300 for item in value)
-        if not valid:
-            return f"{name}: must match {json.dumps(schema)}"
+        if name == "tools":
+            if refused := panel_tools_error(value):
+                return f"tools: {refused}"
+        elif not _valid(PARAMETER_SCHEMAS[name], value):
+            return f"{name}: must match {json.dumps(PARAMETER_SCHEMAS[name])}"
+    return None
+
+
+def _valid(schema: dict, value) -> bool:
+    if schema["type"] in ("integer", "number"):
+        numeric = isinstance(value, int) if schema["type"] == "integer" else isinstance(value, int | float)
+        return numeric and not isinstance(value, bool) and schema["minimum"] <= value <= schema.get("maximum", value)
+    if schema["type"] == "string":
+        return isinstance(value, str) and 0 < len(value) <= schema.get("maxLength", 64) and (
+            "enum" not in schema or value in schema["enum"]
+        )
+    items = schema.get("items") or {"type": "string", "minLength": 1, "maxLength": 300}
+    return (
+        isinstance(value, list)
+        and schema.get("minItems", 0) <= len(value) <= schema.get("maxItems", 100)
+        and all(_valid(items, item) for item in value)
+    )
+
+
+def panel_tools_error(tools) -> str | None:
+    """A fusion panel's `tools` (the fusion plugin's, the gateway:fusion tool's): server tools a panel member may
+    use, each with its own parameters; why not, else None."""
+    if not isinstance(tools, list) or len(tools) > 8:
+        return "must be an array of at most 8 server tools"
+    for index, tool in enumerate(tools):
+        kind = server_tool_kind(str(tool.get("type"))) if isinstance(tool, dict) else ""
+        if kind not in PANEL_TOOLS:
+            named = tool.get("type") if isinstance(tool, dict) else tool
+            return (
+                f"[{index}] {named!r} is not a panel tool; a panel can use {', '.join(PANEL_TOOLS)} "
+                "(gateway:fusion never: a fusion run cannot start another)"
+            )
+        if set(tool) - {"type", "parameters"}:
+            return f"[{index}] takes type and parameters only"
+        if refused := _server_tool_parameters(kind, tool.get("parameters")):
+            return f"[{index}].parameters: {refused}"
     return None
 
 

@@ -70,19 +70,28 @@ def test_panel_runs_in_parallel_then_the_analyst_writes_the_answer(alice, db, st
     assert "Answer from alpha" in system and "the answers agree" in system
 
 
-def test_billing_sums_every_call(alice, db, standin):
+def test_billing_and_usage_sum_every_call(alice, db, standin):
     fusion_catalog(standin)
     body = post(alice).json()
     entry = fusion_entry(body)
-    staged = sum(p["cost_usd"] for p in entry["data"]["panel"]) + entry["data"]["analysis"]["cost_usd"]
-    assert entry["cost_usd"] == pytest.approx(staged)
+    calls = [*entry["data"]["panel"], entry["data"]["analysis"]]
+    assert entry["cost_usd"] == pytest.approx(sum(call["cost_usd"] for call in calls))
+    # usage: the three panel answers, the analysis and the final answer
     usage = body["usage"]
+    final_input = usage["input_tokens"] - sum(call["tokens"]["input"] for call in calls)
+    final_output = usage["output_tokens"] - sum(call["tokens"]["output"] for call in calls)
+    assert final_output == max(1, len(ANALYSIS) // 4)  # the stand-in counts 4 characters a token
+    assert final_input > sum(call["tokens"]["input"] for call in entry["data"]["panel"])  # it read every answer
+    assert [call["tokens"]["output"] for call in entry["data"]["panel"]] == [
+        max(1, len(f"Answer from {model.split('/')[1]}") // 4) for model in PANEL
+    ]
     final = usage_cost(
         endpoint=endpoint_info(Endpoint.objects.select_related("provider", "model").get(model_id="bolt/delta")),
-        usage=Usage(input_tokens=usage["input_tokens"], output_tokens=usage["output_tokens"]),
+        usage=Usage(input_tokens=final_input, output_tokens=final_output),
     )
     record = Generation.objects.get(pk="gen-" + body["id"].removeprefix("resp_"))
     assert record.cost == pytest.approx(final + Decimal(str(entry["cost_usd"])), abs=Decimal("0.000001"))
+    assert (record.tokens_input, record.tokens_output) == (usage["input_tokens"], usage["output_tokens"])
     assert usage["cost"] == pytest.approx(float(record.cost))
     assert record.router["strategy"] == "fusion" and len(record.router["panel"]) == 3
     assert "Answer from" not in str(record.router)  # statuses and figures, never answer text
@@ -116,10 +125,15 @@ def test_recursion_and_routers_are_refused(alice, db, standin):
     assert_error_envelope(analyst, 400)
 
 
-def test_panel_tools_unavailable_are_a_400(alice, db, standin):
+def test_panel_tools_unavailable_are_a_400(alice, db, standin, settings):
     fusion_catalog(standin)
-    refused = post(alice, [{"id": "fusion", "analysis_models": PANEL, "tools": [{"type": "web_search"}]}])
-    assert "not available" in assert_error_envelope(refused, 400)["error"]["message"]
+    settings.WEB_SEARCH_SEARXNG_URL = ""
+    provider_tool = post(alice, [{"id": "fusion", "analysis_models": PANEL, "tools": [{"type": "web_search"}]}])
+    assert "not a panel tool" in assert_error_envelope(provider_tool, 400)["error"]["message"]
+    no_engine = post(alice, [{"id": "fusion", "analysis_models": PANEL, "tools": [{"type": "gateway:web_search"}]}])
+    message = assert_error_envelope(no_engine, 400)["error"]["message"]
+    assert "gateway:web_search" in message and "not available on this gateway" in message
+    assert not standin.received  # refused before any call
 
 
 def test_streaming_streams_the_final_synthesis(alice, db, standin):
@@ -136,6 +150,10 @@ def test_streaming_streams_the_final_synthesis(alice, db, standin):
 def test_analysis_parse():
     assert analysis_parse('```json\n{"consensus": ["a"], "blind_spots": ["b"],}\n```')["blind_spots"] == ["b"]
     assert analysis_parse("no json here") is None
+    # the openrouter SDK's FusionAnalysisResult shape: objects where the analyst wrote strings
+    loose = analysis_parse('{"contradictions": ["x"], "unique_insights": [{"model": "a/b", "insight": "y"}]}')
+    assert loose["contradictions"] == [{"topic": "x", "stances": []}]
+    assert loose["unique_insights"] == [{"insight": "y", "model": "a/b"}] and loose["partial_coverage"] == []
 
 
 def test_a_panel_the_balance_cannot_cover_is_a_402_before_any_call(alice, db, standin):
