@@ -49,6 +49,7 @@ RUN_TOOL_PARAMETERS = {
         "max_completion_tokens",
     ),
 }
+ROUTERS = ("gateway/auto", "gateway/auto-beta", "gateway/pareto-code", "gateway/fusion")  # the router model slugs
 # The server tools a fusion panel member may use (plugins.routing_plugins.fusion; never gateway:fusion itself).
 PANEL_TOOLS = ("gateway:web_search", "gateway:web_fetch", "gateway:datetime", "gateway:search_models")
 OTHER_TOOL_TYPES = (
@@ -261,6 +262,9 @@ def _server_tool_parameters(kind: str, parameters) -> str | None:
                 return f"tools: {refused}"
         elif not _valid(PARAMETER_SCHEMAS[name], value):
             return f"{name}: must match {json.dumps(PARAMETER_SCHEMAS[name])}"
+        elif name in ("analysis_models", "model"):
+            if router := next((m for m in (value if isinstance(value, list) else [value]) if m in ROUTERS), None):
+                return f"{name}: {router} is a router, not a model (a fusion run cannot start another)"
     return None
 
 
@@ -269,8 +273,10 @@ def _valid(schema: dict, value) -> bool:
         numeric = isinstance(value, int) if schema["type"] == "integer" else isinstance(value, int | float)
         return numeric and not isinstance(value, bool) and schema["minimum"] <= value <= schema.get("maximum", value)
     if schema["type"] == "string":
-        return isinstance(value, str) and 0 < len(value) <= schema.get("maxLength", 64) and (
-            "enum" not in schema or value in schema["enum"]
+        return (
+            isinstance(value, str)
+            and 0 < len(value) <= schema.get("maxLength", 64)
+            and ("enum" not in schema or value in schema["enum"])
         )
     items = schema.get("items") or {"type": "string", "minLength": 1, "maxLength": 300}
     return (
