@@ -140,9 +140,14 @@ def used_parameters(data: dict) -> frozenset[str]:
             "presence_penalty",
             "parallel_tool_calls",
             "top_logprobs",
+            "seed",
         )
         if data.get(name) is not None
     }
+    if data.get("stop"):
+        used.add("stop")
+    if data.get("logprobs") or data.get("top_logprobs") is not None:
+        used.add("logprobs")
     if data.get("max_output_tokens") is not None:
         used.add("max_tokens")
     if any(tool["type"] == "function" or server_tool_kind(tool["type"]) for tool in data.get("tools") or []):
@@ -195,6 +200,9 @@ def prepare(*, data: dict, account_id: str) -> Prepared:
         frequency_penalty=data.get("frequency_penalty"),
         presence_penalty=data.get("presence_penalty"),
         max_output_tokens=data.get("max_output_tokens"),
+        stop=tuple(data.get("stop") or ()),  # `stop`, `seed`, `logprobs`: from the chat and messages front doors
+        seed=data.get("seed"),
+        logprobs=bool(data.get("logprobs")) or data.get("top_logprobs") is not None,
         top_logprobs=data.get("top_logprobs"),
         text_format=dict(text["format"]) if text.get("format") else None,
         verbosity=text.get("verbosity"),

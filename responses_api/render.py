@@ -5,6 +5,7 @@ import time
 from dataclasses import dataclass
 
 from routing.canonical import CanonicalResponse, OutputFunctionCall, OutputMessage, OutputReasoning, Usage
+from routing.providers.logprobs import token_dicts
 from routing.stages import ServerToolItem
 
 # Responses `error.code` for a canonical error type (reference 1.6).
@@ -20,15 +21,25 @@ def new_id(prefix: str) -> str:
     return f"{prefix}_{secrets.token_hex(12)}"
 
 
-def message_item(
-    item_id: str, text: str, refusal: str | None = None, status: str = "completed", annotations: tuple[dict, ...] = ()
-) -> dict:
+def message_item(item_id: str, message: OutputMessage, status: str = "completed") -> dict:
+    """A message output item: its output_text part carries the token logprobs when they were asked for; the stop
+    sequence that ended it (asked for on /chat/completions and /messages only) is kept for those front doors."""
     content = []
-    if text or not refusal:
-        content.append({"type": "output_text", "text": text, "annotations": list(annotations), "logprobs": []})
-    if refusal:
-        content.append({"type": "refusal", "refusal": refusal})
-    return {"type": "message", "id": item_id, "role": "assistant", "status": status, "content": content}
+    if message.text or not message.refusal:
+        content.append(
+            {
+                "type": "output_text",
+                "text": message.text,
+                "annotations": list(message.annotations),
+                "logprobs": token_dicts(message.logprobs),
+            }
+        )
+    if message.refusal:
+        content.append({"type": "refusal", "refusal": message.refusal})
+    item = {"type": "message", "id": item_id, "role": "assistant", "status": status, "content": content}
+    if message.stop_sequence is not None:
+        item["stop_sequence"] = message.stop_sequence
+    return item
 
 
 def reasoning_item(item_id: str, item: OutputReasoning, status: str = "completed") -> dict:
@@ -62,7 +73,7 @@ def output_items(response: CanonicalResponse) -> list[dict]:
     items = []
     for item in response.output:
         if isinstance(item, OutputMessage):
-            items.append(message_item(new_id("msg"), item.text, item.refusal, annotations=item.annotations))
+            items.append(message_item(new_id("msg"), item))
         elif isinstance(item, OutputReasoning):
             items.append(reasoning_item(new_id("rs"), item))
         elif isinstance(item, OutputFunctionCall):

@@ -10,6 +10,7 @@ from dataclasses import replace
 from responses_api.render import function_call_item, message_item, new_id, reasoning_item
 from routing.accumulate import Delta, FoldStep, ItemDone, ItemOpened, PartDone, PartOpened, replay
 from routing.canonical import CanonicalResponse, OutputFunctionCall, OutputMessage, OutputReasoning
+from routing.providers.logprobs import token_dicts
 from routing.stages import ServerToolItem, ToolEvent
 
 KEEPALIVE = b": GATEWAY PROCESSING\n\n"
@@ -136,7 +137,7 @@ class StreamRenderer:
                     **ids,
                     content_index=step.part_index,
                     delta=step.text,
-                    logprobs=[],
+                    logprobs=token_dicts(step.logprobs),
                 )
             case "refusal":
                 return self.event("response.refusal.delta", **ids, content_index=step.part_index, delta=step.text)
@@ -169,21 +170,23 @@ class StreamRenderer:
                     part={"type": "refusal", "refusal": text},
                 )
             case "output_text":
+                logprobs = token_dicts(step.logprobs)
+                part = {
+                    "type": "output_text",
+                    "text": text,
+                    "annotations": list(step.annotations),
+                    "logprobs": logprobs,
+                }
                 return self.event(
-                    "response.output_text.done", **ids, content_index=step.part_index, text=text, logprobs=[]
-                ) + self.event(
-                    "response.content_part.done",
-                    **ids,
-                    content_index=step.part_index,
-                    part={"type": "output_text", "text": text, "annotations": list(step.annotations)},
-                )
+                    "response.output_text.done", **ids, content_index=step.part_index, text=text, logprobs=logprobs
+                ) + self.event("response.content_part.done", **ids, content_index=step.part_index, part=part)
 
     def _done(self, step: ItemDone) -> bytes:
         item_id = self._ids[step.index]
         prefix = b""
         match step.item:
             case OutputMessage():
-                item = message_item(item_id, step.item.text, step.item.refusal, annotations=step.item.annotations)
+                item = message_item(item_id, step.item)
             case OutputReasoning():
                 item = reasoning_item(item_id, step.item)
             case OutputFunctionCall():

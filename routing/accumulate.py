@@ -20,6 +20,7 @@ from routing.canonical import (
     ResponseStarted,
     StreamEvent,
     TextDelta,
+    TokenLogprob,
     ToolCallDelta,
     ToolCallStarted,
     Usage,
@@ -49,6 +50,7 @@ class Delta:
     part: PartKind | Literal["arguments"]
     part_index: int
     text: str
+    logprobs: tuple[TokenLogprob, ...] = ()  # an output_text delta's tokens, when asked for
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +60,7 @@ class PartDone:
     part_index: int
     text: str
     annotations: tuple[dict, ...] = ()  # the first output_text part of a message: the message's annotations
+    logprobs: tuple[TokenLogprob, ...] = ()  # an output_text part's tokens, when asked for
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +77,7 @@ class _Part:
     kind: PartKind
     texts: list[str] = field(default_factory=list)
     done: bool = False
+    logprobs: list[TokenLogprob] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -92,12 +96,20 @@ class _OpenItem:
     name: str = ""
     arguments: list[str] = field(default_factory=list)
     annotations: tuple[dict, ...] = ()  # a message's (set by replay: a post-stage's file annotations)
+    stop_sequence: str | None = None  # a message's (set when the stream finished on one)
 
     def item(self) -> OutputItem:
         if self.kind == "message":
             text = "".join("".join(part.texts) for part in self.parts if part.kind == "output_text")
             refusal = "".join("".join(part.texts) for part in self.parts if part.kind == "refusal")
-            return OutputMessage(text=text, refusal=refusal or None, annotations=self.annotations)
+            logprobs = tuple(token for part in self.parts if part.kind == "output_text" for token in part.logprobs)
+            return OutputMessage(
+                text=text,
+                refusal=refusal or None,
+                annotations=self.annotations,
+                logprobs=logprobs,
+                stop_sequence=self.stop_sequence,
+            )
         if self.kind == "reasoning":
             return OutputReasoning(
                 summary=("".join(self.summary.texts),) if self.summary else (),
@@ -123,7 +135,7 @@ class Fold:
     def add(self, event: StreamEvent) -> list[FoldStep]:
         match event:
             case TextDelta():
-                return self._text("output_text", event.text)
+                return self._text("output_text", event.text, event.logprobs)
             case RefusalDelta():
                 return self._text("refusal", event.text)
             case ReasoningDelta():
@@ -155,6 +167,8 @@ class Fold:
                 self.usage = event.usage
             case Finished():
                 self.finished = event
+                if event.stop_sequence and self.open is not None and self.open.kind == "message":
+                    self.open.stop_sequence = event.stop_sequence
         return []
 
     def _open_as(self, kind: Literal["message", "reasoning"]) -> list[FoldStep]:
@@ -164,7 +178,7 @@ class Fold:
         self.open = _OpenItem(index=len(self.items), kind=kind)
         return [*steps, ItemOpened(self.open.index, self.open.item())]
 
-    def _text(self, kind: PartKind, text: str) -> list[FoldStep]:
+    def _text(self, kind: PartKind, text: str, logprobs: tuple[TokenLogprob, ...] = ()) -> list[FoldStep]:
         steps = self._open_as("message")
         item = self.open
         assert item is not None
@@ -173,7 +187,8 @@ class Fold:
             item.parts.append(_Part(kind))
             steps.append(PartOpened(item.index, kind, len(item.parts) - 1))
         item.parts[-1].texts.append(text)
-        return [*steps, Delta(item.index, kind, len(item.parts) - 1, text)]
+        item.parts[-1].logprobs += logprobs
+        return [*steps, Delta(item.index, kind, len(item.parts) - 1, text, logprobs)]
 
     def _reasoning(self, event: ReasoningDelta) -> list[FoldStep]:
         steps = self._open_as("reasoning")
@@ -199,7 +214,10 @@ class Fold:
         part.done = True
         first_text = part.kind == "output_text" and part is next(p for p in item.parts if p.kind == "output_text")
         annotations = item.annotations if first_text else ()
-        return [PartDone(item.index, part.kind, len(item.parts) - 1, "".join(part.texts), annotations)]
+        done = PartDone(
+            item.index, part.kind, len(item.parts) - 1, "".join(part.texts), annotations, tuple(part.logprobs)
+        )
+        return [done]
 
     def close(self) -> list[FoldStep]:
         """Close the open item (the stream ended, or another item begins)."""
@@ -250,6 +268,7 @@ def replay(response: CanonicalResponse) -> list[FoldStep]:
             steps += fold.add(event)
         if isinstance(item, OutputMessage) and fold.open is not None:
             fold.open.annotations = item.annotations
+            fold.open.stop_sequence = item.stop_sequence
     return steps + fold.close()
 
 
@@ -258,7 +277,7 @@ def _item_events(index: int, item: OutputItem) -> list[StreamEvent]:
     match item:
         case OutputMessage():
             if item.text or not item.refusal:
-                events.append(TextDelta(item.text))
+                events.append(TextDelta(item.text, item.logprobs))
             if item.refusal:
                 events.append(RefusalDelta(item.refusal))
         case OutputReasoning():

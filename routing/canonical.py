@@ -101,7 +101,10 @@ class CanonicalRequest:
     frequency_penalty: float | None = None
     presence_penalty: float | None = None
     max_output_tokens: int | None = None
-    top_logprobs: int | None = None
+    stop: tuple[str, ...] = ()  # stop sequences: the answer ends before the first one generated
+    seed: int | None = None
+    logprobs: bool = False  # return each output token's log probability
+    top_logprobs: int | None = None  # and this many most likely alternatives at each position (with logprobs)
     text_format: dict | None = None  # {"type": "json_schema", "name", "schema", "strict"} | {"type": "json_object"}
     verbosity: str | None = None
     reasoning: ReasoningConfig | None = None
@@ -129,10 +132,29 @@ class Usage:
 
 
 @dataclass(frozen=True)
+class TopLogprob:
+    token: str
+    logprob: float
+    bytes: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    """One output token's log probability, with the most likely alternatives when they were asked for."""
+
+    token: str
+    logprob: float
+    bytes: tuple[int, ...] | None = None
+    top_logprobs: tuple[TopLogprob, ...] = ()
+
+
+@dataclass(frozen=True)
 class OutputMessage:
     text: str = ""
     refusal: str | None = None
     annotations: tuple[dict, ...] = ()  # the first output_text part's (file-parser's file annotations)
+    logprobs: tuple[TokenLogprob, ...] = ()  # the text's tokens, when the request asked and the upstream returned them
+    stop_sequence: str | None = None  # the request's stop sequence that ended the text, when the upstream names it
 
 
 @dataclass(frozen=True)
@@ -177,6 +199,7 @@ class ResponseStarted:
 @dataclass(frozen=True)
 class TextDelta:
     text: str
+    logprobs: tuple[TokenLogprob, ...] = ()  # the delta's tokens, when asked for and returned
 
 
 @dataclass(frozen=True)
@@ -222,6 +245,7 @@ class Finished:
     status: Literal["completed", "incomplete"] = "completed"
     incomplete_reason: str | None = None
     service_tier: str | None = None
+    stop_sequence: str | None = None  # the stop sequence that ended the answer, when the upstream names it
 
 
 StreamEvent = (

@@ -15,6 +15,8 @@ from routing.limits import RoutingLimit
 from routing.models import ROUTER_MODELS
 from routing.ordering import order_endpoints
 from routing.preferences import Preferences
+from routing.providers.base import GATED_PARAMETERS
+from routing.providers.registry import ADAPTERS
 from routing.selectors import endpoints_for_model, model_exists, provider_credentials, provider_has_credentials
 from routing.snapshot import CatalogSnapshot, current_snapshot
 
@@ -23,6 +25,10 @@ MSG_ROUTER = "{model} is a router: it chooses a chat model for /responses, /chat
 MSG_NO_ENDPOINTS = "No endpoints available for {models}"
 MSG_NO_CREDENTIALS = "No provider is configured with credentials for {models}"
 MSG_FILTERED = "No endpoint of {models} satisfies the request's routing constraints: {constraints}"
+MSG_UNHONOURED = (
+    "No endpoint of {models} can honour {params}: it is sent only to providers whose API takes it "
+    "(and whose catalog entry lists it); choose another model or drop the field"
+)
 DATA_POLICIES = {"data_policy:zdr", "data_policy:training"}
 
 
@@ -95,6 +101,17 @@ def availability_error(
     )
 
 
+def unhonoured(endpoint: EndpointInfo, used_params: frozenset[str]) -> frozenset[str]:
+    """The request's gated parameters (stop sequences, seed, logprobs) that this endpoint cannot honour: its
+    adapter's wire format does not carry them, or its catalog entry lists its parameters without them."""
+    wanted = used_params & GATED_PARAMETERS
+    if not wanted:
+        return frozenset()
+    adapter = ADAPTERS.get(endpoint.adapter)
+    listed = frozenset(endpoint.supported_parameters) if endpoint.supported_parameters else GATED_PARAMETERS
+    return wanted - ((adapter.parameters if adapter else frozenset()) & listed)
+
+
 def endpoints_for_request(
     *,
     models: list[str],
@@ -110,7 +127,9 @@ def endpoints_for_request(
     with `partition: none`), the caller's matching Prioritized BYOK keys, then the service's own endpoints,
     then Fallback keys. Endpoints whose context cannot hold the input are left out, and shared endpoints
     whose provider has no operator credentials or whose BYOK key forbids shared capacity, and what a caller's
-    `limits` (routing.limits: a guardrail's) exclude: when they exclude everything, the limit's 403."""
+    `limits` (routing.limits: a guardrail's) exclude: when they exclude everything, the limit's 403. Endpoints
+    that cannot honour a stop sequence, seed or logprobs the request sets are left out, whatever
+    `require_parameters` says (never accepted and dropped): when that leaves none, a 404 naming the field."""
     prefs = prefs or Preferences()
     snapshot = snapshot or current_snapshot()
     if routers := [model for model in models if model in ROUTER_MODELS]:  # plugins.routers resolves these first
@@ -122,6 +141,7 @@ def endpoints_for_request(
         )
     available, groups, excluded = [], [], set()
     limited_by: list[RoutingLimit] = []
+    missing: set[str] = set()  # gated parameters some endpoint could not honour
     credentials: dict[str, bool] = {}
     for model in known:
         group = []
@@ -129,6 +149,10 @@ def endpoints_for_request(
             available.append(endpoint)
             if limited := next((limit for limit in limits if limit.excludes(endpoint)), None):
                 limited_by.append(limited)
+                continue
+            if lacking := unhonoured(endpoint, used_params):
+                excluded.add("require_parameters")
+                missing |= lacking
                 continue
             if endpoint.context_length and estimated_input_tokens > endpoint.context_length:
                 excluded.add("context_length")
@@ -168,6 +192,7 @@ def endpoints_for_request(
             available=available,
             excluded=excluded,
             estimated_input_tokens=estimated_input_tokens,
+            missing=missing,
         )
     return RoutePlan(
         requested=models[0],
@@ -231,6 +256,21 @@ def _shared_allowed(endpoint: EndpointInfo, keys: list[ByokKeyInfo]) -> bool:
     return True
 
 
+def _unhonoured_error(*, models, names: str, missing, constraints) -> GatewayError:
+    """No endpoint left, some for a gated parameter the request sets: 404 constraint_filtered naming it (`param`,
+    and the availability error's `constraint`), with the other constraints that left out the rest."""
+    message = MSG_UNHONOURED.format(models=names, params=", ".join(sorted(missing)))
+    if others := constraints - {"require_parameters"}:
+        message += f" (other endpoints were left out by: {', '.join(sorted(others))})"
+    error = availability_error(
+        status=404, code="constraint_filtered", models=models, excluded_by=constraints, message=message
+    )
+    field = sorted(missing)[0]
+    error.metadata["availability"]["constraint"] = {"field": field, "detail": message}
+    error.metadata["param"] = field
+    return error
+
+
 def _limited(limited_by: list[RoutingLimit], *, models) -> GatewayError:
     """Every endpoint of the request was excluded by its caller's limits: refused, naming them."""
     sources = ", ".join(dict.fromkeys(limit.source for limit in limited_by))
@@ -241,13 +281,15 @@ def _limited(limited_by: list[RoutingLimit], *, models) -> GatewayError:
     )
 
 
-def _nothing_left(*, known, models, available, excluded, estimated_input_tokens) -> GatewayError:
+def _nothing_left(*, known, models, available, excluded, estimated_input_tokens, missing=()) -> GatewayError:
     names = ", ".join(known)
     if not available:
         return availability_error(
             status=404, code="no_endpoints", models=models, message=MSG_NO_ENDPOINTS.format(models=names)
         )
     constraints = excluded - {"credentials", "byok_only"}
+    if missing:
+        return _unhonoured_error(models=models, names=names, missing=missing, constraints=constraints)
     if constraints == {"context_length"}:
         return availability_error(
             status=400,

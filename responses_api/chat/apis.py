@@ -71,9 +71,11 @@ class ChatCompletionCreateApi(APIView):
                 generation_id=run.generation_id,
                 model=run.plan.requested,
                 include_usage=bool((chat.get("stream_options") or {}).get("include_usage")),
+                with_logprobs=bool(chat.get("logprobs")),
             )
             return streaming_response(relay(pipeline.respond_stream(run), translator), generation_id=run.generation_id)
         result = pipeline.respond_json(run)
         return Response(
-            completion(result, generation_id=run.generation_id), headers={"X-Generation-Id": run.generation_id}
+            completion(result, generation_id=run.generation_id, with_logprobs=bool(chat.get("logprobs"))),
+            headers={"X-Generation-Id": run.generation_id},
         )

@@ -91,8 +91,21 @@ def message(output: list[dict]) -> dict:
     return out
 
 
-def completion(result: dict, *, generation_id: str) -> dict:
-    """A Responses result as a `chat.completion`."""
+def logprobs(output: list[dict]) -> dict:
+    """The answer's token logprobs in the Chat Completions shape (`choices[].logprobs`)."""
+    content = [
+        token
+        for item in output
+        if item["type"] == "message"
+        for part in item["content"]
+        if part["type"] == "output_text"
+        for token in part.get("logprobs") or ()
+    ]
+    return {"content": content, "refusal": None}
+
+
+def completion(result: dict, *, generation_id: str, with_logprobs: bool = False) -> dict:
+    """A Responses result as a `chat.completion` (`with_logprobs`: the request asked for logprobs)."""
     answer = message(result["output"])
     body = {
         "id": completion_id(generation_id),
@@ -104,7 +117,7 @@ def completion(result: dict, *, generation_id: str) -> dict:
                 "index": 0,
                 "message": answer,
                 "finish_reason": finish_reason(result, tool_calls="tool_calls" in answer),
-                "logprobs": None,
+                "logprobs": logprobs(result["output"]) if with_logprobs else None,
             }
         ],
         "service_tier": result.get("service_tier"),
@@ -125,16 +138,23 @@ def _sse(payload: dict) -> bytes:
 class ChunkTranslator:
     """Responses events -> `chat.completion.chunk` events (responses_api.chat.events relays the stream)."""
 
-    def __init__(self, *, generation_id: str, model: str, include_usage: bool) -> None:
+    def __init__(self, *, generation_id: str, model: str, include_usage: bool, with_logprobs: bool = False) -> None:
         self.id = completion_id(generation_id)
         self.model = model
         self.created = int(time.time())
         self.include_usage = include_usage
+        self.with_logprobs = with_logprobs
         self.calls: dict[str, int] = {}  # function call item id -> tool call index
         self.finished = False
 
-    def chunk(self, delta: dict | None, *, finish_reason: str | None = None, **extra) -> bytes:
-        choices = [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish_reason}]
+    def chunk(
+        self, delta: dict | None, *, finish_reason: str | None = None, tokens: list | None = None, **extra
+    ) -> bytes:
+        """One chunk; `tokens`: a content delta's token logprobs (as `choices[].logprobs` when asked for)."""
+        choice: dict = {"index": 0, "delta": delta, "finish_reason": finish_reason}
+        if self.with_logprobs:
+            choice["logprobs"] = {"content": tokens, "refusal": None} if tokens is not None else None
+        choices = [] if delta is None else [choice]
         payload = {
             "id": self.id,
             "object": "chat.completion.chunk",
@@ -151,7 +171,7 @@ class ChunkTranslator:
             self.created = event["response"]["created_at"]
             return self.chunk({"role": "assistant", "content": ""})
         if kind == "response.output_text.delta":
-            return self.chunk({"content": event["delta"]})
+            return self.chunk({"content": event["delta"]}, tokens=event.get("logprobs") or [])
         if kind == "response.refusal.delta":
             return self.chunk({"refusal": event["delta"]})
         if kind in ("response.reasoning_text.delta", "response.reasoning_summary_text.delta"):

@@ -26,11 +26,29 @@ class ChatMessageResultSerializer(serializers.Serializer):
     tool_calls = ChatToolCallSerializer(many=True, required=False)
 
 
+class ChatTopLogprobSerializer(serializers.Serializer):
+    token = serializers.CharField()
+    logprob = serializers.FloatField()
+    bytes = serializers.ListField(child=serializers.IntegerField(), allow_null=True, help_text="UTF-8 bytes")
+
+
+class ChatTokenLogprobSerializer(ChatTopLogprobSerializer):
+    top_logprobs = ChatTopLogprobSerializer(many=True, help_text="top_logprobs most likely alternatives")
+
+
+class ChatLogprobsSerializer(serializers.Serializer):
+    content = ChatTokenLogprobSerializer(many=True, allow_null=True)
+    refusal = ChatTokenLogprobSerializer(many=True, allow_null=True)
+
+
 class ChatChoiceSerializer(serializers.Serializer):
     index = serializers.IntegerField()
     message = ChatMessageResultSerializer()
-    finish_reason = serializers.ChoiceField(choices=["stop", "length", "tool_calls", "content_filter"])
-    logprobs = serializers.DictField(allow_null=True)
+    finish_reason = serializers.ChoiceField(
+        choices=["stop", "length", "tool_calls", "content_filter"],
+        help_text='"stop" also when a stop sequence ended it',
+    )
+    logprobs = ChatLogprobsSerializer(allow_null=True, help_text="With logprobs: true; else null")
 
 
 class ChatPromptDetailsSerializer(serializers.Serializer):
@@ -71,13 +89,16 @@ class ChatCompletionChunkSerializer(serializers.Serializer):
     object = serializers.ChoiceField(choices=["chat.completion.chunk"])
     created = serializers.IntegerField()
     model = serializers.CharField()
-    choices = serializers.ListField(child=serializers.DictField(), help_text="[{index, delta, finish_reason}]")
+    choices = serializers.ListField(
+        child=serializers.DictField(), help_text="[{index, delta, finish_reason, logprobs (with logprobs: true)}]"
+    )
     usage = ChatUsageSerializer(required=False, help_text="Last chunk, with stream_options.include_usage")
     error = serializers.DictField(required=False, help_text="A mid-stream failure: {code, message, metadata}")
 
 
 class ChatCompletionCreateRequestSchema(OpenApiSerializerExtension):
-    """The serializer's cross-field rules in the schema: `model` or `models`; n is 1; logprobs and store false."""
+    """The serializer's cross-field rules in the schema: `model` or `models`; n is 1; store false; top_logprobs
+    with logprobs."""
 
     target_class = "responses_api.chat.validation.ChatCompletionCreateRequestSerializer"
 
@@ -87,6 +108,11 @@ class ChatCompletionCreateRequestSchema(OpenApiSerializerExtension):
         schema["anyOf"] = [{"required": ["model"]}, {"required": ["models"]}]
         properties["n"] = {"type": "integer", "nullable": True, "minimum": 1, "maximum": 1, "description": "Only 1"}
         only_false = {"not": {"type": "boolean", "enum": [True]}}
-        for name in ("logprobs", "store"):
-            properties[name] = {"type": "boolean", "nullable": True, **only_false, "description": "Only false"}
+        properties["store"] = {"type": "boolean", "nullable": True, **only_false, "description": "Only false"}
+        properties["logprobs"]["description"] = (
+            "Return each output token's log probability in choices[].logprobs.content (routed only to endpoints "
+            "that return logprobs)"
+        )
+        properties["top_logprobs"]["description"] = "0 to 20 most likely alternatives per token; needs logprobs: true"
+        properties["seed"]["description"] = "Sampling seed (routed only to endpoints that honour a seed)"
         return schema

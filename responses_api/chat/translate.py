@@ -53,4 +53,14 @@ def responses_data(chat: dict) -> dict:
     text = {key: value for key, value in text.items() if value is not None}
     if text:
         data["text"] = text
+    data.update(sampling(chat))
     return data
+
+
+def sampling(chat: dict) -> dict:
+    """Stop sequences, seed and logprobs, under the names responses_api.normalize reads (the Responses API has
+    `top_logprobs` only; `stop` and `seed` reach the canonical request from these two front doors)."""
+    out: dict = {"stop": chat.get("stop"), "seed": chat.get("seed")}
+    if chat.get("logprobs"):
+        out.update(logprobs=True, top_logprobs=chat.get("top_logprobs"))
+    return {key: value for key, value in out.items() if value is not None}

@@ -23,10 +23,7 @@ from responses_api.validation.tools import FUNCTION_NAME, TOOL_CHOICE_MODES
 
 # Fields of the Chat Completions API that the canonical request cannot carry to every route: refused, with why.
 UNSUPPORTED = {
-    "stop": "stop sequences are not supported by this gateway yet (not every route can honour them)",
-    "seed": "seed is not supported by this gateway yet (not every route can honour it)",
     "logit_bias": "logit_bias is not supported: most providers this gateway routes to ignore it",
-    "top_logprobs": "logprobs are not returned by this gateway",
     "audio": "audio output is not supported by any provider this gateway serves",
     "prediction": "predicted outputs are not supported by this gateway",
     "web_search_options": "web search is not available on this gateway",
@@ -34,7 +31,9 @@ UNSUPPORTED = {
     "function_call": 'the deprecated "function_call" field is not supported: use tool_choice',
 }
 MSG_N = "only n=1 is supported: this gateway returns one choice per request"
-MSG_LOGPROBS = "logprobs are not returned by this gateway (only false is accepted)"
+MSG_TOP_LOGPROBS = "top_logprobs needs logprobs: true"
+MAX_STOP = 4  # OpenAI's limit on stop sequences
+SEED_RANGE = (-(2**63), 2**63 - 1)
 MSG_FUNCTION_NAME = "may only contain letters, digits, _ . : - (at most 128)"
 MSG_STREAM_OPTIONS = "stream_options is only allowed with stream: true"
 EFFORTS = ("max", "xhigh", "high", "medium", "low", "minimal", "none")
@@ -141,6 +140,36 @@ class ChatStreamOptionsSerializer(serializers.Serializer):
     include_usage = fields.BooleanField(required=False, default=False)
 
 
+@extend_schema_field(
+    {
+        "oneOf": [
+            {"type": "string", "minLength": 1},
+            {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1, "maxItems": MAX_STOP},
+        ],
+        "nullable": True,
+        "description": f"Up to {MAX_STOP} sequences: the answer ends before the first one generated (finish_reason "
+        '"stop"). Routed only to endpoints that honour stop sequences.',
+    }
+)
+class StopField(serializers.Field):
+    """`stop`: a string or up to 4 strings -> a list of stop sequences."""
+
+    def to_representation(self, value):
+        return value
+
+    def to_internal_value(self, data):
+        sequences = [data] if isinstance(data, str) else data
+        if not isinstance(sequences, list) or not all(isinstance(item, str) for item in sequences):
+            raise serializers.ValidationError("must be a string or an array of strings")
+        if not sequences or len(sequences) > MAX_STOP:
+            raise serializers.ValidationError(f"must hold 1 to {MAX_STOP} stop sequences")
+        if not all(sequences):
+            raise serializers.ValidationError("a stop sequence must not be empty")
+        for sequence in sequences:
+            fields.check_text(sequence)
+        return sequences
+
+
 class ChatCompletionCreateRequestSerializer(LentFieldsSerializer):
     model = fields.CharField(required=False, max_length=MODEL_ID_MAX)
     models = fields.ListField(
@@ -151,6 +180,9 @@ class ChatCompletionCreateRequestSerializer(LentFieldsSerializer):
     stream_options = ChatStreamOptionsSerializer(required=False, allow_null=True)
     n = fields.IntegerField(required=False, allow_null=True, min_value=1)
     logprobs = fields.BooleanField(required=False, allow_null=True)
+    top_logprobs = fields.IntegerField(required=False, allow_null=True, min_value=0, max_value=20)
+    stop = StopField(required=False, allow_null=True)
+    seed = fields.IntegerField(required=False, allow_null=True, min_value=SEED_RANGE[0], max_value=SEED_RANGE[1])
     temperature = fields.FloatField(required=False, allow_null=True, min_value=0, max_value=2)
     top_p = fields.FloatField(required=False, allow_null=True, min_value=0, max_value=1)
     top_k = fields.IntegerField(required=False, allow_null=True, min_value=0)
@@ -184,11 +216,6 @@ class ChatCompletionCreateRequestSerializer(LentFieldsSerializer):
             raise serializers.ValidationError(MSG_N)
         return value
 
-    def validate_logprobs(self, value):
-        if value:
-            raise serializers.ValidationError(MSG_LOGPROBS)
-        return value
-
     def validate_store(self, value):
         if value:
             raise serializers.ValidationError("only false is supported: this endpoint stores nothing")
@@ -201,6 +228,8 @@ class ChatCompletionCreateRequestSerializer(LentFieldsSerializer):
             raise serializers.ValidationError(refused)
         if not attrs.get("model") and not attrs.get("models"):
             raise serializers.ValidationError({"model": "model (or models) is required"})
+        if attrs.get("top_logprobs") is not None and not attrs.get("logprobs"):
+            raise serializers.ValidationError({"top_logprobs": MSG_TOP_LOGPROBS})
         if attrs.get("stream_options") is not None and not attrs.get("stream"):
             raise serializers.ValidationError({"stream_options": MSG_STREAM_OPTIONS})
         limits = {attrs.get("max_tokens"), attrs.get("max_completion_tokens")} - {None}

@@ -39,11 +39,22 @@ def error_body(status: int, message: str) -> dict:
     return {"type": "error", "error": {"type": ERROR_TYPES.get(status, "api_error"), "message": message}}
 
 
+def stop_sequence(result: dict) -> str | None:
+    """The request's stop sequence that ended the answer, when the upstream named it (responses_api.render keeps
+    it on the message item)."""
+    found = [
+        item["stop_sequence"] for item in result["output"] if item["type"] == "message" and "stop_sequence" in item
+    ]
+    return found[-1] if found else None
+
+
 def stop_reason(result: dict, *, tool_use: bool) -> str:
     if result["status"] == "incomplete":
         reason = (result.get("incomplete_details") or {}).get("reason") or ""
         return INCOMPLETE_STOP.get(reason, "max_tokens")
-    return "tool_use" if tool_use else "end_turn"
+    if tool_use:
+        return "tool_use"
+    return "stop_sequence" if stop_sequence(result) is not None else "end_turn"
 
 
 def usage(block: dict | None) -> dict:
@@ -97,7 +108,7 @@ def message(result: dict, *, generation_id: str) -> dict:
         "model": result["model"],
         "content": blocks,
         "stop_reason": stop_reason(result, tool_use=any(block["type"] == "tool_use" for block in blocks)),
-        "stop_sequence": None,
+        "stop_sequence": stop_sequence(result),
         "usage": usage(result.get("usage")),
     }
     if "gateway_metadata" in result:
@@ -195,7 +206,10 @@ class MessageEventTranslator:
 
     def _finished(self, result: dict) -> bytes:
         payload: dict = {
-            "delta": {"stop_reason": stop_reason(result, tool_use=self.tool_use), "stop_sequence": None},
+            "delta": {
+                "stop_reason": stop_reason(result, tool_use=self.tool_use),
+                "stop_sequence": stop_sequence(result),
+            },
             "usage": usage(result.get("usage")),
         }
         if "gateway_metadata" in result:

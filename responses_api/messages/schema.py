@@ -32,8 +32,10 @@ class MessageResultSerializer(serializers.Serializer):
     role = serializers.ChoiceField(choices=["assistant"])
     model = serializers.CharField()
     content = AnthropicContentBlockSerializer(many=True)
-    stop_reason = serializers.ChoiceField(choices=["end_turn", "max_tokens", "tool_use", "refusal"])
-    stop_sequence = serializers.CharField(allow_null=True)
+    stop_reason = serializers.ChoiceField(choices=["end_turn", "max_tokens", "stop_sequence", "tool_use", "refusal"])
+    stop_sequence = serializers.CharField(
+        allow_null=True, help_text='The request\'s stop sequence that ended the answer (stop_reason "stop_sequence")'
+    )
     usage = AnthropicUsageSerializer()
     gateway_metadata = GatewayMetadataSerializer(required=False)
 

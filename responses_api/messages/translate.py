@@ -57,4 +57,6 @@ def responses_data(message: dict) -> dict:
             data["parallel_tool_calls"] = not choice["disable_parallel_tool_use"]
     if message.get("thinking"):
         data["reasoning"] = _reasoning(message["thinking"])
+    if message.get("stop_sequences"):
+        data["stop"] = message["stop_sequences"]  # read by responses_api.normalize (not a Responses API field)
     return data

@@ -14,12 +14,12 @@ from responses_api.validation.request import MODEL_ID_MAX
 from responses_api.validation.tools import FUNCTION_NAME
 
 UNSUPPORTED = {
-    "stop_sequences": "stop sequences are not supported by this gateway yet (not every route can honour them)",
     "container": "containers are not available on this gateway",
     "mcp_servers": "MCP servers are not available on this gateway",
     "context_management": "context management is not available on this gateway",
 }
 MIN_THINKING_BUDGET = 1024
+MAX_STOP_SEQUENCES = 256
 
 
 class AnthropicToolSerializer(serializers.Serializer):
@@ -89,6 +89,13 @@ class MessageCreateRequestSerializer(LentFieldsSerializer):
     tools = serializers.ListField(child=AnthropicToolSerializer(), required=False, max_length=512)
     tool_choice = AnthropicToolChoiceSerializer(required=False)
     thinking = AnthropicThinkingSerializer(required=False)
+    stop_sequences = fields.ListField(
+        child=fields.CharField(),
+        required=False,
+        max_length=MAX_STOP_SEQUENCES,
+        help_text='The answer ends before the first one generated: stop_reason "stop_sequence" with stop_sequence set '
+        "(routed only to endpoints that honour stop sequences)",
+    )
     metadata = AnthropicMetadataSerializer(required=False)
     service_tier = InlineChoiceField(choices=["auto", "standard_only"], required=False)
     session_id = fields.CharField(required=False, max_length=256)

@@ -15,6 +15,9 @@ from routing.providers.embeddings import EmbeddingRequest, EmbeddingResponse
 from routing.redact import SECRET_HEADERS
 from routing.sse import SSEEvent, decode_sse
 
+# Request parameters that not every wire format carries: an endpoint whose adapter does not (`parameters`) is not
+# used for a request that sets one (routing.selection), so none is ever accepted and dropped.
+GATED_PARAMETERS = frozenset({"stop", "seed", "logprobs", "top_logprobs"})
 ResponseStatus = Literal["completed", "incomplete"]
 # An upstream stop reason as (status, incomplete reason).
 StopMapping = dict[str, tuple[ResponseStatus, str | None]]
@@ -40,6 +43,7 @@ class ProviderAdapter(ABC):
     kind: ClassVar[str]
     docs_url: ClassVar[str] = ""
     supports_embeddings: ClassVar[bool] = False
+    parameters: ClassVar[frozenset[str]] = frozenset()  # the GATED_PARAMETERS this wire format carries
 
     def prepare_credentials(self, credentials: ProviderCredentials) -> ProviderCredentials:
         """Credentials as `build_request` needs them. Identity, unless the provider needs an exchange first (a

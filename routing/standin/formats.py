@@ -1,7 +1,9 @@
 """The three wire formats as the stand-in speaks them: bodies, stream events and error bodies, shaped
 like the real providers' (OpenAI Chat Completions, OpenAI Responses, Anthropic Messages)."""
 
+import hashlib
 import json
+import re
 import time
 import uuid
 from dataclasses import dataclass
@@ -23,6 +25,12 @@ class Plan:
     reasoning_tokens: int
     finish: str  # stop | length
     chunks: int
+    stop_sequence: str | None = None  # the request's stop sequence that cut `text`
+    logprobs: bool = False  # the request asked for token logprobs (the OpenAI formats)
+    top_logprobs: int = 0
+
+
+TOKEN = re.compile(r"\s*\S+|\s+")
 
 
 def split(text: str, parts: int) -> list[str]:
@@ -31,6 +39,31 @@ def split(text: str, parts: int) -> list[str]:
     parts = max(1, min(parts, len(text)))
     size = -(-len(text) // parts)
     return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def token_logprobs(text: str, top: int) -> list[dict]:
+    """The text's tokens (words with their leading space) with deterministic log probabilities, each with `top`
+    alternatives (the token itself first), in OpenAI's shape."""
+
+    def entry(token: str, logprob: float) -> dict:
+        return {"token": token, "logprob": logprob, "bytes": list(token.encode())}
+
+    out = []
+    for token in TOKEN.findall(text):
+        logprob = -round((hashlib.sha256(token.encode()).digest()[0] + 1) / 512, 4)
+        alternatives = [entry(token, logprob)] + [entry(f"{token}~{n}", round(logprob - n, 4)) for n in range(1, top)]
+        out.append({**entry(token, logprob), "top_logprobs": alternatives[:top]})
+    return out
+
+
+def text_pieces(plan: Plan) -> list[tuple[str, list[dict]]]:
+    """The streamed text deltas with their tokens' logprobs: whole tokens per delta when logprobs were asked for."""
+    if not plan.logprobs:
+        return [(piece, []) for piece in split(plan.text, plan.chunks)]
+    tokens = token_logprobs(plan.text, plan.top_logprobs)
+    size = -(-len(tokens) // max(1, min(plan.chunks, len(tokens) or 1)))
+    groups = [tokens[i : i + size] for i in range(0, len(tokens), size)]
+    return [("".join(token["token"] for token in group), group) for group in groups]
 
 
 def sse(data: dict | str, event: str | None = None) -> bytes:
@@ -72,6 +105,13 @@ def _chat_finish(plan: Plan) -> str:
     return "tool_calls" if plan.tool_name else ("length" if plan.finish == "length" else "stop")
 
 
+def _chat_logprobs(plan: Plan, tokens: list[dict] | None = None) -> dict | None:
+    if not plan.logprobs:
+        return None
+    content = token_logprobs(plan.text, plan.top_logprobs) if tokens is None else tokens
+    return {"content": content, "refusal": None}
+
+
 def chat_body(plan: Plan) -> dict:
     message: dict = {"role": "assistant", "content": plan.text or None, "refusal": None}
     if plan.reasoning:
@@ -89,7 +129,9 @@ def chat_body(plan: Plan) -> dict:
         "object": "chat.completion",
         "created": int(time.time()),
         "model": plan.model,
-        "choices": [{"index": 0, "message": message, "finish_reason": _chat_finish(plan), "logprobs": None}],
+        "choices": [
+            {"index": 0, "message": message, "finish_reason": _chat_finish(plan), "logprobs": _chat_logprobs(plan)}
+        ],
         "usage": _chat_usage(plan),
     }
 
@@ -103,12 +145,12 @@ def chat_stream(plan: Plan) -> tuple[list[bytes], bytes]:
         "model": plan.model,
     }
 
-    def chunk(delta: dict, finish: str | None = None) -> bytes:
-        return sse({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+    def chunk(delta: dict, finish: str | None = None, logprobs: dict | None = None) -> bytes:
+        return sse({**base, "choices": [{"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish}]})
 
     out = [chunk({"role": "assistant", "content": ""})]
     out += [chunk({"reasoning_content": piece}) for piece in split(plan.reasoning, plan.chunks)]
-    out += [chunk({"content": piece}) for piece in split(plan.text, plan.chunks)]
+    out += [chunk({"content": piece}, logprobs=_chat_logprobs(plan, tokens)) for piece, tokens in text_pieces(plan)]
     if plan.tool_name:
         out.append(
             chunk(
@@ -149,6 +191,22 @@ def _responses_usage(plan: Plan) -> dict:
     }
 
 
+def _output_text(plan: Plan) -> dict:
+    part: dict[str, Any] = {"type": "output_text", "text": plan.text, "annotations": []}
+    if plan.logprobs:
+        part["logprobs"] = token_logprobs(plan.text, plan.top_logprobs)
+    return part
+
+
+def _delta_logprobs(tokens: list[dict]) -> list[dict]:
+    """Logprobs as a delta event carries them (no bytes)."""
+
+    def bare(entry: dict) -> dict:
+        return {"token": entry["token"], "logprob": entry["logprob"]}
+
+    return [{**bare(token), "top_logprobs": [bare(top) for top in token["top_logprobs"]]} for token in tokens]
+
+
 def _responses_items(plan: Plan) -> list[dict]:
     items = []
     if plan.reasoning:
@@ -167,7 +225,7 @@ def _responses_items(plan: Plan) -> list[dict]:
                 "id": "msg_standin_1",
                 "role": "assistant",
                 "status": "completed",
-                "content": [{"type": "output_text", "text": plan.text, "annotations": []}],
+                "content": [_output_text(plan)],
             }
         )
     if plan.tool_name:
@@ -250,9 +308,9 @@ def responses_stream(plan: Plan) -> tuple[list[bytes], bytes]:
                 output_index=index,
                 content_index=0,
                 delta=piece,
-                logprobs=[],
+                logprobs=_delta_logprobs(tokens),
             )
-            for piece in split(plan.text, plan.chunks)
+            for piece, tokens in text_pieces(plan)
         ]
         index += 1
     if plan.tool_name:
@@ -317,7 +375,11 @@ def anthropic_error(status: int) -> dict:
 
 
 def _anthropic_stop(plan: Plan) -> str:
-    return "tool_use" if plan.tool_name else ("max_tokens" if plan.finish == "length" else "end_turn")
+    if plan.tool_name:
+        return "tool_use"
+    if plan.finish == "length":
+        return "max_tokens"
+    return "stop_sequence" if plan.stop_sequence is not None else "end_turn"
 
 
 def _anthropic_usage(plan: Plan) -> dict:
@@ -351,7 +413,7 @@ def messages_body(plan: Plan) -> dict:
         "model": plan.model,
         "content": content,
         "stop_reason": _anthropic_stop(plan),
-        "stop_sequence": None,
+        "stop_sequence": plan.stop_sequence if _anthropic_stop(plan) == "stop_sequence" else None,
         "usage": _anthropic_usage(plan),
     }
 
@@ -364,6 +426,7 @@ def messages_stream(plan: Plan) -> tuple[list[bytes], bytes]:
         **messages_body(plan),
         "content": [],
         "stop_reason": None,
+        "stop_sequence": None,
         "usage": {**_anthropic_usage(plan), "output_tokens": 1},
     }
     out = [event("message_start", message=start)]
@@ -408,7 +471,7 @@ def messages_stream(plan: Plan) -> tuple[list[bytes], bytes]:
         out.append(event("content_block_stop", index=index))
     terminal = event(
         "message_delta",
-        delta={"stop_reason": _anthropic_stop(plan), "stop_sequence": None},
+        delta={"stop_reason": _anthropic_stop(plan), "stop_sequence": messages_body(plan)["stop_sequence"]},
         usage={"output_tokens": plan.output_tokens},
     ) + event("message_stop")
     return out, terminal
@@ -437,7 +500,7 @@ def bedrock_error(status: int) -> dict:
 
 
 def _converse_stop(plan: Plan) -> str:
-    return "tool_use" if plan.tool_name else ("max_tokens" if plan.finish == "length" else "end_turn")
+    return _anthropic_stop(plan)  # Converse names its stop reasons as Anthropic does (end_turn, stop_sequence, ...)
 
 
 def _converse_usage(plan: Plan) -> dict:

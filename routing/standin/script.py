@@ -34,6 +34,7 @@ class Script:
     finish: str = "stop"  # stop | length
     key: str = ""  # when set, any other credential gets 401
     malformed: int = 0  # 1: answer 200 with a body / stream that is not the provider's format
+    sample: int = 0  # 1: the text is 8 words drawn at random, from the request's `seed` when it has one
 
     def merged(self, overrides: dict) -> "Script":
         known = {f.name: f.type for f in fields(self)}

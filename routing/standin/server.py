@@ -3,6 +3,7 @@ of our adapters, with scripted behaviour (see script.py). Used by the tests, the
 `make run`, so the gateway answers real requests without any provider key."""
 
 import json
+import random
 import sys
 import threading
 import time
@@ -31,6 +32,7 @@ WIRE = {
     "/converse": (formats.converse_body, formats.converse_stream, formats.bedrock_error, formats.converse_stream_error),
 }
 EVENT_STREAM = "application/vnd.amazon.eventstream"
+WORDS = ("amber", "brook", "cedar", "dune", "ember", "fjord", "grove", "harbor", "isle", "juniper", "kelp", "lagoon")
 
 
 def _strings(value) -> list[str]:
@@ -60,6 +62,28 @@ def _tool_names(body: dict) -> set[str]:
     tools = (body.get("tools") or []) + ((body.get("toolConfig") or {}).get("tools") or [])
     names = {t.get("name") or (t.get("function") or t.get("toolSpec") or {}).get("name") for t in tools}
     return {name for name in names if isinstance(name, str)}
+
+
+def _stop_sequences(body: dict) -> list[str]:
+    """The request's stop sequences in each wire format: Chat `stop`, Anthropic `stop_sequences`, Converse
+    `inferenceConfig.stopSequences` (the Responses API has none)."""
+    found = body.get("stop") or body.get("stop_sequences") or (body.get("inferenceConfig") or {}).get("stopSequences")
+    found = [found] if isinstance(found, str) else found
+    return [item for item in found or () if isinstance(item, str) and item]
+
+
+def _cut(text: str, stops: list[str]) -> tuple[str, str | None]:
+    """The text up to the first stop sequence in it (excluded, as providers do), and that sequence."""
+    hits = sorted((text.find(stop), n, stop) for n, stop in enumerate(stops) if stop in text)
+    return (text[: hits[0][0]], hits[0][2]) if hits else (text, None)
+
+
+def _logprobs(body: dict) -> tuple[bool, int]:
+    """Whether the request asked for token logprobs (Chat `logprobs`; Responses `include`), and how many
+    alternatives."""
+    wanted = body.get("logprobs") is True or "message.output_text.logprobs" in (body.get("include") or ())
+    top = body.get("top_logprobs")
+    return wanted, top if isinstance(top, int) and not isinstance(top, bool) and wanted else 0
 
 
 def _tool_results(value) -> int:
@@ -216,6 +240,12 @@ class StandinHandler(BaseHTTPRequestHandler):
         elif script.tool_call:
             tool = _first_tool(body) if script.tool_call == "auto" else script.tool_call
         text = "" if tool and script.text == Script.text else script.text
+        if script.sample and not tool:
+            seed = body.get("seed")
+            rng = random.Random(seed if isinstance(seed, int) else None)
+            text = " ".join(rng.choice(WORDS) for _ in range(8)) + "."
+        text, stop_sequence = _cut(text, _stop_sequences(body))
+        logprobs, top_logprobs = _logprobs(body)
         input_tokens = script.input_tokens
         if input_tokens is None:
             input_tokens = max(1, len(_prompt_text(body)) // 4)
@@ -239,6 +269,9 @@ class StandinHandler(BaseHTTPRequestHandler):
             reasoning_tokens=reasoning_tokens,
             finish=script.finish,
             chunks=max(1, script.chunks),
+            stop_sequence=stop_sequence,
+            logprobs=logprobs,
+            top_logprobs=top_logprobs,
         )
 
     def _rate_headers(self) -> dict[str, str]:

@@ -115,7 +115,7 @@ def test_a_streamed_completion_ends_with_usage_and_done(alice, standin_catalog):
         ({"model": "standin/echo", "messages": []}, "messages"),
         ({"model": "standin/echo", "messages": [{"role": "user", "content": 5}]}, "messages[0].content"),
         ({"model": "standin/echo", "messages": [{"role": "user", "content": "x"}], "n": 2}, "n"),
-        ({"model": "standin/echo", "messages": [{"role": "user", "content": "x"}], "stop": ["\n"]}, "stop"),
+        ({"model": "standin/echo", "messages": [{"role": "user", "content": "x"}], "stop": list("abcde")}, "stop"),
         ({"model": "standin/echo", "messages": [{"role": "user", "content": "x"}], "temperature": "1"}, "temperature"),
     ],
 )

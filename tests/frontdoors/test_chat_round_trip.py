@@ -65,6 +65,8 @@ optional = {
     "reasoning_effort": st.sampled_from(["low", "medium", "high"]),
     "verbosity": st.sampled_from(["low", "medium", "high"]),
     "prompt_cache_key": name,
+    "seed": st.integers(-(2**63), 2**63 - 1),
+    "stop": st.one_of(text.filter(bool), st.lists(text.filter(bool), min_size=1, max_size=4)),
     "response_format": st.one_of(
         st.just({"type": "json_object"}),
         st.builds(
@@ -95,6 +97,10 @@ def chat_requests(draw) -> dict:
             )
         )
         body["parallel_tool_calls"] = draw(st.booleans())
+    if draw(st.booleans()):
+        body["logprobs"] = True
+        if draw(st.booleans()):
+            body["top_logprobs"] = draw(st.integers(0, 20))
     body["stream"] = draw(st.booleans())
     return body
 
@@ -154,3 +160,7 @@ def test_chat_to_canonical_to_chat_is_the_identity_on_carried_fields(body):
     assert upstream.get("tool_choice") == body.get("tool_choice")
     assert upstream.get("parallel_tool_calls") == body.get("parallel_tool_calls")
     assert bool(upstream.get("stream")) == body["stream"]
+    assert upstream.get("seed") == body.get("seed")
+    assert upstream.get("stop") == ([body["stop"]] if isinstance(body.get("stop"), str) else body.get("stop"))
+    assert upstream.get("logprobs") == body.get("logprobs")
+    assert upstream.get("top_logprobs") == body.get("top_logprobs")

@@ -1,15 +1,21 @@
 """The server-tool loop streamed: each call the gateway ran is its own output item, added, its progress events
-(a web search's in_progress, searching, completed) and done, before the answer's message, with consecutive
-sequence numbers; the official openai and openrouter SDKs parse the stream (live gateway, stand-in provider)."""
+(a web search's in_progress, searching, completed; a fusion call's panel and analysis events) and done, before the
+answer's message, with consecutive sequence numbers; live: the call's events go out as it runs and the next
+round's deltas as the upstream sends them (timed over real HTTP); the official openai and openrouter SDKs parse
+the stream (live gateway, stand-in provider)."""
 
 import json
+import time
 from decimal import Decimal
 
 import pytest
+import requests
 from openai import OpenAI
 from openrouter import OpenRouter
 
 from gateway.billing.provisioning import account_provision
+from tests.plugins.test_fusion_tools import PANEL as FUSION_PANEL
+from tests.plugins.test_fusion_tools import catalog as fusion_catalog
 from tests.support import Persona, sse_events
 
 DATETIME_TWICE = json.dumps({"tool_call": "gateway_datetime,gateway_datetime,", "tool_arguments": "{}", "chunks": 2})
@@ -131,3 +137,115 @@ def test_openrouter_sdk_parses_the_streamed_loop(live_gateway, dana):
     assert [type(e.item).__name__ for e in added] == ["OutputDatetimeItem", "OutputDatetimeItem", "OutputMessageItem"]
     final = events[-1].response
     assert final.status == "completed" and final.output[-1].content[0].text == ANSWER
+
+
+# ---- live: each round and each call as it happens ----------------------------------------------------------
+
+
+def timed_events(url: str, api_key: str, body: dict) -> list[tuple[float, dict]]:
+    """The stream's events over real HTTP, each with the seconds since the request was sent when it arrived."""
+    started = time.monotonic()
+    timed: list[tuple[float, dict]] = []
+    buffer = b""
+    with requests.post(
+        f"{url}/responses", json={**body, "stream": True}, headers={"Authorization": f"Bearer {api_key}"}, stream=True
+    ) as response:
+        assert response.status_code == 200
+        for chunk in response.iter_content(chunk_size=None):
+            buffer += chunk
+            while b"\n\n" in buffer:
+                block, buffer = buffer.split(b"\n\n", 1)
+                data = [line[6:] for line in block.decode().split("\n") if line.startswith("data: ")]
+                if data and data[0] != "[DONE]":
+                    timed.append((time.monotonic() - started, json.loads("\n".join(data))))
+    return timed
+
+
+@pytest.mark.live
+def test_the_loop_streams_each_round_and_call_as_it_happens(live_gateway, dana, capsys):
+    """Round 1 (the call's arguments) and round 2 (the answer) each stream 5 chunks 150 ms apart: the call's item
+    goes out as soon as round 1 ends, then the answer's deltas as the upstream sends them, long before it ends."""
+    script = {"tool_call": "gateway_datetime,", "tool_arguments": "{}", "chunks": 5, "interval_ms": 150}
+    timed = timed_events(
+        live_gateway.api,
+        dana.api_key,
+        {
+            "model": "standin/echo",
+            "input": f"Time? <<standin {json.dumps(script)}>>",
+            "tools": [{"type": "gateway:datetime"}],
+        },
+    )
+    events = [event for _, event in timed]
+    assert [e["sequence_number"] for e in events] == list(range(len(events)))
+    at = {
+        "call done": next(t for t, e in timed if e["type"] == "response.output_item.done"),
+        "first delta": next(t for t, e in timed if e["type"] == "response.output_text.delta"),
+        "last delta": [t for t, e in timed if e["type"] == "response.output_text.delta"][-1],
+        "completed": next(t for t, e in timed if e["type"] == "response.completed"),
+    }
+    with capsys.disabled():
+        print("\nlive server-tool loop (s since the request): " + ", ".join(f"{k} {v:.3f}" for k, v in at.items()))
+    assert (
+        events[next(i for i, (_, e) in enumerate(timed) if e["type"] == "response.output_item.done")]["item"]["type"]
+        == "gateway:datetime"
+    )
+    assert at["call done"] < at["first delta"] <= at["last delta"] < at["completed"] + 0.001
+    assert at["completed"] - at["call done"] >= 0.45  # the call's item went out before the answer was written
+    assert at["last delta"] - at["first delta"] >= 0.45  # the deltas as they came, not one burst at the end
+    completed = events[-1]["response"]
+    assert [item["type"] for item in completed["output"]] == ["gateway:datetime", "message"]
+    assert completed["output"][1]["content"][0]["text"] == ANSWER
+
+
+@pytest.fixture
+def erin(transactional_db, standin):
+    fusion_catalog(standin)
+    return Persona(account_provision(name="erin", plan="payg", credits=Decimal("100")))  # holds 31 rounds
+
+
+FUSION_CALL = json.dumps({"tool_call": "gateway_fusion,", "tool_arguments": json.dumps({"prompt": "Name a cat"})})
+FUSION_TOOL = {"analysis_models": FUSION_PANEL, "model": "bolt/delta", "tools": []}
+
+
+@pytest.mark.live
+def test_openrouter_sdk_parses_a_streamed_fusion_call(live_gateway, erin):
+    with OpenRouter(api_key=erin.api_key, server_url=live_gateway.api) as client:
+        response = client.responses.send(
+            model="corp/epsilon",
+            input=f"Help me name my cat <<standin {FUSION_CALL}>>",
+            tools=[{"type": "openrouter:fusion", "parameters": FUSION_TOOL}],
+            stream=True,
+        )
+        with response as event_stream:
+            events = list(event_stream)
+    assert not [e for e in events if type(e).__name__.startswith("Unknown")], "every event parsed as a known type"
+    fusion = [type(e).__name__ for e in events if e.type.startswith("response.fusion_call")]
+    assert fusion == [
+        "FusionCallInProgressEvent",
+        *["FusionCallPanelAddedEvent"] * 3,
+        *["FusionCallPanelCompletedEvent"] * 3,
+        "FusionCallAnalysisInProgressEvent",
+        "FusionCallAnalysisCompletedEvent",
+        "FusionCallCompletedEvent",
+    ]
+    final = events[-1].response
+    assert [type(item).__name__ for item in final.output] == ["OutputFusionServerToolItem", "OutputMessageItem"]
+    item = final.output[0]
+    assert item.status == "completed" and item.analysis.consensus == ["short names win"]
+    assert [r.model for r in item.responses] == FUSION_PANEL
+
+
+@pytest.mark.live
+def test_openai_sdk_reads_a_streamed_fusion_call(live_gateway, erin):
+    client = OpenAI(base_url=live_gateway.api, api_key=erin.api_key, max_retries=0, timeout=30)
+    events = list(
+        client.responses.create(
+            model="corp/epsilon",
+            input=f"Help me name my cat <<standin {FUSION_CALL}>>",
+            tools=[{"type": "gateway:fusion", "parameters": FUSION_TOOL}],  # type: ignore[list-item]
+            stream=True,
+        )
+    )
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    assert events[-1].type == "response.completed" and events[-1].response.output_text == ANSWER
+    assert [item.type for item in events[-1].response.output] == ["gateway:fusion", "message"]

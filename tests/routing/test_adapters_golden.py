@@ -21,6 +21,7 @@ from routing.canonical import (
     TextPart,
 )
 from routing.errors import UpstreamError
+from routing.providers.base import GATED_PARAMETERS
 from routing.providers.registry import ADAPTERS
 from tests.golden import FIXTURES, assert_golden, stream_fixture
 
@@ -71,6 +72,7 @@ RICH = CanonicalRequest(
     frequency_penalty=0.1,
     presence_penalty=0.3,
     max_output_tokens=2048,
+    logprobs=True,
     top_logprobs=2,
     text_format={
         "type": "json_schema",
@@ -110,7 +112,23 @@ THINKING = CanonicalRequest(
     tools=(WEATHER_TOOL,),
     tool_choice="auto",
 )
-CASES = [("rich", RICH), ("minimal", MINIMAL), ("json_object", JSON_OBJECT), ("thinking", THINKING)]
+SAMPLING = CanonicalRequest(
+    model="upstream-model-1",
+    input=(Message(role="user", content=(TextPart("Count to ten"),)),),
+    stop=("\n\n", "4"),
+    seed=42,
+    logprobs=True,
+    top_logprobs=3,
+)
+CASES = [
+    ("rich", RICH),
+    ("minimal", MINIMAL),
+    ("json_object", JSON_OBJECT),
+    ("thinking", THINKING),
+    ("sampling", SAMPLING),
+]
+# Recorded answers beyond each adapter's main pair: token logprobs, a stop sequence named by the provider.
+EXTRA_ANSWERS = [("openai_chat", "logprobs"), ("openai_responses", "logprobs"), ("anthropic", "stop_sequence")]
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -146,6 +164,38 @@ def test_stream_events(kind):
     pieces = [raw[i : i + 7] for i in range(0, len(raw), 7)]
     events = list(ADAPTERS[kind].stream_events(ADAPTERS[kind].decode(pieces)))
     assert_golden(f"adapters/{kind}/stream.expected.json", {"events": events, "response": accumulate(events)})
+
+
+@pytest.mark.parametrize("kind,name", EXTRA_ANSWERS)
+def test_parse_recorded_answers(kind, name):
+    body = json.loads((FIXTURES / f"adapters/{kind}/response_{name}.json").read_text())
+    assert_golden(f"adapters/{kind}/response_{name}.expected.json", ADAPTERS[kind].parse_response(body))
+    raw = (FIXTURES / f"adapters/{kind}/stream_{name}.sse").read_bytes()
+    events = list(ADAPTERS[kind].stream_events(ADAPTERS[kind].decode([raw[i : i + 5] for i in range(0, len(raw), 5)])))
+    assert_golden(f"adapters/{kind}/stream_{name}.expected.json", {"events": events, "response": accumulate(events)})
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize(
+    "base,changed",
+    [
+        (MINIMAL, replace(MINIMAL, stop=("END",))),
+        (MINIMAL, replace(MINIMAL, seed=1)),
+        (MINIMAL, replace(MINIMAL, logprobs=True)),
+        (replace(MINIMAL, logprobs=True), replace(MINIMAL, logprobs=True, top_logprobs=4)),
+    ],
+    ids=["stop", "seed", "logprobs", "top_logprobs"],
+)
+def test_an_adapter_declares_exactly_the_gated_parameters_its_body_carries(kind, base, changed):
+    """routing.selection trusts `parameters`: a parameter it lists changes the upstream body, one it leaves out
+    does not (so such an endpoint is never given it)."""
+    credentials = ProviderCredentials(api_key=SECRET, extra={"project_id": "proj-1", "region": "us-east5"})
+    bodies = [
+        ADAPTERS[kind].build_request(request, base_url="https://upstream.example/v1", credentials=credentials).body
+        for request in (base, changed)
+    ]
+    parameter = next(name for name in GATED_PARAMETERS if getattr(changed, name) != getattr(base, name))
+    assert (bodies[0] != bodies[1]) == (parameter in ADAPTERS[kind].parameters), parameter
 
 
 @pytest.mark.parametrize("kind", KINDS)

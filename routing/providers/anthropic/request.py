@@ -142,6 +142,7 @@ def build_body(request: CanonicalRequest) -> dict:
         "top_k": None if thinking else request.top_k,
         "thinking": thinking,
         "metadata": {"user_id": request.safety_identifier} if request.safety_identifier else None,
+        "stop_sequences": list(request.stop) or None,  # no seed or logprobs on this API
         "stream": True if request.stream else None,
     }
     text_format = request.text_format or {}

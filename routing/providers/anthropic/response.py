@@ -62,6 +62,12 @@ def usage(raw: object, output_tokens: int | None = None) -> Usage:
     )
 
 
+def stop_sequence(holder: Mapping[str, Any]) -> str | None:
+    """The caller's stop sequence that ended the answer (stop_reason "stop_sequence" names it in `stop_sequence`)."""
+    value = holder.get("stop_sequence")
+    return value if holder.get("stop_reason") == "stop_sequence" and isinstance(value, str) else None
+
+
 def parse(body: dict) -> CanonicalResponse:
     output: list[OutputItem] = []
     texts: list[str] = []
@@ -85,7 +91,7 @@ def parse(body: dict) -> CanonicalResponse:
                 )
             )
     if texts:
-        output.append(OutputMessage(text="".join(texts)))
+        output.append(OutputMessage(text="".join(texts), stop_sequence=stop_sequence(body)))
     output.extend(calls)
     status, reason = STOP.get(body.get("stop_reason") or "end_turn", ("completed", None))
     return CanonicalResponse(
@@ -145,12 +151,13 @@ def stream(events: Iterable) -> Iterator[StreamEvent]:
             yield ReasoningSealed(signature="".join(signature), format=FORMAT)
             signature = []
         elif kind == "message_delta":
-            stop_reason = (payload.get("delta") or {}).get("stop_reason")
+            delta = as_mapping(payload.get("delta"))
+            stop_reason = delta.get("stop_reason")
             output_tokens = as_mapping(payload.get("usage")).get("output_tokens")
             yield UsageReported(usage=usage({**input_usage, **as_mapping(payload.get("usage"))}, output_tokens))
             if stop_reason:
                 status, reason = STOP.get(stop_reason, ("completed", None))
-                finish = Finished(status=status, incomplete_reason=reason)
+                finish = Finished(status=status, incomplete_reason=reason, stop_sequence=stop_sequence(delta))
         elif kind == "message_stop":
             yield finish or Finished()
             return

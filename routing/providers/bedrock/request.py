@@ -102,7 +102,12 @@ def _tool_choice(choice) -> dict | None:
 def build_body(request: CanonicalRequest) -> dict:
     system, messages = system_and_messages(request)
     inference = drop_none(
-        {"maxTokens": request.max_output_tokens, "temperature": request.temperature, "topP": request.top_p}
+        {
+            "maxTokens": request.max_output_tokens,
+            "temperature": request.temperature,
+            "topP": request.top_p,
+            "stopSequences": list(request.stop) or None,  # Converse has no seed or logprobs
+        }
     )
     extra: dict[str, Any] = {}
     reasoning = request.reasoning

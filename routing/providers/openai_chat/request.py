@@ -96,6 +96,14 @@ def response_format(text_format: dict | None) -> dict | None:
     return {"type": "json_object"}
 
 
+def sampling(request: CanonicalRequest) -> dict:
+    """Stop sequences, seed and logprobs: `stop` (up to 4 on OpenAI), `seed`, `logprobs` with `top_logprobs`."""
+    body: dict = {"stop": list(request.stop) or None, "seed": request.seed}
+    if request.logprobs:
+        body.update(logprobs=True, top_logprobs=request.top_logprobs)
+    return drop_none(body)
+
+
 def build_body(request: CanonicalRequest) -> dict:
     body = {
         "model": request.model,
@@ -113,8 +121,7 @@ def build_body(request: CanonicalRequest) -> dict:
         "prompt_cache_key": request.prompt_cache_key,
         "service_tier": request.service_tier if request.service_tier not in (None, "auto") else None,
     }
-    if request.top_logprobs is not None:
-        body.update(logprobs=True, top_logprobs=request.top_logprobs)
+    body.update(sampling(request))
     if request.tools:
         body["tools"] = [
             {

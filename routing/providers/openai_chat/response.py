@@ -23,6 +23,7 @@ from routing.canonical import (
 )
 from routing.errors import ErrorType, UpstreamError
 from routing.providers.base import StopMapping, as_mapping, error_details, stream_cut_error, token_count
+from routing.providers.logprobs import parse_tokens
 from routing.sse import SSEEvent
 
 # finish_reason -> (status, incomplete reason)
@@ -67,7 +68,10 @@ def parse(body: dict) -> CanonicalResponse:
     if reasoning:
         output.append(OutputReasoning(content=(reasoning,)))
     if message.get("content") or message.get("refusal"):
-        output.append(OutputMessage(text=message.get("content") or "", refusal=message.get("refusal")))
+        logprobs = parse_tokens(as_mapping(choice.get("logprobs")).get("content"))
+        output.append(
+            OutputMessage(text=message.get("content") or "", refusal=message.get("refusal"), logprobs=logprobs)
+        )
     for call in message.get("tool_calls") or []:
         function = call.get("function") or {}
         output.append(
@@ -107,7 +111,9 @@ def stream(events: Iterable[SSEEvent]) -> Iterator[StreamEvent]:
             if reasoning:
                 yield ReasoningDelta(text=reasoning)
             if delta.get("content"):
-                yield TextDelta(text=delta["content"])
+                yield TextDelta(
+                    text=delta["content"], logprobs=parse_tokens(as_mapping(choice.get("logprobs")).get("content"))
+                )
             if delta.get("refusal"):
                 yield RefusalDelta(text=delta["refusal"])
             for call in delta.get("tool_calls") or []:

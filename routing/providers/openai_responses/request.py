@@ -17,6 +17,7 @@ from routing.canonical import (
 from routing.providers.base import drop_none
 
 FORMAT = "openai-responses-v1"
+LOGPROBS = "message.output_text.logprobs"
 
 
 def _part(part: Part) -> dict:
@@ -61,6 +62,14 @@ def _item(item) -> dict | None:
     raise TypeError(type(item))
 
 
+def logprobs(request: CanonicalRequest, include: list[str]) -> dict:
+    """Token logprobs: `include` message.output_text.logprobs, with `top_logprobs` alternatives. The Responses API
+    has no stop sequences or seed (routing sends those to other endpoints: ProviderAdapter.parameters)."""
+    if not request.logprobs:
+        return {}
+    return drop_none({"include": [*include, LOGPROBS], "top_logprobs": request.top_logprobs})
+
+
 def build_body(request: CanonicalRequest) -> dict:
     text = drop_none({"format": request.text_format, "verbosity": request.verbosity})
     reasoning = None
@@ -73,7 +82,6 @@ def build_body(request: CanonicalRequest) -> dict:
         "temperature": request.temperature,
         "top_p": request.top_p,
         "max_output_tokens": request.max_output_tokens,
-        "top_logprobs": request.top_logprobs,
         "text": text or None,
         "reasoning": reasoning,
         "safety_identifier": request.safety_identifier,
@@ -84,6 +92,7 @@ def build_body(request: CanonicalRequest) -> dict:
     }
     if reasoning is not None:
         body["include"] = ["reasoning.encrypted_content"]
+    body.update(logprobs(request, body.get("include") or []))
     if request.tools:
         body["tools"] = [
             drop_none(

@@ -16,6 +16,7 @@ from routing.canonical import (
     ResponseStarted,
     StreamEvent,
     TextDelta,
+    TokenLogprob,
     ToolCallDelta,
     ToolCallStarted,
     Usage,
@@ -23,6 +24,7 @@ from routing.canonical import (
 )
 from routing.errors import UpstreamError
 from routing.providers.base import ResponseStatus, as_mapping, stream_cut_error, token_count
+from routing.providers.logprobs import parse_tokens
 from routing.providers.openai_responses.request import FORMAT
 
 
@@ -46,12 +48,14 @@ def _output_item(item: dict):
     kind = item.get("type")
     if kind == "message":
         texts, refusals = [], []
+        logprobs: list[TokenLogprob] = []
         for part in item.get("content") or []:
             if part.get("type") == "output_text":
                 texts.append(part.get("text", ""))
+                logprobs += parse_tokens(part.get("logprobs"))
             elif part.get("type") == "refusal":
                 refusals.append(part.get("refusal", ""))
-        return OutputMessage(text="".join(texts), refusal="".join(refusals) or None)
+        return OutputMessage(text="".join(texts), refusal="".join(refusals) or None, logprobs=tuple(logprobs))
     if kind == "reasoning":
         return OutputReasoning(
             summary=tuple(p.get("text", "") for p in item.get("summary") or []),
@@ -99,7 +103,7 @@ def stream(events: Iterable) -> Iterator[StreamEvent]:
             response = payload.get("response") or {}
             yield ResponseStarted(upstream_id=response.get("id"), model=response.get("model"))
         elif kind == "response.output_text.delta":
-            yield TextDelta(text=payload.get("delta", ""))
+            yield TextDelta(text=payload.get("delta", ""), logprobs=parse_tokens(payload.get("logprobs")))
         elif kind == "response.refusal.delta":
             yield RefusalDelta(text=payload.get("delta", ""))
         elif kind == "response.reasoning_summary_text.delta":
