@@ -24,8 +24,19 @@ from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
 from plugins.config import plugin_entry, plugin_settings
+from plugins.hosted_tools import EndpointsLimit, capable_endpoints
 from plugins.web_engines import SearchFailed, SearchOutcome, SearchRefused, search
-from routing.canonical import CanonicalRequest, CanonicalResponse, Message, OutputMessage, TextPart
+from routing.canonical import (
+    CanonicalRequest,
+    CanonicalResponse,
+    HostedTool,
+    Message,
+    OutputHostedTool,
+    OutputMessage,
+    TextPart,
+)
+from routing.providers.base import as_mapping
+from routing.providers.hosted import WEB_SEARCH, capability
 from routing.stages import Block, RequestContext, Restaged, Staged, StageEntry
 
 PLUGIN_ID = "web"
@@ -40,6 +51,12 @@ DEFAULT_SEARCH_PROMPT = (
     "Example: [nytimes.com](https://nytimes.com/some-page)."
 )
 NO_RESULTS = "The web search found no results."
+NATIVE = "native"
+NATIVE_SOURCE = "plugins: web"  # the source of the web_search tool the plugin adds (routing.canonical.HostedTool)
+MSG_NATIVE = (
+    "web search engine 'native' (the provider's own web search) is not available on this gateway for {models}: {why}"
+)
+ENGINE_ONLY = ("max_results", "search_prompt")  # options of the gateway's engines a provider's search has no say in
 MARKDOWN_LINK = re.compile(r"\[([^\[\]\n]{0,500})\]\((https?://[^\s()<>]{1,2048})(?:\s+\"[^\"\n]{0,300}\")?\)")
 
 
@@ -95,12 +112,25 @@ class WebStage:
         options = web_options(ctx)
         if options is None:
             return Staged(request=request)
+        engine = options.get("engine") or None
+        if engine in (None, NATIVE):
+            native = native_search(request, ctx, options)
+            if isinstance(native, Staged):
+                return native
+            if engine == NATIVE:
+                return Block(
+                    MSG_NATIVE.format(models=", ".join(ctx.models), why=native), metadata={"plugin": PLUGIN_ID}
+                )
+        return self._engine_search(request, options)
+
+    def _engine_search(self, request: CanonicalRequest, options: dict) -> Staged | Block:
+        """A search through the gateway's engine, its results added to the last user message."""
         index = _last_user(request)
         query = _query(request.input[index]) if index is not None else ""  # type: ignore[arg-type]
         try:
             outcome = search(
                 query,
-                engine=options.get("engine") or None,
+                engine=options.get("engine") or None,  # None: the default engine (native was not possible)
                 max_results=options.get("max_results") or DEFAULT_MAX_RESULTS,
                 include_domains=options.get("include_domains") or (),
                 exclude_domains=options.get("exclude_domains") or (),
@@ -131,6 +161,74 @@ class WebStage:
             cost_usd=outcome.cost_usd,
             record={"plugins": {PLUGIN_ID: figures}},
         )
+
+
+def native_tool(options: dict) -> dict | str:
+    """The provider's web search tool (Responses shape) for the plugin's options, or why there is none: domain
+    filters become `filters.allowed_domains` / `filters.blocked_domains` (the adapters refuse what their provider
+    cannot do); max_results and search_prompt belong to the gateway's engines."""
+    if given := [name for name in ENGINE_ONLY if options.get(name) is not None]:
+        return f"{' and '.join(given)} apply to the gateway's search engines, not to a provider's own search"
+    tool: dict = {"type": WEB_SEARCH}
+    filters = {
+        name: [re.sub(r"^[a-z][a-z0-9+.-]*://(www\.)?", "", d.strip().lower()).rstrip("/") for d in options[key]]
+        for key, name in (("include_domains", "allowed_domains"), ("exclude_domains", "blocked_domains"))
+        if options.get(key)
+    }
+    if filters:
+        tool["filters"] = filters
+    return tool
+
+
+def native_search(request: CanonicalRequest, ctx: RequestContext, options: dict) -> Staged | str:
+    """The plugin as the provider's own web search: its tool added to the request, routing limited to the endpoints
+    that run it as given; or why that is not possible (the plugin then searches with the default engine, or a
+    `native` engine asked for is a 400)."""
+    tool = native_tool(options)
+    if isinstance(tool, str):
+        return tool
+    if any(capability(str(t.spec.get("type"))) == WEB_SEARCH for t in request.hosted_tools):
+        return "the request has a web_search tool of its own"
+    searching = HostedTool(spec=tool, source=NATIVE_SOURCE)
+    capable = capable_endpoints(ctx.models, (*request.hosted_tools, searching))
+    if not capable.endpoint_ids:
+        return "no endpoint of it runs web search natively" if capable.why == "no endpoint runs it" else capable.why
+    limit = EndpointsLimit(source="the web plugin (native search)", status=400, endpoint_ids=capable.endpoint_ids)
+    entry = StageEntry(
+        type=WebStage.type,
+        name=PLUGIN_ID,
+        outcome="native search",
+        data={"engine": NATIVE, "endpoints": len(capable.endpoint_ids)},
+    )
+    return Staged(
+        request=replace(request, hosted_tools=(*request.hosted_tools, searching)),
+        entries=(entry,),
+        limits=(limit,),
+        record={"plugins": {PLUGIN_ID: {"num_search_results": 0, "web_search_engine": NATIVE}}},
+    )
+
+
+def native_searched(request: CanonicalRequest) -> bool:
+    """Whether the plugin's search is the provider's own (WebStage added its web_search tool)."""
+    return any(tool.source == NATIVE_SOURCE for tool in request.hosted_tools)
+
+
+def native_sources(response: CanonicalResponse) -> list[str]:
+    """The pages the provider's searches found (its web_search_call items' sources, else its citations' URLs)."""
+    found: list[str] = []
+    for item in response.output:
+        if isinstance(item, OutputHostedTool) and item.item.get("type") == "web_search_call":
+            sources = as_mapping(item.item.get("action")).get("sources")
+            found += [s["url"] for s in sources or () if isinstance(s, dict) and isinstance(s.get("url"), str)]
+    if not found:
+        found = [
+            a["url"]
+            for i in response.output
+            if isinstance(i, OutputMessage)
+            for a in i.annotations
+            if a.get("type") == "url_citation"
+        ]
+    return list(dict.fromkeys(found))
 
 
 def search_results(request: CanonicalRequest) -> list[dict]:
@@ -188,11 +286,15 @@ class WebCitationStage:
     plugin_ids: tuple[str, ...] = (PLUGIN_ID,)
 
     def wants(self, ctx: RequestContext) -> bool:
-        return ctx.request is not None and web_options(ctx) is not None and bool(search_results(ctx.request))
+        if ctx.request is None or web_options(ctx) is None:
+            return False
+        return bool(search_results(ctx.request)) or native_searched(ctx.request)
 
     def __call__(self, response: CanonicalResponse, ctx: RequestContext) -> CanonicalResponse | Restaged:
         assert ctx.request is not None
         results = search_results(ctx.request)
+        if not results and native_searched(ctx.request):
+            return self._native(response)
         output = list(response.output)
         count = 0
         for index, item in enumerate(output):
@@ -205,3 +307,24 @@ class WebCitationStage:
             return response
         entry = StageEntry(type=self.type, name=PLUGIN_ID, outcome="cited", data={"citations": count})
         return Restaged(response=replace(response, output=tuple(output)), entries=(entry,))
+
+    def _native(self, response: CanonicalResponse) -> Restaged:
+        """The provider's own search: its citations are already on the answer; the generation record gets the
+        pages it found and the engine (its searches are billed in the usage: usage.web_search_requests)."""
+        sources = native_sources(response)
+        cited = sum(
+            1
+            for i in response.output
+            if isinstance(i, OutputMessage)
+            for a in i.annotations
+            if a.get("type") == "url_citation"
+        )
+        searches = response.usage.web_search_requests
+        entry = StageEntry(
+            type=self.type,
+            name=PLUGIN_ID,
+            outcome="cited" if cited else "passed",
+            data={"engine": NATIVE, "searches": searches, "results": len(sources), "citations": cited},
+        )
+        figures = {"num_search_results": len(sources), "web_search_engine": NATIVE}
+        return Restaged(response=response, entries=(entry,), record={"plugins": {PLUGIN_ID: figures}})

@@ -26,6 +26,7 @@ from routing.canonical import (
     Usage,
 )
 from routing.limits import RoutingLimit
+from routing.providers.hosted import hosted_tools
 from routing.stages import server_function
 
 IMAGE_TOKENS = 1000  # a rough per-image estimate for reservations and context checks
@@ -214,6 +215,7 @@ def prepare(*, data: dict, account_id: str) -> Prepared:
         prompt_cache_key=data.get("prompt_cache_key"),
         cache_control=dict(data["cache_control"]) if data.get("cache_control") else None,
         service_tier=data.get("service_tier"),
+        hosted_tools=hosted_tools(data.get("tools") or []),
     )
     estimated = estimate_tokens(items, canonical.instructions, tools)
     rounds = 1

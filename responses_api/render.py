@@ -4,7 +4,14 @@ import secrets
 import time
 from dataclasses import dataclass
 
-from routing.canonical import CanonicalResponse, OutputFunctionCall, OutputMessage, OutputReasoning, Usage
+from routing.canonical import (
+    CanonicalResponse,
+    OutputFunctionCall,
+    OutputHostedTool,
+    OutputMessage,
+    OutputReasoning,
+    Usage,
+)
 from routing.providers.logprobs import token_dicts
 from routing.stages import ServerToolItem
 
@@ -79,6 +86,8 @@ def output_items(response: CanonicalResponse) -> list[dict]:
         elif isinstance(item, OutputFunctionCall):
             items.append(function_call_item(new_id("fc"), item))
         elif isinstance(item, ServerToolItem):  # a server tool call the gateway ran (plugins.server_tools)
+            items.append(item.item)
+        elif isinstance(item, OutputHostedTool):  # a tool call the provider ran (web_search_call, ...)
             items.append(item.item)
     return items
 

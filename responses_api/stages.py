@@ -7,6 +7,7 @@ from django.utils.module_loading import import_string
 
 from gateway.errors import GatewayError
 from routing.canonical import CanonicalResponse
+from routing.providers.hosted import CAPABILITIES, capability, tool_problem
 from routing.stages import Block, PostStage, PreStage, RequestContext, Restaged, StageEntry
 
 PRE_STAGES: list[PreStage] = [import_string(path)() for path in settings.PIPELINE_PRE_STAGES]
@@ -17,9 +18,10 @@ MSG_PLUGIN_UNAVAILABLE = (
 )
 
 MSG_TOOL_UNAVAILABLE = (
-    "tools[{index}]: the tool type '{type}' is not available on this gateway (it takes function tools and runs "
-    "{honoured}; no other tool type reaches a provider); remove it"
+    "tools[{index}]: the tool type '{type}' is not available on this gateway (it takes function tools, runs "
+    "{honoured}, and passes {hosted} to the providers that run them); remove it"
 )
+MSG_HOSTED_REFUSED = "tools[{index}]: {why}"
 
 
 def honoured_plugins() -> frozenset[str]:
@@ -49,15 +51,23 @@ def record_merge(record: dict, more: dict) -> dict:
 
 def refuse_unhonoured_tools(tools: list[dict]) -> None:
     """A tool other than a function tool that no configured stage runs (the server-tool loop declares the types it
-    runs as `tool_types`) is a 400, not a tool dropped on the way to the provider."""
+    runs as `tool_types`) and no provider runs (a hosted tool: routing.providers.hosted, routed to the endpoints
+    that run it by plugins.hosted_tools) is a 400, not a tool dropped on the way to the provider."""
     honoured = frozenset(kind for stage in (*PRE_STAGES, *POST_STAGES) for kind in getattr(stage, "tool_types", ()))
     for index, tool in enumerate(tools):
+        if capability(tool["type"]):
+            if why := tool_problem(tool):
+                raise GatewayError(
+                    MSG_HOSTED_REFUSED.format(index=index, why=why), status=400, metadata={"param": f"tools[{index}]"}
+                )
+            continue
         if tool["type"] != "function" and tool["type"] not in honoured:
             raise GatewayError(
                 MSG_TOOL_UNAVAILABLE.format(
                     index=index,
                     type=tool["type"],
                     honoured=", ".join(sorted(k for k in honoured if k.startswith("gateway:"))) or "no server tool",
+                    hosted=", ".join(CAPABILITIES),
                 ),
                 status=400,
                 metadata={"param": f"tools[{index}].type"},

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from responses_api.render import function_call_item, message_item, new_id, reasoning_item
 from routing.accumulate import Delta, FoldStep, ItemDone, ItemOpened, PartDone, PartOpened, replay
-from routing.canonical import CanonicalResponse, OutputFunctionCall, OutputMessage, OutputReasoning
+from routing.canonical import CanonicalResponse, OutputFunctionCall, OutputHostedTool, OutputMessage, OutputReasoning
 from routing.providers.logprobs import token_dicts
 from routing.stages import ServerToolItem, ToolEvent
 
@@ -91,6 +91,9 @@ class StreamRenderer:
                 return self._delta(step)
             case PartDone():
                 return self._part_done(step)
+            case ItemDone(item=OutputHostedTool() as hosted):  # a call the provider ran: as a server tool call's
+                progress = tuple({"type": kind} for kind in hosted.progress)
+                return self._server_tool(step.index, ServerToolItem(item=hosted.item, progress=progress))
             case ItemDone():
                 return self._done(step)
 
@@ -171,12 +174,9 @@ class StreamRenderer:
                 )
             case "output_text":
                 logprobs = token_dicts(step.logprobs)
-                part = {
-                    "type": "output_text",
-                    "text": text,
-                    "annotations": list(step.annotations),
-                    "logprobs": logprobs,
-                }
+                part = {"type": "output_text", "text": text, "annotations": list(step.annotations)}
+                if logprobs:  # the part as the answer has it, its tokens when they were asked for
+                    part["logprobs"] = logprobs
                 return self.event(
                     "response.output_text.done", **ids, content_index=step.part_index, text=text, logprobs=logprobs
                 ) + self.event("response.content_part.done", **ids, content_index=step.part_index, part=part)

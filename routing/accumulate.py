@@ -10,7 +10,9 @@ from typing import Literal
 from routing.canonical import (
     CanonicalResponse,
     Finished,
+    HostedToolCall,
     OutputFunctionCall,
+    OutputHostedTool,
     OutputItem,
     OutputMessage,
     OutputReasoning,
@@ -19,6 +21,7 @@ from routing.canonical import (
     RefusalDelta,
     ResponseStarted,
     StreamEvent,
+    TextAnnotated,
     TextDelta,
     TokenLogprob,
     ToolCallDelta,
@@ -160,6 +163,15 @@ class Fold:
                 assert self.open is not None
                 self.open.arguments.append(event.arguments)
                 return [*steps, Delta(self.open.index, "arguments", 0, event.arguments)]
+            case HostedToolCall():  # a call the provider ran: one closed item of its own
+                steps = self.close()
+                self.items.append(event.call)
+                return [*steps, ItemDone(len(self.items) - 1, event.call)]
+            case TextAnnotated():
+                steps = self._open_as("message")
+                assert self.open is not None
+                self.open.annotations += (event.annotation,)
+                return steps
             case ResponseStarted():
                 self.upstream_id = event.upstream_id or self.upstream_id
                 self.model = event.model or self.model
@@ -286,4 +298,6 @@ def _item_events(index: int, item: OutputItem) -> list[StreamEvent]:
             events.append(ReasoningSealed(item.signature, item.encrypted_content, item.format))
         case OutputFunctionCall():
             events += [ToolCallStarted(index, item.call_id, item.name), ToolCallDelta(index, item.arguments)]
+        case OutputHostedTool():
+            events.append(HostedToolCall(item))
     return events

@@ -72,6 +72,15 @@ Item = Message | FunctionCall | FunctionCallOutput | Reasoning
 
 
 @dataclass(frozen=True)
+class HostedTool:
+    """A tool the provider runs itself: its definition in the Responses tool shape (`spec`, what the caller gave),
+    and where the request named it (`source`: `tools[2]`, or the plugin that added it), for the errors."""
+
+    spec: dict
+    source: str = "tools"
+
+
+@dataclass(frozen=True)
 class FunctionTool:
     name: str
     description: str | None = None
@@ -113,6 +122,9 @@ class CanonicalRequest:
     prompt_cache_key: str | None = None
     cache_control: dict | None = None  # top-level {"type": "ephemeral", "ttl"?}
     service_tier: str | None = None
+    # Tools the provider runs itself (web_search, code_interpreter, image_generation, mcp, ...): sent only to
+    # endpoints whose catalog entry lists them (`hosted_tools`), each adapter in its format.
+    hosted_tools: tuple["HostedTool", ...] = ()
 
 
 # ---- response ----------------------------------------------------------------------------------
@@ -125,6 +137,7 @@ class Usage:
     cache_write_tokens: int = 0
     output_tokens: int = 0
     reasoning_tokens: int = 0
+    web_search_requests: int = 0  # searches the provider ran itself (native web search), billed per search
 
     @property
     def total_tokens(self) -> int:
@@ -173,7 +186,17 @@ class OutputFunctionCall:
     arguments: str
 
 
-OutputItem = OutputMessage | OutputReasoning | OutputFunctionCall
+@dataclass(frozen=True)
+class OutputHostedTool:
+    """A tool call the provider ran itself (web_search_call, code_interpreter_call, image_generation_call, mcp_call,
+    ...): the Responses output item as the caller sees it, and the stream events between its output_item.added and
+    .done (a web search's in_progress, searching, completed)."""
+
+    item: dict
+    progress: tuple[str, ...] = ()
+
+
+OutputItem = OutputMessage | OutputReasoning | OutputFunctionCall | OutputHostedTool
 
 
 @dataclass(frozen=True)
@@ -248,6 +271,20 @@ class Finished:
     stop_sequence: str | None = None  # the stop sequence that ended the answer, when the upstream names it
 
 
+@dataclass(frozen=True)
+class HostedToolCall:
+    """A tool call the provider ran, complete (its item arrives whole: the provider ran it before answering)."""
+
+    call: OutputHostedTool
+
+
+@dataclass(frozen=True)
+class TextAnnotated:
+    """An annotation on the message being written (a provider's url_citation, in the flat Responses shape)."""
+
+    annotation: dict
+
+
 StreamEvent = (
     ResponseStarted
     | TextDelta
@@ -258,4 +295,6 @@ StreamEvent = (
     | ToolCallDelta
     | UsageReported
     | Finished
+    | HostedToolCall
+    | TextAnnotated
 )

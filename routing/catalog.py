@@ -35,6 +35,8 @@ class EndpointInfo:
     allow_private_network: bool
     is_local_standin: bool
     model_kind: str = "chat"  # routing.models.ModelKind: which API routes to the endpoint
+    hosted_tools: tuple[str, ...] = ()  # the tools the provider runs itself here (routing.providers.hosted)
+    price_web_search: Decimal = Decimal(0)  # USD per search the provider runs itself
 
 
 def env_name(slug: str, suffix: str) -> str:
@@ -74,4 +76,6 @@ def endpoint_info(endpoint: Endpoint) -> EndpointInfo:
         allow_private_network=provider.allow_private_network,
         is_local_standin=provider.is_local_standin,
         model_kind=endpoint.model.kind,
+        hosted_tools=tuple(endpoint.hosted_tools or ()),
+        price_web_search=endpoint.price_web_search,
     )

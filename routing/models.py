@@ -140,11 +140,20 @@ class Endpoint(models.Model):
         max_digits=14, decimal_places=6, null=True, blank=True, help_text="Empty: billed as completion tokens"
     )
     price_request = models.DecimalField(max_digits=14, decimal_places=6, default=0)
+    price_web_search = models.DecimalField(
+        max_digits=14, decimal_places=6, default=0, help_text="USD per web search the provider runs itself (native)"
+    )
     context_length = models.IntegerField()
     max_completion_tokens = models.IntegerField(null=True, blank=True)
     quantization = models.CharField(max_length=20, default="unknown")
     supported_parameters = models.JSONField(default=list, blank=True)
     service_tiers = models.JSONField(default=list, blank=True)
+    hosted_tools = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Tools the provider runs itself here (web_search, code_interpreter, image_generation, mcp, "
+        "file_search): a request naming one routes only to endpoints that list it",
+    )
     enabled = models.BooleanField(default=True)
 
     class Meta:

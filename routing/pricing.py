@@ -16,9 +16,10 @@ def per_token(per_million: Decimal | None) -> str:
 
 
 def usage_cost(*, endpoint: EndpointInfo, usage: Usage) -> Decimal:
-    """List-price cost of one served request (input + output + the per-request price)."""
+    """List-price cost of one served request (input + output + the per-request price + the provider's own web
+    searches)."""
     input_cost, output_cost = usage_cost_split(endpoint=endpoint, usage=usage)
-    return input_cost + output_cost + endpoint.price_request
+    return input_cost + output_cost + endpoint.price_request + usage.web_search_requests * endpoint.price_web_search
 
 
 def usage_cost_split(*, endpoint: EndpointInfo, usage: Usage) -> tuple[Decimal, Decimal]:

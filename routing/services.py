@@ -10,6 +10,8 @@ from django.db import transaction
 from byok.crypto import Sealed, current_key_id, reseal, seal
 from byok.shapes import MAX_URL_CHARS, ShapeError, check_text, operator_credential
 from routing.models import TASK_TYPES, AdapterKind, Endpoint, Model, ModelKind, Provider
+from routing.providers.hosted import CAPABILITIES
+from routing.providers.registry import adapter_for
 
 PROVIDER_FIELDS = (
     "name",
@@ -47,6 +49,7 @@ PRICE_FIELDS = {
     "cache_write": "price_cache_write",
     "reasoning": "price_reasoning",
     "request": "price_request",
+    "web_search": "price_web_search",  # USD per search the provider runs itself
 }
 
 
@@ -147,7 +150,23 @@ def endpoint_problems(values: dict) -> list[tuple[str, str]]:
     for name in ("supported_parameters", "service_tiers"):
         if name in values and not _strings(values[name]):
             problems.append((name, f"{name} must be a list of strings"))
-    return problems
+    adapter = values.get("adapter") or getattr(values.get("provider"), "adapter", None)  # the loader's, the admin's
+    return problems + hosted_tools_problems(values.get("hosted_tools"), adapter)
+
+
+def hosted_tools_problems(hosted, adapter: str | None) -> list[tuple[str, str]]:
+    """An endpoint's `hosted_tools`: capabilities this gateway knows (routing.providers.hosted) that the provider's
+    adapter can pass through."""
+    if hosted is None:
+        return []
+    if not _strings(hosted) or set(hosted) - set(CAPABILITIES):
+        return [("hosted_tools", f"hosted_tools must be a list of {', '.join(CAPABILITIES)}")]
+    if adapter not in AdapterKind.values:
+        return []  # the provider's adapter is checked on its own
+    passable: frozenset[str] = getattr(adapter_for(str(adapter)), "hosted_tools", frozenset())
+    if refused := sorted(set(hosted) - passable):
+        return [("hosted_tools", f"the {adapter} adapter cannot pass {', '.join(refused)} through")]
+    return []
 
 
 def _url_problem(value, field: str) -> str | None:
@@ -227,6 +246,7 @@ def _endpoint_upsert(model: Model, row: dict) -> None:
         "quantization": row.get("quantization", "unknown"),
         "supported_parameters": row.get("supported_parameters", model.supported_parameters),
         "service_tiers": row.get("service_tiers", []),
+        "hosted_tools": row.get("hosted_tools", []),
         "enabled": row.get("enabled", True),
     }
     for key, field in PRICE_FIELDS.items():
@@ -235,7 +255,7 @@ def _endpoint_upsert(model: Model, row: dict) -> None:
             defaults[field] = Decimal(str(value))
         elif field in ("price_prompt", "price_completion"):
             raise CatalogError(f"model {model.id} @ {provider.slug}: pricing.{key} is required")
-    _raise_first(endpoint_problems(defaults), f"model {model.id} @ {provider.slug}")
+    _raise_first(endpoint_problems({**defaults, "adapter": provider.adapter}), f"model {model.id} @ {provider.slug}")
     Endpoint.objects.update_or_create(model=model, provider=provider, defaults=defaults)
 
 

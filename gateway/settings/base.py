@@ -92,6 +92,7 @@ elif env.bool("DB_POOL", default=True):
 PIPELINE_PRE_STAGES = [
     "guardrails.stage.GuardrailStage",  # first: local and cheap; a block costs nothing
     "plugins.routers.RouterStage",  # auto / pareto / fusion slugs: chooses the models the rest of the pipeline sees
+    "plugins.hosted_tools.HostedToolsStage",  # tools the provider runs itself: only endpoints that run them
     "plugins.web.WebStage",  # the `web` plugin: search results added to the context
     "plugins.file_parser.FileParserStage",  # files become text before anything measures or moderates the input
     "plugins.moderation.ModerationStage",

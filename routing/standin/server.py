@@ -11,7 +11,7 @@ from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs
 
-from routing.standin import embeddings, formats, moderations, search
+from routing.standin import embeddings, formats, hosted, moderations, search
 from routing.standin.script import Script, directive, parse_path
 
 VERTEX_METHODS = (":rawPredict", ":streamRawPredict")  # Anthropic on Vertex: the Messages format
@@ -190,6 +190,7 @@ class StandinHandler(BaseHTTPRequestHandler):
             self._send_bytes(404, b'{"error":{"message":"unknown path"}}', "application/json")
             return
         body_fn, stream_fn, error_fn, stream_error_fn = wire
+        answer_body, answer_stream = hosted.wire(wire_path, body, body_fn, stream_fn)  # provider-run tools: hosted.py
         script = self.server.script.merged(overrides).merged(directive(_prompt_text(body)))
         if script.latency_ms:
             time.sleep(script.latency_ms / 1000)
@@ -208,7 +209,7 @@ class StandinHandler(BaseHTTPRequestHandler):
             return
         plan = self._plan(body, script)
         if streaming:
-            chunks, terminal = stream_fn(plan)
+            chunks, terminal = answer_stream(plan)
             self._stream(
                 chunks,
                 terminal,
@@ -217,7 +218,7 @@ class StandinHandler(BaseHTTPRequestHandler):
                 content_type=EVENT_STREAM if converse_stream else "text/event-stream",
             )
         else:
-            self._send_bytes(200, json.dumps(body_fn(plan)).encode(), "application/json", self._rate_headers())
+            self._send_bytes(200, json.dumps(answer_body(plan)).encode(), "application/json", self._rate_headers())
 
     def _token(self) -> None:
         """An OAuth token endpoint (JWT bearer grant) for service-account credentials."""

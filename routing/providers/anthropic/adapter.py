@@ -2,7 +2,9 @@ from routing import jsonsafe
 from routing.errors import UpstreamError, error_type_for_status, is_retryable, parse_retry_after
 from routing.providers.anthropic import request as messages_request
 from routing.providers.anthropic import response as messages_response
+from routing.providers.anthropic import web_search
 from routing.providers.base import ProviderAdapter, UpstreamRequest
+from routing.providers.hosted import WEB_SEARCH
 
 # The status each Anthropic error type normally comes with. https://docs.anthropic.com/en/api/errors
 NATURAL_STATUS = {
@@ -56,3 +58,10 @@ class AnthropicAdapter(ProviderAdapter):
             retry_after=parse_retry_after(headers),
             provider_code=mapped.provider_code,
         )
+
+    # The tools Anthropic runs itself that this adapter passes on: web search (its web_search_20250305 tool).
+    hosted_tools = frozenset({WEB_SEARCH})
+
+    def hosted_tool_problem(self, tool: dict) -> str | None:
+        """Why Anthropic cannot run a hosted tool as given (None: it can)."""
+        return web_search.tool_problem(tool)

@@ -14,6 +14,7 @@ from routing.canonical import (
     Reasoning,
     TextPart,
 )
+from routing.providers.anthropic import web_search
 from routing.providers.base import arguments_object, drop_none, forces_tool, merge_turn
 
 FORMAT = "anthropic-claude-v1"
@@ -160,4 +161,8 @@ def build_body(request: CanonicalRequest) -> dict:
             for tool in request.tools
         ]
         body["tool_choice"] = _tool_choice(request.tool_choice, request.parallel_tool_calls)
+    if request.hosted_tools:  # Anthropic's own web search (the only hosted tool its adapter passes on)
+        declared = body.get("tools")
+        declared = declared if isinstance(declared, list) else []
+        body["tools"] = [*declared, *web_search.tools_body(request.hosted_tools)]
     return drop_none(body)

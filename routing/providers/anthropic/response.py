@@ -23,6 +23,7 @@ from routing.canonical import (
     UsageReported,
 )
 from routing.errors import UpstreamError
+from routing.providers.anthropic import web_search
 from routing.providers.anthropic.request import FORMAT
 from routing.providers.base import StopMapping, as_mapping, stream_cut_error, token_count
 
@@ -59,6 +60,7 @@ def usage(raw: object, output_tokens: int | None = None) -> Usage:
         cached_tokens=cache_read,
         cache_write_tokens=cache_write,
         output_tokens=token_count(output_tokens if output_tokens is not None else raw.get("output_tokens")),
+        web_search_requests=web_search.searches(raw),
     )
 
 
@@ -94,7 +96,7 @@ def parse(body: dict) -> CanonicalResponse:
         output.append(OutputMessage(text="".join(texts), stop_sequence=stop_sequence(body)))
     output.extend(calls)
     status, reason = STOP.get(body.get("stop_reason") or "end_turn", ("completed", None))
-    return CanonicalResponse(
+    parsed = CanonicalResponse(
         output=tuple(output),
         usage=usage(body.get("usage")),
         status=status,
@@ -102,6 +104,7 @@ def parse(body: dict) -> CanonicalResponse:
         upstream_id=body.get("id"),
         model=body.get("model"),
     )
+    return web_search.with_searches(parsed, body.get("content"))
 
 
 def stream_error(payload: dict) -> UpstreamError:
@@ -120,9 +123,13 @@ def stream(events: Iterable) -> Iterator[StreamEvent]:
     tool_index: dict[int, int] = {}  # content block index -> tool call index
     signature: list[str] = []
     finish: Finished | None = None
+    searching = web_search.SearchStream()  # Anthropic's own web search: its blocks and citations
     for event in events:
         payload = event.json()
         kind = payload.get("type", event.event)
+        if (taken := searching.take(kind, payload)) is not None:
+            yield from taken
+            continue
         if kind == "message_start":
             message = payload.get("message") or {}
             input_usage = as_mapping(message.get("usage"))

@@ -1,7 +1,9 @@
 from routing.providers import embeddings
 from routing.providers.base import GATED_PARAMETERS, ProviderAdapter, UpstreamRequest, bearer
+from routing.providers.hosted import WEB_SEARCH
 from routing.providers.openai_chat import request as chat_request
 from routing.providers.openai_chat import response as chat_response
+from routing.providers.openai_chat import web_search
 
 
 class OpenAIChatAdapter(ProviderAdapter):
@@ -30,3 +32,10 @@ class OpenAIChatAdapter(ProviderAdapter):
 
     def parse_embeddings(self, body, *, expected):
         return embeddings.openai_parse(body, expected=expected)
+
+    # The tools a provider runs itself that this adapter passes on: web search (OpenAI's search models).
+    hosted_tools = frozenset({WEB_SEARCH})
+
+    def hosted_tool_problem(self, tool: dict) -> str | None:
+        """Why a Chat Completions provider cannot run a hosted tool as given (None: it can)."""
+        return web_search.tool_problem(tool)

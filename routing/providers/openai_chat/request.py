@@ -13,6 +13,7 @@ from routing.canonical import (
     TextPart,
 )
 from routing.providers.base import drop_none
+from routing.providers.openai_chat import web_search
 
 
 def _part(part: Part) -> dict:
@@ -139,6 +140,8 @@ def build_body(request: CanonicalRequest) -> dict:
         ]
         body["tool_choice"] = tool_choice(request.tool_choice)
         body["parallel_tool_calls"] = request.parallel_tool_calls
+    if request.hosted_tools:  # a search model's own web search (the only hosted tool this adapter passes on)
+        body["web_search_options"] = web_search.options(request.hosted_tools)
     if request.stream:
         body.update(stream=True, stream_options={"include_usage": True})
     return drop_none(body)

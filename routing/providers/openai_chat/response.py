@@ -3,6 +3,7 @@ https://platform.openai.com/docs/api-reference/chat/object
 https://platform.openai.com/docs/api-reference/chat-streaming"""
 
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 
 from routing.canonical import (
     CanonicalResponse,
@@ -24,6 +25,7 @@ from routing.canonical import (
 from routing.errors import ErrorType, UpstreamError
 from routing.providers.base import StopMapping, as_mapping, error_details, stream_cut_error, token_count
 from routing.providers.logprobs import parse_tokens
+from routing.providers.openai_chat import web_search
 from routing.sse import SSEEvent
 
 # finish_reason -> (status, incomplete reason)
@@ -80,7 +82,7 @@ def parse(body: dict) -> CanonicalResponse:
             )
         )
     status, reason = FINISH.get(choice.get("finish_reason") or "stop", ("completed", None))
-    return CanonicalResponse(
+    parsed = CanonicalResponse(
         output=tuple(output),
         usage=usage(body.get("usage")),
         status=status,
@@ -89,11 +91,13 @@ def parse(body: dict) -> CanonicalResponse:
         model=body.get("model"),
         service_tier=body.get("service_tier"),
     )
+    return web_search.with_citations(parsed, message)
 
 
 def stream(events: Iterable[SSEEvent]) -> Iterator[StreamEvent]:
     started = False
     finish: Finished | None = None
+    searched = 0  # a cited answer of a search model: one search
     for event in events:
         if event.data.strip() == "[DONE]":
             yield finish or Finished()
@@ -116,6 +120,9 @@ def stream(events: Iterable[SSEEvent]) -> Iterator[StreamEvent]:
                 )
             if delta.get("refusal"):
                 yield RefusalDelta(text=delta["refusal"])
+            for cited in web_search.delta_annotations(delta):  # a search model's citations
+                searched = 1
+                yield cited
             for call in delta.get("tool_calls") or []:
                 index = int(call.get("index", 0))
                 function = call.get("function") or {}
@@ -127,7 +134,7 @@ def stream(events: Iterable[SSEEvent]) -> Iterator[StreamEvent]:
                 status, reason = FINISH.get(choice["finish_reason"], ("completed", None))
                 finish = Finished(status=status, incomplete_reason=reason, service_tier=chunk.get("service_tier"))
         if chunk.get("usage"):
-            yield UsageReported(usage=usage(chunk["usage"]))
+            yield UsageReported(usage=replace(usage(chunk["usage"]), web_search_requests=searched))
     if finish is None:
         raise stream_cut_error()
     yield finish  # some compatible servers end after the finish chunk without [DONE]

@@ -1,5 +1,7 @@
 from routing.providers import embeddings
 from routing.providers.base import ProviderAdapter, UpstreamRequest, bearer
+from routing.providers.hosted import CAPABILITIES
+from routing.providers.openai_responses import hosted as responses_hosted
 from routing.providers.openai_responses import request as responses_request
 from routing.providers.openai_responses import response as responses_response
 
@@ -28,3 +30,10 @@ class OpenAIResponsesAdapter(ProviderAdapter):
 
     def parse_embeddings(self, body, *, expected):
         return embeddings.openai_parse(body, expected=expected)
+
+    # The tools OpenAI runs itself: every hosted tool, sent as the caller gave it (the Responses shape is ours).
+    hosted_tools = frozenset(CAPABILITIES)
+
+    def hosted_tool_problem(self, tool: dict) -> str | None:
+        """Why OpenAI cannot run a hosted tool as given (None: it can)."""
+        return responses_hosted.tool_problem(tool)

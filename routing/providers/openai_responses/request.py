@@ -15,6 +15,7 @@ from routing.canonical import (
     TextPart,
 )
 from routing.providers.base import drop_none
+from routing.providers.openai_responses import hosted
 
 FORMAT = "openai-responses-v1"
 LOGPROBS = "message.output_text.logprobs"
@@ -108,4 +109,8 @@ def build_body(request: CanonicalRequest) -> dict:
         ]
         body["tool_choice"] = request.tool_choice
         body["parallel_tool_calls"] = request.parallel_tool_calls
+    if request.hosted_tools:  # the tools OpenAI runs itself, as the caller gave them
+        body["tools"] = body.get("tools", []) + hosted.tools_body(request.hosted_tools)
+        if more := hosted.include(request.hosted_tools):
+            body["include"] = [*(body.get("include") or []), *more]
     return drop_none(body)

@@ -3,10 +3,12 @@ https://platform.openai.com/docs/api-reference/responses/object
 https://platform.openai.com/docs/api-reference/responses-streaming"""
 
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 
 from routing.canonical import (
     CanonicalResponse,
     Finished,
+    HostedToolCall,
     OutputFunctionCall,
     OutputMessage,
     OutputReasoning,
@@ -15,6 +17,7 @@ from routing.canonical import (
     RefusalDelta,
     ResponseStarted,
     StreamEvent,
+    TextAnnotated,
     TextDelta,
     TokenLogprob,
     ToolCallDelta,
@@ -24,7 +27,9 @@ from routing.canonical import (
 )
 from routing.errors import UpstreamError
 from routing.providers.base import ResponseStatus, as_mapping, stream_cut_error, token_count
+from routing.providers.hosted import hosted_item
 from routing.providers.logprobs import parse_tokens
+from routing.providers.openai_responses import hosted
 from routing.providers.openai_responses.request import FORMAT
 
 
@@ -67,15 +72,16 @@ def _output_item(item: dict):
         return OutputFunctionCall(
             call_id=item.get("call_id", ""), name=item.get("name", ""), arguments=item.get("arguments", "")
         )
-    return None  # server-tool items of the provider's own are not passed on
+    return None  # a call OpenAI ran: hosted.with_hosted
 
 
 def parse(body: dict) -> CanonicalResponse:
     status, reason = _status(body)
-    output = tuple(out for out in map(_output_item, body.get("output") or []) if out is not None)
+    items = [item for item in body.get("output") or [] if isinstance(item, dict)]
+    output = tuple(out for item in items if (out := hosted.with_hosted(item, _output_item(item))) is not None)
     return CanonicalResponse(
         output=output,
-        usage=usage(body.get("usage")),
+        usage=replace(usage(body.get("usage")), web_search_requests=hosted.searches(output)),
         status=status,
         incomplete_reason=reason,
         upstream_id=body.get("id"),
@@ -94,6 +100,7 @@ def _failure(payload: dict) -> UpstreamError:
 
 def stream(events: Iterable) -> Iterator[StreamEvent]:
     calls: dict[int, int] = {}  # output_index -> tool call index
+    searched = 0  # web searches OpenAI ran (billed per search)
     for event in events:
         if event.data.strip() == "[DONE]":
             break
@@ -119,9 +126,15 @@ def stream(events: Iterable) -> Iterator[StreamEvent]:
             yield ToolCallDelta(index=index, arguments=payload.get("delta", ""))
         elif kind == "response.output_item.done" and (payload.get("item") or {}).get("type") == "reasoning":
             yield ReasoningSealed(encrypted_content=payload["item"].get("encrypted_content"), format=FORMAT)
+        elif kind == "response.output_item.done" and (call := hosted_item(payload.get("item") or {})) is not None:
+            searched += hosted.searches((call,))
+            yield HostedToolCall(call)  # a call OpenAI ran (web_search_call, ...)
+        elif kind == "response.output_text.annotation.added":
+            if found := hosted.annotation(payload.get("annotation")):
+                yield TextAnnotated(found)  # a citation (indexed in its output_text part: one part per message)
         elif kind in ("response.completed", "response.incomplete"):
             response = payload.get("response") or {}
-            yield UsageReported(usage=usage(response.get("usage")))
+            yield UsageReported(usage=replace(usage(response.get("usage")), web_search_requests=searched))
             status, reason = _status(response)
             yield Finished(status=status, incomplete_reason=reason, service_tier=response.get("service_tier"))
             return

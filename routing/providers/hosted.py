@@ -1,0 +1,77 @@
+"""Tools the provider runs itself ("hosted" tools: web search, code interpreter, image generation, MCP, file
+search): their vocabulary, shared by the catalog (an endpoint's `hosted_tools`), the request pipeline (which
+endpoints a request naming one may route to) and the adapters that pass them through.
+
+A request names them in the Responses tool shape (https://platform.openai.com/docs/api-reference/responses/create
+`tools`); the OpenAI Responses adapter sends them as they are, the Anthropic adapter translates web search to its
+`web_search_20250305` server tool, the Chat Completions adapter to `web_search_options`. Tools whose calls the
+caller must answer itself (computer use, local shell, shell, apply patch) are not among them: this gateway cannot
+carry their results back, so they stay refused."""
+
+import json
+
+from routing.canonical import HostedTool, OutputHostedTool
+
+WEB_SEARCH, CODE_INTERPRETER, IMAGE_GENERATION, MCP, FILE_SEARCH = (
+    "web_search",
+    "code_interpreter",
+    "image_generation",
+    "mcp",
+    "file_search",
+)
+CAPABILITIES = (WEB_SEARCH, CODE_INTERPRETER, IMAGE_GENERATION, MCP, FILE_SEARCH)
+# A request's tool type -> the catalog capability an endpoint must list to run it.
+TOOL_CAPABILITY = {
+    "web_search": WEB_SEARCH,
+    "web_search_2025_08_26": WEB_SEARCH,
+    "web_search_preview": WEB_SEARCH,
+    "web_search_preview_2025_03_11": WEB_SEARCH,
+    "code_interpreter": CODE_INTERPRETER,
+    "image_generation": IMAGE_GENERATION,
+    "mcp": MCP,
+    "file_search": FILE_SEARCH,
+}
+MAX_TOOL_BYTES = 16 * 1024  # one tool's definition, as JSON: a definition is configuration, not a document
+
+# The output items a provider returns for the calls it ran, and the stream events between their added and done.
+ITEM_PROGRESS = {
+    "web_search_call": ("in_progress", "searching", "completed"),
+    "code_interpreter_call": ("in_progress", "interpreting", "completed"),
+    "image_generation_call": ("in_progress", "generating", "completed"),
+    "file_search_call": ("in_progress", "searching", "completed"),
+    "mcp_call": ("in_progress", "completed"),
+    "mcp_list_tools": ("in_progress", "completed"),
+    "mcp_approval_request": (),
+}
+
+
+def capability(tool_type: str) -> str:
+    """The catalog capability a tool type needs ("" for a type no provider runs here)."""
+    return TOOL_CAPABILITY.get(tool_type, "")
+
+
+def hosted_tools(tools: list[dict]) -> tuple[HostedTool, ...]:
+    """A request's tools that a provider runs (responses_api.stages refuses the ones not fit to pass on), as the
+    canonical request carries them."""
+    return tuple(
+        HostedTool(spec=dict(tool), source=f"tools[{index}]")
+        for index, tool in enumerate(tools)
+        if capability(str(tool.get("type")))
+    )
+
+
+def tool_problem(tool: dict) -> str | None:
+    """Why a hosted tool's definition cannot be passed on (None: it can): a known type, a bounded size."""
+    if not capability(str(tool.get("type"))):
+        return f"the tool type '{tool.get('type')}' is not run by any provider of this gateway"
+    if len(json.dumps(tool, separators=(",", ":"))) > MAX_TOOL_BYTES:
+        return f"the {tool['type']} tool's definition is longer than {MAX_TOOL_BYTES} bytes"
+    return None
+
+
+def hosted_item(item: dict) -> OutputHostedTool | None:
+    """A provider's output item for a call it ran, as passed back to the caller (None: not such an item)."""
+    kind = item.get("type")
+    if not isinstance(kind, str) or kind not in ITEM_PROGRESS or not isinstance(item.get("id"), str):
+        return None
+    return OutputHostedTool(item=dict(item), progress=tuple(f"response.{kind}.{step}" for step in ITEM_PROGRESS[kind]))

@@ -1,0 +1,82 @@
+"""Tools OpenAI runs itself (web_search, code_interpreter, image_generation, mcp, file_search): sent as the caller
+gave them (the Responses tool shape is ours), their output items passed back, their citations kept.
+https://platform.openai.com/docs/guides/tools-web-search  https://platform.openai.com/docs/api-reference/responses"""
+
+from dataclasses import replace
+
+from routing.canonical import HostedTool, OutputHostedTool, OutputMessage
+from routing.providers.base import as_mapping
+from routing.providers.hosted import WEB_SEARCH, capability, hosted_item
+
+SOURCES = "web_search_call.action.sources"  # the pages a search found, on its web_search_call item
+
+
+def tool_problem(tool: dict) -> str | None:
+    """Why OpenAI cannot run a hosted tool as given (None: it can): the Responses shape is its own; its web search
+    filters allow domains (each with its subdomains), never block them, and take no paths or wildcards."""
+    if capability(str(tool.get("type"))) != WEB_SEARCH:
+        return None
+    filters = as_mapping(tool.get("filters"))
+    if filters.get("blocked_domains"):
+        return "OpenAI's web search has no blocked domains"
+    if any(not isinstance(d, str) or "/" in d or "*" in d for d in filters.get("allowed_domains") or ()):
+        return "OpenAI's web search allows domains without paths or wildcards (a domain covers its subdomains)"
+    return None
+
+
+def tools_body(tools: tuple[HostedTool, ...]) -> list[dict]:
+    return [dict(tool.spec) for tool in tools]
+
+
+def include(tools: tuple[HostedTool, ...]) -> list[str]:
+    """What to ask back: the sources of a web search (the caller sees them; num_search_results counts them)."""
+    return [SOURCES] if any(capability(str(tool.spec.get("type"))) == WEB_SEARCH for tool in tools) else []
+
+
+def annotation(raw: object, offset: int = 0) -> dict | None:
+    """An output_text annotation: a url_citation in the flat Responses shape (indices moved by `offset`, the text
+    before its part), another kind (file citations) as it came."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("type"), str):
+        return None
+    if raw["type"] != "url_citation":
+        return dict(raw)
+    start, end = raw.get("start_index"), raw.get("end_index")
+    if not isinstance(start, int) or not isinstance(end, int) or not isinstance(raw.get("url"), str):
+        return None
+    title = raw.get("title") if isinstance(raw.get("title"), str) else raw["url"]
+    return {
+        "type": "url_citation",
+        "url": raw["url"],
+        "title": title,
+        "start_index": start + offset,
+        "end_index": end + offset,
+    }
+
+
+def message_annotations(item: dict) -> tuple[dict, ...]:
+    """The annotations of a message item's output_text parts, indexed in the message's whole text."""
+    found: list[dict] = []
+    offset = 0
+    for part in item.get("content") or []:
+        if isinstance(part, dict) and part.get("type") == "output_text":
+            found += [a for raw in part.get("annotations") or [] if (a := annotation(raw, offset)) is not None]
+            offset += len(part.get("text") or "")
+    return tuple(found)
+
+
+def with_hosted(item: dict, parsed):
+    """An output item as parsed, with what a provider-run tool adds: a message's citations, a call it ran."""
+    if isinstance(parsed, OutputMessage) and (found := message_annotations(item)):
+        return replace(parsed, annotations=parsed.annotations + found)
+    return parsed if parsed is not None else hosted_item(item)
+
+
+def searches(output: tuple) -> int:
+    """The web searches OpenAI ran (each web_search_call that searched is billed)."""
+    return sum(
+        1
+        for item in output
+        if isinstance(item, OutputHostedTool)
+        and item.item.get("type") == "web_search_call"
+        and (item.item.get("action") or {}).get("type", "search") == "search"
+    )

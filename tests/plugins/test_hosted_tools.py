@@ -1,0 +1,203 @@
+"""Tools the provider runs itself (web_search, code_interpreter, image_generation, mcp, file_search) in `tools`: passed
+through to the endpoints whose catalog entry lists them (and whose adapter can send them as given), never to the
+others, never dropped; a tool no endpoint of the model runs is a 400 naming it. The provider's output items come back
+in the output (JSON and SSE, with their progress events), and the official openai SDK parses both (live gateway).
+The stand-in emulates the providers (routing/standin/hosted.py); tests/fixtures/web/hosted_catalog.yaml says which
+stand-in endpoints run which tools."""
+
+import json
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from openai import OpenAI
+
+from gateway.billing.provisioning import account_provision
+from routing.providers.hosted import MAX_TOOL_BYTES
+from tests.golden import FIXTURES
+from tests.support import Persona, assert_error_envelope, sse_events
+
+METADATA = {"HTTP_X_GATEWAY_METADATA": "enabled"}
+CATALOG = Path(FIXTURES) / "web" / "hosted_catalog.yaml"
+MODEL_PATHS = ("/chat/completions", "/responses", "/messages")
+CODE = {"type": "code_interpreter", "container": {"type": "auto"}}
+IMAGE = {"type": "image_generation", "size": "1024x1024"}
+MCP = {"type": "mcp", "server_label": "docs", "server_url": "https://mcp.example.com/sse", "require_approval": "never"}
+WEB = {"type": "web_search", "search_context_size": "low"}
+WEATHER = {"type": "function", "name": "get_weather", "parameters": {"type": "object", "properties": {}}}
+
+
+def load_hosted_catalog() -> None:
+    call_command("load_catalog", str(CATALOG), stdout=open("/dev/null", "w"))  # noqa: SIM115
+
+
+@pytest.fixture
+def hosted_catalog(standin_catalog):
+    load_hosted_catalog()
+    return standin_catalog
+
+
+def ask(persona, tools, *, model="standin/search", stream=False, **body):
+    payload = {"model": model, "input": "Plot the launch figures", "tools": tools, "stream": stream, **body}
+    return persona.client().post("/api/v1/responses", payload, format="json", **METADATA)
+
+
+def model_calls(standin) -> list[dict]:
+    return [call for path in MODEL_PATHS for call in standin.requests_for(path)]
+
+
+def test_hosted_tools_go_only_to_the_endpoint_that_runs_them(alice, hosted_catalog):
+    response = ask(alice, [WEATHER, CODE, IMAGE, MCP, WEB])
+    assert response.status_code == 200, response.content
+    (call,) = model_calls(hosted_catalog)  # the Responses endpoint: the only one that runs them all
+    assert call["path"].endswith("/responses")
+    assert call["body"]["tools"][1:] == [CODE, IMAGE, MCP, WEB]  # as the caller gave them
+    assert call["body"]["tools"][0]["name"] == "get_weather"
+    body = response.json()
+    assert [item["type"] for item in body["output"]] == [
+        "code_interpreter_call",
+        "image_generation_call",
+        "mcp_call",
+        "web_search_call",
+        "message",
+    ]
+    code = body["output"][0]
+    assert code["code"] == "print(6 * 7)" and code["outputs"] == [{"type": "logs", "logs": "42\n"}]
+    assert body["output"][2]["server_label"] == "docs"
+    (entry,) = [e for e in body["gateway_metadata"]["pipeline"] if e["name"] == "hosted-tools"]
+    assert entry["data"] == {"tools": ["code_interpreter", "image_generation", "mcp", "web_search"], "endpoints": 1}
+
+
+def test_web_search_alone_may_go_to_either_endpoint_that_runs_it(alice, hosted_catalog):
+    for provider, path in (("standin-responses", "/responses"), ("standin-anthropic", "/messages")):
+        hosted_catalog.clear()
+        tool = {"type": "web_search", "filters": {"allowed_domains": ["example.com"]}}
+        response = ask(alice, [tool], provider={"only": [provider]})
+        assert response.status_code == 200, response.content
+        (call,) = model_calls(hosted_catalog)
+        assert call["path"].endswith(path)
+        search = response.json()["output"][0]
+        assert search["type"] == "web_search_call"
+        assert search["action"]["sources"] and all("example.com/" in s["url"] for s in search["action"]["sources"])
+
+
+@pytest.mark.parametrize(
+    ("tools", "model", "named"),
+    [
+        ([CODE], "standin/echo", "tools[0]: the tool type 'code_interpreter' is not available on this gateway"),
+        ([WEATHER, MCP], "standin/echo", "tools[1]: the tool type 'mcp' is not available on this gateway"),
+        ([{"type": "file_search", "vector_store_ids": ["vs_1"]}], "standin/search-preview", "'file_search'"),
+        ([{"type": "gateway:image_generation"}], "standin/search", "'gateway:image_generation' is not available"),
+        ([{"type": "computer_use_preview"}], "standin/search", "'computer_use_preview' is not available"),
+    ],
+)
+def test_a_tool_no_endpoint_runs_is_a_400_naming_it(alice, hosted_catalog, tools, model, named):
+    body = assert_error_envelope(ask(alice, tools, model=model), 400)
+    assert named in body["error"]["message"]
+    assert model_calls(hosted_catalog) == []
+
+
+def test_a_tool_no_endpoint_runs_as_given_says_why(alice, hosted_catalog):
+    # Anthropic's search blocks domains but has no context size; OpenAI's has no blocked domains
+    tool = {"type": "web_search", "search_context_size": "low", "filters": {"blocked_domains": ["example.com"]}}
+    body = assert_error_envelope(ask(alice, [tool]), 400)
+    message = body["error"]["message"]
+    assert "tools[0]: the tool type 'web_search'" in message and "no endpoint runs it as given" in message
+    assert model_calls(hosted_catalog) == []
+
+
+def test_a_provider_preference_that_leaves_no_capable_endpoint_is_a_400(alice, hosted_catalog):
+    response = ask(alice, [CODE], provider={"only": ["standin-anthropic"]})
+    assert response.status_code in (400, 404), response.content
+    assert model_calls(hosted_catalog) == []
+
+
+def test_an_oversized_tool_definition_is_a_400(alice, hosted_catalog):
+    huge = {**MCP, "allowed_tools": ["t" * 100] * (MAX_TOOL_BYTES // 100)}
+    body = assert_error_envelope(ask(alice, [huge]), 400)
+    assert body["error"]["message"].startswith("tools[0]: the mcp tool's definition is longer than")
+
+
+def test_streamed_hosted_calls_have_their_progress_events(alice, hosted_catalog):
+    response = ask(alice, [CODE, WEB], stream=True)
+    assert response.status_code == 200
+    events, _ = sse_events(response)
+    assert [e["sequence_number"] for e in events] == list(range(len(events)))
+    types = [e["type"] for e in events]
+    start = types.index("response.output_item.added")
+    assert types[start : start + 9] == [
+        "response.output_item.added",
+        "response.code_interpreter_call.in_progress",
+        "response.code_interpreter_call.interpreting",
+        "response.code_interpreter_call.completed",
+        "response.output_item.done",
+        "response.output_item.added",
+        "response.web_search_call.in_progress",
+        "response.web_search_call.searching",
+        "response.web_search_call.completed",
+    ]
+    added = [e for e in events if e["type"] == "response.output_item.added"]
+    assert [(e["output_index"], e["item"]["type"], e["item"]["status"]) for e in added] == [
+        (0, "code_interpreter_call", "in_progress"),
+        (1, "web_search_call", "in_progress"),
+        (2, "message", "in_progress"),
+    ]
+    final = events[-1]["response"]
+    assert [item["type"] for item in final["output"]] == ["code_interpreter_call", "web_search_call", "message"]
+    annotations = final["output"][2]["content"][0]["annotations"]
+    assert [a["type"] for a in annotations] == ["url_citation"] * 3
+
+
+def test_the_providers_searches_are_billed_at_the_catalogs_price(alice, hosted_catalog):
+    from gateway.billing.models import Generation
+
+    plain = ask(alice, [], provider={"only": ["standin-responses"]}, input="Same")
+    searched = ask(alice, [WEB], provider={"only": ["standin-responses"]}, input="Same")
+    assert plain.status_code == searched.status_code == 200
+    cheap = Generation.objects.get(pk=plain["X-Generation-Id"])
+    dear = Generation.objects.get(pk=searched["X-Generation-Id"])
+    tokens = Decimal(dear.tokens_input - cheap.tokens_input + 2 * (dear.tokens_output - cheap.tokens_output))
+    assert dear.cost - cheap.cost == Decimal("0.01") + tokens / 1_000_000
+
+
+# ---- the openai SDK, live --------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def dana(transactional_db, standin_catalog):
+    load_hosted_catalog()
+    return Persona(account_provision(name="dana", plan="payg", credits=Decimal("5")))
+
+
+@pytest.mark.live
+def test_the_openai_sdk_parses_hosted_calls_json_and_stream(live_gateway, dana):
+    client = OpenAI(base_url=live_gateway.api, api_key=dana.api_key, max_retries=0, timeout=20)
+    tools = [CODE, IMAGE, WEB]
+    response = client.responses.create(model="standin/search", input="Plot it", tools=tools)
+    assert [type(item).__name__ for item in response.output] == [
+        "ResponseCodeInterpreterToolCall",
+        "ImageGenerationCall",
+        "ResponseFunctionWebSearch",
+        "ResponseOutputMessage",
+    ]
+    cited = response.output[-1].content[0].annotations
+    assert [type(a).__name__ for a in cited] == ["AnnotationURLCitation"] * 3
+    assert response.output_text.startswith("Hello from the local stand-in provider. Sources: ")
+    events = list(client.responses.create(model="standin/search", input="Plot it", tools=tools, stream=True))
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    kinds = [e.type for e in events]
+    assert (
+        "response.code_interpreter_call.interpreting" in kinds and "response.image_generation_call.generating" in kinds
+    )
+    final = events[-1].response
+    assert [item.type for item in final.output] == [
+        "code_interpreter_call",
+        "image_generation_call",
+        "web_search_call",
+        "message",
+    ]
+    with client.responses.stream(model="standin/search", input="Plot it", tools=tools) as stream:
+        streamed = stream.get_final_response()
+    assert streamed.output_text == response.output_text
+    assert json.loads(streamed.model_dump_json())["output"][2]["action"]["type"] == "search"
