@@ -20,6 +20,7 @@ fusion run cannot start another: gateway/fusion is no panel or analyst model, ga
 gateway/fusion is not given the gateway:fusion tool."""
 
 import json
+import threading
 import time
 from collections.abc import Callable, Generator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -128,6 +129,21 @@ class PanelAnswer:
         if self.tool_calls or self.rounds > 1:
             entry |= {"rounds": self.rounds, "tool_calls": dict(self.tool_calls)}
         return {**entry, "error": self.error} if self.error else entry
+
+
+@dataclass
+class Meter:
+    """What a run's calls spent so far (cost, tokens), added from the panel's threads as each round ends: charged
+    however the run ends (a stream the client left stops it midway)."""
+
+    cost: Decimal = Decimal(0)
+    usage: Usage = field(default_factory=Usage)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, cost: Decimal, usage: Usage) -> None:
+        with self.lock:
+            self.cost += cost
+            self.usage = usage_sum((self.usage, usage))
 
 
 @dataclass(frozen=True)
@@ -256,9 +272,12 @@ def _plan(model: str, limits: tuple[RoutingLimit, ...]) -> RoutePlan | GatewayEr
         return error
 
 
-def _call(model: str, request: CanonicalRequest, plan: RoutePlan | GatewayError, panel: Panel | None) -> PanelAnswer:
+def _call(
+    model: str, request: CanonicalRequest, plan: RoutePlan | GatewayError, panel: Panel | None, meter: Meter
+) -> PanelAnswer:
     """One model, with its own endpoint fallback, through the server-tool loop when `panel` gives it tools (every
-    round and tool cost counted, a later round's failure too); never raises: a failure is the answer's status."""
+    round and tool cost counted on the answer and the run's meter, a later round's failure too); never raises: a
+    failure is the answer's status."""
     started = time.monotonic()
     if isinstance(plan, GatewayError):
         return PanelAnswer(model, "failed", error=plan.message, status_code=plan.status)
@@ -276,13 +295,13 @@ def _call(model: str, request: CanonicalRequest, plan: RoutePlan | GatewayError,
             ) from None
         answer.rounds += 1
         answer.provider = served.candidate.endpoint.provider_slug
-        answer.usage = usage_sum((answer.usage, served.response.usage))
-        answer.cost += usage_cost(endpoint=served.candidate.endpoint, usage=served.response.usage)
+        charge(usage_cost(endpoint=served.candidate.endpoint, usage=served.response.usage), served.response.usage)
         return served
 
     def charge(amount: Decimal, usage: Usage) -> None:
         answer.cost += amount
         answer.usage = usage_sum((answer.usage, usage))
+        meter.add(amount, usage)
 
     try:
         served = call(request)
@@ -319,10 +338,10 @@ def panel_event(answer: PanelAnswer) -> dict:
 
 
 def fuse(
-    request: CanonicalRequest, panel: Panel, plans: dict[str, RoutePlan | GatewayError]
+    request: CanonicalRequest, panel: Panel, plans: dict[str, RoutePlan | GatewayError], meter: Meter
 ) -> Generator[dict | None, None, Fused]:
     """The panel in parallel (each member's events as it finishes; None: time for a keep-alive), then the
-    analysis when any member answered."""
+    analysis when any member answered; what each call spends is added to `meter` as it ends."""
     started = time.monotonic()
     member_request = replace(
         request,
@@ -331,15 +350,15 @@ def fuse(
         tool_choice=None,
         parallel_tool_calls=None,
     )
-    for model in panel.models:
-        yield {"type": "response.fusion_call.panel.added", "model": model}
     answers: dict[int, PanelAnswer] = {}
     with ThreadPoolExecutor(max_workers=len(panel.models), thread_name_prefix="fusion-panel") as pool:
         futures: dict[Future, int] = {
-            pool.submit(_call, model, member_request, plans[model], panel): index
+            pool.submit(_call, model, member_request, plans[model], panel, meter): index
             for index, model in enumerate(panel.models)
         }
-        pending = set(futures)
+        for model in panel.models:
+            yield {"type": "response.fusion_call.panel.added", "model": model}
+        pending = set(futures)  # stopped midway (the generator closed), the pool still waits for its members
         while pending:
             done, pending = wait(pending, timeout=settings.STREAM_KEEPALIVE_SECONDS, return_when=FIRST_COMPLETED)
             if not done:
@@ -368,7 +387,7 @@ def fuse(
         "analyst_model": panel.analyst,
         "judge_model": panel.analyst,
     }
-    review = yield from _waiting(lambda: _call(panel.analyst, analysis_request, plans[panel.analyst], None))
+    review = yield from _waiting(lambda: _call(panel.analyst, analysis_request, plans[panel.analyst], None, meter))
     fused.review = review
     fused.analysis = analysis_parse(review.text) if review.status == "completed" else None
     fused.analysis_status = "completed" if fused.analysis is not None else review.status if review.error else "unparsed"
@@ -513,7 +532,7 @@ def fusion_stage(
     worst = worst_cost(panel_request, [plans[model] for model in panel.models], analyst_plan, tool_calls=calls)
     if worst > spendable(ctx):  # the panel runs before the request's hold: it must be affordable first
         return Block(MSG_CREDITS.format(cost=worst), status=402)
-    fused = drain(fuse(panel_request, panel, plans))
+    fused = drain(fuse(panel_request, panel, plans, Meter()))
     data = fused.data(panel)
     cost, usage = fused.cost, fused.usage
     if not fused.served:  # as a plain request to the first panel model: its error (or its answer, if it recovered)
@@ -584,8 +603,11 @@ def fusion_tool_run(args: dict, parameters: dict, tools: ToolContext) -> Generat
     if worst > spendable(ctx):
         return ToolResult.failed(kind, MSG_TOOL_CREDITS.format(cost=worst), failure_reason="insufficient_credits")
     yield {"type": "response.fusion_call.in_progress"}
-    fused = yield from fuse(request, panel, plans)
-    tools.charge(fused.cost, fused.usage)
+    meter = Meter()
+    try:
+        fused = yield from fuse(request, panel, plans, meter)
+    finally:  # what ran is charged however the run ended (the client left a stream midway, say)
+        tools.charge(meter.cost, meter.usage)
     yield {"type": "response.fusion_call.completed"}
     failed = [
         {"model": a.model, "error": a.error, **({"status_code": a.status_code} if a.status_code else {})}

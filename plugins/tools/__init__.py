@@ -313,12 +313,15 @@ def run_tool(kind: str, arguments: str, parameters: dict, tools: ToolContext) ->
     if isinstance(outcome, ToolResult):
         return outcome
     events: list[dict] = []
-    while True:
-        try:
-            event = next(outcome)
-        except StopIteration as stop:
-            result: ToolResult = stop.value
-            return replace(result, item=ServerToolItem(item=result.item.item, progress=tuple(events)))
-        if event is not None:
-            events.append(event)
-        yield event
+    try:
+        while True:
+            try:
+                event = next(outcome)
+            except StopIteration as stop:
+                result: ToolResult = stop.value
+                return replace(result, item=ServerToolItem(item=result.item.item, progress=tuple(events)))
+            if event is not None:
+                events.append(event)
+            yield event
+    finally:
+        outcome.close()  # a loop stopped midway (the client left) stops the tool now: what it ran is charged

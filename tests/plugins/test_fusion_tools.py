@@ -5,17 +5,21 @@ is refused; a panel searches the web (the stand-in SearXNG) and every member's r
 panel that fails entirely is a failed call the model reads, not a failed request."""
 
 import json
+import time
 from decimal import Decimal
 
 import pytest
+import requests
 
 from gateway.billing.models import Generation
+from gateway.billing.provisioning import account_provision
 from routing.canonical import Usage
 from routing.catalog import endpoint_info
 from routing.models import Endpoint
 from routing.pricing import usage_cost
+from routing.standin.server import _prompt_text
 from tests.plugins.test_routers_catalog import routers_catalog
-from tests.support import assert_error_envelope, sse_events
+from tests.support import Persona, assert_error_envelope, sse_events
 
 METADATA = {"HTTP_X_GATEWAY_METADATA": "enabled"}
 PANEL = ["acme/alpha", "acme/beta", "bolt/gamma"]
@@ -220,8 +224,6 @@ def test_a_panel_searches_the_web_by_default_and_each_member_is_billed_for_its_r
 def _standin_tokens(standin, upstream: str) -> list[tuple[int, int]]:
     """(input, output) tokens of each round the stand-in answered a searching member, as it counts them (4
     characters a token): the answer text and, in the first round, the search call's arguments."""
-    from routing.standin.server import _prompt_text
-
     rounds = []
     for request in sent_to(standin, upstream):
         called = not any(m.get("role") == "tool" for m in request["messages"])
@@ -301,3 +303,48 @@ def test_a_streamed_fusion_call_has_its_events(alice, db, standin):
     completed = events[-1]["response"]
     assert [item["type"] for item in completed["output"]] == ["gateway:fusion", "message"]
     assert completed["usage"]["input_tokens"] > 0 and completed["output"][0]["analysis"]["consensus"]
+
+
+@pytest.mark.live
+def test_a_client_leaving_during_a_fusion_call_is_charged_for_the_panel(live_gateway, transactional_db, standin):
+    """The client hangs up while the panel works (live gateway): the members already asked finish and are charged
+    with the request, recorded as cancelled; no analysis is asked for after that."""
+    catalog(standin, **{model: f"latency_ms=400,text=Answer from {model.split('/')[1]}" for model in PANEL})
+    erin = Persona(account_provision(name="erin", plan="payg", credits=Decimal("100")))
+    script = json.dumps({"tool_call": "gateway_fusion,", "tool_arguments": json.dumps({"prompt": "Name a cat"})})
+    response = requests.post(
+        f"{live_gateway.api}/responses",
+        json={
+            "model": CALLER,
+            "input": f"Help me name my cat <<standin {script}>>",
+            "tools": [{"type": "gateway:fusion", "parameters": {"analysis_models": PANEL, "model": "bolt/delta"}}],
+            "stream": True,
+        },
+        headers={"Authorization": f"Bearer {erin.api_key}"},
+        stream=True,
+        timeout=10,
+    )
+    generation_id = response.headers["X-Generation-Id"]
+    seen = b""
+    for chunk in response.iter_content(chunk_size=None):
+        seen += chunk
+        if b"response.fusion_call.panel.added" in seen:
+            break
+    response.close()  # the client left
+    deadline = time.monotonic() + 5
+    while not Generation.objects.filter(pk=generation_id, status="cancelled").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    record = Generation.objects.get(pk=generation_id)
+    assert record.status == "cancelled"
+    members = [sent_to(standin, model.split("/")[1]) for model in PANEL]
+    assert all(len(sent) == 1 for sent in members) and not sent_to(standin, "delta")  # no analysis after that
+    panel = sum(
+        price_of(model, max(1, len(_prompt_text(sent[0])) // 4), len(f"Answer from {model.split('/')[1]}") // 4)
+        for model, sent in zip(PANEL, members, strict=True)
+    )
+    [first_round] = sent_to(standin, "epsilon")
+    caller = price_of(CALLER, max(1, len(_prompt_text(first_round)) // 4), len('{"prompt": "Name a cat"}') // 4)
+    assert record.cost == pytest.approx(caller + panel, abs=Decimal("0.0000001"))
+    assert record.tokens_output == len('{"prompt": "Name a cat"}') // 4 + sum(
+        len(f"Answer from {model.split('/')[1]}") // 4 for model in PANEL
+    )
