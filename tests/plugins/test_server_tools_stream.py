@@ -102,6 +102,44 @@ def test_a_streamed_web_search_has_its_searching_events_and_sources(alice, stand
     assert "docs.example.com/guide/intro" in json.dumps(second)
 
 
+def test_with_another_post_stage_the_loop_is_relayed_once_it_ends_in_the_same_order(
+    alice, standin_catalog, standin, settings
+):
+    """The `web` plugin's citations need the whole answer: the loop's events are replayed after it, the same ones."""
+    settings.WEB_SEARCH_SEARXNG_URL = standin.url
+    settings.WEB_SEARCH_SEARXNG_ALLOW_PRIVATE_NETWORK = True
+    settings.WEB_SEARCH_DEFAULT_ENGINE = "searxng"
+    script = json.dumps({"tool_call": "gateway_web_search,", "tool_arguments": '{"query": "quantum sensors"}'})
+    events, _ = sse_events(
+        alice.client().post(
+            "/api/v1/responses",
+            {
+                "model": "standin/echo",
+                "input": f"Search <<standin {script}>>",
+                "tools": [{"type": "gateway:web_search", "parameters": {"max_results": 2}}],
+                "plugins": [{"id": "web", "max_results": 1}],
+                "stream": True,
+            },
+            format="json",
+            HTTP_X_GATEWAY_METADATA="enabled",
+        )
+    )
+    assert [e["sequence_number"] for e in events] == list(range(len(events)))
+    types = [e["type"] for e in events]
+    start = types.index("response.output_item.added")
+    assert types[start : start + 6] == [
+        "response.output_item.added",
+        "response.web_search_call.in_progress",
+        "response.web_search_call.searching",
+        "response.web_search_call.completed",
+        "response.output_item.done",
+        "response.output_item.added",
+    ]
+    completed = events[-1]["response"]
+    assert [item["type"] for item in completed["output"]] == ["gateway:web_search", "message"]
+    assert {e["name"] for e in completed["gateway_metadata"]["pipeline"]} >= {"server-tools", "web"}
+
+
 # ---- the SDKs, live --------------------------------------------------------------------------------------
 
 
