@@ -16,11 +16,7 @@ from enum import StrEnum
 from functools import lru_cache
 from typing import Any
 
-import jsonschema  # type: ignore[import-untyped]  # no stubs; pyproject's override list does not name it
 import re2
-from jsonschema import validators
-from jsonschema.exceptions import SchemaError, ValidationError  # type: ignore[import-untyped]
-from referencing.exceptions import Unresolvable
 
 from plugins.config import plugin_settings
 from plugins.healing_child import repair_child
@@ -258,6 +254,10 @@ def healing_schema(value: object, schema: object) -> tuple[str, str]:
     text = json.dumps(schema, sort_keys=True)
     if len(text) > MAX_SCHEMA_CHARS:
         return "unchecked", f"the schema is over {MAX_SCHEMA_CHARS} characters"
+    import jsonschema  # type: ignore[import-untyped]  # here: ~3 MB a worker carries only once it checks a schema
+    from jsonschema.exceptions import SchemaError  # type: ignore[import-untyped]
+    from referencing.exceptions import Unresolvable
+
     token = _steps.set([0])
     try:
         error = jsonschema.exceptions.best_match(_validator(text).iter_errors(value))
@@ -279,8 +279,10 @@ def _short(text: str) -> str:
 def _validator(schema_text: str) -> Any:
     """The bounded validator of a schema (by its text: a caller sends the same schema request after request, and
     checking it against its metaschema costs ~2 ms). Raises SchemaError for a schema that is not one."""
+    import jsonschema  # type: ignore[import-untyped]  # no stubs; pyproject's override list does not name it
+
     schema = json.loads(schema_text)
-    cls = validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     cls.check_schema(schema)
     return _bounded(cls)(schema)
 
@@ -289,12 +291,14 @@ def _validator(schema_text: str) -> Any:
 def _bounded(cls: Any) -> Any:
     """The validator class with every keyword counted against MAX_VALIDATION_STEPS, regexes on RE2, and
     uniqueItems bounded."""
+    import jsonschema  # type: ignore[import-untyped]
+
     keywords = {name: _counted(check) for name, check in cls.VALIDATORS.items()}
     keywords["pattern"] = _counted(_pattern)
     keywords["patternProperties"] = _counted(_pattern_properties)
     if "uniqueItems" in cls.VALIDATORS:
         keywords["uniqueItems"] = _counted(_unique_items(cls.VALIDATORS["uniqueItems"]))
-    return validators.extend(cls, keywords)
+    return jsonschema.validators.extend(cls, keywords)
 
 
 def _counted(check):
@@ -316,6 +320,8 @@ def _regex(pattern: str) -> re2._Regexp:
 
 
 def _pattern(validator, pattern, instance, schema):
+    from jsonschema.exceptions import ValidationError  # type: ignore[import-untyped]
+
     if validator.is_type(instance, "string") and not _regex(pattern).search(instance):
         yield ValidationError(f"{instance!r} does not match {pattern!r}")
 

@@ -1,10 +1,9 @@
 """HTML files are reduced to their main text by trafilatura in a child process (plugins.files.sandbox): lxml and
 trafilatura take ~11 s per MB of ordinary paragraphs, which no worker thread can be interrupted in. This module
-imports no Django: the sandbox's children load it alone."""
+imports no Django: the sandbox's children load it alone; trafilatura is imported in the child (the forkserver
+preloads it), so a worker that only names this function does not carry it."""
 
 import resource
-
-import trafilatura
 
 
 def html_child_main(sender, html: str, seconds: float, memory_bytes: int) -> None:
@@ -14,6 +13,8 @@ def html_child_main(sender, html: str, seconds: float, memory_bytes: int) -> Non
     resource.setrlimit(resource.RLIMIT_AS, (size + memory_bytes, size + memory_bytes))
     cpu = max(int(seconds), 0) + 2  # a backstop: the parent kills the child at the budget's end
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
+    import trafilatura
+
     try:
         extracted = trafilatura.extract(html, include_tables=True, include_comments=False, favor_recall=True)
         if not extracted:

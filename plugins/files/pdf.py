@@ -6,7 +6,12 @@ calls an external decoder here (jbig2dec is switched off). This module imports n
 children load it alone.
 
 Pages without a text layer (scans) can be read by the OCR engine (plugins.files.ocr): their embedded images are
-collected as data: URLs a vision model accepts (JPEG as it is; 8-bit grey or RGB samples as PNG)."""
+collected as data: URLs a vision model accepts (JPEG as it is; 8-bit grey or RGB samples as PNG).
+
+pypdf is imported where a PDF is read (in the child; the sandbox preloads it there): a worker that only
+names this module's types does not carry it (~6 MB per process)."""
+
+from __future__ import annotations
 
 import base64
 import io
@@ -15,10 +20,10 @@ import struct
 import time
 import zlib
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pypdf
-from pypdf.generic import IndirectObject
+if TYPE_CHECKING:
+    import pypdf
 
 MAX_IMAGES_PER_PAGE = 8  # forwarded to the OCR engine per page
 MAX_IMAGE_PIXELS = 25_000_000
@@ -72,6 +77,8 @@ class OutOfTime(Exception):
 def read_pages(data: bytes, *, images: bool, limits: PdfLimits) -> tuple[PdfPage, ...]:
     """The PDF's pages as text (and, with `images`, the images of pages without text). PdfProblem when the file
     is encrypted, corrupt, has too many pages or too much text; OutOfTime past the budget."""
+    import pypdf
+
     deadline = time.monotonic() + limits.seconds
     with pypdf.apply_configuration(**LIMITS):
         reader = _open(data)
@@ -112,6 +119,8 @@ def _limit_self(limits: PdfLimits) -> None:
 
 
 def _open(data: bytes) -> pypdf.PdfReader:
+    import pypdf
+
     try:
         reader = pypdf.PdfReader(
             io.BytesIO(data), strict=False, root_object_recovery_limit=1_000, xref_stream_maximum_entries=200_000
@@ -154,6 +163,8 @@ def _page(reader: pypdf.PdfReader, number: int, *, images: bool) -> PdfPage:
 
 
 def _images(page) -> tuple[str, ...]:
+    from pypdf.generic import IndirectObject
+
     resources: Any = page.get("/Resources")
     resources = resources.get_object() if isinstance(resources, IndirectObject) else resources
     xobjects: Any = (resources or {}).get("/XObject")
@@ -191,6 +202,8 @@ def _image_url(xobject) -> str | None:
 
 
 def _channels(space) -> int | None:
+    from pypdf.generic import IndirectObject
+
     space = space.get_object() if isinstance(space, IndirectObject) else space
     if isinstance(space, list) and len(space) == 2 and space[0] == "/ICCBased":  # scanners' usual colour space
         count = space[1].get_object().get("/N")

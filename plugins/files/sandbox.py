@@ -23,7 +23,9 @@ MSG_CRASHED = "the file could not be read within the memory and CPU limits for o
 
 _context = multiprocessing.get_context("forkserver")
 # The children's modules, loaded once by the forkserver (response-healing's repairs are forked by it too).
-_context.set_forkserver_preload(["plugins.files.pdf", "plugins.files.html_child", "plugins.healing_child"])
+_context.set_forkserver_preload(
+    ["pypdf", "trafilatura", "json_repair", "plugins.files.pdf", "plugins.files.html_child", "plugins.healing_child"]
+)
 _slots = threading.BoundedSemaphore(MAX_CONCURRENT_READS)
 
 

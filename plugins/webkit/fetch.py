@@ -10,9 +10,7 @@ import time
 from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit
 
-import trafilatura
 from django.conf import settings
-from trafilatura.metadata import extract_metadata
 
 from gateway.errors import GatewayError
 from gateway.netaddr import is_public_address, literal_address
@@ -174,6 +172,9 @@ def _page(url: str, response: http.Response, *, max_content_tokens: int | None, 
         media = "application/pdf"
         text = _pdf_text(url, data, deadline)
     elif media in HTML_TYPES or (not media and data[:512].lstrip()[:15].lower().startswith((b"<!doctype", b"<html"))):
+        import trafilatura  # here, not at import: ~7 MB a worker carries only once it fetches a page
+        from trafilatura.metadata import extract_metadata
+
         html = _decode(data, response)
         text = trafilatura.extract(
             html, output_format="markdown", include_tables=True, include_comments=False, favor_recall=True
