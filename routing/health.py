@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.core.cache import cache, caches
 from django.core.cache.backends.base import BaseCache
-from redis.commands.core import Script
+from redis.exceptions import NoScriptError
 
 from gateway.cache import LocalExtras, ResilientRedisCache, list_push, lists_get
 
@@ -134,7 +134,11 @@ for i = 1, #KEYS, 5 do
 end
 return result
 """
-_scripts: dict[str, Script] = {}
+_SHA: dict[str, str] = {}  # script source -> its SHA-1 (EVALSHA; loaded when Redis says it lacks it)
+
+
+def _sha(source: str) -> str:
+    return _SHA.get(source) or _SHA.setdefault(source, hashlib.sha1(source.encode()).hexdigest())  # noqa: S324
 
 
 @dataclass(frozen=True)
@@ -151,8 +155,12 @@ class Attempt:
 
 def _run(backend: ResilientRedisCache, source: str, keys: list[str], args: list):
     client = backend._cache.get_client(None, write=True)
-    script = _scripts.get(source) or _scripts.setdefault(source, client.register_script(source))
-    return script(keys=[backend.make_key(key) for key in keys], args=args, client=client)
+    names = [backend.make_key(key) for key in keys]
+    try:
+        return client.evalsha(_sha(source), len(names), *names, *args)
+    except NoScriptError:  # a restarted or flushed Redis: load it once, then as before
+        client.script_load(source)
+        return client.evalsha(_sha(source), len(names), *names, *args)
 
 
 def _redis_push(backend: ResilientRedisCache, attempt: Attempt) -> None:
@@ -162,15 +170,26 @@ def _redis_push(backend: ResilientRedisCache, attempt: Attempt) -> None:
 
 
 def _redis_push_many(backend: ResilientRedisCache, attempts: list[Attempt]) -> None:
-    """Several attempts' appends in one pipelined round trip (each script call stays atomic on its own)."""
-    pipeline = backend._cache.get_client(None, write=True).pipeline(transaction=False)
-    script = _scripts.get(PUSH_LUA) or _scripts.setdefault(PUSH_LUA, pipeline.register_script(PUSH_LUA))
+    """Several attempts' appends in one pipelined round trip (each script call stays atomic on its own). EVALSHA
+    directly: redis-py's Script objects in a pipeline ask SCRIPT EXISTS first, a second round trip every time."""
+    client = backend._cache.get_client(None, write=True)
+    calls = []
     for attempt in attempts:
         sample = [attempt.at, *attempt.measures] if attempt.has_sample else [""]
         args: list[str | int] = [KEPT_SECONDS, f"{attempt.at} {int(attempt.ok)}", FAILURES_TO_TRIP, MAX_SAMPLES]
         keys = [backend.make_key(key) for key in _redis_keys(attempt.endpoint_id)]
-        script(keys=keys, args=[*args, *sample], client=pipeline)
-    pipeline.execute()
+        calls.append((len(keys), *keys, *args, *sample))
+    for loaded in (False, True):
+        pipeline = client.pipeline(transaction=False)
+        for call in calls:
+            pipeline.evalsha(_sha(PUSH_LUA), *call)
+        try:
+            pipeline.execute()
+            return
+        except NoScriptError:  # none ran (the script is missing for all alike): load it, send them again
+            if loaded:
+                raise
+            client.script_load(PUSH_LUA)
 
 
 def _redis_stats(backend: ResilientRedisCache, endpoint_ids: list[int], current: float) -> dict[int, EndpointStats]:

@@ -2,12 +2,14 @@
 for a request's reads, nothing lost under concurrency, and the same verdicts from process-local memory when
 Redis is down or not configured."""
 
+import re
 import shutil
 import threading
 from collections.abc import Iterator
 
 import pytest
 import redis
+import redis.connection
 from django.core.cache import caches
 from django.test import override_settings
 
@@ -223,3 +225,28 @@ def test_write_behind_sends_what_requests_queue_in_batches(backend, write_behind
     stats = health.endpoint_stats([7, 8])
     assert stats[7].samples == 60 and stats[7].latency is not None and stats[7].latency["p99"] == 59.0
     assert stats[8].healthy is False
+
+
+def test_a_batch_is_one_round_trip_and_survives_a_flushed_script_cache(private_redis, monkeypatch):
+    """The write-behind's batch is one pipelined EVALSHA per attempt, without redis-py's SCRIPT EXISTS round trip
+    before it; a Redis that lost its scripts (restart, SCRIPT FLUSH) gets the script once and loses no attempt."""
+    commands: list[str] = []
+    real_send = redis.connection.Connection.send_packed_command
+
+    def counted(self, command, *args, **kwargs):
+        packed = b"".join(command) if isinstance(command, list) else command
+        commands.extend(word.decode() for word in re.findall(rb"\r\n\$\d+\r\n([A-Z]+)\r\n", b"\r\n" + packed))
+        return real_send(self, command, *args, **kwargs)
+
+    with override_settings(CACHES=redis_caches(private_redis.url)):
+        health.health_record(endpoint_id=11, ok=True, latency_s=0.1)  # connect and load the script outside
+        attempts = [health.Attempt(endpoint_id=11, at=f"{health.now():.3f}", ok=True, measures=("0.2", "-", "-"))] * 3
+        monkeypatch.setattr(redis.connection.Connection, "send_packed_command", counted)
+        health._push_many(attempts)
+        assert "SCRIPT" not in commands and commands.count("EVALSHA") == 3
+        private_redis.client().script_flush()
+        commands.clear()
+        health._push_many(attempts)
+        assert commands.count("SCRIPT") == 1 and commands.count("EVALSHA") == 6  # refused, loaded, sent again
+        health.stats_forget()
+        assert health.endpoint_stats([11])[11].samples == 7
