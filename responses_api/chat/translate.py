@@ -36,6 +36,16 @@ def text_format(response_format: dict | None) -> dict | None:
     return {"type": "json_schema", **{k: v for k, v in schema.items() if v is not None}}
 
 
+def web_search_tool(options: dict) -> dict:
+    """`web_search_options` as the Responses `web_search` tool (context size, approximate user location)."""
+    tool: dict = {"type": "web_search"}
+    if options.get("search_context_size"):
+        tool["search_context_size"] = options["search_context_size"]
+    if location := (options.get("user_location") or {}).get("approximate"):
+        tool["user_location"] = {"type": "approximate", **location}
+    return tool
+
+
 def responses_data(chat: dict) -> dict:
     data = {name: chat[name] for name in SHARED if chat.get(name) is not None}
     data["input"] = chat["messages"]
@@ -44,6 +54,8 @@ def responses_data(chat: dict) -> dict:
         data["tools"] = [{"type": "function", **tool["function"]} for tool in chat["tools"]]
         if chat.get("tool_choice") is not None:
             data["tool_choice"] = chat["tool_choice"]
+    if chat.get("web_search_options") is not None:  # the provider's own search: a hosted tool (routing.providers)
+        data["tools"] = [*data.get("tools", []), web_search_tool(chat["web_search_options"])]
     reasoning = dict(chat.get("reasoning") or {})
     if chat.get("reasoning_effort"):
         reasoning["effort"] = chat["reasoning_effort"]

@@ -26,7 +26,6 @@ UNSUPPORTED = {
     "logit_bias": "logit_bias is not supported: most providers this gateway routes to ignore it",
     "audio": "audio output is not supported by any provider this gateway serves",
     "prediction": "predicted outputs are not supported by this gateway",
-    "web_search_options": "web search is not available on this gateway",
     "functions": 'the deprecated "functions" field is not supported: use tools',
     "function_call": 'the deprecated "function_call" field is not supported: use tool_choice',
 }
@@ -136,6 +135,26 @@ class ChatResponseFormatSerializer(serializers.Serializer):
         return attrs
 
 
+class ChatApproximateLocationSerializer(serializers.Serializer):
+    city = fields.CharField(required=False, max_length=200)
+    region = fields.CharField(required=False, max_length=200)
+    country = fields.CharField(required=False, min_length=2, max_length=2, help_text="ISO 3166-1 alpha-2")
+    timezone = fields.CharField(required=False, max_length=64, help_text="IANA timezone")
+
+
+class ChatUserLocationSerializer(serializers.Serializer):
+    type = InlineChoiceField(choices=["approximate"])
+    approximate = ChatApproximateLocationSerializer(required=False)
+
+
+class ChatWebSearchOptionsSerializer(serializers.Serializer):
+    """`web_search_options`: the provider's own web search (OpenAI's search models, or any endpoint that runs web
+    search: routed only to those, as the Responses `web_search` tool)."""
+
+    search_context_size = fields.ChoiceField(choices=["low", "medium", "high"], required=False)
+    user_location = ChatUserLocationSerializer(required=False, allow_null=True)
+
+
 class ChatStreamOptionsSerializer(serializers.Serializer):
     include_usage = fields.BooleanField(required=False, default=False)
 
@@ -193,6 +212,7 @@ class ChatCompletionCreateRequestSerializer(LentFieldsSerializer):
     tools = serializers.ListField(child=ChatToolSerializer(), required=False, allow_null=True, max_length=512)
     tool_choice = ChatToolChoiceField(required=False, allow_null=True)
     parallel_tool_calls = fields.BooleanField(required=False, allow_null=True, default=None)
+    web_search_options = ChatWebSearchOptionsSerializer(required=False, allow_null=True)
     response_format = ChatResponseFormatSerializer(required=False, allow_null=True)
     reasoning = ReasoningSerializer(required=False, allow_null=True)
     reasoning_effort = InlineChoiceField(choices=EFFORTS, required=False, allow_null=True)

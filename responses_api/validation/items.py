@@ -9,6 +9,7 @@ from rest_framework import serializers
 
 from responses_api.validation.checks import MISSING, Fields, check_count, raise_indexed
 from responses_api.validation.limits import MAX_CONTENT_PARTS, MAX_INPUT_ITEMS
+from routing.providers.hosted import ITEM_PROGRESS
 
 ROLES = ("user", "system", "developer", "assistant")
 DETAILS = ("auto", "high", "low", "original")
@@ -16,13 +17,14 @@ UNSUPPORTED_ITEMS = {
     "item_reference": "item references need stored responses; this endpoint is stateless: send the items themselves",
 }
 UNSUPPORTED_PARTS = ("input_audio", "input_video")
-# A server tool call the gateway ran, as a previous answer's output item sent back: a record of the call (the answer
-# that used its result follows it), left out of the conversation.
+# A server tool call the gateway ran, or a call the provider ran (web_search_call, code_interpreter_call, ...:
+# routing.providers.hosted), as a previous answer's output item sent back: a record of the call (the answer that used
+# its result follows it), left out of the conversation.
 RAN_TOOL_ITEMS = tuple(
     f"{space}:{tool}"
     for space in ("gateway", "openrouter")
     for tool in ("datetime", "search_models", "tool_search", "web_search", "web_fetch")
-)
+) + tuple(ITEM_PROGRESS)
 URL_PREFIXES = ("http://", "https://", "data:")
 
 

@@ -201,3 +201,44 @@ def test_the_openai_sdk_parses_hosted_calls_json_and_stream(live_gateway, dana):
         streamed = stream.get_final_response()
     assert streamed.output_text == response.output_text
     assert json.loads(streamed.model_dump_json())["output"][2]["action"]["type"] == "search"
+
+
+def test_a_previous_answers_hosted_calls_sent_back_continue_the_conversation(alice, hosted_catalog):
+    first = ask(alice, [CODE, WEB])
+    assert first.status_code == 200, first.content
+    history = [*first.json()["output"], {"role": "user", "content": "And the year before?"}]
+    second = ask(alice, [CODE, WEB], input=history)
+    assert second.status_code == 200, second.content
+    sent = model_calls(hosted_catalog)[-1]["body"]["input"]
+    assert [item.get("type") for item in sent] == ["message", "message"]  # the calls are records, not turns
+
+
+# ---- Chat Completions: web_search_options -----------------------------------------------------------------------
+
+
+def chat(persona, model, **body):
+    payload = {"model": model, "messages": [{"role": "user", "content": "What happened at the launch?"}], **body}
+    return persona.client().post("/api/v1/chat/completions", payload, format="json")
+
+
+def test_chat_web_search_options_run_the_providers_search(alice, hosted_catalog):
+    options = {"search_context_size": "low", "user_location": {"type": "approximate", "approximate": {"country": "FR"}}}
+    response = chat(alice, "standin/search-preview", web_search_options=options)
+    assert response.status_code == 200, response.content
+    (call,) = model_calls(hosted_catalog)
+    assert call["body"]["web_search_options"] == {
+        "search_context_size": "low",
+        "user_location": {"type": "approximate", "approximate": {"country": "FR"}},
+    }
+    message = response.json()["choices"][0]["message"]
+    citations = message["annotations"]
+    assert [c["type"] for c in citations] == ["url_citation"] * 3
+    for citation in citations:
+        cited = citation["url_citation"]
+        assert message["content"][cited["start_index"] : cited["end_index"]] == cited["title"]
+
+
+def test_chat_web_search_options_on_a_model_that_cannot_search_is_a_400(alice, hosted_catalog):
+    body = assert_error_envelope(chat(alice, "standin/echo", web_search_options={}), 400)
+    assert "'web_search' is not available on this gateway for standin/echo" in body["error"]["message"]
+    assert model_calls(hosted_catalog) == []
