@@ -23,7 +23,7 @@ from decimal import Decimal
 from typing import TypeVar
 
 from plugins.tools import RUNNERS, ToolContext, ToolResult, new_item_id, pending_fields, run_tool
-from routing.accumulate import FoldStep, ItemOpened
+from routing.accumulate import FoldStep, ItemDone, ItemOpened
 from routing.attempts import WAITING, AttemptStream, Served
 from routing.canonical import (
     CanonicalRequest,
@@ -195,7 +195,9 @@ class Relay:
     def steps(self, steps: Iterable[FoldStep]) -> list[FoldStep]:
         out: list[FoldStep] = []
         for step in steps:
-            if isinstance(step, ItemOpened):
+            opens = isinstance(step, ItemOpened) or (isinstance(step, ItemDone) and step.index not in self.mapped)
+            if opens:  # an item opened, or one that arrives whole (a call the provider ran)
+                assert isinstance(step, ItemOpened | ItemDone)
                 self.mapped.pop(step.index, None)
                 if not (isinstance(step.item, OutputFunctionCall) and step.item.name in self.kinds):
                     self.mapped[step.index] = self.take()
