@@ -7,8 +7,17 @@ entry's `engine` (else the operator's default engine: plugins.web_engines), `max
 to that message, introduced by `search_prompt` or the default prompt (dated: the model knows when the search
 was made, and is asked to cite the sources as markdown links named by their domain). The engine's price per
 search is charged with the request; the generation record gets `num_search_results` and `web_search_engine`.
-A search that cannot be made as asked is a 400 (engine not configured, `native`, a bad domain pattern), an
-engine that fails is a 502: the model is never called without the search it was promised.
+A search that cannot be made as asked is a 400 (engine not configured, a bad domain pattern), an engine that
+fails is a 502: the model is never called without the search it was promised.
+
+`engine: "native"` is the provider's own web search (routing.providers.hosted): the plugin adds a `web_search` tool
+(include / exclude domains as its allowed / blocked domains) and routing keeps the endpoints of the model that run
+it as asked (catalog `hosted_tools`, the adapter able to send it: OpenAI allows domains, Anthropic allows or blocks
+them, Chat Completions search models take no filters); none is a 400, and so are max_results and search_prompt,
+which only the gateway's engines have. `engine` unset: native when such an endpoint exists, else the default engine.
+The provider's searches are billed at the endpoint's web_search price (usage.web_search_requests), its citations are
+the answer's url_citation annotations already, and the record gets the pages it found and `web_search_engine:
+native`.
 
 WebCitationStage (post-stage) turns the answer's markdown links to the search results' pages (the same URL, or
 another page of a result's site) into `url_citation` annotations on the output_text (the flat Responses shape

@@ -242,3 +242,28 @@ def test_chat_web_search_options_on_a_model_that_cannot_search_is_a_400(alice, h
     body = assert_error_envelope(chat(alice, "standin/echo", web_search_options={}), 400)
     assert "'web_search' is not available on this gateway for standin/echo" in body["error"]["message"]
     assert model_calls(hosted_catalog) == []
+
+
+def test_anthropics_search_streamed_live_has_its_call_and_citations(alice, hosted_catalog):
+    # no post-stage wants this answer: its events are relayed as Anthropic's stream arrives
+    tool = {"type": "web_search", "filters": {"blocked_domains": ["wikipedia.org"]}}
+    response = ask(alice, [tool], stream=True, provider={"only": ["standin-anthropic"]})
+    assert response.status_code == 200
+    events, _ = sse_events(response)
+    (call,) = model_calls(hosted_catalog)
+    assert call["body"]["tools"] == [
+        {"type": "web_search_20250305", "name": "web_search", "blocked_domains": ["wikipedia.org"]}
+    ]
+    final = events[-1]["response"]
+    assert [item["type"] for item in final["output"]] == ["web_search_call", "message"]
+    assert final["output"][0]["action"]["query"] == "Plot the launch figures"
+    part = final["output"][1]["content"][0]
+    assert [a["title"] for a in part["annotations"]] == [
+        "Example Docs: Introduction",
+        "Example blog: the launch",
+        "Example News: story 42",
+    ]
+    for annotation in part["annotations"]:
+        assert part["text"][annotation["start_index"] : annotation["end_index"]] == annotation["title"]
+    (done,) = [e for e in events if e["type"] == "response.content_part.done"]
+    assert done["part"]["annotations"] == part["annotations"]
