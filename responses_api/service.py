@@ -134,7 +134,11 @@ class ResponseRun:
             raise failed.error from None
         served = None
         try:
-            yield from stream.events()
+            try:
+                yield from stream.events()
+            except UpstreamError:
+                yield stream.fold.close()  # what was sent is closed before the failure goes out
+                raise
             yield stream.fold.close()
             assert stream.response is not None
             served = Served(candidate=stream.candidate, response=stream.response)

@@ -13,6 +13,7 @@ import requests
 from openai import OpenAI
 from openrouter import OpenRouter
 
+from gateway.billing.models import Generation
 from gateway.billing.provisioning import account_provision
 from tests.plugins.test_fusion_tools import PANEL as FUSION_PANEL
 from tests.plugins.test_fusion_tools import catalog as fusion_catalog
@@ -138,6 +139,35 @@ def test_with_another_post_stage_the_loop_is_relayed_once_it_ends_in_the_same_or
     completed = events[-1]["response"]
     assert [item["type"] for item in completed["output"]] == ["gateway:web_search", "message"]
     assert {e["name"] for e in completed["gateway_metadata"]["pipeline"]} >= {"server-tools", "web"}
+
+
+def test_a_later_round_failing_mid_stream_fails_in_band_and_bills_what_it_generated(alice, standin_catalog, standin):
+    """Round 2's stream breaks after 5 of its 8 text chunks went out: the message is closed, an error event and
+    response.failed end the stream; round 1 and the text round 2 generated are billed."""
+    script = {"tool_call": "gateway_datetime,", "tool_arguments": "{}", "chunks": 8, "cut_after": 6}
+    response = alice.client().post(
+        "/api/v1/responses",
+        {
+            "model": "standin/echo",
+            "input": f"Time? <<standin {json.dumps({**script, 'mid_stream_error': 500})}>>",
+            "tools": [{"type": "gateway:datetime"}],
+            "provider": {"only": ["standin-chat"]},
+            "stream": True,
+        },
+        format="json",
+    )
+    events, _ = sse_events(response)
+    types = [e["type"] for e in events]
+    assert types[-4:] == ["response.content_part.done", "response.output_item.done", "error", "response.failed"]
+    assert events[-3]["item"]["type"] == "message" and events[-1]["response"]["status"] == "failed"
+    assert types.index("response.output_item.done") < types.index("response.output_text.delta")
+    sent = "".join(e["delta"] for e in events if e["type"] == "response.output_text.delta")
+    assert sent and ANSWER.startswith(sent) and sent != ANSWER
+    record = Generation.objects.get(pk=response["X-Generation-Id"])
+    assert record.status == "failed"
+    first_round_output = max(1, len("{}") // 4)  # the stand-in's count for the call it made
+    assert record.tokens_output > first_round_output  # round 2's text is billed too (estimated from the text)
+    assert record.cost > 0
 
 
 # ---- the SDKs, live --------------------------------------------------------------------------------------
