@@ -133,6 +133,9 @@ def test_panel_tools_unavailable_are_a_400(alice, db, standin, settings):
     no_engine = post(alice, [{"id": "fusion", "analysis_models": PANEL, "tools": [{"type": "gateway:web_search"}]}])
     message = assert_error_envelope(no_engine, 400)["error"]["message"]
     assert "gateway:web_search" in message and "not available on this gateway" in message
+    bad_parameter = [{"type": "gateway:web_fetch", "parameters": {"max_uses": 0}}]
+    refused = post(alice, [{"id": "fusion", "analysis_models": PANEL, "tools": bad_parameter}])
+    assert "max_uses" in assert_error_envelope(refused, 400)["error"]["message"]
     assert not standin.received  # refused before any call
 
 
@@ -145,6 +148,9 @@ def test_streaming_streams_the_final_synthesis(alice, db, standin):
     assert text == ANALYSIS  # the analyst model's (scripted) answer, streamed
     completed = next(e for e in events if e["type"] == "response.completed")["response"]
     assert completed["model"] == "bolt/delta"
+    # the usage sums the panel, the analysis and the final answer, streamed as on the JSON path
+    panel_output = sum(max(1, len(f"Answer from {model.split('/')[1]}") // 4) for model in PANEL)
+    assert completed["usage"]["output_tokens"] == panel_output + 2 * max(1, len(ANALYSIS) // 4)
 
 
 def test_analysis_parse():
