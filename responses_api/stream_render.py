@@ -174,12 +174,9 @@ class StreamRenderer:
                 )
             case "output_text":
                 logprobs = token_dicts(step.logprobs)
-                part = {
-                    "type": "output_text",
-                    "text": text,
-                    "annotations": list(step.annotations),
-                    "logprobs": logprobs,
-                }
+                part = {"type": "output_text", "text": text, "annotations": list(step.annotations)}
+                if logprobs:  # the part as the answer has it, its tokens when they were asked for
+                    part["logprobs"] = logprobs
                 return self.event(
                     "response.output_text.done", **ids, content_index=step.part_index, text=text, logprobs=logprobs
                 ) + self.event("response.content_part.done", **ids, content_index=step.part_index, part=part)
