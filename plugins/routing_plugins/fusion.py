@@ -349,6 +349,7 @@ def fuse(
         tools=tuple(server_function(kind_of(tool)) for tool in panel.tools),
         tool_choice=None,
         parallel_tool_calls=None,
+        max_output_tokens=request.max_output_tokens or DEFAULT_OUTPUT_TOKENS,  # what worst_cost assumed
     )
     answers: dict[int, PanelAnswer] = {}
     with ThreadPoolExecutor(max_workers=len(panel.models), thread_name_prefix="fusion-panel") as pool:
@@ -380,7 +381,7 @@ def fuse(
         ),
         text_format={"type": "json_object"},
         temperature=0,
-        max_output_tokens=request.max_output_tokens,
+        max_output_tokens=request.max_output_tokens or DEFAULT_OUTPUT_TOKENS,
     )
     yield {
         "type": "response.fusion_call.analysis.in_progress",
@@ -401,12 +402,16 @@ def worst_cost(
     plans: list[RoutePlan | GatewayError],
     analyst: RoutePlan | GatewayError,
     *,
-    tool_calls: int = 0,
+    panel: Panel | None = None,
     final_answer: bool = True,
 ) -> Decimal:
     """The most the run can cost: each call's (panel, analysis, final answer) dearest candidate for its input
     (roughly 4 characters a token; the analyst also reads every panel answer) and its output limit; a member with
-    tools makes up to `tool_calls` more rounds, each reading a tool result more."""
+    tools makes up to `max_tool_calls` more rounds, each reading a tool result more, each call a search at the
+    dearest engine's price."""
+    tool_calls = panel.max_tool_calls if panel is not None and panel.tools else 0
+    searching = panel is not None and any(kind_of(tool) == "gateway:web_search" for tool in panel.tools)
+    search_price = max(map(web_engines.engine_price, web_engines.configured_engines()), default=Decimal(0))
     chars = len(request.instructions or "") + len(_question(request))
     output = request.max_output_tokens or DEFAULT_OUTPUT_TOKENS
     calls = []
@@ -417,7 +422,7 @@ def worst_cost(
     calls.append((analyst, chars // 4 + 1 + output * len(plans)))  # the analysis
     if final_answer:  # the request's own hold
         calls.append((analyst, chars // 4 + 1 + output * (len(plans) + 1)))
-    total = Decimal(0)
+    total = len(plans) * tool_calls * search_price if searching else Decimal(0)
     for plan, tokens in calls:
         if isinstance(plan, GatewayError):
             continue
@@ -528,8 +533,7 @@ def fusion_stage(
     if isinstance(analyst_plan, GatewayError):  # refused before any paid call: the analyst writes the answer
         return Block(f"fusion analyst {panel.analyst}: {analyst_plan.message}", status=analyst_plan.status)
     panel_request = replace(request, tools=(), tool_choice=None)
-    calls = panel.max_tool_calls if panel.tools else 0
-    worst = worst_cost(panel_request, [plans[model] for model in panel.models], analyst_plan, tool_calls=calls)
+    worst = worst_cost(panel_request, [plans[model] for model in panel.models], analyst_plan, panel=panel)
     if worst > spendable(ctx):  # the panel runs before the request's hold: it must be affordable first
         return Block(MSG_CREDITS.format(cost=worst), status=402)
     fused = drain(fuse(panel_request, panel, plans, Meter()))
@@ -598,8 +602,7 @@ def fusion_tool_run(args: dict, parameters: dict, tools: ToolContext) -> Generat
         return ToolResult.failed(
             kind, f"analyst {panel.analyst}: {analyst_plan.message}", failure_reason="invalid_model"
         )
-    calls = panel.max_tool_calls if panel.tools else 0
-    worst = worst_cost(request, [plans[m] for m in panel.models], analyst_plan, tool_calls=calls, final_answer=False)
+    worst = worst_cost(request, [plans[m] for m in panel.models], analyst_plan, panel=panel, final_answer=False)
     if worst > spendable(ctx):
         return ToolResult.failed(kind, MSG_TOOL_CREDITS.format(cost=worst), failure_reason="insufficient_credits")
     yield {"type": "response.fusion_call.in_progress"}

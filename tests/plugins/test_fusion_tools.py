@@ -348,3 +348,16 @@ def test_a_client_leaving_during_a_fusion_call_is_charged_for_the_panel(live_gat
     assert record.tokens_output == len('{"prompt": "Name a cat"}') // 4 + sum(
         len(f"Answer from {model.split('/')[1]}") // 4 for model in PANEL
     )
+
+
+def test_a_panel_the_credits_cannot_cover_is_a_failed_call_before_any_member_runs(alice, db, standin):
+    from gateway.accounts.models import Account
+
+    catalog(standin)
+    Account.objects.filter(pk=alice.account_id).update(balance=Decimal("0.1"))  # the request's hold fits
+    response = ask(alice, {"max_completion_tokens": 100_000}, max_tool_calls=1, max_output_tokens=50)
+    assert response.status_code == 200, response.content
+    item = response.json()["output"][0]
+    assert item["status"] == "failed" and item["failure_reason"] == "insufficient_credits"
+    assert "can cost up to" in item["error"]
+    assert all(not sent_to(standin, model.split("/")[1]) for model in [*PANEL, "bolt/delta"])
