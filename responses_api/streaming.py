@@ -135,6 +135,8 @@ def _relay_live(run: ResponseRun, stream: AttemptStream, renderer: StreamRendere
             if event is WAITING:
                 yield KEEPALIVE
             elif isinstance(event, ToolEvent):
+                if event.phase == "done":  # a tool that read the database (a fusion call's credit check)
+                    release_db_connection()  # does not keep a pooled connection while the stream goes on
                 yield renderer.tool_event(event)
             else:
                 yield renderer.render(cast(list, event))
