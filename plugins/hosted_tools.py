@@ -7,7 +7,7 @@ allowed or blocked domains, ...); when no endpoint can, the request is a 400 nam
 native search (plugins.web) routes with the same rule (`capable_endpoints`)."""
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from routing.canonical import CanonicalRequest, HostedTool
 from routing.catalog import EndpointInfo
@@ -17,6 +17,7 @@ from routing.providers.registry import adapter_for
 from routing.selectors import endpoints_for_model
 from routing.stages import Block, RequestContext, Staged, StageEntry
 
+MSG_CHOICE = "tool_choice: the tool type '{type}' is not among the request's tools"
 MSG_NOT_RUN = "{source}: the tool type '{type}' is not available on this gateway for {models}: {why}"
 
 
@@ -76,6 +77,15 @@ class HostedToolsStage:
     def __call__(self, request: CanonicalRequest, ctx: RequestContext) -> CanonicalRequest | Staged | Block:
         if not request.hosted_tools:
             return Staged(request=request)  # nothing to say: no pipeline entry
+        choice = request.tool_choice
+        if choice == "none" and not request.tools:  # no tool may be called: none is sent
+            entry = StageEntry(type=self.type, name=self.name, outcome="not sent: tool_choice none")
+            return Staged(request=replace(request, hosted_tools=()), entries=(entry,))
+        kind = str(choice.get("type")) if isinstance(choice, dict) else ""
+        if capability(kind) and not any(
+            capability(str(t.spec.get("type"))) == capability(kind) for t in request.hosted_tools
+        ):
+            return Block(MSG_CHOICE.format(type=kind), status=400, metadata={"param": "tool_choice"})
         capable = capable_endpoints(ctx.models, request.hosted_tools)
         if not capable.endpoint_ids:
             tool = request.hosted_tools[max(capable.index, 0)]

@@ -185,6 +185,7 @@ def prepare(*, data: dict, account_id: str) -> Prepared:
         for tool in data.get("tools") or []
         if tool["type"] == "function" and not tool.get("defer_loading")
     ) + server_functions(data.get("tools") or [])
+    hosted = hosted_tools(data.get("tools") or [])  # the provider runs these (routing.providers.hosted)
     reasoning = data.get("reasoning")
     text = data.get("text") or {}
     items = tuple(_item(item) for item in data["input"])
@@ -193,7 +194,7 @@ def prepare(*, data: dict, account_id: str) -> Prepared:
         input=items,
         instructions=data.get("instructions") or None,
         tools=tools,
-        tool_choice=_tool_choice(data.get("tool_choice")) if tools else None,
+        tool_choice=_tool_choice(data.get("tool_choice")) if tools or hosted else None,
         parallel_tool_calls=data.get("parallel_tool_calls"),
         temperature=data.get("temperature"),
         top_p=data.get("top_p"),
@@ -215,7 +216,7 @@ def prepare(*, data: dict, account_id: str) -> Prepared:
         prompt_cache_key=data.get("prompt_cache_key"),
         cache_control=dict(data["cache_control"]) if data.get("cache_control") else None,
         service_tier=data.get("service_tier"),
-        hosted_tools=hosted_tools(data.get("tools") or []),
+        hosted_tools=hosted,
     )
     estimated = estimate_tokens(items, canonical.instructions, tools)
     rounds = 1

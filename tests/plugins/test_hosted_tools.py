@@ -267,3 +267,32 @@ def test_anthropics_search_streamed_live_has_its_call_and_citations(alice, hoste
         assert part["text"][annotation["start_index"] : annotation["end_index"]] == annotation["title"]
     (done,) = [e for e in events if e["type"] == "response.content_part.done"]
     assert done["part"]["annotations"] == part["annotations"]
+
+
+@pytest.mark.parametrize(
+    ("choice", "provider", "sent"),
+    [
+        ({"type": "web_search"}, "standin-responses", {"type": "web_search"}),
+        ({"type": "web_search"}, "standin-anthropic", {"type": "tool", "name": "web_search"}),
+        ("required", "standin-responses", "required"),
+        ("required", "standin-anthropic", {"type": "any"}),
+    ],
+)
+def test_a_tool_choice_among_hosted_tools_reaches_the_provider(alice, hosted_catalog, choice, provider, sent):
+    response = ask(alice, [{"type": "web_search"}], tool_choice=choice, provider={"only": [provider]})
+    assert response.status_code == 200, response.content
+    (call,) = model_calls(hosted_catalog)
+    assert call["body"]["tool_choice"] == sent
+
+
+def test_a_tool_choice_naming_a_hosted_tool_not_in_tools_is_a_400(alice, hosted_catalog):
+    body = assert_error_envelope(ask(alice, [WEB], tool_choice={"type": "code_interpreter"}), 400)
+    assert body["error"]["message"] == "tool_choice: the tool type 'code_interpreter' is not among the request's tools"
+    assert model_calls(hosted_catalog) == []
+
+
+def test_tool_choice_none_sends_no_hosted_tool(alice, hosted_catalog):
+    response = ask(alice, [CODE], tool_choice="none", model="standin/echo")  # echo runs none: none is needed
+    assert response.status_code == 200, response.content
+    (call,) = model_calls(hosted_catalog)
+    assert "tools" not in call["body"]

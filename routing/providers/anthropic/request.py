@@ -165,4 +165,7 @@ def build_body(request: CanonicalRequest) -> dict:
         declared = body.get("tools")
         declared = declared if isinstance(declared, list) else []
         body["tools"] = [*declared, *web_search.tools_body(request.hosted_tools)]
+        body["tool_choice"] = web_search.tool_choice(
+            request.tool_choice, request.parallel_tool_calls, body.get("tool_choice")
+        )
     return drop_none(body)

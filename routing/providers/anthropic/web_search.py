@@ -61,6 +61,19 @@ def tools_body(tools: tuple[HostedTool, ...]) -> list[dict]:
     return body
 
 
+def tool_choice(choice: object, parallel: bool | None, declared: object) -> object:
+    """The tool choice with the search among the tools: the search chosen by type is Anthropic's tool by name;
+    `declared` is the function tools' choice when there are some (required: any tool, the search included)."""
+    if isinstance(choice, dict) and capability(str(choice.get("type"))) == WEB_SEARCH:
+        found: dict = {"type": "tool", "name": TOOL_NAME}
+        if parallel is False:
+            found["disable_parallel_tool_use"] = True
+        return found
+    if declared is not None or choice in (None, "auto"):
+        return declared
+    return {"type": {"required": "any", "none": "none"}.get(str(choice), "auto")}
+
+
 def searches(usage: object) -> int:
     """usage.server_tool_use.web_search_requests: the searches Anthropic ran (and bills)."""
     count = as_mapping(as_mapping(usage).get("server_tool_use")).get("web_search_requests")

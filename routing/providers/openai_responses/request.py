@@ -111,6 +111,7 @@ def build_body(request: CanonicalRequest) -> dict:
         body["parallel_tool_calls"] = request.parallel_tool_calls
     if request.hosted_tools:  # the tools OpenAI runs itself, as the caller gave them
         body["tools"] = body.get("tools", []) + hosted.tools_body(request.hosted_tools)
+        body["tool_choice"] = request.tool_choice  # auto, required, or one of them by type
         if more := hosted.include(request.hosted_tools):
             body["include"] = [*(body.get("include") or []), *more]
     return drop_none(body)
