@@ -1,14 +1,144 @@
 """Admin forms that validate through the services and serializers the API uses, in the form's `clean`, so the
-admin can save nothing the API would refuse and a service's refusal is an error on the page, never a 500."""
+admin can save nothing the API would refuse and a service's refusal is an error on the page, never a 500. JSON
+lists are edited as checkboxes plus a text box (StringListField), never as raw JSON."""
 
+import json
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from django import forms
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
 
 from gateway.errors import GatewayError
 
 
-class ServiceValidatedForm(forms.ModelForm):
+def split_list(text: str) -> list[str]:
+    """Entries of a comma- or line-separated list, trimmed, empties dropped."""
+    return [item.strip() for line in text.splitlines() for item in line.split(",") if item.strip()]
+
+
+def parse_json_list(text: str, *, default: list | None):
+    """Text that is JSON (an array, an object or a string) as its value, whatever its shape (the service then
+    refuses a shape it does not take, by name); otherwise `default`, or the text as a comma-separated list."""
+    if text.lstrip()[:1] in ("[", "{", '"'):
+        try:
+            return json.loads(text)
+        except ValueError:
+            pass
+    return split_list(text) if default is None else default
+
+
+class StringListWidget(forms.Widget):
+    """A list of strings: a checkbox per suggested value (the ticked ones first, in the list's order, so an
+    unchanged list is submitted as it was), and a text box for the list's other values, comma-separated."""
+
+    def __init__(self, suggestions: Sequence[str] = (), attrs: dict | None = None):
+        super().__init__(attrs)
+        self.suggestions: Sequence[str] = suggestions
+
+    def format_value(self, value) -> list:
+        if value in (None, ""):
+            return []
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)  # a bound form's JSON text, as JSONField's own widget would hold it
+            except ValueError:
+                return [value]
+        return list(value) if isinstance(value, list | tuple) else [value]
+
+    def render(self, name, value, attrs=None, renderer=None) -> SafeString:
+        values = self.format_value(value)
+        ticked = [item for item in values if isinstance(item, str) and item in self.suggestions]
+        boxes = [*ticked, *(item for item in self.suggestions if item not in ticked)]
+        others = [item for item in values if item not in ticked]
+        base_id = (attrs or {}).get("id") or f"id_{name}"
+        checks = format_html_join(
+            "",
+            '<label class="gw-list-choice"><input type="checkbox" name="{}" value="{}" id="{}_{}"{}> {}</label>',
+            (
+                (name, item, base_id, index, " checked" if item in ticked else "", item)
+                for index, item in enumerate(boxes)
+            ),
+        )
+        other_text = ", ".join(item if isinstance(item, str) else json.dumps(item) for item in others)
+        return format_html(
+            '<div class="gw-list" id="{}">{}<input type="text" class="gw-list-other vTextField" name="{}__other" '
+            'id="{}_other" value="{}" placeholder="{}" aria-label="other values of {}"></div>',
+            base_id,
+            checks,
+            name,
+            base_id,
+            other_text,
+            "others, comma-separated" if boxes else "comma- or line-separated",
+            name,
+        )
+
+    def value_from_datadict(self, data, files, name):
+        ticked = data.getlist(name) if hasattr(data, "getlist") else list(data.get(name) or [])
+        other = data.get(f"{name}__other")
+        if other is None and len(ticked) == 1:
+            return parse_json_list(ticked[0], default=ticked)  # posted as JSON by a script (no widget's text box)
+        typed = parse_json_list(other or "", default=None)
+        return [*ticked, *(typed if isinstance(typed, list) else [typed])]
+
+    def value_omitted_from_data(self, data, files, name) -> bool:
+        return False  # no box ticked and no text is an empty list, not an omitted field
+
+    def id_for_label(self, id_):
+        return f"{id_}_other" if id_ else id_
+
+
+class StringListField(forms.Field):
+    """A JSON list of strings edited as checkboxes (suggested values) plus free text; the list's entries are then
+    checked by the form's service (the catalog loader's or the API serializer's rules), not here."""
+
+    def __init__(self, *, suggestions: Sequence[str] = (), **kwargs):
+        kwargs.setdefault("required", False)
+        kwargs.setdefault("widget", StringListWidget(suggestions))
+        super().__init__(**kwargs)
+
+    def to_python(self, value):
+        if value is None:
+            return []
+        if not isinstance(value, list | tuple):
+            return value  # JSON of another shape (a string, an object): left for the service to refuse by name
+        # An empty box posts ""; anything else, duplicates and non-strings included, is kept for the service.
+        return [item.strip() if isinstance(item, str) else item for item in value if item != ""]
+
+    def prepare_value(self, value):
+        return value
+
+    def has_changed(self, initial, data) -> bool:
+        return (initial or []) != self.to_python(data)
+
+    def set_suggestions(self, suggestions: Sequence[str]) -> None:
+        self.widget.suggestions = list(dict.fromkeys(suggestions))
+
+
+class StringListsForm(forms.ModelForm):
+    """A model form whose JSON list fields (`list_fields`: field name -> suggested values, or a callable giving
+    them when the form is built, e.g. the catalog's provider slugs) are StringListFields."""
+
+    list_fields: dict[str, Sequence[str] | Callable[[], Sequence[str]]] = {}
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        for name, suggestions in self.list_fields.items():
+            field = self.fields.get(name)
+            if field is None:
+                continue
+            listed = StringListField(
+                suggestions=(),
+                label=field.label,
+                help_text=field.help_text or "Tick the values, or type others (comma-separated)",
+                initial=field.initial,
+            )
+            listed.set_suggestions(suggestions() if callable(suggestions) else suggestions)
+            self.fields[name] = listed
+
+
+class ServiceValidatedForm(StringListsForm):
     """`field_aliases` maps the API's field names (in a GatewayError's metadata or a serializer's errors) to
     this form's; an error for a field the form does not show goes to the top of the form."""
 

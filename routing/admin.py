@@ -10,6 +10,7 @@ from byok.shapes import ShapeError, operator_credential
 from gateway.admin_forms import ServiceValidatedForm
 from gateway.billing.models import Generation
 from routing.models import AccountRoutingSettings, Endpoint, Model, Provider
+from routing.providers.base import GATED_PARAMETERS
 from routing.serializers import AccountRoutingSettingsSerializer
 from routing.services import (
     PROVIDER_FIELDS,
@@ -20,6 +21,41 @@ from routing.services import (
     provider_credential_set,
     provider_problems,
 )
+
+# The values the list widgets offer as checkboxes (any other can be typed; the catalog's rules check every entry).
+INPUT_MODALITIES = ("text", "image", "file", "audio", "video")
+OUTPUT_MODALITIES = ("text", "image", "audio", "embeddings")
+COMMON_PARAMETERS = (
+    "temperature",
+    "top_p",
+    "max_tokens",
+    "tools",
+    "tool_choice",
+    "parallel_tool_calls",
+    "response_format",
+    "structured_outputs",
+    "reasoning",
+    "include_reasoning",
+    *sorted(GATED_PARAMETERS),
+)
+
+
+def catalog_values(field: str, *models: type[Model] | type[Endpoint]) -> Callable[[], list[str]]:
+    """The values the catalog already uses in a list field (e.g. every supported parameter), sorted."""
+
+    def values() -> list[str]:
+        used = {item for model in models for row in model.objects.values_list(field, flat=True) for item in row or ()}
+        return sorted(item for item in used if isinstance(item, str))
+
+    return values
+
+
+def provider_slugs() -> list[str]:
+    return list(Provider.objects.order_by("slug").values_list("slug", flat=True))
+
+
+def parameters() -> list[str]:
+    return [*COMMON_PARAMETERS, *catalog_values("supported_parameters", Model, Endpoint)()]
 
 
 class CatalogRowForm(ServiceValidatedForm):
@@ -65,6 +101,11 @@ class ProviderForm(CatalogRowForm):
 
 class EndpointForm(CatalogRowForm):
     problems = staticmethod(endpoint_problems)
+    list_fields = {
+        "supported_parameters": parameters,
+        "service_tiers": catalog_values("service_tiers", Endpoint),
+        "hosted_tools": catalog_values("hosted_tools", Endpoint),
+    }
 
     class Meta:
         model = Endpoint
@@ -73,6 +114,11 @@ class EndpointForm(CatalogRowForm):
 
 class ModelForm(CatalogRowForm):
     problems = staticmethod(model_problems)
+    list_fields = {
+        "input_modalities": INPUT_MODALITIES,
+        "output_modalities": OUTPUT_MODALITIES,
+        "supported_parameters": parameters,
+    }
 
     class Meta:
         model = Model
@@ -173,6 +219,7 @@ class AccountRoutingSettingsForm(ServiceValidatedForm):
     """Validated by PATCH /routing/settings' serializer and saved by the same service."""
 
     SETTINGS = ("allowed_providers", "ignored_providers", "enforce_zdr", "data_collection")
+    list_fields = {"allowed_providers": provider_slugs, "ignored_providers": provider_slugs}
 
     class Meta:
         model = AccountRoutingSettings

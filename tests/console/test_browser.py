@@ -9,6 +9,7 @@ then a missing browser fails."""
 import os
 import re
 import shutil
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -81,9 +82,21 @@ def shot(page, name: str) -> None:
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
 
 
+def widths(page) -> dict[str, int]:
+    """The page's width, and how far its tables (a result list, a tabular inline) overflow their own scrolling box:
+    a table scrolled sideways inside the page does not fit either."""
+    return page.evaluate(
+        """() => {
+            const boxes = [...document.querySelectorAll('#changelist .results, .inline-group .tabular')];
+            return {page: document.documentElement.scrollWidth,
+                    table_overflow: Math.max(0, ...boxes.map(box => box.scrollWidth - box.clientWidth))};
+        }"""
+    )
+
+
 def fits(page) -> None:
-    width = page.evaluate("document.documentElement.scrollWidth")
-    assert width <= WIDTH, f"{page.url} is {width} px wide"
+    size = widths(page)
+    assert size["page"] <= WIDTH and size["table_overflow"] == 0, f"{page.url}: {size}"
 
 
 def test_staff_console_in_a_browser(gateway, staff_user, alice, providers, standin_catalog, page):
@@ -158,3 +171,134 @@ def test_staff_console_in_a_browser(gateway, staff_user, alice, providers, stand
     page.goto(f"{gateway.url}/admin/accounts/account/{alice.account_id}/change/")
     expect(page.locator("body")).to_contain_text(generation_id)
     shot(page, "09-account")
+
+
+# The list pages staff use most, each with the default catalog's long ids and URLs on it, at a 1,400 px window.
+LIST_PAGES = {
+    "models": "/admin/routing/model/",
+    "providers": "/admin/routing/provider/",
+    "endpoints": "/admin/routing/endpoint/",
+    "routing-settings": "/admin/routing/accountroutingsettings/",
+    "keys": "/admin/accounts/apikey/",
+    "accounts": "/admin/accounts/account/",
+    "byok-keys": "/admin/byok/byokkey/",
+    "generations": "/admin/billing/generation/",
+}
+
+
+def log_in(page, gateway, staff_user) -> None:
+    page.goto(f"{gateway.url}/admin/login/")
+    page.fill("#id_username", staff_user[0])
+    page.fill("#id_password", staff_user[1])
+    page.click("input[type=submit]")
+    expect(page.locator("#site-name")).to_be_visible()
+
+
+def test_list_pages_fit_1400_px_and_list_widgets_edit_a_model(
+    gateway, staff_user, alice, providers, standin_catalog, page
+):
+    from django.core.management import call_command
+
+    from routing.models import AccountRoutingSettings, Endpoint, Model, Provider
+
+    call_command("load_catalog", "routing/catalog/default.yaml", stdout=open(os.devnull, "w"))  # noqa: SIM115
+    AccountRoutingSettings.objects.create(account_id=alice.account_id, allowed_providers=["openai", "standin-chat"])
+    response = requests.post(
+        f"{gateway.api}/responses",
+        json={"model": "standin/echo", "input": "Hello"},
+        headers={"Authorization": f"Bearer {alice.api_key}"},
+        timeout=20,
+    )
+    assert response.status_code == 200, response.text
+    # A request log row with the widest values a real one has: long model and provider names, large figures.
+    Generation.objects.create(
+        id="gen-" + "W" * 32,
+        account_id=alice.account_id,
+        api_key=Generation.objects.get().api_key,
+        requested_model="anthropic/claude-sonnet-4.5-very-long-model-name-20250929",
+        model="anthropic/claude-sonnet-4.5-very-long-model-name-20250929",
+        provider="google-vertex/us-east5",
+        status="incomplete",
+        tokens_input=1234567,
+        tokens_output=123456,
+        cost=Decimal("12.345678901234"),
+        latency_ms=1234567,
+        is_byok=True,
+    )
+    log_in(page, gateway, staff_user)
+
+    measured = {}
+    for name, path in LIST_PAGES.items():
+        page.goto(f"{gateway.url}{path}")
+        expect(page.locator("#changelist")).to_be_visible()
+        measured[name] = widths(page)
+        shot(page, f"10-list-{name}")
+        if name == "generations":
+            expect(page.locator("#result_list tbody tr")).to_have_count(2)
+    # And the change pages with the widest forms: a provider's endpoints inline, an endpoint, an account.
+    change_pages = {
+        "provider": f"/admin/routing/provider/{Provider.objects.get(slug='openai').pk}/change/",
+        "endpoint": f"/admin/routing/endpoint/{Endpoint.objects.filter(provider__slug='openai').first().pk}/change/",
+        "account": f"/admin/accounts/account/{alice.account_id}/change/",
+    }
+    for name, path in change_pages.items():
+        page.goto(f"{gateway.url}{path}")
+        expect(page.locator("#content-main form")).to_be_visible()
+        measured[name] = widths(page)
+        shot(page, f"10-change-{name}")
+    too_wide = {name: size for name, size in measured.items() if size["page"] > WIDTH or size["table_overflow"] > 0}
+    assert too_wide == {}, too_wide
+
+    # A model's modalities and parameters through the list widgets: tick, type, untick; saved as JSON lists.
+    model = Model.objects.get(pk="standin/echo")
+    assert model.input_modalities == ["text", "image", "file"]
+    assert "tools" in model.supported_parameters and "verbosity" not in model.supported_parameters
+    page.goto(f"{gateway.url}/admin/routing/model/")
+    page.locator("#result_list a", has_text="standin/echo").first.click()
+    expect(page.locator("#id_input_modalities")).to_be_visible()
+    assert page.locator("#id_input_modalities input[type=checkbox][value=text]").is_checked()
+    assert not page.locator("#id_input_modalities input[type=checkbox][value=audio]").is_checked()
+    page.uncheck("#id_input_modalities input[type=checkbox][value=file]")
+    page.fill("#id_input_modalities_other", "audio, video")
+    page.uncheck("#id_supported_parameters input[type=checkbox][value=tools]")
+    page.fill("#id_supported_parameters_other", "verbosity")
+    shot(page, "11-model-list-widgets")
+    fits(page)
+    page.click("input[name=_save]")
+    shot(page, "12-model-saved")
+    expect(page.locator(".messagelist")).to_contain_text("was changed successfully")
+    model.refresh_from_db()
+    assert model.input_modalities == ["text", "image", "audio", "video"]
+    assert model.output_modalities == ["text"]
+    assert "tools" not in model.supported_parameters and "verbosity" in model.supported_parameters
+    assert "temperature" in model.supported_parameters
+
+    page.goto(f"{gateway.url}/admin/routing/model/")
+    page.locator("#result_list a", has_text="standin/echo").first.click()
+    for value in ("text", "image", "audio", "video"):  # the saved values come back ticked, in their order
+        assert page.locator(f"#id_input_modalities input[value={value}]").is_checked()
+    page.uncheck("#id_input_modalities input[type=checkbox][value=video]")
+    page.click("input[name=_save]")
+    expect(page.locator(".messagelist")).to_contain_text("was changed successfully")
+    model.refresh_from_db()
+    assert model.input_modalities == ["text", "image", "audio"]
+
+    # Routing settings: providers as checkboxes; a slug the API would refuse is an error and nothing is saved.
+    settings_row = AccountRoutingSettings.objects.get(account_id=alice.account_id)
+    page.goto(f"{gateway.url}/admin/routing/accountroutingsettings/{settings_row.pk}/change/")
+    assert page.locator("#id_allowed_providers input[value=openai]").is_checked()
+    page.check("#id_ignored_providers input[value=anthropic]")
+    page.fill("#id_allowed_providers_other", "no-such-provider")
+    page.click("input[name=_save]")
+    expect(page.locator(".errornote")).to_be_visible()
+    expect(page.locator(".errorlist").first).to_contain_text("no-such-provider")
+    shot(page, "13-routing-settings-refused")
+    fits(page)
+    settings_row.refresh_from_db()
+    assert (settings_row.allowed_providers, settings_row.ignored_providers) == (["openai", "standin-chat"], [])
+    page.fill("#id_allowed_providers_other", "")
+    page.click("input[name=_save]")
+    expect(page.locator(".messagelist")).to_contain_text("was changed successfully")
+    settings_row.refresh_from_db()
+    assert settings_row.allowed_providers == ["openai", "standin-chat"]
+    assert settings_row.ignored_providers == ["anthropic"]

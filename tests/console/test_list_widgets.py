@@ -1,0 +1,105 @@
+"""Issue 17: the admin edits JSON lists (a model's modalities and parameters, an endpoint's parameters and service
+tiers, an account's allowed / ignored providers) with checkboxes for the known values and a text box for others,
+posted as a browser posts them; every entry is then checked by the catalog's and the API's own rules."""
+
+import html
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+
+from routing.models import AccountRoutingSettings, Endpoint, Model, Provider
+
+
+@pytest.fixture
+def staff(db) -> Client:
+    User.objects.create_superuser("staff", "staff@example.com", "pw")
+    client = Client(raise_request_exception=True)
+    client.login(username="staff", password="pw")
+    return client
+
+
+def model_form(model: Model, **lists) -> dict:
+    """The change form as a browser submits it: ticked boxes repeat the field's name, the text box is `__other`."""
+    form = {
+        "id": model.pk,
+        "name": model.name,
+        "kind": model.kind,
+        "context_length": str(model.context_length),
+        "created": str(model.created),
+        "task_scores": "{}",
+        "endpoints-TOTAL_FORMS": "0",
+        "endpoints-INITIAL_FORMS": "0",
+    }
+    for name in ("input_modalities", "output_modalities", "supported_parameters"):
+        ticked, other = lists.get(name, (getattr(model, name), ""))
+        form[name] = ticked
+        form[f"{name}__other"] = other
+    return form
+
+
+def page_of(response) -> str:
+    return html.unescape(response.content.decode())
+
+
+def test_a_models_lists_render_as_checkboxes_and_save_as_lists(staff, providers):
+    model = Model.objects.get(pk="openai/gpt-4o")
+    Model.objects.filter(pk=model.pk).update(input_modalities=["text", "image"], supported_parameters=["tools"])
+    url = f"/admin/routing/model/{model.pk.replace('/', '_2F')}/change/"
+    page = page_of(staff.get(url))
+    assert '<input type="checkbox" name="input_modalities" value="image" id="id_input_modalities_1" checked>' in page
+    assert '<input type="checkbox" name="input_modalities" value="audio"' in page  # offered, not ticked
+    assert 'value="audio" id="id_input_modalities_2" checked' not in page
+    assert 'name="supported_parameters" value="temperature"' in page  # the known parameters are offered
+    assert 'name="output_modalities__other"' in page
+
+    model.refresh_from_db()
+    response = staff.post(
+        url,
+        model_form(
+            model,
+            input_modalities=(["text", "file"], "audio, video\nx-custom"),
+            output_modalities=([], ""),
+            supported_parameters=(["tools", "seed"], ""),
+        ),
+    )
+    assert response.status_code == 302, page_of(response)[:3000]
+    model.refresh_from_db()
+    assert model.input_modalities == ["text", "file", "audio", "video", "x-custom"]
+    assert model.output_modalities == []  # no box ticked and no text: an empty list
+    assert model.supported_parameters == ["tools", "seed"]
+    # A value the suggestions do not hold comes back in the text box; the known ones ticked.
+    page = page_of(staff.get(url))
+    assert 'name="input_modalities__other" id="id_input_modalities_other" value="x-custom"' in page
+    assert 'value="video" id="id_input_modalities_3" checked' in page
+
+
+def test_an_endpoints_lists_offer_what_the_catalog_uses(staff, providers):
+    Endpoint.objects.filter(model_id="openai/gpt-4o").update(service_tiers=["flex"], supported_parameters=["seed"])
+    endpoint = Endpoint.objects.get(model_id="openai/gpt-4o")
+    page = page_of(staff.get(f"/admin/routing/endpoint/{endpoint.pk}/change/"))
+    assert 'name="service_tiers" value="flex" id="id_service_tiers_0" checked' in page
+    assert 'name="supported_parameters" value="seed" id="id_supported_parameters_0" checked' in page
+
+
+def test_routing_settings_providers_are_checked_by_the_apis_serializer(staff, alice, providers):
+    url = "/admin/routing/accountroutingsettings/add/"
+    page = page_of(staff.get(url))
+    for slug in Provider.objects.values_list("slug", flat=True):
+        assert f'name="allowed_providers" value="{slug}"' in page
+
+    form = {
+        "account": alice.account_id,
+        "allowed_providers": ["openai"],
+        "allowed_providers__other": "nope",
+        "ignored_providers__other": "",
+        "data_collection": "allow",
+    }
+    response = staff.post(url, form)
+    assert response.status_code == 200 and "unknown provider slugs: ['nope']" in page_of(response)
+    assert not AccountRoutingSettings.objects.exists()
+
+    response = staff.post(url, {**form, "allowed_providers__other": "", "ignored_providers": ["azure"]})
+    assert response.status_code == 302
+    row = AccountRoutingSettings.objects.get(account_id=alice.account_id)
+    assert (row.allowed_providers, row.ignored_providers) == (["openai"], ["azure"])
