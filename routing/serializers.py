@@ -23,6 +23,7 @@ class ModelPricingSerializer(serializers.Serializer):
     input_cache_read = serializers.CharField()
     input_cache_write = serializers.CharField()
     internal_reasoning = serializers.CharField()
+    web_search = serializers.CharField(help_text="USD per web search the provider runs itself (native web search)")
 
 
 class TopProviderSerializer(serializers.Serializer):
@@ -85,6 +86,7 @@ class EndpointPricingSerializer(serializers.Serializer):
     input_cache_read = serializers.CharField()
     input_cache_write = serializers.CharField()
     internal_reasoning = serializers.CharField()
+    web_search = serializers.CharField(help_text="USD per web search the provider runs itself (native web search)")
 
 
 class EndpointRecordSerializer(serializers.Serializer):
@@ -152,6 +154,7 @@ def endpoint_pricing(endpoint) -> dict:
         "internal_reasoning": per_token(
             endpoint.price_reasoning if endpoint.price_reasoning is not None else endpoint.price_completion
         ),
+        "web_search": format(endpoint.price_web_search.normalize(), "f"),
     }
 
 

@@ -296,3 +296,10 @@ def test_tool_choice_none_sends_no_hosted_tool(alice, hosted_catalog):
     assert response.status_code == 200, response.content
     (call,) = model_calls(hosted_catalog)
     assert "tools" not in call["body"]
+
+
+def test_the_catalog_shows_each_endpoints_search_price(alice, hosted_catalog):
+    response = alice.client().get("/api/v1/models/standin/search/endpoints")
+    assert response.status_code == 200, response.content
+    prices = {e["provider_name"]: e["pricing"]["web_search"] for e in response.json()["data"]["endpoints"]}
+    assert sorted(prices.values()) == ["0", "0.01", "0.01"]
