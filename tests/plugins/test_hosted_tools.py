@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 from openai import OpenAI
+from openrouter import OpenRouter
 
 from gateway.billing.provisioning import account_provision
 from routing.providers.hosted import MAX_TOOL_BYTES
@@ -303,3 +304,20 @@ def test_the_catalog_shows_each_endpoints_search_price(alice, hosted_catalog):
     assert response.status_code == 200, response.content
     prices = {e["provider_name"]: e["pricing"]["web_search"] for e in response.json()["data"]["endpoints"]}
     assert sorted(prices.values()) == ["0", "0.01", "0.01"]
+
+
+@pytest.mark.live
+def test_the_openrouter_sdk_parses_hosted_calls_streamed(live_gateway, dana):
+    with OpenRouter(api_key=dana.api_key, server_url=live_gateway.api) as client:
+        response = client.responses.send(model="standin/search", input="Plot it", tools=[CODE, IMAGE, WEB], stream=True)
+        with response as event_stream:
+            events = list(event_stream)
+    assert not [e for e in events if type(e).__name__.startswith("Unknown")], "every event parsed as a known type"
+    final = events[-1].response
+    assert final.status == "completed"
+    assert [item.type for item in final.output] == [
+        "code_interpreter_call",
+        "image_generation_call",
+        "web_search_call",
+        "message",
+    ]
