@@ -277,8 +277,12 @@ def test_endpoints_that_cannot_honour_a_parameter_are_passed_over(alice, standin
     standin.clear()
     response = post_chat(alice, chat(**fields, **order))
     assert response.status_code == 200, response.content
-    assert provider_of(response.json()["id"]) == served_by
+    answer = response.json()
+    assert provider_of(answer["id"]) == served_by
     assert len(standin.received) == 1  # no attempt went to an endpoint that would have dropped the field
+    if fields.get("logprobs"):  # the Responses wire's output_text.logprobs, in the Chat Completions shape
+        tokens = answer["choices"][0]["logprobs"]["content"]
+        assert "".join(token["token"] for token in tokens) == answer["choices"][0]["message"]["content"] != ""
 
 
 @pytest.mark.parametrize(
