@@ -36,7 +36,8 @@ def parse_tokens(raw: object) -> tuple[TokenLogprob, ...]:
         head = _top(entry)
         if head is None:
             continue
-        tops = tuple(top for top in map(_top, entry.get("top_logprobs") or ()) if top is not None)
+        alternatives = entry.get("top_logprobs")
+        tops = tuple(top for top in map(_top, alternatives if isinstance(alternatives, list) else ()) if top)
         tokens.append(TokenLogprob(head.token, head.logprob, head.bytes, tops[:MAX_TOP_LOGPROBS]))
     return tuple(tokens)
 

@@ -69,3 +69,40 @@ def test_valid_counts_are_read_as_before():
     counts = chat_usage({"prompt_tokens": 12, "completion_tokens": 5.0, "prompt_tokens_details": {"cached_tokens": 4}})
     assert (counts.input_tokens, counts.output_tokens, counts.cached_tokens) == (12, 5, 4)
     assert chat_usage({"prompt_tokens": -3}).input_tokens == -3  # kept: billing clamps it and records why
+
+
+JUNK_LOGPROBS = [
+    None,
+    7,
+    "tokens",
+    {"content": 3},
+    [None, 5, "x", {"token": 1, "logprob": -1}, {"token": "a", "logprob": "low"}, {"token": "b", "logprob": None}],
+    [{"token": "a", "logprob": float("inf")}, {"token": "b", "logprob": True}],
+    [{"token": "ok", "logprob": -0.5, "bytes": [300, -1], "top_logprobs": 9}],
+    [
+        {
+            "token": "ok",
+            "logprob": -0.5,
+            "bytes": "zz",
+            "top_logprobs": [{"token": "x"}, None, {"token": "y", "logprob": -2}],
+        }
+    ],
+]
+
+
+@pytest.mark.parametrize("junk", JUNK_LOGPROBS, ids=repr)
+def test_malformed_logprobs_are_dropped_never_failing_the_answer(junk):
+    """Token logprobs are what the caller asked for, not what the answer needs: a malformed entry is left out."""
+    from routing.canonical import TokenLogprob, TopLogprob
+    from routing.providers.openai_chat.response import parse as chat_parse
+    from routing.providers.openai_responses.response import parse as responses_parse
+
+    chat = chat_parse({"choices": [{"message": {"content": "ok"}, "logprobs": {"content": junk}}]})
+    part = {"type": "output_text", "text": "ok", "logprobs": junk}
+    responses = responses_parse({"output": [{"type": "message", "content": [part]}]})
+    for answer in (chat, responses):
+        [message] = answer.output
+        assert message.text == "ok"
+        for token in message.logprobs:  # only well-formed entries: a string token and a finite logprob
+            assert token == TokenLogprob("ok", -0.5, None, token.top_logprobs)
+            assert token.top_logprobs in ((), (TopLogprob("y", -2.0),))
