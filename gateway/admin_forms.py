@@ -116,29 +116,100 @@ class StringListField(forms.Field):
         self.widget.suggestions = list(dict.fromkeys(suggestions))
 
 
-class StringListsForm(forms.ModelForm):
-    """A model form whose JSON list fields (`list_fields`: field name -> suggested values, or a callable giving
-    them when the form is built, e.g. the catalog's provider slugs) are StringListFields."""
+class ScoresWidget(forms.Widget):
+    """A JSON object of names -> numbers as one number box per known name (`keys`), empty when unset; a stored
+    name that is not known gets its own box too, so nothing stored is hidden."""
+
+    def __init__(self, keys: Sequence[str] = (), attrs: dict | None = None):
+        super().__init__(attrs)
+        self.keys = keys
+
+    def render(self, name, value, attrs=None, renderer=None) -> SafeString:
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except ValueError:
+                value = {}
+        scores = value if isinstance(value, dict) else {}
+        keys = [*self.keys, *(str(key) for key in scores if key not in self.keys)]
+        base_id = (attrs or {}).get("id") or f"id_{name}"
+        boxes = format_html_join(
+            "",
+            '<label class="gw-score" for="{}_{}">{} <input type="number" step="any" min="0" max="1" name="{}__{}" '
+            'id="{}_{}" value="{}"></label>',
+            (
+                (base_id, key, key, name, key, base_id, key, "" if scores.get(key) is None else scores[key])
+                for key in keys
+            ),
+        )
+        return format_html('<div class="gw-scores" id="{}">{}</div>', base_id, boxes)
+
+    def value_from_datadict(self, data, files, name):
+        if name in data:  # posted as JSON by a script (no widget's boxes)
+            return parse_json_list(data[name], default=data[name])
+        prefix = f"{name}__"
+        return {
+            key[len(prefix) :]: _number(text)
+            for key, text in data.items()
+            if key.startswith(prefix) and str(text).strip() != ""
+        }
+
+    def value_omitted_from_data(self, data, files, name) -> bool:
+        return False  # every box empty is an empty object
+
+    def id_for_label(self, id_):
+        return f"{id_}_{self.keys[0]}" if id_ and self.keys else id_
+
+
+def _number(text: str) -> float | str:
+    """A box's number; text that is not one stays text, for the service to refuse by name."""
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+class ScoresField(forms.Field):
+    """A JSON object of names -> numbers (e.g. a model's task scores) edited as number boxes; the object is then
+    checked by the form's service, not here."""
+
+    def __init__(self, *, keys: Sequence[str] = (), **kwargs):
+        kwargs.setdefault("required", False)
+        kwargs.setdefault("widget", ScoresWidget(keys))
+        super().__init__(**kwargs)
+
+    def to_python(self, value):
+        return {} if value in (None, "") else value
+
+    def has_changed(self, initial, data) -> bool:
+        return (initial or {}) != self.to_python(data)
+
+
+class JsonFieldsForm(forms.ModelForm):
+    """A model form whose JSON fields are edited with widgets, not as JSON text: `list_fields` (field name ->
+    suggested values, or a callable giving them when the form is built, e.g. the catalog's provider slugs) as
+    StringListFields, `score_fields` (field name -> known names) as ScoresFields."""
 
     list_fields: dict[str, Sequence[str] | Callable[[], Sequence[str]]] = {}
+    score_fields: dict[str, Sequence[str]] = {}
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         for name, suggestions in self.list_fields.items():
-            field = self.fields.get(name)
-            if field is None:
-                continue
-            listed = StringListField(
-                suggestions=(),
-                label=field.label,
-                help_text=field.help_text or "Tick the values, or type others (comma-separated)",
-                initial=field.initial,
-            )
-            listed.set_suggestions(suggestions() if callable(suggestions) else suggestions)
-            self.fields[name] = listed
+            if name in self.fields:
+                listed = self._replace(name, StringListField, "Tick the values, or type others (comma-separated)")
+                listed.set_suggestions(suggestions() if callable(suggestions) else suggestions)
+        for name, keys in self.score_fields.items():
+            if name in self.fields:
+                self._replace(name, ScoresField, "Empty: no score", keys=keys)
+
+    def _replace(self, name: str, kind, help_text: str, **kwargs):
+        field = self.fields[name]
+        self.fields[name] = kind(label=field.label, help_text=field.help_text or help_text, **kwargs)
+        return self.fields[name]
 
 
-class ServiceValidatedForm(StringListsForm):
+class ServiceValidatedForm(JsonFieldsForm):
     """`field_aliases` maps the API's field names (in a GatewayError's metadata or a serializer's errors) to
     this form's; an error for a field the form does not show goes to the top of the form."""
 

@@ -9,7 +9,7 @@ from django.utils import timezone
 from byok.shapes import ShapeError, operator_credential
 from gateway.admin_forms import ServiceValidatedForm
 from gateway.billing.models import Generation
-from routing.models import AccountRoutingSettings, Endpoint, Model, Provider
+from routing.models import TASK_TYPES, AccountRoutingSettings, Endpoint, Model, Provider
 from routing.providers.base import GATED_PARAMETERS
 from routing.serializers import AccountRoutingSettingsSerializer
 from routing.services import (
@@ -119,6 +119,7 @@ class ModelForm(CatalogRowForm):
         "output_modalities": OUTPUT_MODALITIES,
         "supported_parameters": parameters,
     }
+    score_fields = {"task_scores": TASK_TYPES}
 
     class Meta:
         model = Model

@@ -262,6 +262,7 @@ def test_list_pages_fit_1400_px_and_list_widgets_edit_a_model(
     page.fill("#id_input_modalities_other", "audio, video")
     page.uncheck("#id_supported_parameters input[type=checkbox][value=tools]")
     page.fill("#id_supported_parameters_other", "verbosity")
+    page.fill("#id_task_scores_coding", "0.75")
     shot(page, "11-model-list-widgets")
     fits(page)
     page.click("input[name=_save]")
@@ -272,6 +273,7 @@ def test_list_pages_fit_1400_px_and_list_widgets_edit_a_model(
     assert model.output_modalities == ["text"]
     assert "tools" not in model.supported_parameters and "verbosity" in model.supported_parameters
     assert "temperature" in model.supported_parameters
+    assert model.task_scores == {"coding": 0.75}
 
     page.goto(f"{gateway.url}/admin/routing/model/")
     page.locator("#result_list a", has_text="standin/echo").first.click()

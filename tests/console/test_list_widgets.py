@@ -19,7 +19,7 @@ def staff(db) -> Client:
     return client
 
 
-def model_form(model: Model, **lists) -> dict:
+def model_form(model: Model, scores: dict | None = None, **lists) -> dict:
     """The change form as a browser submits it: ticked boxes repeat the field's name, the text box is `__other`."""
     form = {
         "id": model.pk,
@@ -27,7 +27,6 @@ def model_form(model: Model, **lists) -> dict:
         "kind": model.kind,
         "context_length": str(model.context_length),
         "created": str(model.created),
-        "task_scores": "{}",
         "endpoints-TOTAL_FORMS": "0",
         "endpoints-INITIAL_FORMS": "0",
     }
@@ -35,6 +34,8 @@ def model_form(model: Model, **lists) -> dict:
         ticked, other = lists.get(name, (getattr(model, name), ""))
         form[name] = ticked
         form[f"{name}__other"] = other
+    for task, score in (scores or {}).items():
+        form[f"task_scores__{task}"] = score
     return form
 
 
@@ -103,3 +104,28 @@ def test_routing_settings_providers_are_checked_by_the_apis_serializer(staff, al
     assert response.status_code == 302
     row = AccountRoutingSettings.objects.get(account_id=alice.account_id)
     assert (row.allowed_providers, row.ignored_providers) == (["openai"], ["azure"])
+
+
+def test_task_scores_are_a_number_box_per_task_type(staff, providers):
+    model = Model.objects.get(pk="openai/gpt-4o")
+    Model.objects.filter(pk=model.pk).update(task_scores={"coding": 0.5})
+    url = f"/admin/routing/model/{model.pk.replace('/', '_2F')}/change/"
+    page = page_of(staff.get(url))
+    assert 'name="task_scores__coding" id="id_task_scores_coding" value="0.5"' in page
+    assert 'name="task_scores__math" id="id_task_scores_math" value=""' in page  # every task type has a box
+
+    model.refresh_from_db()
+    for scores, message in (
+        ({"coding": "1.5"}, "each task score must be a number from 0 to 1"),
+        ({"coding": "high"}, "each task score must be a number from 0 to 1"),
+        ({"cooking": "0.3"}, "unknown task types ['cooking']"),
+    ):
+        response = staff.post(url, model_form(model, scores))
+        assert response.status_code == 200 and message in page_of(response), scores
+    assert Model.objects.get(pk=model.pk).task_scores == {"coding": 0.5}
+
+    response = staff.post(url, model_form(model, {"coding": "0.9", "math": "", "writing": "0.25"}))
+    assert response.status_code == 302
+    assert Model.objects.get(pk=model.pk).task_scores == {"coding": 0.9, "writing": 0.25}
+    assert staff.post(url, model_form(model, {})).status_code == 302  # every box emptied: no scores
+    assert Model.objects.get(pk=model.pk).task_scores == {}
