@@ -127,6 +127,23 @@ def test_tool_search_finds_a_deferred_tool_and_declares_it_in_the_next_round(ali
     assert "lookup_order" not in declared(first) and "lookup_order" in declared(second)
 
 
+def test_text_the_model_writes_beside_its_calls_comes_before_them_and_stays_when_the_loop_stops(
+    alice, standin_catalog, standin
+):
+    """A round's own items come first, then the calls the gateway ran (the order a live stream sends them); a
+    round whose calls are not run (a stop condition holds) keeps its text, and the model reads it next round."""
+    script = {"tool_call": ",".join(["gateway_datetime"] * 3), "text": "Let me check."}
+    stop = [{"type": "step_count_is", "step_count": 1}]
+    body = ask(alice.client(), script, tools=[{"type": "gateway:datetime"}], stop_server_tools_when=stop).json()
+    types = [item["type"] for item in body["output"]]
+    assert types == ["message", "gateway:datetime", "message", "message"], types
+    assert [item["content"][0]["text"] for item in body["output"] if item["type"] == "message"] == ["Let me check."] * 3
+    last = model_requests(standin)[-1]["body"]
+    said = [m for m in last.get("messages", []) if m.get("role") == "assistant" and m.get("content")]
+    assert len(said) == 2 and declared({"body": last}) == []  # both rounds' text, no server tool declared
+    assert server_entry(body)["data"] == {"calls": {"gateway:datetime": 1}, "rounds": 3, "stopped": "step_count_is 1"}
+
+
 def test_every_round_is_billed_and_usage_sums_them(alice, standin_catalog, standin):
     script = {"tool_call": "gateway_datetime,gateway_datetime,", "input_tokens": 100, "output_tokens": 10}
     response = ask(alice.client(), script, tools=[{"type": "gateway:datetime"}], provider={"only": ["standin-chat"]})
