@@ -132,6 +132,7 @@ def test_text_the_model_writes_beside_its_calls_comes_before_them_and_stays_when
 ):
     """A round's own items come first, then the calls the gateway ran (the order a live stream sends them); a
     round whose calls are not run (a stop condition holds) keeps its text, and the model reads it next round."""
+    standin.clear()
     script = {"tool_call": ",".join(["gateway_datetime"] * 3), "text": "Let me check."}
     stop = [{"type": "step_count_is", "step_count": 1}]
     body = ask(alice.client(), script, tools=[{"type": "gateway:datetime"}], stop_server_tools_when=stop).json()
