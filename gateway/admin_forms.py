@@ -21,6 +21,8 @@ def split_list(text: str) -> list[str]:
 def parse_json_list(text: str, *, default: list | None):
     """Text that is JSON (an array, an object or a string) as its value, whatever its shape (the service then
     refuses a shape it does not take, by name); otherwise `default`, or the text as a comma-separated list."""
+    if text.strip() == "null":
+        return None
     if text.lstrip()[:1] in ("[", "{", '"'):
         try:
             return json.loads(text)
@@ -80,7 +82,8 @@ class StringListWidget(forms.Widget):
         if other is None and len(ticked) == 1:
             return parse_json_list(ticked[0], default=ticked)  # posted as JSON by a script (no widget's text box)
         typed = parse_json_list(other or "", default=None)
-        return [*ticked, *(typed if isinstance(typed, list) else [typed])]
+        listed = [*ticked, *(typed if isinstance(typed, list) else [typed])]
+        return listed or None  # nothing ticked or typed: the field's empty value
 
     def value_omitted_from_data(self, data, files, name) -> bool:
         return False  # no box ticked and no text is an empty list, not an omitted field
@@ -93,14 +96,15 @@ class StringListField(forms.Field):
     """A JSON list of strings edited as checkboxes (suggested values) plus free text; the list's entries are then
     checked by the form's service (the catalog loader's or the API serializer's rules), not here."""
 
-    def __init__(self, *, suggestions: Sequence[str] = (), **kwargs):
+    def __init__(self, *, suggestions: Sequence[str] = (), nullable: bool = False, **kwargs):
         kwargs.setdefault("required", False)
         kwargs.setdefault("widget", StringListWidget(suggestions))
         super().__init__(**kwargs)
+        self.nullable = nullable  # an empty list is saved as null (e.g. a guardrail's "no restriction")
 
     def to_python(self, value):
         if value is None:
-            return []
+            return None if self.nullable else []
         if not isinstance(value, list | tuple):
             return value  # JSON of another shape (a string, an object): left for the service to refuse by name
         # An empty box posts ""; anything else, duplicates and non-strings included, is kept for the service.
@@ -110,7 +114,7 @@ class StringListField(forms.Field):
         return value
 
     def has_changed(self, initial, data) -> bool:
-        return (initial or []) != self.to_python(data)
+        return initial != self.to_python(data)
 
     def set_suggestions(self, suggestions: Sequence[str]) -> None:
         self.widget.suggestions = list(dict.fromkeys(suggestions))
@@ -188,16 +192,21 @@ class ScoresField(forms.Field):
 class JsonFieldsForm(forms.ModelForm):
     """A model form whose JSON fields are edited with widgets, not as JSON text: `list_fields` (field name ->
     suggested values, or a callable giving them when the form is built, e.g. the catalog's provider slugs) as
-    StringListFields, `score_fields` (field name -> known names) as ScoresFields."""
+    StringListFields (those in `nullable_lists` saved as null when empty), `score_fields` (field name -> known
+    names) as ScoresFields."""
 
     list_fields: dict[str, Sequence[str] | Callable[[], Sequence[str]]] = {}
+    nullable_lists: tuple[str, ...] = ()
     score_fields: dict[str, Sequence[str]] = {}
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         for name, suggestions in self.list_fields.items():
             if name in self.fields:
-                listed = self._replace(name, StringListField, "Tick the values, or type others (comma-separated)")
+                nullable = name in self.nullable_lists
+                listed = self._replace(
+                    name, StringListField, "Tick the values, or type others (comma-separated)", nullable=nullable
+                )
                 listed.set_suggestions(suggestions() if callable(suggestions) else suggestions)
         for name, keys in self.score_fields.items():
             if name in self.fields:

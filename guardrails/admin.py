@@ -19,6 +19,7 @@ from gateway.admin_forms import ServiceValidatedForm
 from guardrails import content, selectors, services
 from guardrails.models import Guardrail, GuardrailKeyAssignment, GuardrailMemberAssignment
 from guardrails.serializers import MAX_LIMIT_USD, GuardrailUpdateRequestSerializer
+from routing.models import Provider
 
 VALIDATED = tuple(name for name in services.EDITABLE if name not in ("name", "limit_usd"))
 MAX_TEST_TEXT_CHARS = 100_000
@@ -27,6 +28,15 @@ MAX_TEST_TEXT_CHARS = 100_000
 class GuardrailForm(ServiceValidatedForm):
     """Every changed field goes through PATCH /guardrails' serializer (a new guardrail: every field), so the
     admin saves nothing the API would refuse; `guardrail_fields` is what the service then writes."""
+
+    # Lists as checkboxes (providers) or text (model ids and wildcards); nothing ticked or typed is null, no limit.
+    list_fields = {
+        "allowed_providers": lambda: list(Provider.objects.order_by("slug").values_list("slug", flat=True)),
+        "ignored_providers": lambda: list(Provider.objects.order_by("slug").values_list("slug", flat=True)),
+        "allowed_models": (),
+        "ignored_models": (),
+    }
+    nullable_lists = ("allowed_providers", "ignored_providers", "allowed_models", "ignored_models")
 
     class Meta:
         model = Guardrail

@@ -129,3 +129,57 @@ def test_task_scores_are_a_number_box_per_task_type(staff, providers):
     assert Model.objects.get(pk=model.pk).task_scores == {"coding": 0.9, "writing": 0.25}
     assert staff.post(url, model_form(model, {})).status_code == 302  # every box emptied: no scores
     assert Model.objects.get(pk=model.pk).task_scores == {}
+
+
+def guardrail_form(persona, **lists) -> dict:
+    form = {
+        "account": persona.account_id,
+        "workspace": persona.provisioned.workspace_id,
+        "name": "staff-made",
+        "description": "",
+        "limit_usd": "",
+        "reset_interval": "",
+        "data_collection": "allow",
+        "content_filters": "[]",
+        "content_filter_builtins": "[]",
+        **{
+            f"{prefix}-{name}": value
+            for prefix in ("key_assignments", "member_assignments")
+            for name, value in (
+                ("TOTAL_FORMS", "0"),
+                ("INITIAL_FORMS", "0"),
+                ("MIN_NUM_FORMS", "0"),
+                ("MAX_NUM_FORMS", "1000"),
+            )
+        },
+    }
+    for name in ("allowed_models", "ignored_models", "allowed_providers", "ignored_providers"):
+        ticked, other = lists.get(name, ([], ""))
+        form[name] = ticked
+        form[f"{name}__other"] = other
+    return form
+
+
+def test_a_guardrails_lists_are_widgets_and_nothing_ticked_is_no_restriction(staff, alice, providers):
+    from guardrails.models import Guardrail
+
+    add = "/admin/guardrails/guardrail/add/"
+    page = page_of(staff.get(add))
+    assert 'name="allowed_providers" value="openai"' in page and 'name="allowed_models__other"' in page
+
+    response = staff.post(add, guardrail_form(alice, allowed_models=([], "openai/nope")))
+    assert response.status_code == 200 and "openai/nope" in page_of(response)  # the API's unknown-model check
+    assert not Guardrail.objects.exists()
+
+    response = staff.post(
+        add, guardrail_form(alice, allowed_providers=(["openai"], ""), allowed_models=([], "openai/*, openai/gpt-4o"))
+    )
+    assert response.status_code == 302, page_of(response)[:2000]
+    guardrail = Guardrail.objects.get()
+    assert guardrail.allowed_providers == ["openai"] and guardrail.allowed_models == ["openai/*", "openai/gpt-4o"]
+    assert guardrail.ignored_providers is None and guardrail.ignored_models is None  # null: no restriction
+
+    response = staff.post(f"/admin/guardrails/guardrail/{guardrail.pk}/change/", guardrail_form(alice))
+    assert response.status_code == 302, page_of(response)[:2000]
+    guardrail.refresh_from_db()
+    assert guardrail.allowed_providers is None and guardrail.allowed_models is None
