@@ -14,8 +14,11 @@ from django.core.management import call_command
 from openai import OpenAI
 from openrouter import OpenRouter
 
+from gateway.billing.models import Generation
 from gateway.billing.provisioning import account_provision
+from routing.models import Endpoint
 from routing.providers.hosted import MAX_TOOL_BYTES
+from routing.services import CatalogError, catalog_load
 from tests.golden import FIXTURES
 from tests.support import Persona, assert_error_envelope, sse_events
 
@@ -151,8 +154,6 @@ def test_streamed_hosted_calls_have_their_progress_events(alice, hosted_catalog)
 
 
 def test_the_providers_searches_are_billed_at_the_catalogs_price(alice, hosted_catalog):
-    from gateway.billing.models import Generation
-
     plain = ask(alice, [], provider={"only": ["standin-responses"]}, input="Same")
     searched = ask(alice, [WEB], provider={"only": ["standin-responses"]}, input="Same")
     assert plain.status_code == searched.status_code == 200
@@ -321,3 +322,29 @@ def test_the_openrouter_sdk_parses_hosted_calls_streamed(live_gateway, dana):
         "web_search_call",
         "message",
     ]
+
+
+@pytest.mark.parametrize(
+    ("provider", "tools", "message"),
+    [
+        ("standin-anthropic", ["code_interpreter"], "the anthropic adapter cannot pass code_interpreter through"),
+        ("standin-responses", ["bash"], "hosted_tools must be a list of web_search, code_interpreter"),
+    ],
+)
+def test_the_catalog_refuses_hosted_tools_an_adapter_cannot_pass(hosted_catalog, provider, tools, message):
+    endpoint = {"provider": provider, "upstream_model": "m", "pricing": {"prompt": 1, "completion": 1}}
+    model = {
+        "id": "acme/hosted",
+        "name": "x",
+        "context_length": 1000,
+        "endpoints": [{**endpoint, "hosted_tools": tools}],
+    }
+    with pytest.raises(CatalogError, match=message):
+        catalog_load(data={"models": [model]})
+
+
+def test_the_default_catalog_declares_the_providers_web_search(db):
+    call_command("load_catalog", stdout=open("/dev/null", "w"))  # noqa: SIM115
+    searching = Endpoint.objects.filter(hosted_tools__contains=["web_search"]).select_related("provider")
+    assert {e.provider.slug for e in searching} == {"openai", "anthropic"}
+    assert {e.price_web_search for e in searching} == {Decimal("0.01")}
