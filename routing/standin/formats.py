@@ -28,6 +28,7 @@ class Plan:
     stop_sequence: str | None = None  # the request's stop sequence that cut `text`
     logprobs: bool = False  # the request asked for token logprobs (the OpenAI formats)
     top_logprobs: int = 0
+    stop_field: bool = False  # Converse: the request asked for additionalModelResponseFields /stop_sequence
 
 
 TOKEN = re.compile(r"\s*\S+|\s+")
@@ -531,9 +532,17 @@ def converse_body(plan: Plan) -> dict:
     return {
         "output": {"message": {"role": "assistant", "content": content}},
         "stopReason": _converse_stop(plan),
+        **_converse_stop_field(plan),
         "usage": _converse_usage(plan),
         "metrics": {"latencyMs": 1},
     }
+
+
+def _converse_stop_field(plan: Plan) -> dict:
+    """The stop sequence as Claude on Bedrock reports it, when the request asked for it."""
+    if plan.stop_field and _converse_stop(plan) == "stop_sequence":
+        return {"additionalModelResponseFields": {"stop_sequence": plan.stop_sequence}}
+    return {}
 
 
 def converse_stream(plan: Plan) -> tuple[list[bytes], bytes]:
@@ -574,7 +583,7 @@ def converse_stream(plan: Plan) -> tuple[list[bytes], bytes]:
             for piece in split(plan.tool_arguments, 2)
         ]
         out.append(event("contentBlockStop", {"contentBlockIndex": index}))
-    terminal = event("messageStop", {"stopReason": _converse_stop(plan)}) + event(
+    terminal = event("messageStop", {"stopReason": _converse_stop(plan), **_converse_stop_field(plan)}) + event(
         "metadata", {"usage": _converse_usage(plan), "metrics": {"latencyMs": 1}}
     )
     return out, terminal

@@ -271,6 +271,7 @@ class StandinHandler(BaseHTTPRequestHandler):
             finish=script.finish,
             chunks=max(1, script.chunks),
             stop_sequence=stop_sequence,
+            stop_field="/stop_sequence" in (body.get("additionalModelResponseFieldPaths") or ()),
             logprobs=logprobs,
             top_logprobs=top_logprobs,
         )

@@ -6,11 +6,16 @@ import json
 from decimal import Decimal
 
 import anthropic
+import httpx
 import pytest
 from openai import OpenAI
 
+from byok.credentials import ProviderCredentials
 from gateway.billing.models import Generation
 from gateway.billing.provisioning import account_provision
+from routing.accumulate import accumulate
+from routing.canonical import CanonicalRequest, Message, OutputMessage, TextPart
+from routing.providers.registry import ADAPTERS
 from tests.frontdoors.test_chat import CHAT_WIRE, sse_chunks
 from tests.frontdoors.test_chat import post as post_chat
 from tests.frontdoors.test_messages import ANTHROPIC_WIRE, events
@@ -323,3 +328,29 @@ def test_responses_top_logprobs_is_never_sent_to_an_anthropic_endpoint(alice, st
     response = alice.client().post("/api/v1/responses", body, format="json")
     error = assert_error_envelope(response, 404)["error"]
     assert error["metadata"]["param"] == "logprobs"
+
+
+# ---- Bedrock Converse through the stand-in ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["converse", "converse-stream"])
+def test_bedrock_stop_sequences_and_the_one_that_stopped_it(standin, stream):
+    """Converse takes inferenceConfig.stopSequences and reports the sequence that stopped a model that names it
+    (Claude) in additionalModelResponseFields, when asked with additionalModelResponseFieldPaths."""
+    adapter = ADAPTERS["bedrock"]
+    request = CanonicalRequest(
+        model="anthropic.claude-sonnet-4-5",
+        input=(Message(role="user", content=(TextPart(say("one two STOP three")),)),),
+        stop=("STOP", "never"),
+        stream=stream,
+    )
+    upstream = adapter.build_request(request, base_url=standin.url, credentials=ProviderCredentials(api_key="k"))
+    assert upstream.body["inferenceConfig"]["stopSequences"] == ["STOP", "never"]
+    assert upstream.body["additionalModelResponseFieldPaths"] == ["/stop_sequence"]
+    answer = httpx.post(upstream.url, content=upstream.content, headers=upstream.headers, timeout=10)
+    if stream:
+        response = accumulate(adapter.stream_events(adapter.decode(answer.iter_bytes())))
+    else:
+        response = adapter.parse_response(answer.json())
+    [message] = response.output
+    assert message == OutputMessage(text="one two ", stop_sequence="STOP")

@@ -128,7 +128,12 @@ CASES = [
     ("sampling", SAMPLING),
 ]
 # Recorded answers beyond each adapter's main pair: token logprobs, a stop sequence named by the provider.
-EXTRA_ANSWERS = [("openai_chat", "logprobs"), ("openai_responses", "logprobs"), ("anthropic", "stop_sequence")]
+EXTRA_ANSWERS = [
+    ("openai_chat", "logprobs"),
+    ("openai_responses", "logprobs"),
+    ("anthropic", "stop_sequence"),
+    ("bedrock", "stop_sequence"),
+]
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -170,7 +175,8 @@ def test_stream_events(kind):
 def test_parse_recorded_answers(kind, name):
     body = json.loads((FIXTURES / f"adapters/{kind}/response_{name}.json").read_text())
     assert_golden(f"adapters/{kind}/response_{name}.expected.json", ADAPTERS[kind].parse_response(body))
-    raw = (FIXTURES / f"adapters/{kind}/stream_{name}.sse").read_bytes()
+    binary = FIXTURES / f"adapters/{kind}/stream_{name}.bin"  # Bedrock's event stream
+    raw = (binary if binary.exists() else FIXTURES / f"adapters/{kind}/stream_{name}.sse").read_bytes()
     events = list(ADAPTERS[kind].stream_events(ADAPTERS[kind].decode([raw[i : i + 5] for i in range(0, len(raw), 5)])))
     assert_golden(f"adapters/{kind}/stream_{name}.expected.json", {"events": events, "response": accumulate(events)})
 

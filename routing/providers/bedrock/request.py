@@ -20,6 +20,7 @@ from routing.providers.anthropic.request import EFFORT_BUDGET, MIN_THINKING_BUDG
 from routing.providers.base import arguments_object, drop_none, forces_tool, merge_turn
 
 FORMAT = "bedrock-anthropic-v1"
+STOP_SEQUENCE_PATH = "/stop_sequence"  # a JSON Pointer into the model's own response
 DATA_URL = re.compile(r"^data:(?P<media>[\w/+.-]+);base64,(?P<data>.+)$", re.DOTALL)
 IMAGE_FORMATS = {"image/png": "png", "image/jpeg": "jpeg", "image/gif": "gif", "image/webp": "webp"}
 
@@ -133,6 +134,8 @@ def build_body(request: CanonicalRequest) -> dict:
         "system": system or None,
         "inferenceConfig": inference or None,
         "additionalModelRequestFields": extra or None,
+        # Which stop sequence ended the answer: returned by models that report it (Claude), ignored by the rest.
+        "additionalModelResponseFieldPaths": [STOP_SEQUENCE_PATH] if request.stop else None,
     }
     if request.tools and request.tool_choice != "none":
         body["toolConfig"] = drop_none(

@@ -26,6 +26,14 @@ from routing.providers.base import StopMapping, as_mapping, stream_cut_error, to
 from routing.providers.bedrock.eventstream import StreamMessage
 from routing.providers.bedrock.request import FORMAT
 
+
+def stop_sequence(holder: dict) -> str | None:
+    """The stop sequence that ended the answer: in additionalModelResponseFields when the request asked for
+    /stop_sequence and the model reports it (stopReason "stop_sequence")."""
+    value = as_mapping(holder.get("additionalModelResponseFields")).get("stop_sequence")
+    return value if holder.get("stopReason") == "stop_sequence" and isinstance(value, str) else None
+
+
 STOP: StopMapping = {
     "end_turn": ("completed", None),
     "tool_use": ("completed", None),
@@ -81,7 +89,7 @@ def parse(body: dict) -> CanonicalResponse:
                 )
             )
     if texts:
-        output.append(OutputMessage(text="".join(texts)))
+        output.append(OutputMessage(text="".join(texts), stop_sequence=stop_sequence(body)))
     output.extend(calls)
     status, reason = STOP.get(body.get("stopReason") or "end_turn", ("completed", None))
     return CanonicalResponse(
@@ -130,7 +138,7 @@ def stream(messages: Iterable[StreamMessage]) -> Iterator[StreamEvent]:
                     yield ReasoningSealed(signature=reasoning["signature"], format=FORMAT)
         elif kind == "messageStop":
             status, reason = STOP.get(payload.get("stopReason") or "end_turn", ("completed", None))
-            finish = Finished(status=status, incomplete_reason=reason)
+            finish = Finished(status=status, incomplete_reason=reason, stop_sequence=stop_sequence(payload))
         elif kind == "metadata":
             yield UsageReported(usage=usage(payload.get("usage")))
             if finish is not None:
