@@ -40,7 +40,14 @@ def _spend(*, byok: bool | None = None):
 
 
 def _usd(value) -> str:
-    return "—" if value is None else f"${value:,.4f}"
+    """Dollars to 4 decimals; a non-zero amount under a cent to 8, trailing zeros cut (one request's charge is often
+    below $0.0001, and "$0.0000" would hide it)."""
+    if value is None:
+        return "—"
+    amount = Decimal(value)
+    small = amount != 0 and abs(amount) < Decimal("0.01")
+    text = f"{abs(amount):,.8f}".rstrip("0") if small else f"{abs(amount):,.4f}"
+    return f"{'-' if amount < 0 else ''}${text}"
 
 
 def _limit_text(key: ApiKey) -> str:

@@ -102,13 +102,14 @@ def test_account_page_shows_keys_usage_limit_ledger_and_requests(staff, alice, s
     key.save()
     gen_id = ask(alice)
     cost = Generation.objects.get(pk=gen_id).cost
-    assert cost > 0
+    assert 0 < cost < Decimal("0.0001")
+    usage = f"${cost.normalize():f}"  # under a cent: to 8 places, so a request's charge is not "$0.0000"
 
     page = page_text(staff.get(f"/admin/accounts/account/{alice.account_id}/change/"))
     account = Account.objects.get(pk=alice.account_id)
     for shown in (
         key.label,  # the keys inline
-        f"${cost:,.4f}",  # its usage
+        usage,  # its usage
         f"${Decimal(3) - cost:,.4f} left of $3.0000 (daily)",  # its limit
         "Default",  # the workspaces inline
         gen_id,  # recent requests
@@ -127,7 +128,8 @@ def test_account_page_shows_keys_usage_limit_ledger_and_requests(staff, alice, s
         account_id=alice.account_id, kind="charge", amount=Decimal("-0.5"), api_key=key, is_byok=True
     )
     keys = page_text(staff.get("/admin/accounts/apikey/"))
-    assert "usage (USD)" in keys and f"${cost:,.4f}" in keys and "left of $3.0000 (daily)" in keys
+    assert "usage (USD)" in keys and usage in keys and "left of $3.0000 (daily)" in keys
+    assert f"-{usage}" in page  # the charge in the ledger
     assert "BYOK usage (USD)" in keys and "$0.5000" in keys  # apart from the credits usage
     assert "no limit" in keys  # the management key
 
