@@ -11,6 +11,7 @@ from gateway.admin_forms import ServiceValidatedForm
 from gateway.billing.models import Generation
 from routing.models import TASK_TYPES, AccountRoutingSettings, Endpoint, Model, Provider
 from routing.providers.base import GATED_PARAMETERS
+from routing.providers.hosted import CAPABILITIES
 from routing.serializers import AccountRoutingSettingsSerializer
 from routing.services import (
     PROVIDER_FIELDS,
@@ -104,7 +105,7 @@ class EndpointForm(CatalogRowForm):
     list_fields = {
         "supported_parameters": parameters,
         "service_tiers": catalog_values("service_tiers", Endpoint),
-        "hosted_tools": catalog_values("hosted_tools", Endpoint),
+        "hosted_tools": CAPABILITIES,
     }
 
     class Meta:

@@ -183,3 +183,37 @@ def test_a_guardrails_lists_are_widgets_and_nothing_ticked_is_no_restriction(sta
     assert response.status_code == 302, page_of(response)[:2000]
     guardrail.refresh_from_db()
     assert guardrail.allowed_providers is None and guardrail.allowed_models is None
+
+
+def test_an_endpoints_hosted_tools_are_the_known_capabilities_checked_against_its_adapter(staff, providers):
+    from routing.providers.hosted import CAPABILITIES
+
+    endpoint = Endpoint.objects.get(model_id="openai/gpt-4o")
+    url = f"/admin/routing/endpoint/{endpoint.pk}/change/"
+    page = page_of(staff.get(url))
+    for capability in CAPABILITIES:
+        assert f'name="hosted_tools" value="{capability}"' in page
+    form = {
+        "model": endpoint.model_id,
+        "provider": endpoint.provider_id,
+        "upstream_model": endpoint.upstream_model,
+        "price_prompt": "1",
+        "price_completion": "2",
+        "price_request": "0",
+        "price_web_search": "0",
+        "context_length": "1000",
+        "quantization": "unknown",
+        "enabled": "on",
+        "supported_parameters__other": "",
+        "service_tiers__other": "",
+        "hosted_tools": ["web_search"],
+        "hosted_tools__other": "",
+    }
+    response = staff.post(url, form)
+    assert response.status_code == 302, page_of(response)[:3000]
+    endpoint.refresh_from_db()
+    assert endpoint.hosted_tools == ["web_search"]
+    response = staff.post(url, {**form, "hosted_tools__other": "teleport"})
+    assert response.status_code == 200 and "hosted_tools must be a list of" in page_of(response)
+    endpoint.refresh_from_db()
+    assert endpoint.hosted_tools == ["web_search"]
