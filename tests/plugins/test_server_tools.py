@@ -135,7 +135,13 @@ def test_text_the_model_writes_beside_its_calls_comes_before_them_and_stays_when
     standin.clear()
     script = {"tool_call": ",".join(["gateway_datetime"] * 3), "text": "Let me check."}
     stop = [{"type": "step_count_is", "step_count": 1}]
-    body = ask(alice.client(), script, tools=[{"type": "gateway:datetime"}], stop_server_tools_when=stop).json()
+    body = ask(
+        alice.client(),
+        script,
+        tools=[{"type": "gateway:datetime"}],
+        stop_server_tools_when=stop,
+        provider={"only": ["standin-chat"]},  # the Chat Completions wire: the model's turns are assistant messages
+    ).json()
     types = [item["type"] for item in body["output"]]
     assert types == ["message", "gateway:datetime", "message", "message"], types
     assert [item["content"][0]["text"] for item in body["output"] if item["type"] == "message"] == ["Let me check."] * 3
