@@ -310,7 +310,7 @@ def test_openai_sdk_reads_a_streamed_fusion_call(live_gateway, erin):
         client.responses.create(
             model="corp/epsilon",
             input=f"Help me name my cat <<standin {FUSION_CALL}>>",
-            tools=[{"type": "gateway:fusion", "parameters": FUSION_TOOL}],  # type: ignore[list-item]
+            tools=[{"type": "gateway:fusion", "parameters": FUSION_TOOL}],
             stream=True,
         )
     )
