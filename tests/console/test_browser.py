@@ -244,11 +244,12 @@ def test_list_pages_fit_1400_px_and_list_widgets_edit_a_model(
         shot(page, f"10-list-{name}")
         if name == "generations":
             expect(page.locator("#result_list tbody tr")).to_have_count(2)
-    # And the change pages with the widest forms: a provider's endpoints inline, an endpoint, an account.
+    # And the change pages with the widest forms: a provider's endpoints inline, an endpoint, an account, a guardrail.
     change_pages = {
         "provider": f"/admin/routing/provider/{Provider.objects.get(slug='openai').pk}/change/",
         "endpoint": f"/admin/routing/endpoint/{Endpoint.objects.filter(provider__slug='openai').first().pk}/change/",
         "account": f"/admin/accounts/account/{alice.account_id}/change/",
+        "guardrail": "/admin/guardrails/guardrail/add/",
     }
     for name, path in change_pages.items():
         page.goto(f"{gateway.url}{path}")
