@@ -84,8 +84,9 @@ class ToolLoop:
 @dataclass(frozen=True, slots=True)
 class ServerToolItem:
     """A server tool call the gateway ran, as the output item the caller sees (`item`: its type, id, status and
-    results), in the response's output where the model called it. `progress`: the stream events between its
-    output_item.added and .done (each its `type` and fields: a web search's in_progress, searching, completed)."""
+    results), in the response's output after the items of the round that called it. `progress`: the stream events
+    between its output_item.added and .done (each its `type` and fields: a web search's in_progress, searching,
+    completed; a fusion call's panel and analysis events)."""
 
     item: dict
     progress: tuple[dict, ...] = ()
