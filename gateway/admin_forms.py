@@ -203,11 +203,10 @@ class JsonFieldsForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         for name, suggestions in self.list_fields.items():
             if name in self.fields:
-                nullable = name in self.nullable_lists
-                listed = self._replace(
-                    name, StringListField, "Tick the values, or type others (comma-separated)", nullable=nullable
-                )
-                listed.set_suggestions(suggestions() if callable(suggestions) else suggestions)
+                offered = suggestions() if callable(suggestions) else suggestions
+                hint = "Tick the values, or type others (comma-separated)" if offered else "Comma- or line-separated"
+                listed = self._replace(name, StringListField, hint, nullable=name in self.nullable_lists)
+                listed.set_suggestions(offered)
         for name, keys in self.score_fields.items():
             if name in self.fields:
                 self._replace(name, ScoresField, "Empty: no score", keys=keys)
