@@ -40,9 +40,10 @@ def check(requirements: list[str], locked: dict[str, tuple[str, int]]) -> list[s
         requirement = Requirement(text)
         name = canonicalize_name(requirement.name)
         if name not in locked:
-            problems.append(f"{requirement.name} is not in the lock")
+            problems.append(f"{requirement.name} is not in the lock: run `make lock`")
         elif not requirement.specifier.contains(locked[name][0], prereleases=True):
-            problems.append(f"{requirement.name}=={locked[name][0]} is outside {requirement.specifier}")
+            pin = f"{requirement.name}=={locked[name][0]}"
+            problems.append(f"{pin} is outside {requirement.specifier}: run `make lock`")
     return problems
 
 
