@@ -279,7 +279,7 @@ def _short(text: str) -> str:
 def _validator(schema_text: str) -> Any:
     """The bounded validator of a schema (by its text: a caller sends the same schema request after request, and
     checking it against its metaschema costs ~2 ms). Raises SchemaError for a schema that is not one."""
-    import jsonschema  # type: ignore[import-untyped]  # no stubs; pyproject's override list does not name it
+    import jsonschema
 
     schema = json.loads(schema_text)
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
@@ -291,7 +291,7 @@ def _validator(schema_text: str) -> Any:
 def _bounded(cls: Any) -> Any:
     """The validator class with every keyword counted against MAX_VALIDATION_STEPS, regexes on RE2, and
     uniqueItems bounded."""
-    import jsonschema  # type: ignore[import-untyped]
+    import jsonschema
 
     keywords = {name: _counted(check) for name, check in cls.VALIDATORS.items()}
     keywords["pattern"] = _counted(_pattern)
@@ -320,7 +320,7 @@ def _regex(pattern: str) -> re2._Regexp:
 
 
 def _pattern(validator, pattern, instance, schema):
-    from jsonschema.exceptions import ValidationError  # type: ignore[import-untyped]
+    from jsonschema.exceptions import ValidationError
 
     if validator.is_type(instance, "string") and not _regex(pattern).search(instance):
         yield ValidationError(f"{instance!r} does not match {pattern!r}")

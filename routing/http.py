@@ -24,6 +24,7 @@ import re
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import ClassVar, cast
 from urllib.parse import urlencode
@@ -511,6 +512,32 @@ def _read_failure(exc: Exception, watch: _Watch | None) -> TransportError:
     if _caused_by(exc, TIMEOUTS):
         return ReadTimeout("upstream stalled")
     return ConnectionReset("upstream stream broke")
+
+
+# What a stream's end may still read so that its connection goes back to the pool (the closing chunk of a chunked
+# body usually follows the last event at once): at most this much, for at most this long, else it is shut down.
+FINISH_BYTES = 16 * 1024
+FINISH_SECONDS = 0.05
+
+
+def finish(response: Response, chunks: Iterator[bytes]) -> None:
+    """The caller has every event it needs from a streamed body: read the rest of `chunks` (iter_body's) if it is
+    here at once, so the connection is kept for the next request instead of being shut down by close(); more
+    than FINISH_BYTES or FINISH_SECONDS of it is left to close()."""
+    connection = getattr(response.raw, "_connection", None)
+    sock = getattr(connection, "sock", None)
+    if sock is None:  # already read to its end and released
+        return
+    deadline = time.monotonic() + FINISH_SECONDS
+    left = FINISH_BYTES
+    try:
+        sock.settimeout(FINISH_SECONDS)
+        for chunk in chunks:
+            left -= len(chunk)
+            if left < 0 or time.monotonic() > deadline:
+                return
+    except (TransportError, OSError):
+        return  # close() shuts it down
 
 
 def close(response: Response) -> None:

@@ -188,7 +188,9 @@ class UpstreamStream:
         try:
             with _scrubbed(self.secrets):
                 try:
-                    yield from adapter.stream_events(adapter.decode(http.iter_body(self.response)))
+                    chunks = http.iter_body(self.response)
+                    yield from adapter.stream_events(adapter.decode(chunks))
+                    http.finish(self.response, chunks)  # the closing chunk: keep the connection for the next call
                 except http.TransportError as exc:
                     raise transport_error(exc) from exc
                 except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
