@@ -29,6 +29,7 @@ from routing.health import sticky_get, sticky_key
 from routing.preferences import account_defaults, preferences_build, split_model_suffix
 from routing.pricing import max_cost, usage_cost, usage_cost_split
 from routing.providers.anthropic.request import EFFORT_BUDGET, MIN_THINKING_BUDGET
+from routing.providers.hosted import searches_bound
 from routing.selection import Candidate, RoutePlan, RoutingCaller, endpoints_for_request
 from routing.selectors import endpoints_for_model
 from routing.snapshot import current_snapshot
@@ -44,7 +45,14 @@ USAGE_OUTPUT_MARGIN = 64
 USAGE_INPUT_FACTOR = 8
 USAGE_INPUT_SLACK = 4096
 UNKNOWN_CONTEXT_TOKENS = 2_000_000  # the input bound for documents by URL on an endpoint of unknown context
-USAGE_FIELDS = ("input_tokens", "cached_tokens", "cache_write_tokens", "output_tokens", "reasoning_tokens")
+USAGE_FIELDS = (
+    "input_tokens",
+    "cached_tokens",
+    "cache_write_tokens",
+    "output_tokens",
+    "reasoning_tokens",
+    "web_search_requests",
+)
 MSG_PROMPT_NOT_FOUND = "Prompt {id} not found: this gateway stores no prompt templates"
 
 
@@ -524,6 +532,8 @@ def _reservation_amount(*, plan: RoutePlan, prepared: Prepared, caller: Caller, 
             prepared.data.get("max_output_tokens") or endpoint.max_completion_tokens or DEFAULT_RESERVED_OUTPUT_TOKENS
         )
         cost = max_cost(endpoint=endpoint, input_tokens=prepared.estimated_input_tokens, max_output_tokens=output)
+        # The provider's own web searches: the most each call may make (the provider is told), every round.
+        cost += searches_bound(prepared.canonical.hosted_tools) * endpoint.price_web_search * prepared.server_rounds
         # The server-tool loop's later rounds: each round's input is the last one's plus its output and a tool
         # result at most (up to the endpoint's context), so the hold covers every round the loop may make.
         for done in range(1, prepared.server_rounds):
@@ -562,6 +572,7 @@ class UsageBounds:
     output_tokens: int  # the most output tokens that are plausible
     held_input_tokens: int  # what the credit hold assumed
     held_output_tokens: int
+    web_searches: int = 0  # the most provider-run web searches the request may make (and the hold covers)
 
 
 def usage_bounds(*, prepared: Prepared, endpoint) -> UsageBounds:
@@ -587,6 +598,7 @@ def usage_bounds(*, prepared: Prepared, endpoint) -> UsageBounds:
         output_tokens=output + USAGE_OUTPUT_MARGIN,
         held_input_tokens=estimated,
         held_output_tokens=held_output,
+        web_searches=searches_bound(prepared.canonical.hosted_tools),
     )
 
 
@@ -618,6 +630,9 @@ def clamp_usage(usage: Usage, bounds: UsageBounds) -> tuple[Usage, list[str]]:
     if counts["output_tokens"] > bounds.output_tokens:
         reasons.append(f"output_tokens above the plausible {bounds.output_tokens}")
         counts["output_tokens"] = bounds.held_output_tokens
+    if counts["web_search_requests"] > bounds.web_searches:  # more searches than the provider was allowed
+        reasons.append(f"web_search_requests above the {bounds.web_searches} the request allowed")
+        counts["web_search_requests"] = bounds.web_searches
     for part, whole, limit in (
         ("cached_tokens", "input_tokens", counts["input_tokens"]),
         ("cache_write_tokens", "input_tokens", counts["input_tokens"] - counts["cached_tokens"]),

@@ -32,6 +32,9 @@ TOOL_CAPABILITY = {
     "file_search": FILE_SEARCH,
 }
 MAX_TOOL_BYTES = 16 * 1024  # one tool's definition, as JSON: a definition is configuration, not a document
+# The most web searches one model call may make: sent to the provider (Anthropic's max_uses, OpenAI's max_tool_calls;
+# a Chat Completions search model searches once), held at the endpoint's web_search price and the most billed.
+SEARCHES_PER_CALL = 10
 
 # The output items a provider returns for the calls it ran, and the stream events between their added and done.
 ITEM_PROGRESS = {
@@ -58,6 +61,11 @@ def hosted_tools(tools: list[dict]) -> tuple[HostedTool, ...]:
         for index, tool in enumerate(tools)
         if capability(str(tool.get("type")))
     )
+
+
+def searches_bound(tools: tuple[HostedTool, ...]) -> int:
+    """The most provider-run web searches one call with these tools may make (and be billed for)."""
+    return SEARCHES_PER_CALL if any(capability(str(tool.spec.get("type"))) == WEB_SEARCH for tool in tools) else 0
 
 
 def tool_problem(tool: dict) -> str | None:

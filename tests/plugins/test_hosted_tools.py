@@ -254,7 +254,7 @@ def test_anthropics_search_streamed_live_has_its_call_and_citations(alice, hoste
     events, _ = sse_events(response)
     (call,) = model_calls(hosted_catalog)
     assert call["body"]["tools"] == [
-        {"type": "web_search_20250305", "name": "web_search", "blocked_domains": ["wikipedia.org"]}
+        {"type": "web_search_20250305", "name": "web_search", "max_uses": 10, "blocked_domains": ["wikipedia.org"]}
     ]
     final = events[-1]["response"]
     assert [item["type"] for item in final["output"]] == ["web_search_call", "message"]

@@ -119,7 +119,7 @@ def test_native_search_is_passed_through_and_cited(alice, hosted_catalog, provid
         assert tools == [{"type": "web_search"}]
         assert "web_search_call.action.sources" in call["body"]["include"]
     else:
-        assert tools == [{"type": "web_search_20250305", "name": "web_search"}]
+        assert tools == [{"type": "web_search_20250305", "name": "web_search", "max_uses": 10}]
     search, message = body["output"]
     assert search["type"] == "web_search_call" and search["status"] == "completed"
     assert search["action"]["query"] == QUESTION

@@ -19,7 +19,7 @@ from routing.canonical import (
     TextAnnotated,
 )
 from routing.providers.base import as_mapping
-from routing.providers.hosted import WEB_SEARCH, capability, hosted_item
+from routing.providers.hosted import SEARCHES_PER_CALL, WEB_SEARCH, capability, hosted_item
 
 TOOL_TYPE = "web_search_20250305"
 TOOL_NAME = "web_search"
@@ -49,9 +49,10 @@ def tool_problem(tool: dict) -> str | None:
 def tools_body(tools: tuple[HostedTool, ...]) -> list[dict]:
     """Anthropic's web search server tool for the request's web_search tool (checked by tool_problem first)."""
     body = []
+    uses = max(1, SEARCHES_PER_CALL // max(1, len(tools)))  # the searches the hold covers, shared among the tools
     for tool in (hosted.spec for hosted in tools):
         filters = as_mapping(tool.get("filters"))
-        entry: dict = {"type": TOOL_TYPE, "name": TOOL_NAME}
+        entry: dict = {"type": TOOL_TYPE, "name": TOOL_NAME, "max_uses": uses}
         for name in ("allowed_domains", "blocked_domains"):
             if filters.get(name):
                 entry[name] = list(filters[name])

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from routing.canonical import HostedTool, OutputHostedTool, OutputMessage
 from routing.providers.base import as_mapping
-from routing.providers.hosted import WEB_SEARCH, capability, hosted_item
+from routing.providers.hosted import WEB_SEARCH, capability, hosted_item, searches_bound
 
 SOURCES = "web_search_call.action.sources"  # the pages a search found, on its web_search_call item
 
@@ -26,6 +26,12 @@ def tool_problem(tool: dict) -> str | None:
 
 def tools_body(tools: tuple[HostedTool, ...]) -> list[dict]:
     return [dict(tool.spec) for tool in tools]
+
+
+def max_tool_calls(tools: tuple[HostedTool, ...]) -> int | None:
+    """The cap on the provider's tool calls in one response when it may search the web: the searches the credit hold
+    covers (routing.providers.hosted.SEARCHES_PER_CALL; the other hosted tools' calls share it)."""
+    return searches_bound(tools) or None
 
 
 def include(tools: tuple[HostedTool, ...]) -> list[str]:

@@ -112,6 +112,7 @@ def build_body(request: CanonicalRequest) -> dict:
     if request.hosted_tools:  # the tools OpenAI runs itself, as the caller gave them
         body["tools"] = body.get("tools", []) + hosted.tools_body(request.hosted_tools)
         body["tool_choice"] = request.tool_choice  # auto, required, or one of them by type
+        body["max_tool_calls"] = hosted.max_tool_calls(request.hosted_tools)  # the searches the hold covers
         if more := hosted.include(request.hosted_tools):
             body["include"] = [*(body.get("include") or []), *more]
     return drop_none(body)
