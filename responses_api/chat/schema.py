@@ -3,6 +3,7 @@
 from drf_spectacular.extensions import OpenApiSerializerExtension
 from rest_framework import serializers
 
+from responses_api.chat.validation import UNSUPPORTED
 from responses_api.schema import GatewayMetadataSerializer
 
 
@@ -98,7 +99,7 @@ class ChatCompletionChunkSerializer(serializers.Serializer):
 
 class ChatCompletionCreateRequestSchema(OpenApiSerializerExtension):
     """The serializer's cross-field rules in the schema: `model` or `models`; n is 1; store false; top_logprobs
-    with logprobs."""
+    with logprobs; no field but those listed (the OpenAI fields the gateway refuses are listed as such)."""
 
     target_class = "responses_api.chat.validation.ChatCompletionCreateRequestSerializer"
 
@@ -115,4 +116,7 @@ class ChatCompletionCreateRequestSchema(OpenApiSerializerExtension):
         )
         properties["top_logprobs"]["description"] = "0 to 20 most likely alternatives per token; needs logprobs: true"
         properties["seed"]["description"] = "Sampling seed (routed only to endpoints that honour a seed)"
+        for name, why in UNSUPPORTED.items():
+            properties[name] = {"description": f"Refused unless null or empty: {why}"}
+        schema["additionalProperties"] = False
         return schema

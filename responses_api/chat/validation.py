@@ -9,7 +9,7 @@ from rest_framework import serializers
 
 from gateway import fields
 from responses_api.chat.messages import MessagesField
-from responses_api.validation.common import LentFieldsSerializer
+from responses_api.validation.common import LentFieldsSerializer, unknown_fields
 from responses_api.validation.objects import (
     CacheControlSerializer,
     DebugSerializer,
@@ -157,6 +157,14 @@ class ChatWebSearchOptionsSerializer(serializers.Serializer):
 
 class ChatStreamOptionsSerializer(serializers.Serializer):
     include_usage = fields.BooleanField(required=False, default=False)
+    include_obfuscation = fields.BooleanField(
+        required=False, allow_null=True, help_text="Only false: the gateway adds no obfuscation padding to chunks"
+    )
+
+    def validate_include_obfuscation(self, value):
+        if value:
+            raise serializers.ValidationError("only false is supported: the gateway adds no obfuscation to chunks")
+        return value
 
 
 @extend_schema_field(
@@ -246,6 +254,8 @@ class ChatCompletionCreateRequestSerializer(LentFieldsSerializer):
         refused = {name: why for name, why in UNSUPPORTED.items() if raw.get(name) not in (None, [], {}, "")}
         if refused:
             raise serializers.ValidationError(refused)
+        if unknown := unknown_fields(self, raw, known=frozenset(UNSUPPORTED)):
+            raise serializers.ValidationError(unknown)
         if not attrs.get("model") and not attrs.get("models"):
             raise serializers.ValidationError({"model": "model (or models) is required"})
         if attrs.get("top_logprobs") is not None and not attrs.get("logprobs"):

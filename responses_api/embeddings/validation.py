@@ -8,7 +8,7 @@ from rest_framework import serializers
 from gateway import fields
 from gateway.fields import INT_MAX
 from responses_api.chat.validation import InlineChoiceField
-from responses_api.validation.common import LentFieldsSerializer
+from responses_api.validation.common import LentFieldsSerializer, unknown_fields
 from responses_api.validation.objects import ProviderPreferencesSerializer
 from responses_api.validation.request import MODEL_ID_MAX
 
@@ -94,6 +94,8 @@ class EmbeddingCreateRequestSerializer(LentFieldsSerializer):
     provider = ProviderPreferencesSerializer(required=False, allow_null=True)
 
     def validate(self, attrs):
+        if unknown := unknown_fields(self, self.initial_data):
+            raise serializers.ValidationError(unknown)
         if not attrs.get("model") and not attrs.get("models"):
             raise serializers.ValidationError({"model": "model (or models) is required"})
         return attrs
@@ -107,4 +109,5 @@ class EmbeddingCreateRequestSchema(OpenApiSerializerExtension):
     def map_serializer(self, auto_schema, direction):
         schema = auto_schema._map_serializer(self.target_class, direction, bypass_extensions=True)
         schema["anyOf"] = [{"required": ["model"]}, {"required": ["models"]}]
+        schema["additionalProperties"] = False  # a field the request does not take is refused, never dropped
         return schema

@@ -1,8 +1,10 @@
 """Serializers that document the Anthropic Messages answer and errors in the OpenAPI schema."""
 
+from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.utils import OpenApiResponse
 from rest_framework import serializers
 
+from responses_api.messages.validation import UNSUPPORTED
 from responses_api.schema import GatewayMetadataSerializer
 
 
@@ -60,3 +62,16 @@ class AnthropicErrorBodySerializer(serializers.Serializer):
 
 def anthropic_error_responses(*codes: int) -> dict[int, OpenApiResponse]:
     return {code: OpenApiResponse(AnthropicErrorBodySerializer, description=f"HTTP {code}") for code in codes}
+
+
+class MessageCreateRequestSchema(OpenApiSerializerExtension):
+    """No field but those listed: one the request does not take is refused, never dropped."""
+
+    target_class = "responses_api.messages.validation.MessageCreateRequestSerializer"
+
+    def map_serializer(self, auto_schema, direction):
+        schema = auto_schema._map_serializer(self.target_class, direction, bypass_extensions=True)
+        for name, why in UNSUPPORTED.items():
+            schema["properties"][name] = {"description": f"Refused unless null or empty: {why}"}
+        schema["additionalProperties"] = False
+        return schema

@@ -7,7 +7,7 @@ from rest_framework import serializers
 from gateway import fields
 from responses_api.chat.validation import MSG_FUNCTION_NAME, InlineChoiceField
 from responses_api.messages.blocks import SystemField, TurnsField
-from responses_api.validation.common import LentFieldsSerializer
+from responses_api.validation.common import LentFieldsSerializer, unknown_fields
 from responses_api.validation.objects import DebugSerializer, ProviderPreferencesSerializer
 from responses_api.validation.plugins import PluginsField
 from responses_api.validation.request import MODEL_ID_MAX
@@ -109,6 +109,8 @@ class MessageCreateRequestSerializer(LentFieldsSerializer):
         refused = {name: why for name, why in UNSUPPORTED.items() if raw.get(name) not in (None, [], {}, "")}
         if refused:
             raise serializers.ValidationError(refused)
+        if unknown := unknown_fields(self, raw, known=frozenset(UNSUPPORTED)):
+            raise serializers.ValidationError(unknown)
         choice = attrs.get("tool_choice") or {}
         names = [tool["name"] for tool in attrs.get("tools") or []]
         if choice.get("type") == "tool" and choice["name"] not in names:

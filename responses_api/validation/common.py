@@ -65,3 +65,32 @@ class LentFieldsSerializer(serializers.Serializer):
             spare = self._spare_trees.setdefault(type(self), [])
             if tree is not None and len(spare) < self.SPARE_TREES:
                 spare.append(tree)
+
+
+MSG_UNKNOWN_FIELD = "unknown field: not part of this API, or not one this gateway takes (nothing is ignored)"
+
+
+def unknown_fields(serializer: serializers.Serializer, data: object, *, known: frozenset[str] = frozenset()) -> dict:
+    """The keys of `data` that no field of `serializer` declares (besides `known`), through its nested serializers
+    and lists of them: a nested error detail ({} when there are none). The front doors refuse them (a 400 naming
+    each) instead of dropping them, as the APIs they mimic do."""
+    if not isinstance(data, dict):
+        return {}
+    declared = serializer.fields
+    errors: dict = {}
+    for name, value in data.items():
+        field = declared.get(name)
+        if field is None:
+            if name not in known:
+                errors[name] = MSG_UNKNOWN_FIELD
+            continue
+        child = getattr(field, "child", None)
+        if isinstance(field, serializers.Serializer):
+            nested = unknown_fields(field, value)
+        elif isinstance(child, serializers.Serializer) and isinstance(value, list):
+            nested = {index: found for index, item in enumerate(value) if (found := unknown_fields(child, item))}
+        else:
+            continue
+        if nested:
+            errors[name] = nested
+    return errors
