@@ -11,7 +11,7 @@ from decimal import Decimal
 
 from plugins.config import plugin_settings
 from plugins.routing_plugins import auto, fusion, pareto
-from plugins.routing_plugins.candidates import caller_limits
+from plugins.routing_plugins.candidates import caller_limits, request_params
 from routing.canonical import CanonicalRequest
 from routing.stages import Block, RequestContext, Staged, StageEntry
 
@@ -100,7 +100,7 @@ def _auto(request: CanonicalRequest, ctx: RequestContext, slug: str, plugin_id: 
 
 def _pareto(request: CanonicalRequest, ctx: RequestContext, options: dict) -> Staged | Block:
     try:
-        choice = pareto.pareto_route(ctx, options=options)
+        choice = pareto.pareto_route(ctx, options=options, params=request_params(request))
     except pareto.NoModels as refused:
         return Block(str(refused), status=404, entries=(_entry("pareto-router", "no_models", {}),))
     data = {

@@ -8,7 +8,14 @@ from dataclasses import dataclass, field
 from django.conf import settings
 
 from gateway.billing.models import Generation
-from plugins.routing_plugins.candidates import ModelChoice, chat_models, percentiles, restricted, usage_shares
+from plugins.routing_plugins.candidates import (
+    ModelChoice,
+    chat_models,
+    percentiles,
+    request_params,
+    restricted,
+    usage_shares,
+)
 from plugins.routing_plugins.classify import Classified, classify, latest_user_text
 from routing.canonical import CanonicalRequest, Message
 from routing.stages import RequestContext
@@ -61,7 +68,7 @@ def auto_route(request: CanonicalRequest, ctx: RequestContext, *, slug: str, opt
     task = classified.task_type
     estimated = sum(len(getattr(p, "text", "") or "") for i in request.input for p in getattr(i, "content", ())) // 4
     models = restricted(
-        chat_models(ctx, estimated_tokens=estimated, needs_image=has_image),
+        chat_models(ctx, estimated_tokens=estimated, needs_image=has_image, params=request_params(request)),
         allowed=options.get("allowed_models"),
         excluded=options.get("excluded_models"),
     )

@@ -11,10 +11,12 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from gateway.billing.models import Generation
+from routing.canonical import CanonicalRequest
 from routing.catalog import EndpointInfo
 from routing.limits import RoutingLimit, limits_for, model_matches
 from routing.models import Model, ModelKind
 from routing.preferences import account_defaults
+from routing.selection import unhonoured
 from routing.selectors import endpoints_for_model
 from routing.snapshot import current_snapshot
 from routing.stages import RequestContext
@@ -60,6 +62,20 @@ class ModelChoice:
         return sum(known) / len(known) / 2 if known else 0.0
 
 
+def request_params(request: CanonicalRequest) -> frozenset[str]:
+    """The request's parameters that not every endpoint can honour (stop sequences, seed, logprobs: see
+    routing.selection.unhonoured), as normalize.used_parameters names them: what a router's choice and a fusion
+    panel's plans must honour too (never sent to an endpoint that drops them)."""
+    used = {"stop"} if request.stop else set()
+    if request.seed is not None:
+        used.add("seed")
+    if request.logprobs:
+        used.add("logprobs")
+    if request.top_logprobs is not None:
+        used.add("top_logprobs")
+    return frozenset(used)
+
+
 def caller_limits(ctx: RequestContext) -> tuple[RoutingLimit, ...]:
     """The caller's guardrails and its account's routing settings, as limits on endpoints."""
     defaults = account_defaults(account_id=ctx.caller.account_id, snapshot=current_snapshot())
@@ -74,9 +90,15 @@ def caller_limits(ctx: RequestContext) -> tuple[RoutingLimit, ...]:
 
 
 def chat_models(
-    ctx: RequestContext, *, estimated_tokens: int = 0, needs_image: bool = False, exclude: frozenset[str] = frozenset()
+    ctx: RequestContext,
+    *,
+    estimated_tokens: int = 0,
+    needs_image: bool = False,
+    exclude: frozenset[str] = frozenset(),
+    params: frozenset[str] = frozenset(),
 ) -> list[ModelChoice]:
-    """Every chat model the caller could route to now (sorted by id), with its quality data."""
+    """Every chat model the caller could route to now (sorted by id), with its quality data; only endpoints that
+    honour the request's `params` (request_params) count."""
     limits = caller_limits(ctx)
     snapshot = current_snapshot()
     rows = Model.objects.filter(kind=ModelKind.CHAT).values_list(
@@ -91,6 +113,7 @@ def chat_models(
             for endpoint in endpoints_for_model(model_id=model_id, snapshot=snapshot)
             if not any(limit.excludes(endpoint) for limit in limits)
             and not (endpoint.context_length and estimated_tokens > endpoint.context_length)
+            and not unhonoured(endpoint, params)
         )
         if usable:
             choices.append(

@@ -35,7 +35,7 @@ from gateway.accounts.models import Account
 from gateway.errors import GatewayError
 from plugins import web_engines
 from plugins.healing import repair_bounded
-from plugins.routing_plugins.candidates import caller_limits
+from plugins.routing_plugins.candidates import caller_limits, request_params
 from plugins.server_tools import Loop, drain, kind_of, usage_sum
 from plugins.tools import RUNNERS, ToolContext, ToolResult, as_json, new_item_id
 from routing.attempts import AttemptSequence, AttemptsFailed, Served
@@ -78,6 +78,7 @@ MSG_RECURSION = "fusion: {model} cannot be a fusion panel or analyst model (a fu
 MSG_RECURSION_TOOL = (
     "fusion: the model gateway/fusion cannot be given the gateway:fusion tool (a fusion run cannot start another)"
 )
+MSG_PARAM = "fusion: the panel model {model} cannot honour the request's {param}: {why}"
 MSG_ROUTER_MEMBER = "fusion: {model} is a router, not a model; name catalog models in analysis_models and model"
 MSG_TOOLS = (
     "fusion: panel tools ({types}) are not available on this gateway; the panel can use {usable} (gateway:fusion "
@@ -265,9 +266,13 @@ def _answer_text(output: tuple) -> str:
     return "".join(texts)
 
 
-def _plan(model: str, limits: tuple[RoutingLimit, ...]) -> RoutePlan | GatewayError:
+def _plan(
+    model: str, limits: tuple[RoutingLimit, ...], params: frozenset[str] = frozenset()
+) -> RoutePlan | GatewayError:
+    """The member's candidates: the caller's limits, and only endpoints that honour the request's `params` (its
+    stop sequences, seed, logprobs: candidates.request_params), as the request's own plan."""
     try:
-        return endpoints_for_request(models=[model], limits=limits)
+        return endpoints_for_request(models=[model], limits=limits, used_params=params)
     except GatewayError as error:
         return error
 
@@ -528,7 +533,13 @@ def fusion_stage(
         return Block(panel, status=400)
     if any(tool.name == "gateway_fusion" for tool in request.tools):
         return Block(MSG_RECURSION_TOOL, status=400)
-    plans = {model: _plan(model, limits) for model in (*panel.models, panel.analyst)}
+    params = request_params(request)  # each member gets them (the analyst too: it writes the final answer)
+    plans = {model: _plan(model, limits, params) for model in (*panel.models, panel.analyst)}
+    for model, plan in plans.items():  # a member that cannot honour them: refused before any paid call
+        if isinstance(plan, GatewayError) and (param := plan.metadata.get("param")) in params:
+            return Block(
+                MSG_PARAM.format(model=model, param=param, why=plan.message), status=400, metadata={"param": param}
+            )
     analyst_plan = plans[panel.analyst]
     if isinstance(analyst_plan, GatewayError):  # refused before any paid call: the analyst writes the answer
         return Block(f"fusion analyst {panel.analyst}: {analyst_plan.message}", status=analyst_plan.status)

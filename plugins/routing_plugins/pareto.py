@@ -48,8 +48,9 @@ def p50_latency(model: ModelChoice, stats: dict) -> float:
     return min(values, default=float("inf"))
 
 
-def pareto_route(ctx: RequestContext, *, options: dict) -> ParetoChoice:
-    models = [m for m in chat_models(ctx) if m.coding_score is not None]
+def pareto_route(ctx: RequestContext, *, options: dict, params: frozenset[str] = frozenset()) -> ParetoChoice:
+    """The choice for the options; only endpoints that honour the request's `params` (candidates.request_params)."""
+    models = [m for m in chat_models(ctx, params=params) if m.coding_score is not None]
     if not models:
         raise NoModels(MSG_NO_CODING_MODELS)
     source = options.get("price_source") or "prompt"

@@ -54,9 +54,7 @@ def model_calls(standin) -> list[dict]:
 
 
 @pytest.mark.parametrize("provider", ["standin-responses", "standin-anthropic"])
-def test_an_account_that_can_pay_the_tokens_but_not_the_searches_is_refused_before_the_call(
-    hosted_catalog, provider
-):
+def test_an_account_that_can_pay_the_tokens_but_not_the_searches_is_refused_before_the_call(hosted_catalog, provider):
     # given: enough for the tokens (about 0.002 USD held) but not for the searches (10 x 0.01 USD)
     alice = persona("alice", Decimal("0.05"))
     plain = ask(alice, provider=provider)
@@ -73,10 +71,10 @@ def test_an_account_that_can_pay_the_tokens_but_not_the_searches_is_refused_befo
 
 
 @pytest.mark.parametrize("stream", [False, True])
-@pytest.mark.parametrize(("provider", "path"), [("standin-responses", "/responses"), ("standin-anthropic", "/messages")])
-def test_an_account_that_can_pay_is_charged_exactly_the_tokens_and_the_searches(
-    hosted_catalog, provider, path, stream
-):
+@pytest.mark.parametrize(
+    ("provider", "path"), [("standin-responses", "/responses"), ("standin-anthropic", "/messages")]
+)
+def test_an_account_that_can_pay_is_charged_exactly_the_tokens_and_the_searches(hosted_catalog, provider, path, stream):
     alice = persona("alice", Decimal("0.5"))
     before = Account.objects.get(pk=alice.account_id).balance
     response = ask(alice, provider=provider, tools=[WEB], stream=stream)
@@ -115,4 +113,3 @@ def test_searches_beyond_what_the_provider_was_allowed_are_not_billed():
     # another anomaly keeps the searches made (they were billed as zero before)
     usage, _ = clamp_usage(Usage(input_tokens=-1, output_tokens=5, web_search_requests=2), bounds)
     assert usage == Usage(input_tokens=0, output_tokens=5, web_search_requests=2)
-
