@@ -4,6 +4,7 @@ lists are edited as checkboxes plus a text box (StringListField), never as raw J
 
 import json
 from collections.abc import Callable, Sequence
+from decimal import Decimal
 from typing import Any
 
 from django import forms
@@ -268,3 +269,14 @@ def _flatten(detail) -> list[str]:
     if isinstance(detail, list | tuple):
         return [text for item in detail for text in _flatten(item)]
     return [str(detail)]
+
+
+def usd_text(value) -> str:
+    """Dollars to 4 decimals; a non-zero amount under a cent to 8, trailing zeros cut (one request's charge is often
+    below $0.0001, and "$0.0000" would hide it)."""
+    if value is None:
+        return "—"
+    amount = Decimal(value)
+    small = amount != 0 and abs(amount) < Decimal("0.01")
+    text = f"{abs(amount):,.8f}".rstrip("0") if small else f"{abs(amount):,.4f}"
+    return f"{'-' if amount < 0 else ''}${text}"

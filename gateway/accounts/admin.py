@@ -10,7 +10,7 @@ from django.utils.html import format_html, format_html_join
 from gateway.accounts.models import Account, ApiKey, Member, Workspace
 from gateway.accounts.services import account_create, api_key_check, api_key_create, api_key_limit_check
 from gateway.accounts.usage import key_usage_readers
-from gateway.admin_forms import ServiceValidatedForm
+from gateway.admin_forms import ServiceValidatedForm, usd_text
 
 
 class WorkspaceInline(admin.TabularInline):
@@ -39,23 +39,12 @@ def _spend(*, byok: bool | None = None):
     return Coalesce(-Subquery(total, output_field=_MONEY), Value(Decimal(0)), output_field=_MONEY)
 
 
-def _usd(value) -> str:
-    """Dollars to 4 decimals; a non-zero amount under a cent to 8, trailing zeros cut (one request's charge is often
-    below $0.0001, and "$0.0000" would hide it)."""
-    if value is None:
-        return "—"
-    amount = Decimal(value)
-    small = amount != 0 and abs(amount) < Decimal("0.01")
-    text = f"{abs(amount):,.8f}".rstrip("0") if small else f"{abs(amount):,.4f}"
-    return f"{'-' if amount < 0 else ''}${text}"
-
-
 def _limit_text(key: ApiKey) -> str:
     if key.limit is None:
         return "no limit"
     remaining = max(key.limit - key_usage_readers().usage_in_window(key), Decimal(0))
     reset = key.limit_reset or "lifetime"
-    return f"{_usd(remaining)} left of {_usd(key.limit)} ({reset})"
+    return f"{usd_text(remaining)} left of {usd_text(key.limit)} ({reset})"
 
 
 def _table(headers, rows) -> str:
@@ -89,7 +78,7 @@ class ApiKeyInline(admin.TabularInline):
 
     @admin.display(description="usage (all time, USD)")
     def usage_shown(self, obj):
-        return _usd(getattr(obj, "spent", None))
+        return usd_text(getattr(obj, "spent", None))
 
     @admin.display(description="limit")
     def limit_shown(self, obj):
@@ -194,7 +183,7 @@ class AccountAdmin(admin.ModelAdmin):
             [
                 e.created_at.strftime("%Y-%m-%d %H:%M:%S"),
                 e.kind,
-                _usd(e.amount),
+                usd_text(e.amount),
                 e.api_key or "",
                 e.generation_id,
                 e.note,
@@ -216,7 +205,7 @@ class AccountAdmin(admin.ModelAdmin):
                 g.provider,
                 g.status,
                 g.tokens_input + g.tokens_output,
-                _usd(g.cost),
+                usd_text(g.cost),
                 g.latency_ms if g.latency_ms is not None else "",
             ]
             for g in generations
@@ -329,11 +318,11 @@ class ApiKeyAdmin(admin.ModelAdmin):
 
     @admin.display(description="usage (USD)", ordering="spent")
     def usage_shown(self, obj):
-        return _usd(getattr(obj, "spent", None))
+        return usd_text(getattr(obj, "spent", None))
 
     @admin.display(description="BYOK usage (USD)", ordering="spent_byok")
     def byok_usage_shown(self, obj):
-        return _usd(getattr(obj, "spent_byok", None))
+        return usd_text(getattr(obj, "spent_byok", None))
 
     @admin.display(description="limit", ordering="limit")
     def limit_shown(self, obj):
@@ -345,7 +334,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
             return "—"
         usage = key_usage_readers().usage(obj.pk)
         rows = [
-            [window, _usd(getattr(usage, f"usage{suffix}")), _usd(getattr(usage, f"byok_usage{suffix}"))]
+            [window, usd_text(getattr(usage, f"usage{suffix}")), usd_text(getattr(usage, f"byok_usage{suffix}"))]
             for window, suffix in (
                 ("all time", ""),
                 ("today (UTC)", "_daily"),

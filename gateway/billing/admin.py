@@ -9,6 +9,7 @@ from django.utils.functional import cached_property
 from django.utils.html import format_html, format_html_join
 
 from gateway.accounts.models import Account, ApiKey
+from gateway.admin_forms import usd_text
 from gateway.billing.models import IN_PROGRESS, EntryKind, Generation, LedgerEntry
 from gateway.billing.services import credits_topup
 
@@ -46,13 +47,17 @@ class CreditTopUpForm(forms.ModelForm):
 class LedgerEntryAdmin(admin.ModelAdmin):
     """The ledger is insert-only: staff add top-ups and refunds; nothing is edited or deleted."""
 
-    list_display = ("created_at", "account", "kind", "amount", "api_key", "generation_id", "is_byok")
+    list_display = ("created_at", "account", "kind", "amount_usd", "api_key", "generation_id", "is_byok")
     list_filter = ("kind", "is_byok")
     search_fields = ("account__name", "generation_id", "note")
     form = CreditTopUpForm
 
     def get_readonly_fields(self, request, obj=None):
         return [f.name for f in LedgerEntry._meta.fields] if obj else []
+
+    @admin.display(description="amount", ordering="amount")
+    def amount_usd(self, obj):
+        return usd_text(obj.amount)
 
     def has_change_permission(self, request, obj=None):
         return obj is None
@@ -217,7 +222,7 @@ class GenerationAdmin(admin.ModelAdmin):
         "is_byok",
         "tokens_input",
         "tokens_output",
-        "cost",
+        "cost_usd",
         "latency_ms",
     )
     list_filter = (
@@ -280,6 +285,10 @@ class GenerationAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+    @admin.display(description="cost", ordering="cost")
+    def cost_usd(self, obj):
+        return usd_text(obj.cost)
 
     @admin.display(description="key", ordering="api_key__name")
     def key_label(self, obj):

@@ -11,6 +11,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from gateway.accounts.models import Account, ApiKey
+from gateway.admin_forms import usd_text
 from gateway.billing.models import Generation
 from tests.support import assert_error_envelope
 
@@ -46,6 +47,7 @@ def test_request_log_lists_filters_searches_and_shows_a_generation(staff, alice,
     listing = page_text(staff.get("/admin/billing/generation/"))
     assert all(gen_id in listing for gen_id in [*mine, theirs])
     assert PROMPT not in listing
+    assert usd_text(generation.cost) in listing and f"{generation.cost:.12f}" not in listing  # dollars, not 12 places
 
     by_account = page_text(staff.get(f"/admin/billing/generation/?account__id__exact={alice.account_id}"))
     assert all(gen_id in by_account for gen_id in mine) and theirs not in by_account
