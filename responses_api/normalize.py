@@ -73,12 +73,17 @@ def _part(part: dict):
     if kind == "refusal":
         return TextPart(text=part["refusal"])
     if kind == "input_image":
-        return ImagePart(url=part.get("image_url") or part["file_id"], detail=part.get("detail") or "auto")
+        return ImagePart(
+            url=part.get("image_url") or part["file_id"],
+            detail=part.get("detail") or "auto",
+            cache_control=part.get("cache_control"),
+        )
     return FilePart(
         filename=part.get("filename"),
         file_data=part.get("file_data"),
         file_url=part.get("file_url"),
         file_id=part.get("file_id"),
+        cache_control=part.get("cache_control"),
     )
 
 
@@ -87,9 +92,17 @@ def _item(item: dict) -> Item:
     if kind == "message":
         return Message(role=item["role"], content=tuple(_part(part) for part in item["content"]))
     if kind == "function_call":
-        return FunctionCall(call_id=item["call_id"], name=item["name"], arguments=item["arguments"], id=item.get("id"))
+        return FunctionCall(
+            call_id=item["call_id"],
+            name=item["name"],
+            arguments=item["arguments"],
+            id=item.get("id"),
+            cache_control=item.get("cache_control"),
+        )
     if kind == "function_call_output":
-        return FunctionCallOutput(call_id=item["call_id"], output=item["output"])
+        return FunctionCallOutput(
+            call_id=item["call_id"], output=item["output"], cache_control=item.get("cache_control")
+        )
     return Reasoning(
         id=item.get("id"),
         summary=tuple(p["text"] for p in item.get("summary") or []),

@@ -23,6 +23,7 @@ class TextPart:
 class ImagePart:
     url: str  # https URL or data: URL
     detail: str = "auto"
+    cache_control: dict | None = None  # a prompt-cache breakpoint after this block (Anthropic's wire)
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,7 @@ class FilePart:
     file_data: str | None = None  # data: URL or base64
     file_url: str | None = None
     file_id: str | None = None
+    cache_control: dict | None = None
 
 
 Part = TextPart | ImagePart | FilePart
@@ -48,12 +50,14 @@ class FunctionCall:
     name: str
     arguments: str
     id: str | None = None
+    cache_control: dict | None = None
 
 
 @dataclass(frozen=True)
 class FunctionCallOutput:
     call_id: str
     output: str
+    cache_control: dict | None = None
 
 
 @dataclass(frozen=True)

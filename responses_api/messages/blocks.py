@@ -59,28 +59,27 @@ def _source(fields: Fields, *, kinds: tuple[str, ...]) -> dict | None:
         fields.errors["source"] = "is required"
     elif source.errors:
         fields.errors["source"] = source.errors
-    _cache_control(fields)
     return None if fields.errors else out
+
+
+def _cached(part: dict, cache_control: dict | None) -> dict:
+    """The part with the block's cache breakpoint, when it has one (the Anthropic wire puts it back)."""
+    return {**part, "cache_control": cache_control} if cache_control else part
 
 
 def _image(fields: Fields) -> dict | None:
     source = _source(fields, kinds=("base64", "url", "file"))
-    if source is None:
+    cache_control = _cache_control(fields)
+    if source is None or fields.errors:
         return None
     url = source.get("data_url") or source.get("url")
-    return (
-        {"type": "input_image", "image_url": url, "detail": "auto"}
-        if url
-        else {
-            "type": "input_image",
-            "file_id": source["file_id"],
-            "detail": "auto",
-        }
-    )
+    part = {"type": "input_image", "image_url": url} if url else {"type": "input_image", "file_id": source["file_id"]}
+    return _cached({**part, "detail": "auto"}, cache_control)
 
 
 def _document(fields: Fields) -> dict | None:
     source = _source(fields, kinds=("base64", "url", "file", "text"))
+    cache_control = _cache_control(fields)
     title = fields.text("title", null=True, max_length=1024)
     for name in ("context", "citations"):
         if fields.source.get(name) is not None:
@@ -88,7 +87,7 @@ def _document(fields: Fields) -> dict | None:
     if source is None or fields.errors:
         return None
     if "text" in source:  # a plain-text document is text the model reads
-        return {"type": "input_text", "text": source["text"]}
+        return _cached({"type": "input_text", "text": source["text"]}, cache_control)
     part = {"type": "input_file", "filename": title}
     if "data_url" in source:
         part["file_data"] = source["data_url"]
@@ -96,13 +95,13 @@ def _document(fields: Fields) -> dict | None:
         part["file_url"] = source["url"]
     else:
         part["file_id"] = source["file_id"]
-    return {key: value for key, value in part.items() if value is not None}
+    return _cached({key: value for key, value in part.items() if value is not None}, cache_control)
 
 
 def _tool_result(fields: Fields) -> dict | None:
     call_id = fields.text("tool_use_id", required=True, max_length=256)
     is_error = fields.boolean("is_error", null=True)
-    _cache_control(fields)
+    cache_control = _cache_control(fields)
     content = fields.source.get("content", "")
     texts: list[str] = []
     if isinstance(content, str):
@@ -119,7 +118,8 @@ def _tool_result(fields: Fields) -> dict | None:
     if fields.errors:
         return None
     output = "".join(texts)
-    return {"type": "function_call_output", "call_id": call_id, "output": TOOL_ERROR + output if is_error else output}
+    result = {"type": "function_call_output", "call_id": call_id, "output": TOOL_ERROR + output if is_error else output}
+    return _cached(result, cache_control)
 
 
 def _tool_use(fields: Fields) -> dict | None:
@@ -128,10 +128,11 @@ def _tool_use(fields: Fields) -> dict | None:
     arguments = fields.object("input")
     if "input" not in fields.source:
         fields.errors["input"] = "is required"
-    _cache_control(fields)
+    cache_control = _cache_control(fields)
     if fields.errors:
         return None
-    return {"type": "function_call", "call_id": call_id, "name": name, "arguments": json.dumps(arguments)}
+    call = {"type": "function_call", "call_id": call_id, "name": name, "arguments": json.dumps(arguments)}
+    return _cached(call, cache_control)
 
 
 def _thinking(fields: Fields) -> dict | None:

@@ -96,3 +96,48 @@ def test_embeddings_refuses_fields_it_does_not_take(alice, standin_catalog, stan
     error = assert_error_envelope(response, 400)["error"]
     assert set(error["metadata"]["fields"]) == set(extra), error
     assert standin.requests_for() == []
+
+
+# ---- /messages: what a Claude client sends reaches an Anthropic upstream as sent --------------------------------
+
+CACHED = {"type": "ephemeral"}
+
+
+def test_cache_breakpoints_on_every_block_kind_reach_an_anthropic_upstream(alice, standin_catalog, standin):
+    """Claude clients put cache_control on the last block of the conversation, often a tool_result or an image:
+    each breakpoint reaches the Anthropic wire where it was put (only text blocks' did)."""
+    messages = [
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "image",
+                    "source": {"type": "url", "url": "https://example.com/a.png"},
+                    "cache_control": CACHED,
+                },
+                {
+                    "type": "document",
+                    "source": {"type": "url", "url": "https://example.com/a.pdf"},
+                    "title": "A",
+                    "cache_control": CACHED,
+                },
+                {"type": "document", "source": {"type": "text", "data": "plain"}, "cache_control": CACHED},
+            ],
+        },
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {}, "cache_control": CACHED}],
+        },
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok", "cache_control": CACHED}],
+        },
+    ]
+    tools = [{"name": "f", "input_schema": {"type": "object"}}]
+    standin.clear()
+    body = {**MESSAGE, "messages": messages, "tools": tools, **only("standin-anthropic")}
+    assert post_message(alice, body).status_code == 200
+    sent = sent_to(standin, "standin-anthropic")["messages"]
+    blocks = [block for message in sent for block in message["content"]]
+    assert [block["type"] for block in blocks] == ["image", "document", "text", "tool_use", "tool_result"]
+    assert all(block.get("cache_control") == CACHED for block in blocks), blocks

@@ -38,12 +38,17 @@ def _block(part: Part) -> dict:
     if isinstance(part, TextPart):
         return drop_none({"type": "text", "text": part.text, "cache_control": part.cache_control})
     if isinstance(part, ImagePart):
-        return {"type": "image", "source": _source(part.url, "image/png")}
+        return drop_none(
+            {"type": "image", "source": _source(part.url, "image/png"), "cache_control": part.cache_control}
+        )
     if isinstance(part, FilePart):
         if part.file_id:
-            return {"type": "document", "source": {"type": "file", "file_id": part.file_id}}
-        source = _source(part.file_data or part.file_url or "", "application/pdf")
-        return drop_none({"type": "document", "source": source, "title": part.filename})
+            source = {"type": "file", "file_id": part.file_id}
+        else:
+            source = _source(part.file_data or part.file_url or "", "application/pdf")
+        return drop_none(
+            {"type": "document", "source": source, "title": part.filename, "cache_control": part.cache_control}
+        )
     raise TypeError(type(part))
 
 
@@ -62,16 +67,20 @@ def system_and_messages(request: CanonicalRequest) -> tuple[list[dict], list[dic
                 messages,
                 "assistant",
                 [
-                    {
-                        "type": "tool_use",
-                        "id": item.call_id,
-                        "name": item.name,
-                        "input": arguments_object(item.arguments),
-                    }
+                    drop_none(
+                        {
+                            "type": "tool_use",
+                            "id": item.call_id,
+                            "name": item.name,
+                            "input": arguments_object(item.arguments),
+                            "cache_control": item.cache_control,
+                        }
+                    )
                 ],
             )
         elif isinstance(item, FunctionCallOutput):
-            merge_turn(messages, "user", [{"type": "tool_result", "tool_use_id": item.call_id, "content": item.output}])
+            result = {"type": "tool_result", "tool_use_id": item.call_id, "content": item.output}
+            merge_turn(messages, "user", [drop_none({**result, "cache_control": item.cache_control})])
         elif isinstance(item, Reasoning):
             if item.format == FORMAT and item.signature:
                 thinking = {
