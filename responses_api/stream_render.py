@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from responses_api.render import function_call_item, message_item, new_id, reasoning_item
-from routing.accumulate import Delta, FoldStep, ItemDone, ItemOpened, PartDone, PartOpened, replay
+from routing.accumulate import Annotated, Delta, FoldStep, ItemDone, ItemOpened, PartDone, PartOpened, replay
 from routing.canonical import CanonicalResponse, OutputFunctionCall, OutputHostedTool, OutputMessage, OutputReasoning
 from routing.providers.logprobs import token_dicts
 from routing.stages import ServerToolItem, ToolEvent
@@ -89,6 +89,14 @@ class StreamRenderer:
                 return self._part_opened(step)
             case Delta():
                 return self._delta(step)
+            case Annotated():  # a citation as it arrives (the part's done event and the item carry it too)
+                return self.event(
+                    "response.output_text.annotation.added",
+                    **self._ids_of(step.index),
+                    content_index=step.part_index,
+                    annotation_index=step.annotation_index,
+                    annotation=step.annotation,
+                )
             case PartDone():
                 return self._part_done(step)
             case ItemDone(item=OutputHostedTool() as hosted):  # a call the provider ran: as a server tool call's

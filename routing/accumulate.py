@@ -67,12 +67,22 @@ class PartDone:
 
 
 @dataclass(frozen=True, slots=True)
+class Annotated:
+    """An annotation added to a message's first output_text part while it is open (a citation as it arrives)."""
+
+    index: int
+    part_index: int
+    annotation_index: int
+    annotation: dict
+
+
+@dataclass(frozen=True, slots=True)
 class ItemDone:
     index: int
     item: OutputItem  # complete
 
 
-FoldStep = ItemOpened | PartOpened | Delta | PartDone | ItemDone
+FoldStep = ItemOpened | PartOpened | Delta | Annotated | PartDone | ItemDone
 
 
 @dataclass(slots=True)
@@ -168,10 +178,7 @@ class Fold:
                 self.items.append(event.call)
                 return [*steps, ItemDone(len(self.items) - 1, event.call)]
             case TextAnnotated():
-                steps = self._open_as("message")
-                assert self.open is not None
-                self.open.annotations += (event.annotation,)
-                return steps
+                return self._annotated(event.annotation)
             case ResponseStarted():
                 self.upstream_id = event.upstream_id or self.upstream_id
                 self.model = event.model or self.model
@@ -201,6 +208,23 @@ class Fold:
         item.parts[-1].texts.append(text)
         item.parts[-1].logprobs += logprobs
         return [*steps, Delta(item.index, kind, len(item.parts) - 1, text, logprobs)]
+
+    def _annotated(self, annotation: dict) -> list[FoldStep]:
+        """The message's annotation, on its first output_text part (opened when no text came yet): announced
+        while that part is open (closed already: it is on the message item only)."""
+        steps = self._open_as("message")
+        item = self.open
+        assert item is not None
+        first = next((n for n, part in enumerate(item.parts) if part.kind == "output_text"), None)
+        if first is None:
+            steps += self._close_part()
+            item.parts.append(_Part("output_text"))
+            first = len(item.parts) - 1
+            steps.append(PartOpened(item.index, "output_text", first))
+        item.annotations += (annotation,)
+        if item.parts[first].done:
+            return steps
+        return [*steps, Annotated(item.index, first, len(item.annotations) - 1, annotation)]
 
     def _reasoning(self, event: ReasoningDelta) -> list[FoldStep]:
         steps = self._open_as("reasoning")
@@ -279,7 +303,8 @@ def replay(response: CanonicalResponse) -> list[FoldStep]:
         for event in _item_events(index, item):
             steps += fold.add(event)
         if isinstance(item, OutputMessage) and fold.open is not None:
-            fold.open.annotations = item.annotations
+            for annotation in item.annotations:  # each announced after the text, as a provider's citations are
+                steps += fold.add(TextAnnotated(annotation))
             fold.open.stop_sequence = item.stop_sequence
     return steps + fold.close()
 
