@@ -13,22 +13,47 @@ ROLES = ("system", "developer", "user", "assistant", "tool")
 MSG_FUNCTION_ROLE = 'the deprecated "function" role is not supported: use tool_calls and "tool" messages'
 MSG_NAME = "participant names are not supported: no provider this gateway routes to takes them on every message"
 MSG_AUDIO = "audio content is not supported by any provider this gateway serves"
+# The keys of each role's message (an answer's message sent back carries the assistant's); any other is refused.
+KEYS = {
+    "system": ("role", "content", "name"),
+    "developer": ("role", "content", "name"),
+    "user": ("role", "content", "name"),
+    "assistant": (
+        "role",
+        "content",
+        "name",
+        "tool_calls",
+        "refusal",
+        "reasoning",
+        "annotations",
+        "audio",
+        "function_call",
+    ),
+    "tool": ("role", "content", "name", "tool_call_id"),
+}
 
 
-def _text_part(fields: Fields, out: list[dict], kind: str) -> None:
-    text = fields.text("text", required=True, blank=True)
+def _cache_control(fields: Fields) -> dict:
+    """A part's prompt-cache breakpoint ({} when it has none): kept on the part for the wires that take one."""
     cache_control = fields.object("cache_control")
     if cache_control is not None and cache_control.get("type") != "ephemeral":
         fields.errors["cache_control"] = 'type must be "ephemeral"'
+    return {"cache_control": cache_control} if cache_control else {}
+
+
+def _text_part(fields: Fields, out: list[dict], kind: str) -> None:
+    fields.only("type", "text", "cache_control")
+    text = fields.text("text", required=True, blank=True)
+    cache_control = _cache_control(fields)
     if not fields.errors:
-        part = {"type": kind, "text": text}
-        if cache_control is not None:
-            part["cache_control"] = cache_control
-        out.append(part)
+        out.append({"type": kind, "text": text, **cache_control})
 
 
 def _image_part(fields: Fields, out: list[dict]) -> None:
+    fields.only("type", "image_url", "cache_control")
+    cache_control = _cache_control(fields)
     image = Fields(fields.object("image_url") or {})
+    image.only("url", "detail")
     url = image.text("url", required=True)
     detail = image.choice("detail", DETAILS, default="auto")
     if "image_url" not in fields.source:
@@ -38,11 +63,14 @@ def _image_part(fields: Fields, out: list[dict]) -> None:
     elif url and not url.startswith(URL_PREFIXES):
         fields.errors["image_url"] = {"url": "must be an http(s) URL or a data: URL"}
     elif not fields.errors:
-        out.append({"type": "input_image", "image_url": url, "detail": detail})
+        out.append({"type": "input_image", "image_url": url, "detail": detail, **cache_control})
 
 
 def _file_part(fields: Fields, out: list[dict]) -> None:
+    fields.only("type", "file", "cache_control")
+    cache_control = _cache_control(fields)
     file = Fields(fields.object("file") or {})
+    file.only("file_id", "file_data", "filename")
     file_id = file.text("file_id", null=True)
     data = file.text("file_data", null=True)
     name = file.text("filename", null=True, max_length=1024)
@@ -56,7 +84,7 @@ def _file_part(fields: Fields, out: list[dict]) -> None:
         part = {"type": "input_file", "filename": name, "file_id": file_id}
         # OpenRouter's chat file part takes a URL or a data: URL in file_data.
         part["file_url" if (data or "").startswith(("http://", "https://")) else "file_data"] = data
-        out.append({key: value for key, value in part.items() if value is not None})
+        out.append({**{key: value for key, value in part.items() if value is not None}, **cache_control})
 
 
 def _parts(content: list, *, role: str) -> list[dict]:
@@ -87,6 +115,7 @@ def _parts(content: list, *, role: str) -> list[dict]:
         if kind == "text":
             _text_part(fields, out, text_kind)
         elif kind == "refusal":
+            fields.only("type", "refusal")
             refusal = fields.text("refusal", required=True, blank=True)
             if refusal is not None:
                 out.append({"type": "refusal", "refusal": refusal})
@@ -131,9 +160,11 @@ def _tool_calls(fields: Fields) -> list[dict]:
             errors[index] = "must be an object"
             continue
         checked = Fields(call)
+        checked.only("id", "type", "function", "index")  # a call gathered from a stream keeps its index
         call_id = checked.text("id", required=True, max_length=256)
         checked.choice("type", ("function",), required=True)
         function = Fields(checked.object("function") or {})
+        function.only("name", "arguments")
         name = function.text("name", required=True, max_length=256)
         arguments = function.text("arguments", required=True, blank=True)
         if "function" not in call:
@@ -173,7 +204,9 @@ def _assistant(fields: Fields) -> list[dict]:
 def _tool(fields: Fields) -> list[dict]:
     call_id = fields.text("tool_call_id", required=True, max_length=256)
     parts = _content(fields, role="tool", required=True)
-    return [{"type": "function_call_output", "call_id": call_id, "output": "".join(p["text"] for p in parts)}]
+    output = {"type": "function_call_output", "call_id": call_id, "output": "".join(p["text"] for p in parts)}
+    cached = [part["cache_control"] for part in parts if part.get("cache_control")]
+    return [{**output, "cache_control": cached[-1]} if cached else output]  # the result's breakpoint
 
 
 def _message(message: dict) -> tuple[list[dict], dict]:
@@ -181,10 +214,11 @@ def _message(message: dict) -> tuple[list[dict], dict]:
     role = fields.choice("role", ROLES, required=True)
     if message.get("role") == "function":
         return [], {"role": MSG_FUNCTION_ROLE}
-    if message.get("name") is not None:
-        fields.errors["name"] = MSG_NAME
     if role is None:
         return [], fields.errors
+    fields.only(*KEYS[role])
+    if message.get("name") is not None:
+        fields.errors["name"] = MSG_NAME
     if role == "assistant":
         items = _assistant(fields)
     elif role == "tool":
@@ -213,6 +247,7 @@ _TEXT_PART = {
         "text": {"type": "string"},
         "cache_control": _CACHE_CONTROL,
     },
+    "additionalProperties": False,
 }
 _IMAGE_PART = {
     "type": "object",
@@ -226,8 +261,11 @@ _IMAGE_PART = {
                 "url": {"type": "string", "pattern": "^(https?://|data:)"},
                 "detail": {"type": "string", "enum": list(DETAILS)},
             },
+            "additionalProperties": False,
         },
+        "cache_control": _CACHE_CONTROL,
     },
+    "additionalProperties": False,
 }
 _FILE_ID = {"type": "string", "minLength": 1, "nullable": True}
 _FILE_PART = {
@@ -246,13 +284,17 @@ _FILE_PART = {
                 {"required": ["file_data"], "properties": {"file_data": {"type": "string", "minLength": 1}}},
                 {"required": ["file_id"], "properties": {"file_id": {"type": "string", "minLength": 1}}},
             ],
+            "additionalProperties": False,
         },
+        "cache_control": _CACHE_CONTROL,
     },
+    "additionalProperties": False,
 }
 _REFUSAL_PART = {
     "type": "object",
     "required": ["type", "refusal"],
     "properties": {"type": {"type": "string", "enum": ["refusal"]}, "refusal": {"type": "string"}},
+    "additionalProperties": False,
 }
 
 
@@ -267,6 +309,20 @@ def _role(roles: list[str]) -> dict:
     return {"type": "string", "enum": roles}
 
 
+_ONLY_NULL = {"type": "string", "nullable": True, "enum": [None]}
+_NAME_NULL = {**_ONLY_NULL, "description": f"Only null: {MSG_NAME}"}
+
+
+def _message_schema(role: dict, required: list[str], **properties) -> dict:
+    """One role's message: its fields and no other."""
+    return {
+        "type": "object",
+        "required": required,
+        "properties": {"role": role, **properties, "name": _NAME_NULL},
+        "additionalProperties": False,
+    }
+
+
 _TOOL_CALL = {
     "type": "object",
     "required": ["id", "type", "function"],
@@ -277,37 +333,31 @@ _TOOL_CALL = {
             "type": "object",
             "required": ["name", "arguments"],
             "properties": {"name": _NAME, "arguments": {"type": "string"}},
+            "additionalProperties": False,
         },
+        "index": {"type": "integer", "description": "A streamed call's position (as SDKs gather it)"},
     },
+    "additionalProperties": False,
 }
 MESSAGE_SCHEMAS = [
-    {
-        "type": "object",
-        "required": ["role", "content"],
-        "properties": {"role": _role(["system", "developer"]), "content": _content_schema([_TEXT_PART])},
-    },
-    {
-        "type": "object",
-        "required": ["role", "content"],
-        "properties": {"role": _role(["user"]), "content": _content_schema([_TEXT_PART, _IMAGE_PART, _FILE_PART])},
-    },
-    {
-        "type": "object",
-        "required": ["role"],
-        "properties": {
-            "role": _role(["assistant"]),
-            "content": _content_schema([_TEXT_PART, _REFUSAL_PART], nullable=True),
-            "tool_calls": {"type": "array", "nullable": True, "maxItems": MAX_CONTENT_PARTS, "items": _TOOL_CALL},
-            "refusal": {"type": "string", "nullable": True},
-            "reasoning": {"type": "string", "nullable": True, "description": "Reasoning to replay"},
-            "annotations": {"type": "array", "nullable": True, "items": {"type": "object"}},
-        },
-    },
-    {
-        "type": "object",
-        "required": ["role", "tool_call_id", "content"],
-        "properties": {"role": _role(["tool"]), "tool_call_id": _NAME, "content": _content_schema([_TEXT_PART])},
-    },
+    _message_schema(_role(["system", "developer"]), ["role", "content"], content=_content_schema([_TEXT_PART])),
+    _message_schema(
+        _role(["user"]), ["role", "content"], content=_content_schema([_TEXT_PART, _IMAGE_PART, _FILE_PART])
+    ),
+    _message_schema(
+        _role(["assistant"]),
+        ["role"],
+        content=_content_schema([_TEXT_PART, _REFUSAL_PART], nullable=True),
+        tool_calls={"type": "array", "nullable": True, "maxItems": MAX_CONTENT_PARTS, "items": _TOOL_CALL},
+        refusal={"type": "string", "nullable": True},
+        reasoning={"type": "string", "nullable": True, "description": "Reasoning to replay"},
+        annotations={"type": "array", "nullable": True, "items": {"type": "object"}},
+        audio={**_ONLY_NULL, "description": "Only null (as SDKs send an answer back)"},
+        function_call={**_ONLY_NULL, "description": "Only null (as SDKs send an answer back)"},
+    ),
+    _message_schema(
+        _role(["tool"]), ["role", "tool_call_id", "content"], tool_call_id=_NAME, content=_content_schema([_TEXT_PART])
+    ),
 ]
 MESSAGES_SCHEMA = {
     "type": "array",

@@ -14,6 +14,22 @@ THINKING_FORMAT = "anthropic-claude-v1"  # routing.providers.anthropic.request.F
 TOOL_ERROR = "Error: "  # a failed tool result (is_error) reaches the model marked so; the canonical output is text
 USER_BLOCKS = ("text", "image", "document", "tool_result")
 ASSISTANT_BLOCKS = ("text", "tool_use", "thinking", "redacted_thinking")
+# The keys of each block and source kind; any other is refused (a field this gateway would otherwise drop).
+BLOCK_KEYS = {
+    "text": ("type", "text", "cache_control", "citations"),
+    "image": ("type", "source", "cache_control"),
+    "document": ("type", "source", "title", "context", "citations", "cache_control"),
+    "tool_result": ("type", "tool_use_id", "content", "is_error", "cache_control"),
+    "tool_use": ("type", "id", "name", "input", "cache_control"),
+    "thinking": ("type", "thinking", "signature"),
+    "redacted_thinking": ("type", "data"),
+}
+SOURCE_KEYS = {
+    "base64": ("type", "media_type", "data"),
+    "url": ("type", "url"),
+    "file": ("type", "file_id"),
+    "text": ("type", "media_type", "data"),
+}
 
 
 def _cache_control(fields: Fields) -> dict | None:
@@ -41,6 +57,8 @@ def _source(fields: Fields, *, kinds: tuple[str, ...]) -> dict | None:
     """A block's `source` as {"url"} or {"data_url"}: base64 data becomes a data: URL."""
     source = Fields(fields.object("source") or {})
     kind = source.choice("type", kinds, required=True)
+    if kind:
+        source.only(*SOURCE_KEYS[kind])
     out = None
     if kind == "base64":
         media = source.text("media_type", required=True, max_length=128)
@@ -111,6 +129,12 @@ def _tool_result(fields: Fields) -> dict | None:
         for block in content
     ):
         texts = [block["text"] for block in content]
+        for index, block in enumerate(content):  # each a text block: its breakpoint is the result's
+            inner = Fields(block)
+            inner.only("type", "text", "cache_control")
+            cache_control = _cache_control(inner) or cache_control
+            if inner.errors:
+                fields.errors["content"] = {index: inner.errors}
     else:
         fields.errors["content"] = (
             "must be a string or an array of text blocks (images in tool results are not supported)"
@@ -160,6 +184,7 @@ def _block(block: dict, role: str) -> dict | None:
     """One content block as a Responses content part (a dict with `type` input_*/output_text) or item."""
     fields = Fields(block)
     kind = block.get("type")
+    fields.only(*BLOCK_KEYS[str(kind)])
     if kind == "text":
         result = _text(fields, "output_text" if role == "assistant" else "input_text")
     elif kind == "image":
@@ -183,6 +208,7 @@ def _turn(message: dict) -> tuple[list[dict], dict]:
     """The Responses items of one turn: its parts gathered into messages, tool uses/results and thinking as
     items of their own, in order."""
     fields = Fields(message)
+    fields.only("role", "content")
     role = fields.choice("role", ("user", "assistant"), required=True)
     content = message.get("content", MISSING)
     if role is None:
@@ -247,6 +273,7 @@ def validate_system(system) -> list[dict]:
             errors[index] = {"type": 'system blocks must be {"type": "text", "text": ...}'}
             continue
         fields = Fields(block)
+        fields.only(*BLOCK_KEYS["text"])
         part = _text(fields, "input_text")
         if fields.errors:
             errors[index] = fields.errors
@@ -261,6 +288,7 @@ def _block_schema(kind: str, required: list[str], properties: dict) -> dict:
         "type": "object",
         "required": ["type", *required],
         "properties": {"type": {"type": "string", "enum": [kind]}, **properties},
+        "additionalProperties": False,
     }
 
 
@@ -271,7 +299,10 @@ _CACHE_CONTROL = {
     "properties": {"type": {"type": "string", "enum": ["ephemeral"]}},
 }
 _ID = {"type": "string", "minLength": 1, "maxLength": 256}
-_TEXT = _block_schema("text", ["text"], {"text": {"type": "string"}, "cache_control": _CACHE_CONTROL})
+_NO_CITATIONS = {"type": "array", "nullable": True, "maxItems": 0, "description": "Citations in the prompt: none"}
+_TEXT = _block_schema(
+    "text", ["text"], {"text": {"type": "string"}, "cache_control": _CACHE_CONTROL, "citations": _NO_CITATIONS}
+)
 _BASE64 = _block_schema(
     "base64",
     ["media_type", "data"],
@@ -279,7 +310,7 @@ _BASE64 = _block_schema(
 )
 _URL = _block_schema("url", ["url"], {"url": {"type": "string", "pattern": "^https?://."}})
 _FILE = _block_schema("file", ["file_id"], {"file_id": _ID})
-_PLAIN = _block_schema("text", ["data"], {"data": {"type": "string"}})
+_PLAIN = _block_schema("text", ["data"], {"data": {"type": "string"}, "media_type": {"type": "string"}})
 _IMAGE = _block_schema(
     "image", ["source"], {"source": {"oneOf": [_BASE64, _URL, _FILE]}, "cache_control": _CACHE_CONTROL}
 )
@@ -289,6 +320,8 @@ _DOCUMENT = _block_schema(
     {
         "source": {"oneOf": [_BASE64, _URL, _FILE, _PLAIN]},
         "title": {"type": "string", "nullable": True, "minLength": 1, "maxLength": 1024},
+        "context": {"type": "string", "nullable": True, "enum": [None], "description": "Only null (not supported)"},
+        "citations": {"type": "object", "nullable": True, "enum": [None], "description": "Only null (not supported)"},
         "cache_control": _CACHE_CONTROL,
     },
 )
@@ -300,7 +333,12 @@ _TOOL_RESULT = _block_schema(
         "content": {
             "oneOf": [
                 {"type": "string"},
-                {"type": "array", "items": _block_schema("text", ["text"], {"text": {"type": "string"}})},
+                {
+                    "type": "array",
+                    "items": _block_schema(
+                        "text", ["text"], {"text": {"type": "string"}, "cache_control": _CACHE_CONTROL}
+                    ),
+                },
             ]
         },
         "is_error": {"type": "boolean", "nullable": True},
@@ -331,6 +369,7 @@ def _turn_schema(role: str, blocks: list[dict]) -> dict:
                 ]
             },
         },
+        "additionalProperties": False,
     }
 
 

@@ -12,6 +12,7 @@ from typing import Any
 from rest_framework import serializers
 
 from gateway.fields import MSG_ARRAY, MSG_BOOLEAN, MSG_OBJECT, MSG_STRING
+from responses_api.validation.common import MSG_UNKNOWN_FIELD
 
 MAX_ERRORS = 20  # reported per request; a body of 10,000 bad items gets the first ones, not a 10,000-line message
 MISSING = object()
@@ -96,6 +97,12 @@ class Fields:
             return None
         self.out[name] = value
         return value
+
+    def only(self, *names: str) -> None:
+        """Each key of the object besides `names` is an error: a field this gateway would otherwise drop."""
+        for name in self.source:
+            if name not in names:
+                self.errors[name] = MSG_UNKNOWN_FIELD
 
     def _absent(self, name, required, default):
         if required:

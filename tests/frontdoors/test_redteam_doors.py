@@ -132,6 +132,17 @@ def test_cache_breakpoints_on_every_block_kind_reach_an_anthropic_upstream(alice
             "role": "user",
             "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok", "cache_control": CACHED}],
         },
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t2", "name": "f", "input": {}}]},
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "t2",
+                    "content": [{"type": "text", "text": "ok", "cache_control": CACHED}],
+                }
+            ],
+        },
     ]
     tools = [{"name": "f", "input_schema": {"type": "object"}}]
     standin.clear()
@@ -139,5 +150,112 @@ def test_cache_breakpoints_on_every_block_kind_reach_an_anthropic_upstream(alice
     assert post_message(alice, body).status_code == 200
     sent = sent_to(standin, "standin-anthropic")["messages"]
     blocks = [block for message in sent for block in message["content"]]
-    assert [block["type"] for block in blocks] == ["image", "document", "text", "tool_use", "tool_result"]
-    assert all(block.get("cache_control") == CACHED for block in blocks), blocks
+    assert [block["type"] for block in blocks] == [
+        "image",
+        "document",
+        "text",
+        "tool_use",
+        "tool_result",
+        "tool_use",
+        "tool_result",
+    ]
+    assert [bool(block.get("cache_control")) for block in blocks] == [True] * 5 + [False, True], blocks
+
+
+@pytest.mark.parametrize(
+    ("message", "field"),
+    [
+        ({"role": "user", "content": "Hi", "weight": 2}, "messages[0].weight"),
+        ({"role": "user", "content": [{"type": "text", "text": "Hi", "lang": "en"}]}, "messages[0].content[0].lang"),
+        (
+            {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "https://e.com/a.png", "dpi": 2}}]},
+            "messages[0].content[0].image_url.dpi",
+        ),
+        (
+            {"role": "user", "content": [{"type": "file", "file": {"file_id": "f", "mime": "x"}}]},
+            "messages[0].content[0].file.mime",
+        ),
+        ({"role": "tool", "tool_call_id": "c", "content": "ok", "is_error": True}, "messages[0].is_error"),
+        ({"role": "system", "content": "Be brief", "tool_calls": []}, "messages[0].tool_calls"),
+        (
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}", "x": 1}}],
+            },
+            "messages[0].tool_calls[0].function.x",
+        ),
+    ],
+)
+def test_chat_refuses_message_keys_it_does_not_take(alice, standin_catalog, message, field):
+    error = assert_error_envelope(post_chat(alice, {**CHAT, "messages": [message]}), 400)["error"]
+    assert error["metadata"]["fields"].get(field, "").startswith("unknown field"), error
+
+
+def test_chat_takes_what_sdks_send_back(alice, standin_catalog, standin):
+    """An answer's message sent back as the SDKs do (nulls, annotations, a streamed call's index) is taken; a
+    cache breakpoint on an image or file part reaches the Anthropic wire as on a text part."""
+    answer = {
+        "role": "assistant",
+        "content": None,
+        "refusal": None,
+        "reasoning": None,
+        "annotations": [],
+        "audio": None,
+        "function_call": None,
+        "tool_calls": [{"index": 0, "id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+    }
+    image = {"type": "image_url", "image_url": {"url": "https://e.com/a.png", "detail": "low"}, "cache_control": CACHED}
+    messages = [
+        {"role": "user", "content": [{"type": "text", "text": "Hi"}, image]},
+        answer,
+        {"role": "tool", "tool_call_id": "c1", "content": [{"type": "text", "text": "ok", "cache_control": CACHED}]},
+    ]
+    standin.clear()
+    response = post_chat(alice, {**CHAT, "messages": messages, **only("standin-anthropic")})
+    assert response.status_code == 200, response.content
+    sent = sent_to(standin, "standin-anthropic")["messages"]
+    assert sent[0]["content"][1] == {
+        "type": "image",
+        "source": {"type": "url", "url": "https://e.com/a.png"},
+        "cache_control": CACHED,
+    }
+    assert sent[1]["content"][0]["type"] == "tool_use"
+    assert sent[2]["content"][0] == {
+        "type": "tool_result",
+        "tool_use_id": "c1",
+        "content": "ok",
+        "cache_control": CACHED,
+    }
+
+
+@pytest.mark.parametrize(
+    ("block", "field"),
+    [
+        ({"type": "text", "text": "Hi", "lang": "en"}, "messages[0].content[0].lang"),
+        (
+            {"type": "image", "source": {"type": "url", "url": "https://e.com/a.png", "dpi": 2}},
+            "messages[0].content[0].source.dpi",
+        ),
+        (
+            {"type": "image", "source": {"type": "url", "url": "https://e.com/a.png"}, "alt": "x"},
+            "messages[0].content[0].alt",
+        ),
+        ({"type": "tool_result", "tool_use_id": "t", "content": "ok", "status": "x"}, "messages[0].content[0].status"),
+        (
+            {"type": "tool_result", "tool_use_id": "t", "content": [{"type": "text", "text": "ok", "x": 1}]},
+            "messages[0].content[0].content[0].x",
+        ),
+    ],
+)
+def test_messages_refuses_block_keys_it_does_not_take(alice, standin_catalog, block, field):
+    body = {**MESSAGE, "messages": [{"role": "user", "content": [block]}]}
+    message = anthropic_error(post_message(alice, body), 400)
+    assert f"{field}: unknown field" in message, message
+
+
+def test_messages_refuses_turn_and_system_keys_it_does_not_take(alice, standin_catalog):
+    body = {**MESSAGE, "messages": [{"role": "user", "content": "Hi", "name": "bob"}]}
+    assert "messages[0].name: unknown field" in anthropic_error(post_message(alice, body), 400)
+    body = {**MESSAGE, "system": [{"type": "text", "text": "S", "priority": 1}]}
+    assert "system[0].priority: unknown field" in anthropic_error(post_message(alice, body), 400)
