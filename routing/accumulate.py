@@ -29,6 +29,7 @@ from routing.canonical import (
     Usage,
     UsageReported,
 )
+from routing.providers.hosted import citation_within
 
 # A message's parts are output_text and refusal; a reasoning item's are one summary_text and one reasoning_text.
 PartKind = Literal["output_text", "refusal", "summary_text", "reasoning_text"]
@@ -215,6 +216,9 @@ class Fold:
         steps = self._open_as("message")
         item = self.open
         assert item is not None
+        written = sum(len("".join(part.texts)) for part in item.parts if part.kind == "output_text")
+        if not citation_within(annotation, written):  # a citation comes after its text: beyond it, none to make
+            return steps
         first = next((n for n, part in enumerate(item.parts) if part.kind == "output_text"), None)
         if first is None:
             steps += self._close_part()

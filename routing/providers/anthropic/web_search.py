@@ -19,7 +19,7 @@ from routing.canonical import (
     TextAnnotated,
 )
 from routing.providers.base import as_mapping
-from routing.providers.hosted import SEARCHES_PER_CALL, WEB_SEARCH, capability, hosted_item
+from routing.providers.hosted import SEARCHES_PER_CALL, WEB_SEARCH, capability, hosted_item, url_citation
 
 TOOL_TYPE = "web_search_20250305"
 TOOL_NAME = "web_search"
@@ -99,14 +99,9 @@ def search_call(result: Mapping[str, Any], query: str) -> OutputHostedTool | Non
 
 
 def _citation(raw: object, start: int, end: int) -> dict | None:
-    if (
-        not isinstance(raw, dict)
-        or raw.get("type") != "web_search_result_location"
-        or not isinstance(raw.get("url"), str)
-    ):
+    if not isinstance(raw, dict) or raw.get("type") != "web_search_result_location":
         return None
-    title = raw.get("title") if isinstance(raw.get("title"), str) else raw["url"]
-    return {"type": "url_citation", "url": raw["url"], "title": title, "start_index": start, "end_index": end}
+    return url_citation(raw.get("url"), raw.get("title"), start, end)
 
 
 def _query(block: Mapping[str, Any]) -> str:

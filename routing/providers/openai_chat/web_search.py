@@ -10,7 +10,7 @@ from typing import Any
 
 from routing.canonical import CanonicalResponse, HostedTool, OutputMessage, TextAnnotated
 from routing.providers.base import as_mapping
-from routing.providers.hosted import WEB_SEARCH, capability
+from routing.providers.hosted import WEB_SEARCH, capability, citation_within, url_citation
 
 LOCATION_FIELDS = ("city", "region", "country", "timezone")
 
@@ -40,19 +40,23 @@ def options(tools: tuple[HostedTool, ...]) -> dict:
 
 
 def annotation(raw: object) -> dict | None:
+    """A message annotation as a flat url_citation (None: not one a client can use: routing.providers.hosted)."""
     citation = as_mapping(as_mapping(raw).get("url_citation"))
-    start, end, url = citation.get("start_index"), citation.get("end_index"), citation.get("url")
-    if as_mapping(raw).get("type") != "url_citation" or not isinstance(url, str):
+    if as_mapping(raw).get("type") != "url_citation":
         return None
-    if not isinstance(start, int) or not isinstance(end, int):
-        return None
-    title = citation.get("title") if isinstance(citation.get("title"), str) else url
-    return {"type": "url_citation", "url": url, "title": title, "start_index": start, "end_index": end}
+    return url_citation(
+        citation.get("url"), citation.get("title"), citation.get("start_index"), citation.get("end_index")
+    )
 
 
 def with_citations(response: CanonicalResponse, message: Mapping[str, Any]) -> CanonicalResponse:
-    """A parsed answer with its message's citations (and the search they count)."""
-    found = tuple(a for raw in message.get("annotations") or () if (a := annotation(raw)) is not None)
+    """A parsed answer with its message's citations within its text (and the search they count)."""
+    text = message.get("content") if isinstance(message.get("content"), str) else ""
+    found = tuple(
+        a
+        for raw in message.get("annotations") or ()
+        if (a := annotation(raw)) is not None and citation_within(a, len(text))
+    )
     if not found:
         return response
     output = tuple(

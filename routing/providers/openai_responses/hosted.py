@@ -2,13 +2,23 @@
 gave them (the Responses tool shape is ours), their output items passed back, their citations kept.
 https://platform.openai.com/docs/guides/tools-web-search  https://platform.openai.com/docs/api-reference/responses"""
 
+import json
 from dataclasses import replace
 
 from routing.canonical import HostedTool, OutputHostedTool, OutputMessage
 from routing.providers.base import as_mapping
-from routing.providers.hosted import WEB_SEARCH, capability, hosted_item, searches_bound
+from routing.providers.hosted import (
+    WEB_SEARCH,
+    capability,
+    citation_within,
+    hosted_item,
+    searches_bound,
+    url_citation,
+)
 
-SOURCES = "web_search_call.action.sources"  # the pages a search found, on its web_search_call item
+SOURCES = "web_search_call.action.sources"
+FILE_ANNOTATIONS = ("file_citation", "container_file_citation", "file_path")  # the SDK's other annotation types
+MAX_ANNOTATION_BYTES = 4096  # the pages a search found, on its web_search_call item
 
 
 def tool_problem(tool: dict) -> str | None:
@@ -41,32 +51,35 @@ def include(tools: tuple[HostedTool, ...]) -> list[str]:
 
 def annotation(raw: object, offset: int = 0) -> dict | None:
     """An output_text annotation: a url_citation in the flat Responses shape (indices moved by `offset`, the text
-    before its part), another kind (file citations) as it came."""
+    before its part), a file citation or path as it came; None for anything else or a citation no client can use
+    (routing.providers.hosted.url_citation)."""
     if not isinstance(raw, dict) or not isinstance(raw.get("type"), str):
         return None
+    if raw["type"] in FILE_ANNOTATIONS:
+        return dict(raw) if len(json.dumps(raw)) <= MAX_ANNOTATION_BYTES else None
     if raw["type"] != "url_citation":
-        return dict(raw)
-    start, end = raw.get("start_index"), raw.get("end_index")
-    if not isinstance(start, int) or not isinstance(end, int) or not isinstance(raw.get("url"), str):
         return None
-    title = raw.get("title") if isinstance(raw.get("title"), str) else raw["url"]
-    return {
-        "type": "url_citation",
-        "url": raw["url"],
-        "title": title,
-        "start_index": start + offset,
-        "end_index": end + offset,
-    }
+    found = url_citation(raw.get("url"), raw.get("title"), raw.get("start_index"), raw.get("end_index"))
+    if found is not None:
+        found["start_index"] += offset
+        found["end_index"] += offset
+    return found
 
 
 def message_annotations(item: dict) -> tuple[dict, ...]:
-    """The annotations of a message item's output_text parts, indexed in the message's whole text."""
+    """The annotations of a message item's output_text parts, indexed in the message's whole text (a citation
+    beyond its part's text left out)."""
     found: list[dict] = []
     offset = 0
     for part in item.get("content") or []:
         if isinstance(part, dict) and part.get("type") == "output_text":
-            found += [a for raw in part.get("annotations") or [] if (a := annotation(raw, offset)) is not None]
-            offset += len(part.get("text") or "")
+            text = part.get("text") if isinstance(part.get("text"), str) else ""
+            found += [
+                a
+                for raw in part.get("annotations") or []
+                if (a := annotation(raw, offset)) is not None and citation_within(a, offset + len(text))
+            ]
+            offset += len(text)
     return tuple(found)
 
 

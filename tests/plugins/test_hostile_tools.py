@@ -1,0 +1,186 @@
+"""Provider-run tools and server tools against a hostile caller and a hostile upstream (a BYOK endpoint can point
+anywhere): malformed tool definitions are a 400 naming the field, never mangled on the way (a string of domains
+sent as a list of characters) nor dropped (a location that is no object); a provider's citations that no client can
+use (indices out of the text or reversed, booleans, javascript: URLs, unknown annotation kinds) are left out, JSON
+and streamed; a provider reporting more searches than it was allowed is billed for the allowed ones and the charge
+stays within the hold. The hostile upstream is a loopback server that answers as the OpenAI Responses API would,
+with the body a test gives it; the rest runs against the stand-in."""
+
+import json
+import threading
+from decimal import Decimal
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from gateway.billing.models import Generation
+from routing.models import Provider
+from routing.providers.hosted import SEARCHES_PER_CALL
+from tests.billing.books import assert_books
+from tests.plugins.test_hosted_tools import ask, hosted_catalog, model_calls  # noqa: F401 (fixture)
+from tests.support import assert_error_envelope, sse_events
+
+TEXT = "The launch was on February 1. Sources: Example."
+GOOD = {
+    "type": "url_citation",
+    "url": "https://example.com/launch",
+    "title": "Example",
+    "start_index": 39,
+    "end_index": 46,
+}
+HOSTILE = [
+    {**GOOD, "start_index": -5},
+    {**GOOD, "end_index": 10_000},
+    {**GOOD, "start_index": 20, "end_index": 10},
+    {**GOOD, "start_index": True, "end_index": 3},
+    {**GOOD, "start_index": 1.5},
+    {**GOOD, "url": "javascript:alert(1)"},
+    {**GOOD, "url": "data:text/html,<script>alert(1)</script>"},
+    {"type": "made_up", "payload": "x" * 100},
+    {"type": "url_citation"},
+    "not an object",
+]
+
+
+class Upstream(BaseHTTPRequestHandler):
+    """Answers every POST with the server's `reply` (JSON, or SSE events when the request streams)."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        return
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+        self.server.received.append(body)  # type: ignore[attr-defined]
+        reply = self.server.reply  # type: ignore[attr-defined]
+        if body.get("stream"):
+            payload = b"".join(f"data: {json.dumps(event)}\n\n".encode() for event in reply["events"])
+            kind = "text/event-stream"
+        else:
+            payload, kind = json.dumps(reply["body"]).encode(), "application/json"
+        self.send_response(200)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+
+@pytest.fixture
+def hostile(hosted_catalog):  # noqa: F811 (the fixture)
+    """standin-responses pointed at the hostile upstream (standin/search's Responses endpoint)."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Upstream)
+    server.daemon_threads = True
+    server.received, server.reply = [], {}  # type: ignore[attr-defined]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    provider = Provider.objects.get(slug="standin-responses")
+    provider.base_url = f"http://127.0.0.1:{server.server_port}/v1"
+    provider.save()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def answer(annotations: list, *, searches: int = 0, output_tokens: int = 12) -> dict:
+    calls = [
+        {"type": "web_search_call", "id": f"ws_{n}", "status": "completed", "action": {"type": "search", "query": "q"}}
+        for n in range(searches)
+    ]
+    message = {
+        "type": "message",
+        "id": "msg_1",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": TEXT, "annotations": annotations}],
+    }
+    return {
+        "id": "resp_hostile",
+        "object": "response",
+        "status": "completed",
+        "model": "standin-search",
+        "output": [*calls, message],
+        "usage": {"input_tokens": 20, "output_tokens": output_tokens, "total_tokens": 20 + output_tokens},
+    }
+
+
+def events(body: dict) -> list[dict]:
+    """The Responses stream of `body`: created, its items (a message's text and annotations), completed."""
+    out: list[dict] = [{"type": "response.created", "response": {"id": body["id"], "model": body["model"]}}]
+    for index, item in enumerate(body["output"]):
+        if item["type"] != "message":
+            out.append({"type": "response.output_item.done", "output_index": index, "item": item})
+            continue
+        part = item["content"][0]
+        out.append({"type": "response.output_text.delta", "output_index": index, "delta": part["text"]})
+        out += [
+            {"type": "response.output_text.annotation.added", "output_index": index, "annotation": annotation}
+            for annotation in part["annotations"]
+        ]
+    return [*out, {"type": "response.completed", "response": body}]
+
+
+def reply(server, body: dict) -> None:
+    server.reply = {"body": body, "events": events(body)}
+
+
+WEB = {"type": "web_search"}
+
+
+# ---- a hostile caller --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("tool", "named"),
+    [
+        ({**WEB, "filters": {"allowed_domains": "example.com"}}, "filters.allowed_domains"),
+        ({**WEB, "filters": {"blocked_domains": [1, 2]}}, "filters.blocked_domains"),
+        ({**WEB, "filters": {"allowed_domains": ["x" * 300]}}, "filters.allowed_domains"),
+        ({**WEB, "filters": "example.com"}, "filters"),
+        ({**WEB, "user_location": "Paris"}, "user_location"),
+        ({**WEB, "user_location": {"city": {"name": "Paris"}}}, "user_location"),
+        ({**WEB, "search_context_size": "huge"}, "search_context_size"),
+        ({**WEB, "search_context_size": {"a": 1}}, "search_context_size"),
+    ],
+)
+def test_a_malformed_web_search_tool_is_a_400_naming_the_field(alice, hosted_catalog, tool, named):  # noqa: F811
+    body = assert_error_envelope(ask(alice, [tool]), 400)
+    assert named in body["error"]["message"] and body["error"]["metadata"]["param"] == "tools[0]"
+    assert model_calls(hosted_catalog) == []  # nothing sent, nothing mangled on the way
+
+
+# ---- a hostile upstream ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_citations_no_client_can_use_are_left_out(alice, hostile, stream):
+    reply(hostile, answer([*HOSTILE, GOOD]))
+    response = ask(alice, [WEB], provider={"only": ["standin-responses"]}, stream=stream)
+    assert response.status_code == 200, response.content
+    if stream:
+        streamed, _ = sse_events(response)
+        added = [e["annotation"] for e in streamed if e["type"] == "response.output_text.annotation.added"]
+        assert added == [GOOD]
+        final = streamed[-1]["response"]
+    else:
+        final = response.json()
+    (message,) = [item for item in final["output"] if item["type"] == "message"]
+    part = message["content"][0]
+    assert part["annotations"] == [GOOD]
+    assert part["text"][GOOD["start_index"] : GOOD["end_index"]] == "Example"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_more_searches_than_allowed_are_billed_as_allowed_within_the_hold(alice, hostile, stream):
+    reply(hostile, answer([GOOD], searches=1000))
+    response = ask(alice, [WEB], provider={"only": ["standin-responses"]}, stream=stream)
+    assert response.status_code == 200, response.content
+    if stream:
+        sse_events(response)
+    (sent,) = hostile.received
+    assert sent["max_tool_calls"] == SEARCHES_PER_CALL  # what the provider was told
+    record = Generation.objects.get(pk=response["X-Generation-Id"])
+    tokens = (record.tokens_input * 1 + record.tokens_output * 2) / Decimal(1_000_000)  # standin/search's prices
+    assert record.cost == tokens + SEARCHES_PER_CALL * Decimal("0.01")
+    assert record.cost <= record.held
+    assert "web_search_requests above the 10 the request allowed" in record.usage_anomaly["reasons"]
+    assert_books(alice.account_id)
