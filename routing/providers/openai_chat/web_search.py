@@ -51,7 +51,7 @@ def annotation(raw: object) -> dict | None:
 
 def with_citations(response: CanonicalResponse, message: Mapping[str, Any]) -> CanonicalResponse:
     """A parsed answer with its message's citations within its text (and the search they count)."""
-    text = message.get("content") if isinstance(message.get("content"), str) else ""
+    text = message["content"] if isinstance(message.get("content"), str) else ""
     found = tuple(
         a
         for raw in message.get("annotations") or ()

@@ -73,7 +73,7 @@ def message_annotations(item: dict) -> tuple[dict, ...]:
     offset = 0
     for part in item.get("content") or []:
         if isinstance(part, dict) and part.get("type") == "output_text":
-            text = part.get("text") if isinstance(part.get("text"), str) else ""
+            text = part["text"] if isinstance(part.get("text"), str) else ""
             found += [
                 a
                 for raw in part.get("annotations") or []
