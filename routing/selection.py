@@ -15,7 +15,7 @@ from routing.limits import RoutingLimit
 from routing.models import ROUTER_MODELS
 from routing.ordering import order_endpoints
 from routing.preferences import Preferences
-from routing.providers.base import GATED_PARAMETERS
+from routing.providers.base import GATED_PARAMETERS, WIRE_PARAMETERS
 from routing.providers.registry import ADAPTERS
 from routing.selectors import endpoints_for_model, model_exists, provider_credentials, provider_has_credentials
 from routing.snapshot import CatalogSnapshot, current_snapshot
@@ -103,13 +103,15 @@ def availability_error(
 
 def unhonoured(endpoint: EndpointInfo, used_params: frozenset[str]) -> frozenset[str]:
     """The request's gated parameters (stop sequences, seed, logprobs) that this endpoint cannot honour: its
-    adapter's wire format does not carry them, or its catalog entry lists its parameters without them."""
-    wanted = used_params & GATED_PARAMETERS
-    if not wanted:
+    adapter's wire format does not carry them, or its catalog entry lists its parameters without them; and the
+    wire-only ones (a JSON schema) its adapter does not carry."""
+    wanted, wire_only = used_params & GATED_PARAMETERS, used_params & WIRE_PARAMETERS
+    if not wanted and not wire_only:
         return frozenset()
     adapter = ADAPTERS.get(endpoint.adapter)
+    carried = adapter.parameters if adapter else frozenset()
     listed = frozenset(endpoint.supported_parameters) if endpoint.supported_parameters else GATED_PARAMETERS
-    return wanted - ((adapter.parameters if adapter else frozenset()) & listed)
+    return (wanted - (carried & listed)) | (wire_only - carried)
 
 
 def endpoints_for_request(

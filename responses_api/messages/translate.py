@@ -8,6 +8,7 @@ SHARED = (
     "temperature",
     "top_p",
     "top_k",
+    "cache_control",
     "session_id",
     "provider",
     "plugins",
@@ -46,6 +47,7 @@ def responses_data(message: dict) -> dict:
                 "name": tool["name"],
                 "description": tool.get("description"),
                 "parameters": tool["input_schema"],
+                "strict": tool.get("strict"),
             }
             for tool in message["tools"]
         ]
@@ -57,6 +59,8 @@ def responses_data(message: dict) -> dict:
             data["parallel_tool_calls"] = not choice["disable_parallel_tool_use"]
     if message.get("thinking"):
         data["reasoning"] = _reasoning(message["thinking"])
+    if output_format := (message.get("output_config") or {}).get("format"):
+        data["text"] = {"format": {"type": "json_schema", "name": "output", "schema": output_format["schema"]}}
     if message.get("stop_sequences"):
         data["stop"] = message["stop_sequences"]  # read by responses_api.normalize (not a Responses API field)
     return data

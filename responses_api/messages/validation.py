@@ -8,7 +8,7 @@ from gateway import fields
 from responses_api.chat.validation import MSG_FUNCTION_NAME, InlineChoiceField
 from responses_api.messages.blocks import SystemField, TurnsField
 from responses_api.validation.common import LentFieldsSerializer, unknown_fields
-from responses_api.validation.objects import DebugSerializer, ProviderPreferencesSerializer
+from responses_api.validation.objects import CacheControlSerializer, DebugSerializer, ProviderPreferencesSerializer
 from responses_api.validation.plugins import PluginsField
 from responses_api.validation.request import MODEL_ID_MAX
 from responses_api.validation.tools import FUNCTION_NAME
@@ -27,6 +27,7 @@ class AnthropicToolSerializer(serializers.Serializer):
     name = fields.CharField(max_length=128, validators=[RegexValidator(FUNCTION_NAME, MSG_FUNCTION_NAME)])
     description = fields.CharField(required=False, allow_blank=True)
     input_schema = fields.DictField()
+    strict = fields.BooleanField(required=False, allow_null=True, help_text="The call's input follows input_schema")
     cache_control = fields.DictField(required=False, allow_null=True)
 
     def validate_cache_control(self, value):
@@ -70,6 +71,17 @@ class AnthropicThinkingSerializer(serializers.Serializer):
         return attrs
 
 
+class AnthropicOutputFormatSerializer(serializers.Serializer):
+    type = InlineChoiceField(choices=["json_schema"])
+    schema = fields.DictField()
+
+
+class AnthropicOutputConfigSerializer(serializers.Serializer):
+    format = AnthropicOutputFormatSerializer(
+        required=False, allow_null=True, help_text="Structured output: the answer is JSON following the schema"
+    )
+
+
 class AnthropicMetadataSerializer(serializers.Serializer):
     user_id = fields.CharField(required=False, allow_null=True, max_length=256)
 
@@ -95,6 +107,10 @@ class MessageCreateRequestSerializer(LentFieldsSerializer):
         max_length=MAX_STOP_SEQUENCES,
         help_text='The answer ends before the first one generated: stop_reason "stop_sequence" with stop_sequence set '
         "(routed only to endpoints that honour stop sequences)",
+    )
+    output_config = AnthropicOutputConfigSerializer(required=False)
+    cache_control = CacheControlSerializer(
+        required=False, allow_null=True, help_text="Automatic caching: a breakpoint on the prompt's last block"
     )
     metadata = AnthropicMetadataSerializer(required=False)
     service_tier = InlineChoiceField(choices=["auto", "standard_only"], required=False)

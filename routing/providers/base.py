@@ -18,6 +18,11 @@ from routing.sse import SSEEvent, decode_sse
 # Request parameters that not every wire format carries: an endpoint whose adapter does not (`parameters`) is not
 # used for a request that sets one (routing.selection), so none is ever accepted and dropped.
 GATED_PARAMETERS = frozenset({"stop", "seed", "logprobs", "top_logprobs"})
+# Parameters whose support is the wire format's alone (a catalog entry lists the model's, whichever wire serves it):
+# an endpoint whose adapter does not carry one is passed over for a request that uses it.
+WIRE_PARAMETERS = frozenset({"structured_outputs"})
+# Asked of wire formats that have no JSON mode (Anthropic, Bedrock) for response_format json_object.
+JSON_INSTRUCTION = "Answer with a single JSON object and nothing else: no prose, no code fences."
 ResponseStatus = Literal["completed", "incomplete"]
 # An upstream stop reason as (status, incomplete reason).
 StopMapping = dict[str, tuple[ResponseStatus, str | None]]
@@ -43,7 +48,8 @@ class ProviderAdapter(ABC):
     kind: ClassVar[str]
     docs_url: ClassVar[str] = ""
     supports_embeddings: ClassVar[bool] = False
-    parameters: ClassVar[frozenset[str]] = frozenset()  # the GATED_PARAMETERS this wire format carries
+    # the GATED_PARAMETERS and WIRE_PARAMETERS this wire format carries
+    parameters: ClassVar[frozenset[str]] = frozenset()
 
     def prepare_credentials(self, credentials: ProviderCredentials) -> ProviderCredentials:
         """Credentials as `build_request` needs them. Identity, unless the provider needs an exchange first (a

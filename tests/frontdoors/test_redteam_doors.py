@@ -4,9 +4,10 @@ dropped. Against the stand-in provider, which records what each endpoint was sen
 
 import pytest
 
+from routing.selection import unhonoured
 from tests.frontdoors.test_chat import post as post_chat
 from tests.frontdoors.test_messages import post as post_message
-from tests.support import assert_error_envelope
+from tests.support import assert_error_envelope, standin_endpoint
 
 HI = [{"role": "user", "content": "Hi"}]
 CHAT = {"model": "standin/echo", "messages": HI}
@@ -76,7 +77,10 @@ def test_chat_takes_include_obfuscation_false_and_the_refused_fields_as_null(ali
     ("extra", "field"),
     [
         ({"metadata": {"user_id": "u", "session": "s"}}, "metadata.session"),
-        ({"tools": [{"name": "f", "input_schema": {"type": "object"}, "strict": True}]}, "tools[0].strict"),
+        (
+            {"tools": [{"name": "f", "input_schema": {"type": "object"}, "input_examples": [{}]}]},
+            "tools[0].input_examples",
+        ),
         ({"top_a": 0.1}, "top_a"),
         ({"thinking": {"type": "enabled", "budget_tokens": 1024, "display": "x"}}, "thinking.display"),
         ({"tool_choice": {"type": "auto", "parallel": False}}, "tool_choice.parallel"),
@@ -259,3 +263,50 @@ def test_messages_refuses_turn_and_system_keys_it_does_not_take(alice, standin_c
     assert "messages[0].name: unknown field" in anthropic_error(post_message(alice, body), 400)
     body = {**MESSAGE, "system": [{"type": "text", "text": "S", "priority": 1}]}
     assert "system[0].priority: unknown field" in anthropic_error(post_message(alice, body), 400)
+
+
+def test_messages_top_level_cache_control_strict_tools_and_output_format_reach_anthropic(
+    alice, standin_catalog, standin
+):
+    """Fields of Anthropic's request the door took as unknown: the automatic cache breakpoint, strict tools and
+    structured output (output_config.format) reach the Anthropic wire."""
+    schema = {"type": "object", "properties": {"colour": {"type": "string"}}, "required": ["colour"]}
+    body = {
+        **MESSAGE,
+        "cache_control": CACHED,
+        "tools": [{"name": "f", "input_schema": {"type": "object"}, "strict": True}],
+        "output_config": {"format": {"type": "json_schema", "schema": schema}},
+        **only("standin-anthropic"),
+    }
+    standin.clear()
+    response = post_message(alice, body)
+    assert response.status_code == 200, response.content
+    sent = sent_to(standin, "standin-anthropic")
+    assert sent["messages"][-1]["content"][-1]["cache_control"] == CACHED
+    assert sent["tools"][0]["strict"] is True
+    assert sent["output_config"] == {"format": {"type": "json_schema", "schema": schema}}
+
+
+def test_messages_output_format_reaches_a_chat_wire_as_response_format(alice, standin_catalog, standin):
+    schema = {"type": "object", "properties": {"colour": {"type": "string"}}}
+    body = {**MESSAGE, "output_config": {"format": {"type": "json_schema", "schema": schema}}, **only("standin-chat")}
+    standin.clear()
+    assert post_message(alice, body).status_code == 200
+    assert sent_to(standin, "standin-chat")["response_format"]["json_schema"]["schema"] == schema
+
+
+def test_chat_json_mode_reaches_an_anthropic_wire_as_an_instruction(alice, standin_catalog, standin):
+    standin.clear()
+    body = {**CHAT, "response_format": {"type": "json_object"}, **only("standin-anthropic")}
+    assert post_chat(alice, body).status_code == 200
+    assert "JSON object" in sent_to(standin, "standin-anthropic")["system"][-1]["text"]
+
+
+def test_a_json_schema_request_is_never_routed_to_a_wire_without_structured_outputs(standin):
+    """Bedrock's Converse body has no place for a JSON schema (it was dropped there): its endpoints are passed over
+    for such a request, whatever the catalog lists for the model; JSON mode goes everywhere (as an instruction)."""
+    used = frozenset({"response_format", "structured_outputs"})
+    for adapter in ("openai_chat", "openai_responses", "anthropic", "vertex", "azure"):
+        assert unhonoured(standin_endpoint(standin, adapter=adapter), used) == frozenset(), adapter
+    assert unhonoured(standin_endpoint(standin, adapter="bedrock"), used) == {"structured_outputs"}
+    assert unhonoured(standin_endpoint(standin, adapter="bedrock"), frozenset({"response_format"})) == frozenset()

@@ -517,3 +517,40 @@ def test_vertex_urls_per_region():
         )
         assert "model" not in built.body and built.body["anthropic_version"] == "vertex-2023-10-16"
         assert built.headers == {"Authorization": "Bearer ya29.token"}
+
+
+STRUCTURED = {"type": "json_schema", "name": "colours", "schema": {"type": "object"}, "strict": True}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_an_adapter_declares_structured_outputs_exactly_when_its_body_carries_a_schema(kind):
+    """routing.selection passes over an endpoint whose adapter lacks `structured_outputs` for a json_schema
+    request (Bedrock's Converse body has no place for it: it was dropped)."""
+    credentials = ProviderCredentials(api_key=SECRET, extra={"project_id": "proj-1", "region": "us-east5"})
+    bodies = [
+        ADAPTERS[kind].build_request(request, base_url="https://upstream.example/v1", credentials=credentials).body
+        for request in (MINIMAL, replace(MINIMAL, text_format=STRUCTURED))
+    ]
+    assert (bodies[0] != bodies[1]) == ("structured_outputs" in ADAPTERS[kind].parameters)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_json_mode_reaches_every_wire(kind):
+    """response_format json_object: OpenAI's wires take it as such; Anthropic's and Bedrock's, which have no JSON
+    mode, get it as an instruction after the system prompt (it was dropped)."""
+    credentials = ProviderCredentials(api_key=SECRET, extra={"project_id": "proj-1", "region": "us-east5"})
+    bodies = [
+        ADAPTERS[kind].build_request(request, base_url="https://upstream.example/v1", credentials=credentials).body
+        for request in (MINIMAL, replace(MINIMAL, text_format={"type": "json_object"}))
+    ]
+    assert bodies[0] != bodies[1]
+    if kind in ("anthropic", "vertex", "bedrock"):
+        assert "JSON object" in json.dumps(bodies[1]["system"])
+
+
+@pytest.mark.parametrize("kind", ["anthropic", "vertex"])
+def test_a_strict_tool_is_strict_on_anthropics_wire(kind):
+    credentials = ProviderCredentials(api_key=SECRET, extra={"project_id": "proj-1", "region": "us-east5"})
+    request = replace(MINIMAL, tools=(WEATHER_TOOL,))
+    body = ADAPTERS[kind].build_request(request, base_url="https://upstream.example/v1", credentials=credentials).body
+    assert body["tools"][0]["strict"] is True

@@ -22,7 +22,7 @@ NATURAL_STATUS = {
 class AnthropicAdapter(ProviderAdapter):
     kind = "anthropic"
     docs_url = "https://docs.anthropic.com/en/api/messages"
-    parameters = frozenset({"stop"})  # stop_sequences; no seed, no logprobs
+    parameters = frozenset({"stop", "structured_outputs"})  # stop_sequences, output_config; no seed, no logprobs
 
     def build_request(self, request, *, base_url, credentials):
         headers = {"x-api-key": credentials.api_key, "anthropic-version": messages_request.API_VERSION}

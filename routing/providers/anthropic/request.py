@@ -15,7 +15,7 @@ from routing.canonical import (
     TextPart,
 )
 from routing.providers.anthropic import web_search
-from routing.providers.base import arguments_object, drop_none, forces_tool, merge_turn
+from routing.providers.base import JSON_INSTRUCTION, arguments_object, drop_none, forces_tool, merge_turn
 
 FORMAT = "anthropic-claude-v1"
 API_VERSION = "2023-06-01"
@@ -134,6 +134,9 @@ def _thinking(request: CanonicalRequest, max_tokens: int) -> dict | None:
 
 def build_body(request: CanonicalRequest) -> dict:
     system, messages = system_and_messages(request)
+    text_format = request.text_format or {}
+    if text_format.get("type") == "json_object":  # no JSON mode on this API: asked for in the system prompt
+        system.append({"type": "text", "text": JSON_INSTRUCTION})
     if request.cache_control:
         _apply_automatic_cache(system, messages, request.cache_control)
     max_tokens = request.max_output_tokens or DEFAULT_MAX_TOKENS
@@ -155,7 +158,6 @@ def build_body(request: CanonicalRequest) -> dict:
         "stop_sequences": list(request.stop) or None,  # no seed or logprobs on this API
         "stream": True if request.stream else None,
     }
-    text_format = request.text_format or {}
     if text_format.get("type") == "json_schema":
         body["output_config"] = {"format": {"type": "json_schema", "schema": text_format.get("schema") or {}}}
     if request.tools:
@@ -165,6 +167,7 @@ def build_body(request: CanonicalRequest) -> dict:
                     "name": tool.name,
                     "description": tool.description,
                     "input_schema": tool.parameters or {"type": "object", "properties": {}},
+                    "strict": tool.strict,
                 }
             )
             for tool in request.tools

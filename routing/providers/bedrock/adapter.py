@@ -24,7 +24,7 @@ class BedrockAdapter(ProviderAdapter):
 
     kind = "bedrock"
     docs_url = "https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_Converse.html"
-    parameters = frozenset({"stop"})  # inferenceConfig.stopSequences; Converse has no seed or logprobs
+    parameters = frozenset({"stop"})  # inferenceConfig.stopSequences; Converse has no seed, logprobs or JSON schema
 
     def build_request(self, request, *, base_url, credentials):
         extra = credentials.extra if isinstance(credentials.extra, dict) else {}

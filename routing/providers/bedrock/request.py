@@ -17,7 +17,7 @@ from routing.canonical import (
 )
 from routing.errors import UpstreamError
 from routing.providers.anthropic.request import EFFORT_BUDGET, MIN_THINKING_BUDGET
-from routing.providers.base import arguments_object, drop_none, forces_tool, merge_turn
+from routing.providers.base import JSON_INSTRUCTION, arguments_object, drop_none, forces_tool, merge_turn
 
 FORMAT = "bedrock-anthropic-v1"
 STOP_SEQUENCE_PATH = "/stop_sequence"  # a JSON Pointer into the model's own response
@@ -102,6 +102,8 @@ def _tool_choice(choice) -> dict | None:
 
 def build_body(request: CanonicalRequest) -> dict:
     system, messages = system_and_messages(request)
+    if (request.text_format or {}).get("type") == "json_object":  # Converse has no JSON mode: asked for in words
+        system.append({"text": JSON_INSTRUCTION})
     inference = drop_none(
         {
             "maxTokens": request.max_output_tokens,

@@ -10,7 +10,7 @@ class OpenAIResponsesAdapter(ProviderAdapter):
     kind = "openai_responses"
     docs_url = "https://platform.openai.com/docs/api-reference/responses"
     supports_embeddings = True  # OpenAI serves /embeddings beside /responses
-    parameters = frozenset({"logprobs", "top_logprobs"})  # the Responses API has no stop sequences or seed
+    parameters = frozenset({"logprobs", "top_logprobs", "structured_outputs"})  # no stop sequences or seed
 
     def build_request(self, request, *, base_url, credentials):
         return UpstreamRequest(
