@@ -22,7 +22,8 @@ from dataclasses import dataclass, field, fields, replace
 from decimal import Decimal
 from typing import TypeVar
 
-from plugins.tools import RUNNERS, ToolContext, ToolResult, new_item_id, pending_fields, run_tool
+from plugins import web_engines
+from plugins.tools import MAX_WEB_USES, RUNNERS, ToolContext, ToolResult, new_item_id, pending_fields, run_tool
 from routing.accumulate import FoldStep, ItemDone, ItemOpened
 from routing.attempts import WAITING, AttemptStream, Served
 from routing.canonical import (
@@ -59,6 +60,29 @@ MAX_TOOL_CALLS = 30  # the spec's default and maximum of `max_tool_calls` (stop 
 def kind_of(tool: dict) -> str:
     """A tool's server tool type: openrouter:<tool> is an alias of gateway:<tool>."""
     return tool["type"].replace("openrouter:", "gateway:", 1)
+
+
+def tools_hold(data: dict, rounds: int) -> Decimal:
+    """The most the request's server tools can cost by themselves (held with the request): each gateway:web_search
+    call the loop may run (`rounds` - 1 calls at most, the tool's max_uses at most) at its engine's price, the
+    dearest configured engine's when it names none. gateway:fusion is checked against the balance when it runs."""
+    calls = rounds - 1
+    total = Decimal(0)
+    for tool in data.get("tools") or []:
+        if not isinstance(tool.get("type"), str) or kind_of(tool) != "gateway:web_search":
+            continue
+        parameters = tool.get("parameters") or {}
+        engines = [parameters["engine"]] if parameters.get("engine") else list(web_engines.configured_engines())
+        try:
+            price = max((web_engines.engine_price(engine) for engine in engines), default=Decimal(0))
+        except web_engines.SearchFailed:  # a price misconfigured: the search itself fails
+            price = Decimal(0)
+        uses = parameters.get("max_uses")
+        uses = (
+            uses if isinstance(uses, int) and not isinstance(uses, bool) and 0 < uses < MAX_WEB_USES else MAX_WEB_USES
+        )
+        total = max(total, min(calls, uses) * price)  # one gateway:web_search: the dearest of its declarations
+    return total
 
 
 def function_name(kind: str) -> str:
@@ -164,6 +188,11 @@ class ServerToolsStage:
 
     def wants(self, ctx: RequestContext) -> bool:
         return ctx.tool_loop is not None
+
+    @staticmethod
+    def hold(data: dict, rounds: int) -> Decimal:
+        """What the request's server tools may cost by themselves (responses_api.service holds it): tools_hold."""
+        return tools_hold(data, rounds) if rounds > 1 else Decimal(0)
 
     def __call__(self, response: CanonicalResponse, ctx: RequestContext) -> Restaged | Block:
         loop, request = ctx.tool_loop, ctx.request

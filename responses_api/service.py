@@ -16,6 +16,7 @@ from gateway.billing import services as credits
 from gateway.billing.fees import byok_fee, byok_month_to_date
 from gateway.billing.generations import GenerationRecord
 from gateway.errors import GatewayError
+from responses_api import stages
 from responses_api.errors import final_error
 from responses_api.metadata import attach_error_metadata, gateway_metadata, requested_models
 from responses_api.normalize import Prepared, prepare, reestimated, truncate_to_fit
@@ -470,6 +471,7 @@ def response_plan(*, ctx: RequestContext, prepared: Prepared) -> RoutePlan:
 def response_hold(*, ctx: RequestContext, prepared: Prepared, plan: RoutePlan) -> ResponseRun:
     """Hold the worst case over the plan's candidates (402 when the balance or the key's limit cannot)."""
     amount = _reservation_amount(plan=plan, prepared=prepared, caller=ctx.caller) + prepared.stage_cost
+    amount += _tools_hold(prepared)
     byok_counted = any(cap.include_byok for cap in prepared.caps) and any(c.is_byok for c in plan.candidates)
     reservation = credits.credits_reserve(
         account_id=ctx.caller.account_id,
@@ -546,6 +548,14 @@ def _reservation_amount(*, plan: RoutePlan, prepared: Prepared, caller: Caller, 
             cost = byok_fee(list_cost=cost, month_to_date=month_to_date, plan=caller.plan)
         worst = max(worst, cost)
     return worst
+
+
+def _tools_hold(prepared: Prepared) -> Decimal:
+    """What the post-stages' own calls may cost by themselves (the server tools' web searches: a stage's `hold`)."""
+    holds = (
+        stage.hold(prepared.data, prepared.server_rounds) for stage in stages.POST_STAGES if hasattr(stage, "hold")
+    )
+    return sum(holds, Decimal(0))
 
 
 def _catalog_endpoints(models: list[str]) -> list[EndpointInfo]:

@@ -614,7 +614,7 @@ def fusion_tool_run(args: dict, parameters: dict, tools: ToolContext) -> Generat
             kind, f"analyst {panel.analyst}: {analyst_plan.message}", failure_reason="invalid_model"
         )
     worst = worst_cost(request, [plans[m] for m in panel.models], analyst_plan, panel=panel, final_answer=False)
-    if worst > spendable(ctx):
+    if worst > spendable(ctx) - tools.unheld:  # what this request's earlier runs spent is not settled yet
         return ToolResult.failed(kind, MSG_TOOL_CREDITS.format(cost=worst), failure_reason="insufficient_credits")
     yield {"type": "response.fusion_call.in_progress"}
     meter = Meter()
@@ -622,6 +622,7 @@ def fusion_tool_run(args: dict, parameters: dict, tools: ToolContext) -> Generat
         fused = yield from fuse(request, panel, plans, meter)
     finally:  # what ran is charged however the run ended (the client left a stream midway, say)
         tools.charge(meter.cost, meter.usage)
+        tools.unheld += meter.cost
     yield {"type": "response.fusion_call.completed"}
     failed = [
         {"model": a.model, "error": a.error, **({"status_code": a.status_code} if a.status_code else {})}

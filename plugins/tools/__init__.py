@@ -52,6 +52,8 @@ class ToolContext:
     found: list[FunctionTool] = field(default_factory=list)
     uses: dict[str, int] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)  # the pages searched or fetched: url -> title
+    # What tools spent beyond the request's hold so far (gateway:fusion runs): the next run's credit check counts it.
+    unheld: Decimal = Decimal(0)
 
 
 @dataclass(frozen=True)
