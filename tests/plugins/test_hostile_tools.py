@@ -184,3 +184,36 @@ def test_more_searches_than_allowed_are_billed_as_allowed_within_the_hold(alice,
     assert record.cost <= record.held
     assert "web_search_requests above the 10 the request allowed" in record.usage_anomaly["reasons"]
     assert_books(alice.account_id)
+
+
+# ---- fusion against hostile members ------------------------------------------------------------------------------
+
+
+def test_a_panel_member_reporting_absurd_usage_is_billed_within_its_limits(alice, db, standin):
+    """A member reporting a billion output tokens (and negative input) is billed as its output limit at most: the
+    panel's usage is bounded as the request's own (it was trusted as reported: the caller's whole balance)."""
+    from tests.plugins.test_fusion import PANEL, fusion_catalog
+    from tests.plugins.test_fusion import post as fusion_post
+
+    fusion_catalog(standin, **{"acme/beta": "text=Answer from beta,output_tokens=1000000000,input_tokens=-7"})
+    response = fusion_post(alice, max_output_tokens=300)
+    assert response.status_code == 200, response.content
+    entry = next(e for e in response.json()["gateway_metadata"]["pipeline"] if e["name"] == "fusion")
+    beta = next(member for member in entry["data"]["panel"] if member["model"] == "acme/beta")
+    assert beta["tokens"]["input"] == 0 and 0 < beta["tokens"]["output"] <= 300 + 64
+    assert beta["cost_usd"] <= (300 + 64) * 1.0 / 1_000_000  # acme/beta: 1 USD per million output tokens
+    record = Generation.objects.get(pk=response["X-Generation-Id"])
+    assert record.cost < Decimal("0.01") and [m["model"] for m in entry["data"]["panel"]] == PANEL
+    assert_books(alice.account_id)
+
+
+def test_provider_run_tools_with_gateway_fusion_are_refused_before_the_panel_when_the_analyst_cannot(
+    alice, db, standin
+):
+    from tests.plugins.test_fusion import fusion_catalog
+    from tests.plugins.test_fusion import post as fusion_post
+
+    fusion_catalog(standin)
+    body = assert_error_envelope(fusion_post(alice, tools=[WEB]), 400)
+    assert "fusion analyst bolt/delta" in body["error"]["message"] and body["error"]["metadata"]["param"] == "tools[0]"
+    assert [call for call in standin.received if call["path"].endswith("/chat/completions")] == []  # no panel paid
