@@ -9,7 +9,7 @@ from typing import Any, ClassVar, Literal
 
 from byok.credentials import ProviderCredentials
 from routing import jsonsafe
-from routing.canonical import CanonicalRequest, CanonicalResponse, StreamEvent
+from routing.canonical import CanonicalRequest, CanonicalResponse, ReasoningConfig, StreamEvent
 from routing.errors import ErrorType, UpstreamError, error_type_for_status, is_retryable, parse_retry_after
 from routing.providers.embeddings import EmbeddingRequest, EmbeddingResponse
 from routing.redact import SECRET_HEADERS
@@ -21,6 +21,8 @@ GATED_PARAMETERS = frozenset({"stop", "seed", "logprobs", "top_logprobs"})
 # Parameters whose support is the wire format's alone (a catalog entry lists the model's, whichever wire serves it):
 # an endpoint whose adapter does not carry one is passed over for a request that uses it.
 WIRE_PARAMETERS = frozenset({"structured_outputs"})
+# A thinking budget as an effort (below each limit): what OpenAI's wires take instead of a budget.
+EFFORT_FOR_BUDGET = ((4096, "low"), (16384, "medium"), (math.inf, "high"))
 # Asked of wire formats that have no JSON mode (Anthropic, Bedrock) for response_format json_object.
 JSON_INSTRUCTION = "Answer with a single JSON object and nothing else: no prose, no code fences."
 ResponseStatus = Literal["completed", "incomplete"]
@@ -182,6 +184,18 @@ def arguments_object(raw: str) -> dict:
     except ValueError:
         return {"_raw": raw}
     return value if isinstance(value, dict) else {"value": value}
+
+
+def reasoning_effort(reasoning: ReasoningConfig | None) -> str | None:
+    """The effort to send a wire that takes an effort only (OpenAI's): the one asked for, else the nearest to a
+    thinking budget, else medium when reasoning is merely enabled; none when it is off or not asked for."""
+    if reasoning is None or reasoning.enabled is False:
+        return None
+    if reasoning.effort:
+        return reasoning.effort
+    if reasoning.max_tokens:
+        return next(effort for limit, effort in EFFORT_FOR_BUDGET if reasoning.max_tokens < limit)
+    return "medium" if reasoning.enabled else None
 
 
 def forces_tool(choice) -> bool:

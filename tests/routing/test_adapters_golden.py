@@ -554,3 +554,24 @@ def test_a_strict_tool_is_strict_on_anthropics_wire(kind):
     request = replace(MINIMAL, tools=(WEATHER_TOOL,))
     body = ADAPTERS[kind].build_request(request, base_url="https://upstream.example/v1", credentials=credentials).body
     assert body["tools"][0]["strict"] is True
+
+
+@pytest.mark.parametrize("kind", ["openai_chat", "azure", "openai_responses"])
+@pytest.mark.parametrize(
+    ("reasoning", "effort"),
+    [
+        (ReasoningConfig(max_tokens=2000), "low"),
+        (ReasoningConfig(max_tokens=8000), "medium"),
+        (ReasoningConfig(max_tokens=30000), "high"),
+        (ReasoningConfig(enabled=True), "medium"),
+        (ReasoningConfig(effort="minimal", max_tokens=30000), "minimal"),
+    ],
+)
+def test_a_thinking_budget_reaches_openais_wires_as_an_effort(kind, reasoning, effort):
+    """A budget (Anthropic's thinking, reasoning.max_tokens) or reasoning enabled without an effort was dropped
+    on OpenAI's wires, which take an effort only: it is sent as the effort nearest the budget."""
+    credentials = ProviderCredentials(api_key=SECRET, extra={"project_id": "proj-1", "region": "us-east5"})
+    request = replace(MINIMAL, reasoning=reasoning)
+    body = ADAPTERS[kind].build_request(request, base_url="https://upstream.example/v1", credentials=credentials).body
+    sent = body["reasoning"]["effort"] if kind == "openai_responses" else body["reasoning_effort"]
+    assert sent == effort

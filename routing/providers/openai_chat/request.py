@@ -12,7 +12,7 @@ from routing.canonical import (
     Reasoning,
     TextPart,
 )
-from routing.providers.base import drop_none
+from routing.providers.base import drop_none, reasoning_effort
 from routing.providers.openai_chat import web_search
 
 
@@ -117,7 +117,7 @@ def build_body(request: CanonicalRequest) -> dict:
         "max_tokens": request.max_output_tokens,
         "response_format": response_format(request.text_format),
         "verbosity": request.verbosity,
-        "reasoning_effort": request.reasoning.effort if request.reasoning else None,
+        "reasoning_effort": reasoning_effort(request.reasoning),
         "user": request.safety_identifier,
         "prompt_cache_key": request.prompt_cache_key,
         "service_tier": request.service_tier if request.service_tier not in (None, "auto") else None,

@@ -14,7 +14,7 @@ from routing.canonical import (
     Reasoning,
     TextPart,
 )
-from routing.providers.base import drop_none
+from routing.providers.base import drop_none, reasoning_effort
 from routing.providers.openai_responses import hosted
 
 FORMAT = "openai-responses-v1"
@@ -75,7 +75,8 @@ def build_body(request: CanonicalRequest) -> dict:
     text = drop_none({"format": request.text_format, "verbosity": request.verbosity})
     reasoning = None
     if request.reasoning and request.reasoning.enabled is not False:
-        reasoning = drop_none({"effort": request.reasoning.effort, "summary": request.reasoning.summary}) or None
+        effort = reasoning_effort(request.reasoning)
+        reasoning = drop_none({"effort": effort, "summary": request.reasoning.summary}) or None
     body: dict[str, Any] = {
         "model": request.model,
         "input": [item for item in map(_item, request.input) if item is not None],
