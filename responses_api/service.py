@@ -23,13 +23,14 @@ from responses_api.normalize import Prepared, prepare, reestimated, truncate_to_
 from responses_api.render import ResultShell, usage_block
 from routing.accumulate import FoldStep
 from routing.attempts import AttemptRecord, AttemptSequence, AttemptsFailed, Served, _Waiting
-from routing.canonical import CanonicalRequest, CanonicalResponse, FilePart, Message, Usage
+from routing.canonical import CanonicalRequest, CanonicalResponse, FilePart, Message, OutputHostedTool, Usage
 from routing.catalog import EndpointInfo
 from routing.errors import ErrorType, UpstreamError
 from routing.health import sticky_get, sticky_key
 from routing.preferences import account_defaults, preferences_build, split_model_suffix
 from routing.pricing import max_cost, usage_cost, usage_cost_split
 from routing.providers.anthropic.request import EFFORT_BUDGET, MIN_THINKING_BUDGET
+from routing.providers.base import as_mapping
 from routing.providers.hosted import searches_bound
 from routing.selection import Candidate, RoutePlan, RoutingCaller, endpoints_for_request
 from routing.selectors import endpoints_for_model
@@ -156,7 +157,7 @@ class ResponseRun:
             if served is None:  # failed, cut or cancelled: what it generated is billed with the request
                 cut = stream.fold.response()
                 cut = replace(cut, usage=self.bound_usage(cut, stream.candidate, reestimated(self.prepared, request)))
-                if cut.usage.output_tokens:
+                if cut.usage.output_tokens or cut.usage.web_search_requests:  # the provider's searches too
                     self.rounds.append(Served(candidate=stream.candidate, response=cut))
         self.rounds.append(served)
         return served
@@ -211,6 +212,8 @@ class ResponseRun:
         the request's limits to what the hold assumed), the anomaly kept for the generation record and logged.
         Output with no output tokens reported is estimated from its text, so it is never free."""
         usage = response.usage
+        if (seen := searches_seen(response)) > usage.web_search_requests:  # a stream cut before its usage came
+            usage = replace(usage, web_search_requests=seen)
         prepared = prepared or self.prepared
         bounds = usage_bounds(prepared=prepared, endpoint=candidate.endpoint)
         bounded, reasons = clamp_usage(usage, bounds)
@@ -390,6 +393,18 @@ class ResponseRun:
             service_tier=response.service_tier,
             metadata=self.metadata(),
         )
+
+
+def searches_seen(response: CanonicalResponse) -> int:
+    """The provider's web searches its answer shows (its web_search_call items that searched): billed when the
+    usage it reports counts fewer, or came not at all (a stream cut short, a client that left)."""
+    return sum(
+        1
+        for item in response.output
+        if isinstance(item, OutputHostedTool)
+        and item.item.get("type") == "web_search_call"
+        and as_mapping(item.item.get("action")).get("type", "search") == "search"
+    )
 
 
 def usage_add(*usages: Usage) -> Usage:

@@ -206,7 +206,7 @@ def _settle_unfinished(run: ResponseRun, stream: AttemptStream, outcome: StreamO
         usage = run.bound_usage(response, stream.candidate)
         run.close(
             status="cancelled" if cancelled else "failed",
-            served=stream.candidate if usage.output_tokens else None,
+            served=stream.candidate if usage.output_tokens or usage.web_search_requests else None,
             usage=usage,
             error_type=error.error_type if error else "",
             cancelled=cancelled,

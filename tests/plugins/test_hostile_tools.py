@@ -8,17 +8,20 @@ with the body a test gives it; the rest runs against the stand-in."""
 
 import json
 import threading
+import time
 from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+import requests
 
 from gateway.billing.models import Generation
+from gateway.billing.provisioning import account_provision
 from routing.models import Provider
 from routing.providers.hosted import SEARCHES_PER_CALL
 from tests.billing.books import assert_books
 from tests.plugins.test_hosted_tools import ask, hosted_catalog, model_calls  # noqa: F401 (fixture)
-from tests.support import assert_error_envelope, sse_events
+from tests.support import Persona, assert_error_envelope, sse_events
 
 TEXT = "The launch was on February 1. Sources: Example."
 GOOD = {
@@ -54,16 +57,22 @@ class Upstream(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
         self.server.received.append(body)  # type: ignore[attr-defined]
         reply = self.server.reply  # type: ignore[attr-defined]
+        pause = len(reply["events"])
         if body.get("stream"):
-            payload = b"".join(f"data: {json.dumps(event)}\n\n".encode() for event in reply["events"])
+            pause = reply.get("pause_after", pause)  # the events sent before a pause of PAUSE_S, then the rest
+            chunks = [f"data: {json.dumps(event)}\n\n".encode() for event in reply["events"]]
             kind = "text/event-stream"
         else:
-            payload, kind = json.dumps(reply["body"]).encode(), "application/json"
+            chunks, kind = [json.dumps(reply["body"]).encode()], "application/json"
         self.send_response(200)
         self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(payload)))
+        self.send_header("Content-Length", str(sum(map(len, chunks))))
         self.end_headers()
-        self.wfile.write(payload)
+        self.wfile.write(b"".join(chunks[:pause]))
+        self.wfile.flush()
+        if pause < len(chunks):
+            time.sleep(PAUSE_S)
+            self.wfile.write(b"".join(chunks[pause:]))
 
 
 @pytest.fixture
@@ -124,6 +133,7 @@ def reply(server, body: dict) -> None:
 
 
 WEB = {"type": "web_search"}
+PAUSE_S = 1.5
 
 
 # ---- a hostile caller --------------------------------------------------------------------------------------------
@@ -217,3 +227,64 @@ def test_provider_run_tools_with_gateway_fusion_are_refused_before_the_panel_whe
     body = assert_error_envelope(fusion_post(alice, tools=[WEB]), 400)
     assert "fusion analyst bolt/delta" in body["error"]["message"] and body["error"]["metadata"]["param"] == "tools[0]"
     assert [call for call in standin.received if call["path"].endswith("/chat/completions")] == []  # no panel paid
+
+
+# ---- a stream cut short after the provider searched --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kept", [-1, 3], ids=["cut-after-the-text", "cut-before-any-text"])
+def test_searches_made_before_an_upstream_stream_is_cut_are_billed(alice, hostile, kept):
+    """The provider searched (its web_search_call items came) and the stream broke before its usage: the searches
+    are billed with what was generated (they were billed as none: the provider charges them all the same)."""
+    body = answer([GOOD], searches=2)
+    hostile.reply = {"body": body, "events": events(body)[:kept]}  # no response.completed: cut
+    response = ask(alice, [WEB], provider={"only": ["standin-responses"]}, stream=True)
+    streamed, _ = sse_events(response)
+    assert streamed[-1]["type"] == "response.failed"
+    record = Generation.objects.get(pk=response["X-Generation-Id"])
+    assert record.status == "failed" and (record.tokens_output > 0) == (kept == -1)
+    tokens = (record.tokens_input * 1 + record.tokens_output * 2) / Decimal(1_000_000)
+    assert record.cost == tokens + 2 * Decimal("0.01")
+    assert_books(alice.account_id)
+
+
+@pytest.fixture
+def frank(transactional_db, hostile):
+    return Persona(account_provision(name="frank", plan="payg", credits=Decimal("5")))
+
+
+@pytest.mark.live
+def test_a_client_leaving_after_the_searches_pays_for_them_once(live_gateway, frank, hostile):
+    """The client hangs up once the provider's three searches came, before the text (live gateway): recorded
+    cancelled, billed the searches and what was generated, once; nothing left held."""
+    body = answer([GOOD], searches=3)
+    hostile.reply = {"body": body, "events": events(body), "pause_after": 4}  # created and the three searches
+    response = requests.post(
+        f"{live_gateway.api}/responses",
+        json={
+            "model": "standin/search",
+            "input": "Search",
+            "tools": [WEB],
+            "stream": True,
+            "provider": {"only": ["standin-responses"]},
+        },
+        headers={"Authorization": f"Bearer {frank.api_key}"},
+        stream=True,
+        timeout=10,
+    )
+    generation_id = response.headers["X-Generation-Id"]
+    seen = b""
+    for chunk in response.iter_content(chunk_size=None):
+        seen += chunk
+        if seen.count(b"event: response.output_item.done") == 3:
+            break
+    response.close()  # the client left
+    deadline = time.monotonic() + 5
+    while not Generation.objects.filter(pk=generation_id, status="cancelled").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    record = Generation.objects.get(pk=generation_id)
+    assert record.status == "cancelled" and record.cancelled
+    tokens = (record.tokens_input * 1 + record.tokens_output * 2) / Decimal(1_000_000)
+    assert record.cost == tokens + 3 * Decimal("0.01")
+    account = assert_books(frank.account_id)
+    assert account.reserved == 0 and account.balance == Decimal(5) - record.cost
