@@ -2,12 +2,18 @@
 each adapter, or is refused with a 400 naming it (Anthropic's error shape on /messages), never accepted and
 dropped. Against the stand-in provider, which records what each endpoint was sent."""
 
-import pytest
+import json
+from decimal import Decimal
 
+import anthropic
+import pytest
+from openai import OpenAI
+
+from gateway.billing.provisioning import account_provision
 from routing.selection import unhonoured
 from tests.frontdoors.test_chat import post as post_chat
 from tests.frontdoors.test_messages import post as post_message
-from tests.support import assert_error_envelope, standin_endpoint
+from tests.support import Persona, assert_error_envelope, standin_endpoint
 
 HI = [{"role": "user", "content": "Hi"}]
 CHAT = {"model": "standin/echo", "messages": HI}
@@ -310,3 +316,101 @@ def test_a_json_schema_request_is_never_routed_to_a_wire_without_structured_outp
         assert unhonoured(standin_endpoint(standin, adapter=adapter), used) == frozenset(), adapter
     assert unhonoured(standin_endpoint(standin, adapter="bedrock"), used) == {"structured_outputs"}
     assert unhonoured(standin_endpoint(standin, adapter="bedrock"), frozenset({"response_format"})) == frozenset()
+
+
+# ---- the real SDKs on a live gateway: typed errors, streams that add up to the JSON answer ----------------------
+
+
+@pytest.fixture
+def erin(transactional_db, standin_catalog):
+    """A funded account whose data is committed, so the gunicorn processes see it."""
+    return Persona(account_provision(name="erin", plan="payg", credits=Decimal("5")))
+
+
+def anthropic_client(live_gateway, persona) -> anthropic.Anthropic:
+    return anthropic.Anthropic(base_url=f"{live_gateway.url}/api", api_key=persona.api_key, max_retries=0, timeout=20)
+
+
+@pytest.mark.live
+@pytest.mark.parametrize(
+    ("status", "error"),
+    [
+        (429, anthropic.RateLimitError),
+        (529, anthropic.OverloadedError),
+        (503, anthropic.ServiceUnavailableError),
+        (400, anthropic.BadRequestError),
+        (422, anthropic.UnprocessableEntityError),
+    ],
+)
+def test_the_anthropic_sdk_raises_its_typed_error_for_an_upstream_failure(live_gateway, erin, status, error):
+    client = anthropic_client(live_gateway, erin)
+    prompt = f'Hi <<standin {{"status": {status}}}>>'
+    with pytest.raises(error) as raised:
+        client.messages.create(
+            model="standin/echo",
+            max_tokens=50,
+            messages=[{"role": "user", "content": prompt}],
+            extra_body={"provider": {"only": ["standin-anthropic"]}},
+        )
+    assert raised.value.status_code == status and raised.value.body["type"] == "error"
+
+
+@pytest.mark.live
+def test_the_anthropic_sdk_raises_payment_required_without_credits(live_gateway, transactional_db, standin_catalog):
+    broke = Persona(account_provision(name="broke", plan="payg", credits=Decimal("0")))
+    with pytest.raises(anthropic.PaymentRequiredError) as raised:
+        anthropic_client(live_gateway, broke).messages.create(model="standin/echo", max_tokens=50, messages=HI)
+    assert raised.value.body["error"]["type"] == "billing_error"
+
+
+THINK_AND_CALL = 'Weather? <<standin {"tool_call": "auto", "reasoning": "Paris, then the tool.", "chunks": 4}>>'
+WEATHER = [{"name": "get_weather", "input_schema": {"type": "object", "properties": {"location": {"type": "string"}}}}]
+
+
+@pytest.mark.live
+@pytest.mark.parametrize("wire", ["standin-anthropic", "standin-chat", "standin-responses"])
+def test_the_anthropic_sdks_streamed_final_message_is_the_json_answer(live_gateway, erin, wire):
+    client = anthropic_client(live_gateway, erin)
+    request = dict(
+        model="standin/echo",
+        max_tokens=3000,
+        tools=WEATHER,
+        thinking={"type": "enabled", "budget_tokens": 1024},
+        messages=[{"role": "user", "content": THINK_AND_CALL}],
+        extra_body={"provider": {"only": [wire]}},
+    )
+    answer = client.messages.create(**request)
+    with client.messages.stream(**request) as stream:
+        final = stream.get_final_message()
+
+    def shape(message):
+        blocks = [block.model_dump(exclude={"id", "signature"}) for block in message.content]
+        return blocks, message.stop_reason, message.stop_sequence, message.usage.output_tokens
+
+    assert shape(final) == shape(answer)
+    assert [block.type for block in answer.content][-1] == "tool_use" and answer.stop_reason == "tool_use"
+
+
+@pytest.mark.live
+@pytest.mark.parametrize("wire", ["standin-anthropic", "standin-chat", "standin-responses"])
+def test_the_openai_sdks_streamed_completion_is_the_json_answer(live_gateway, erin, wire):
+    client = OpenAI(base_url=live_gateway.api, api_key=erin.api_key, max_retries=0, timeout=20)
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": WEATHER[0]["input_schema"]}}]
+    request = dict(
+        model="standin/echo",
+        messages=[{"role": "user", "content": THINK_AND_CALL}],
+        tools=tools,
+        extra_body={"provider": {"only": [wire]}},
+    )
+    answer = client.chat.completions.create(**request)
+    with client.chat.completions.stream(**request, stream_options={"include_usage": True}) as stream:
+        final = stream.get_final_completion()
+    streamed, whole = final.choices[0], answer.choices[0]
+    assert streamed.finish_reason == whole.finish_reason == "tool_calls"
+
+    def calls(message):
+        return [(call.type, call.function.name, json.loads(call.function.arguments)) for call in message.tool_calls]
+
+    assert calls(streamed.message) == calls(whole.message) == [("function", "get_weather", {"location": "Paris"})]
+    assert streamed.message.reasoning == whole.message.reasoning  # type: ignore[attr-defined]
+    assert final.usage.completion_tokens == answer.usage.completion_tokens
