@@ -12,11 +12,12 @@ from dataclasses import dataclass, replace
 from routing.canonical import CanonicalRequest, HostedTool
 from routing.catalog import EndpointInfo
 from routing.limits import RoutingLimit
-from routing.providers.hosted import capability
+from routing.providers.hosted import WEB_SEARCH, capability
 from routing.providers.registry import adapter_for
 from routing.selectors import endpoints_for_model
 from routing.stages import Block, RequestContext, Staged, StageEntry
 
+MSG_ONE_SEARCH = "tools: at most one web_search tool (its filters and location apply to every search)"
 MSG_CHOICE = "tool_choice: the tool type '{type}' is not among the request's tools"
 MSG_NOT_RUN = "{source}: the tool type '{type}' is not available on this gateway for {models}: {why}"
 
@@ -81,6 +82,9 @@ class HostedToolsStage:
         if choice == "none" and not request.tools:  # no tool may be called: none is sent
             entry = StageEntry(type=self.type, name=self.name, outcome="not sent: tool_choice none")
             return Staged(request=replace(request, hosted_tools=()), entries=(entry,))
+        searching = [t for t in request.hosted_tools if capability(str(t.spec.get("type"))) == WEB_SEARCH]
+        if len(searching) > 1:  # one search tool: the searches a call may make are held and told to the provider
+            return Block(MSG_ONE_SEARCH, status=400, metadata={"param": searching[1].source})
         kind = str(choice.get("type")) if isinstance(choice, dict) else ""
         if capability(kind) and not any(
             capability(str(t.spec.get("type"))) == capability(kind) for t in request.hosted_tools

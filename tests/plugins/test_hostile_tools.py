@@ -288,3 +288,58 @@ def test_a_client_leaving_after_the_searches_pays_for_them_once(live_gateway, fr
     assert record.cost == tokens + 3 * Decimal("0.01")
     account = assert_books(frank.account_id)
     assert account.reserved == 0 and account.balance == Decimal(5) - record.cost
+
+
+EIGHT = {f"acme/m{n}": (0.1 * (n + 1), 0.2 * (n + 1), {"chat": 0.5}, 0.5) for n in range(8)}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_panel_of_eight_all_failing_is_the_plain_request_error_and_costs_nothing(alice, db, standin, stream):
+    from tests.plugins.test_routers_catalog import routers_catalog
+
+    routers_catalog(standin, scripts=dict.fromkeys(EIGHT, "status=500"), models=EIGHT)
+    models = list(EIGHT)
+    plugin = {"id": "fusion", "analysis_models": models, "model": models[0], "tools": []}
+    payload = {"model": "gateway/fusion", "input": "Name a cat", "plugins": [plugin], "stream": stream}
+    response = alice.client().post("/api/v1/responses", payload, format="json", HTTP_X_GATEWAY_METADATA="enabled")
+    plain = alice.client().post("/api/v1/responses", {"model": models[0], "input": "Name a cat"}, format="json")
+    assert response.status_code == plain.status_code and response.status_code >= 500
+    assert response.json()["error"]["message"] == plain.json()["error"]["message"]
+    entry = response.json()["gateway_metadata"]["pipeline"][0]
+    assert entry["summary"] == "all panel models failed" and len(entry["data"]["panel"]) == 8
+    assert all(member["status"] == "failed" and member["cost_usd"] == 0 for member in entry["data"]["panel"])
+    account = assert_books(alice.account_id)
+    assert account.balance == Decimal(10) and account.reserved == 0  # nothing served, nothing charged
+
+
+def test_a_gateway_fusion_call_whose_eight_members_fail_is_a_failed_call_the_model_reads(alice, db, standin):
+    from tests.plugins.test_routers_catalog import routers_catalog
+
+    caller = {"corp/epsilon": (5.0, 10.0, {"chat": 0.9}, 0.8)}
+    routers_catalog(standin, scripts=dict.fromkeys(EIGHT, "status=500"), models={**EIGHT, **caller})
+    script = json.dumps({"tool_call": "gateway_fusion,", "tool_arguments": json.dumps({"prompt": "Name a cat"})})
+    parameters = {"analysis_models": list(EIGHT), "model": "corp/epsilon", "tools": []}
+    payload = {
+        "model": "corp/epsilon",
+        "input": f"Help me <<standin {script}>>",
+        "tools": [{"type": "gateway:fusion", "parameters": parameters}],
+    }
+    response = alice.client().post("/api/v1/responses", payload, format="json")
+    assert response.status_code == 200, response.content
+    item = response.json()["output"][0]
+    assert item["status"] == "failed" and item["failure_reason"] == "all_panels_failed"
+    assert len(item["failed_models"]) == 8 and response.json()["output"][-1]["type"] == "message"
+    record = Generation.objects.get(pk=response["X-Generation-Id"])
+    assert record.status == "completed"
+    assert_books(alice.account_id)
+
+
+def test_more_than_one_web_search_tool_is_a_400(alice, hosted_catalog):  # noqa: F811 (the fixture)
+    """Two hundred web_search tools would each get max_uses 1 from Anthropic: 200 searches for a hold of 10."""
+    body = assert_error_envelope(ask(alice, [WEB] * 200), 400)
+    assert (
+        "at most one web_search tool" in body["error"]["message"] and body["error"]["metadata"]["param"] == "tools[1]"
+    )
+    assert model_calls(hosted_catalog) == []
+    preview = {"type": "web_search_preview"}  # another spelling of the same tool
+    assert_error_envelope(ask(alice, [WEB, preview]), 400)
