@@ -15,7 +15,7 @@ from routing.limits import RoutingLimit
 from routing.models import ROUTER_MODELS
 from routing.ordering import order_endpoints
 from routing.preferences import Preferences
-from routing.providers.base import GATED_PARAMETERS, WIRE_PARAMETERS
+from routing.providers.base import GATED_PARAMETERS, SAMPLING_PARAMETERS, WIRE_PARAMETERS
 from routing.providers.registry import ADAPTERS
 from routing.selectors import endpoints_for_model, model_exists, provider_credentials, provider_has_credentials
 from routing.snapshot import CatalogSnapshot, current_snapshot
@@ -101,17 +101,20 @@ def availability_error(
     )
 
 
-def unhonoured(endpoint: EndpointInfo, used_params: frozenset[str]) -> frozenset[str]:
+def unhonoured(endpoint: EndpointInfo, used_params: frozenset[str], *, strict: bool = False) -> frozenset[str]:
     """The request's gated parameters (stop sequences, seed, logprobs) that this endpoint cannot honour: its
-    adapter's wire format does not carry them, or its catalog entry lists its parameters without them; and the
-    wire-only ones (a JSON schema) its adapter does not carry."""
+    adapter's wire format does not carry them, or its catalog entry lists its parameters without them; the
+    wire-only ones (a JSON schema) its adapter does not carry; and with `strict` (require_parameters) the sampling
+    fields its adapter does not carry."""
     wanted, wire_only = used_params & GATED_PARAMETERS, used_params & WIRE_PARAMETERS
-    if not wanted and not wire_only:
+    sampling = used_params & SAMPLING_PARAMETERS if strict else frozenset()
+    if not wanted and not wire_only and not sampling:
         return frozenset()
     adapter = ADAPTERS.get(endpoint.adapter)
     carried = adapter.parameters if adapter else frozenset()
     listed = frozenset(endpoint.supported_parameters) if endpoint.supported_parameters else GATED_PARAMETERS
-    return (wanted - (carried & listed)) | (wire_only - carried)
+    lacking = (wanted - (carried & listed)) | (wire_only - carried)
+    return lacking | (sampling - (adapter.sampling if adapter else frozenset()))
 
 
 def endpoints_for_request(
@@ -152,7 +155,7 @@ def endpoints_for_request(
             if limited := next((limit for limit in limits if limit.excludes(endpoint)), None):
                 limited_by.append(limited)
                 continue
-            if lacking := unhonoured(endpoint, used_params):
+            if lacking := unhonoured(endpoint, used_params, strict=prefs.require_parameters):
                 excluded.add("require_parameters")
                 missing |= lacking
                 continue

@@ -21,6 +21,9 @@ GATED_PARAMETERS = frozenset({"stop", "seed", "logprobs", "top_logprobs"})
 # Parameters whose support is the wire format's alone (a catalog entry lists the model's, whichever wire serves it):
 # an endpoint whose adapter does not carry one is passed over for a request that uses it.
 WIRE_PARAMETERS = frozenset({"structured_outputs"})
+# Sampling fields not every wire format carries: soft (an endpoint whose wire has no place for one still serves the
+# request) unless the request sets provider.require_parameters (routing.selection then passes it over).
+SAMPLING_PARAMETERS = frozenset({"temperature", "top_p", "top_k", "frequency_penalty", "presence_penalty", "verbosity"})
 # A thinking budget as an effort (below each limit): what OpenAI's wires take instead of a budget.
 EFFORT_FOR_BUDGET = ((4096, "low"), (16384, "medium"), (math.inf, "high"))
 # Asked of wire formats that have no JSON mode (Anthropic, Bedrock) for response_format json_object.
@@ -52,6 +55,7 @@ class ProviderAdapter(ABC):
     supports_embeddings: ClassVar[bool] = False
     # the GATED_PARAMETERS and WIRE_PARAMETERS this wire format carries
     parameters: ClassVar[frozenset[str]] = frozenset()
+    sampling: ClassVar[frozenset[str]] = frozenset()  # the SAMPLING_PARAMETERS this wire format carries
 
     def prepare_credentials(self, credentials: ProviderCredentials) -> ProviderCredentials:
         """Credentials as `build_request` needs them. Identity, unless the provider needs an exchange first (a

@@ -414,3 +414,26 @@ def test_the_openai_sdks_streamed_completion_is_the_json_answer(live_gateway, er
     assert calls(streamed.message) == calls(whole.message) == [("function", "get_weather", {"location": "Paris"})]
     assert streamed.message.reasoning == whole.message.reasoning  # type: ignore[attr-defined]
     assert final.usage.completion_tokens == answer.usage.completion_tokens
+
+
+@pytest.mark.parametrize(
+    ("extra", "served_by"),
+    [({"top_k": 5}, {"standin-chat", "standin-anthropic"}), ({"temperature": 0.5}, set(WIRE_PATH))],
+)
+def test_require_parameters_passes_over_a_wire_that_would_drop_a_sampling_field(
+    alice, standin_catalog, standin, extra, served_by
+):
+    """The catalog lists the model's parameters (standin/echo lists top_k), whichever wire serves it: with
+    require_parameters, an endpoint whose wire has no place for a sampling field the request sets (top_k on the
+    Responses API) is not used (it was, and top_k was dropped), as for stop, seed and logprobs."""
+    for wire in WIRE_PATH:
+        standin.clear()
+        provider = {"only": [wire], "require_parameters": True}
+        response = post_chat(alice, {**CHAT, **extra, "provider": provider})
+        if wire in served_by:
+            assert response.status_code == 200, response.content
+            assert set(extra) <= set(sent_to(standin, wire)), wire
+        else:
+            error = assert_error_envelope(response, 404)["error"]
+            assert error["metadata"]["param"] == next(iter(extra)), error
+            assert standin.requests_for() == []

@@ -21,7 +21,7 @@ from routing.canonical import (
     TextPart,
 )
 from routing.errors import UpstreamError
-from routing.providers.base import GATED_PARAMETERS
+from routing.providers.base import GATED_PARAMETERS, SAMPLING_PARAMETERS
 from routing.providers.registry import ADAPTERS
 from tests.golden import FIXTURES, assert_golden, stream_fixture
 
@@ -575,3 +575,32 @@ def test_a_thinking_budget_reaches_openais_wires_as_an_effort(kind, reasoning, e
     body = ADAPTERS[kind].build_request(request, base_url="https://upstream.example/v1", credentials=credentials).body
     sent = body["reasoning"]["effort"] if kind == "openai_responses" else body["reasoning_effort"]
     assert sent == effort
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize(
+    "changed",
+    [
+        replace(MINIMAL, temperature=0.3),
+        replace(MINIMAL, top_p=0.5),
+        replace(MINIMAL, top_k=7),
+        replace(MINIMAL, frequency_penalty=0.5),
+        replace(MINIMAL, presence_penalty=0.5),
+        replace(MINIMAL, verbosity="low"),
+    ],
+    ids=sorted(
+        SAMPLING_PARAMETERS,
+        key=["temperature", "top_p", "top_k", "frequency_penalty", "presence_penalty", "verbosity"].index,
+    ),
+)
+def test_an_adapter_declares_exactly_the_sampling_parameters_its_body_carries(kind, changed):
+    """With require_parameters, routing.selection passes over an endpoint whose adapter's `sampling` lacks one the
+    request sets (the Responses API has no top_k, Anthropic's no penalties): `sampling` must be what the body
+    carries."""
+    credentials = ProviderCredentials(api_key=SECRET, extra={"project_id": "proj-1", "region": "us-east5"})
+    bodies = [
+        ADAPTERS[kind].build_request(request, base_url="https://upstream.example/v1", credentials=credentials).body
+        for request in (MINIMAL, changed)
+    ]
+    parameter = next(name for name in SAMPLING_PARAMETERS if getattr(changed, name) != getattr(MINIMAL, name))
+    assert (bodies[0] != bodies[1]) == (parameter in ADAPTERS[kind].sampling), parameter

@@ -23,6 +23,7 @@ class AnthropicAdapter(ProviderAdapter):
     kind = "anthropic"
     docs_url = "https://docs.anthropic.com/en/api/messages"
     parameters = frozenset({"stop", "structured_outputs"})  # stop_sequences, output_config; no seed, no logprobs
+    sampling = frozenset({"temperature", "top_p", "top_k"})  # no penalties, no verbosity
 
     def build_request(self, request, *, base_url, credentials):
         headers = {"x-api-key": credentials.api_key, "anthropic-version": messages_request.API_VERSION}

@@ -6,7 +6,13 @@ a per-deployment config's full `endpoint_url` (the deployment is in the URL), or
 `resource_name` on the v1 API (`/openai/v1/chat/completions`, the deployment as `model`); without a
 config (the operator's own key), the provider's base URL."""
 
-from routing.providers.base import GATED_PARAMETERS, WIRE_PARAMETERS, ProviderAdapter, UpstreamRequest
+from routing.providers.base import (
+    GATED_PARAMETERS,
+    SAMPLING_PARAMETERS,
+    WIRE_PARAMETERS,
+    ProviderAdapter,
+    UpstreamRequest,
+)
 from routing.providers.openai_chat import request as chat_request
 from routing.providers.openai_chat import response as chat_response
 
@@ -27,6 +33,7 @@ class AzureAdapter(ProviderAdapter):
     kind = "azure"
     docs_url = "https://learn.microsoft.com/azure/ai-foundry/openai/reference"
     parameters = GATED_PARAMETERS | WIRE_PARAMETERS  # the Chat Completions body: stop, seed, logprobs, response_format
+    sampling = SAMPLING_PARAMETERS  # the Chat Completions body
 
     def build_request(self, request, *, base_url, credentials):
         config = credentials.extra.get("azure_config") if isinstance(credentials.extra, dict) else None

@@ -25,6 +25,7 @@ class BedrockAdapter(ProviderAdapter):
     kind = "bedrock"
     docs_url = "https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_Converse.html"
     parameters = frozenset({"stop"})  # inferenceConfig.stopSequences; Converse has no seed, logprobs or JSON schema
+    sampling = frozenset({"temperature", "top_p", "top_k"})  # inferenceConfig; top_k as a model field
 
     def build_request(self, request, *, base_url, credentials):
         extra = credentials.extra if isinstance(credentials.extra, dict) else {}

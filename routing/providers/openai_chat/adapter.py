@@ -1,5 +1,12 @@
 from routing.providers import embeddings
-from routing.providers.base import GATED_PARAMETERS, WIRE_PARAMETERS, ProviderAdapter, UpstreamRequest, bearer
+from routing.providers.base import (
+    GATED_PARAMETERS,
+    SAMPLING_PARAMETERS,
+    WIRE_PARAMETERS,
+    ProviderAdapter,
+    UpstreamRequest,
+    bearer,
+)
 from routing.providers.hosted import WEB_SEARCH
 from routing.providers.openai_chat import request as chat_request
 from routing.providers.openai_chat import response as chat_response
@@ -13,6 +20,7 @@ class OpenAIChatAdapter(ProviderAdapter):
     docs_url = "https://platform.openai.com/docs/api-reference/chat"
     supports_embeddings = True
     parameters = GATED_PARAMETERS | WIRE_PARAMETERS  # stop, seed, logprobs, top_logprobs, a json_schema
+    sampling = SAMPLING_PARAMETERS  # top_k for the compatible servers that take it
 
     def build_request(self, request, *, base_url, credentials):
         return UpstreamRequest(

@@ -11,6 +11,7 @@ class OpenAIResponsesAdapter(ProviderAdapter):
     docs_url = "https://platform.openai.com/docs/api-reference/responses"
     supports_embeddings = True  # OpenAI serves /embeddings beside /responses
     parameters = frozenset({"logprobs", "top_logprobs", "structured_outputs"})  # no stop sequences or seed
+    sampling = frozenset({"temperature", "top_p", "verbosity"})  # no top_k, no penalties
 
     def build_request(self, request, *, base_url, credentials):
         return UpstreamRequest(
