@@ -18,6 +18,7 @@ from decimal import Decimal
 from django.conf import settings
 
 from gateway.errors import GatewayError
+from plugins.calls import bound_for
 from routing import http, jsonsafe, upstream
 from routing.attempts import AttemptSequence, AttemptsFailed
 from routing.canonical import CanonicalRequest, Message, TextPart, Usage
@@ -240,6 +241,7 @@ def llama_guard(model: str, texts: list[str], plan: RoutePlan) -> Verdict:
     sequence = AttemptSequence(
         candidates=plan.candidates,
         request_for=lambda candidate: replace(probe, model=candidate.endpoint.upstream_model),
+        bound_usage=bound_for(probe),
     )
     try:
         served = sequence.call()

@@ -9,6 +9,7 @@ from decimal import Decimal
 from django.conf import settings
 
 from gateway.errors import GatewayError
+from plugins.calls import bound_for
 from routing.attempts import AttemptSequence, AttemptsFailed
 from routing.canonical import CanonicalRequest, ImagePart, Message, TextPart
 from routing.limits import RoutingLimit
@@ -302,7 +303,9 @@ def classify(request: CanonicalRequest, *, limits: tuple[RoutingLimit, ...]) -> 
             max_output_tokens=16,
         )
         served = AttemptSequence(
-            candidates=plan.candidates, request_for=lambda c: replace(probe, model=c.endpoint.upstream_model)
+            candidates=plan.candidates,
+            request_for=lambda c: replace(probe, model=c.endpoint.upstream_model),
+            bound_usage=bound_for(probe),
         ).call()
     except (GatewayError, AttemptsFailed) as error:
         note = f"classifier model {model} unavailable ({getattr(error, 'message', None) or type(error).__name__})"

@@ -34,6 +34,7 @@ from django.db import connection
 from gateway.accounts.models import Account
 from gateway.errors import GatewayError
 from plugins import web_engines
+from plugins.calls import bound_for
 from plugins.healing import repair_bounded
 from plugins.hosted_tools import capable_endpoints
 from plugins.routing_plugins.candidates import caller_limits, request_params
@@ -41,11 +42,9 @@ from plugins.server_tools import Loop, drain, kind_of, usage_sum
 from plugins.tools import RUNNERS, ToolContext, ToolResult, as_json, new_item_id
 from routing.attempts import AttemptSequence, AttemptsFailed, Served
 from routing.canonical import CanonicalRequest, Message, OutputMessage, TextPart, Usage
-from routing.catalog import EndpointInfo
 from routing.errors import ErrorType, UpstreamError
 from routing.limits import RoutingLimit
 from routing.pricing import max_cost, usage_cost
-from routing.providers.anthropic.request import EFFORT_BUDGET
 from routing.selection import RoutePlan, endpoints_for_request
 from routing.stages import (
     SERVER_TOOL_RESULT_TOKENS,
@@ -77,8 +76,6 @@ MSG_CREDITS = (
 )
 MSG_TOOL_CREDITS = "Insufficient credits for the fusion panel and analysis: they can cost up to {cost:.6f} USD"
 DEFAULT_OUTPUT_TOKENS = 4096  # a member's output bound when the request sets no max_output_tokens
-USAGE_MARGIN = 64  # output tokens a call may report beyond its limit (as responses_api.service allows)
-UNKNOWN_CONTEXT_TOKENS = 2_000_000  # the input bound on an endpoint of unknown context
 MSG_RECURSION = "fusion: {model} cannot be a fusion panel or analyst model (a fusion run cannot start another)"
 MSG_RECURSION_TOOL = (
     "fusion: the model gateway/fusion cannot be given the gateway:fusion tool (a fusion run cannot start another)"
@@ -302,7 +299,7 @@ def _call(
             served = AttemptSequence(
                 candidates=plan.candidates,
                 request_for=lambda c: replace(round_request, model=c.endpoint.upstream_model),
-                bound_usage=lambda response, c: bounded_usage(response.usage, round_request, c.endpoint),
+                bound_usage=bound_for(round_request),
             ).call()
         except AttemptsFailed as failed:
             raise failed.error or UpstreamError(
@@ -334,24 +331,6 @@ def _call(
         if connection.connection is not None and not connection.in_atomic_block:
             connection.close()  # a panel thread's own connection (when the plan or a tool read the database)
     return answer
-
-
-def bounded_usage(usage: Usage, request: CanonicalRequest, endpoint: EndpointInfo) -> Usage:
-    """A member's (or the analysis') reported usage as billed: counts that are no non-negative integers are 0, the
-    output at most the call's limit (and a thinking budget; the margin the request's own bounds allow), the input at
-    most the endpoint's context, parts at most their whole; no provider-run searches (none were sent). A provider
-    reporting a billion tokens would otherwise have the caller's whole balance."""
-    names = ("input_tokens", "cached_tokens", "cache_write_tokens", "output_tokens", "reasoning_tokens")
-    counts = {name: value if type(value := getattr(usage, name, 0)) is int and value >= 0 else 0 for name in names}
-    output = min(request.max_output_tokens or DEFAULT_OUTPUT_TOKENS, endpoint.max_completion_tokens or 1 << 62)
-    if request.reasoning is not None and request.reasoning.enabled is not False:
-        output += max(request.reasoning.max_tokens or 0, max(EFFORT_BUDGET.values()))
-    counts["output_tokens"] = min(counts["output_tokens"], output + USAGE_MARGIN)
-    counts["input_tokens"] = min(counts["input_tokens"], endpoint.context_length or UNKNOWN_CONTEXT_TOKENS)
-    counts["cached_tokens"] = min(counts["cached_tokens"], counts["input_tokens"])
-    counts["cache_write_tokens"] = min(counts["cache_write_tokens"], counts["input_tokens"] - counts["cached_tokens"])
-    counts["reasoning_tokens"] = min(counts["reasoning_tokens"], counts["output_tokens"])
-    return Usage(**counts)
 
 
 def _waiting(fn: Callable[[], T]) -> Generator[None, None, T]:

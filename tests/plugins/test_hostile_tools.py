@@ -343,3 +343,19 @@ def test_more_than_one_web_search_tool_is_a_400(alice, hosted_catalog):  # noqa:
     assert model_calls(hosted_catalog) == []
     preview = {"type": "web_search_preview"}  # another spelling of the same tool
     assert_error_envelope(ask(alice, [WEB, preview]), 400)
+
+
+def test_a_classifier_model_reporting_absurd_usage_is_billed_within_its_limits(alice, db, standin, settings):
+    """The auto-router's classifier call (16 output tokens at most) reporting a billion tokens: billed as 16 + the
+    margin at most (it was the caller's whole balance, a 402)."""
+    from tests.plugins.test_routers_catalog import routers_catalog
+
+    routers_catalog(standin, scripts={"acme/beta": "text=math,output_tokens=1000000000"})
+    settings.AUTO_ROUTER_CLASSIFIER_MODEL = "acme/beta"
+    payload = {"model": "gateway/auto", "input": "Solve 3x + 5 = 20"}
+    response = alice.client().post("/api/v1/responses", payload, format="json", HTTP_X_GATEWAY_METADATA="enabled")
+    assert response.status_code == 200, response.content
+    entry = next(e for e in response.json()["gateway_metadata"]["pipeline"] if e["name"] == "auto-router")
+    assert entry["data"]["classifier"] == "model:acme/beta"
+    assert 0 < entry["cost_usd"] <= (1000 * 0.5 + (16 + 64) * 1.0) / 1_000_000  # acme/beta: 0.5 / 1.0 per million
+    assert_books(alice.account_id)
