@@ -359,3 +359,53 @@ def test_a_classifier_model_reporting_absurd_usage_is_billed_within_its_limits(a
     assert entry["data"]["classifier"] == "model:acme/beta"
     assert 0 < entry["cost_usd"] <= (1000 * 0.5 + (16 + 64) * 1.0) / 1_000_000  # acme/beta: 0.5 / 1.0 per million
     assert_books(alice.account_id)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_model_calling_a_server_tool_three_thousand_times_runs_thirty(alice, hostile, stream):
+    """A hostile upstream's answer with 3,000 gateway_datetime calls (every round): 30 run, the rest are failed
+    calls the model reads, the last round has no server tools (its calls are not run); the request completes,
+    every round billed, the books balanced."""
+    calls = [
+        {
+            "type": "function_call",
+            "id": f"fc_{n}",
+            "call_id": f"call_{n}",
+            "name": "gateway_datetime",
+            "arguments": "{}",
+        }
+        for n in range(3000)
+    ]
+    body = {**answer([]), "output": calls}
+    reply(hostile, body)
+    hostile.reply["events"] = [
+        {"type": "response.created", "response": {"id": "resp_hostile", "model": "standin-search"}},
+        *(
+            event
+            for index, call in enumerate(calls)
+            for event in (
+                {"type": "response.output_item.added", "output_index": index, "item": {**call, "arguments": ""}},
+                {"type": "response.function_call_arguments.delta", "output_index": index, "delta": "{}"},
+            )
+        ),
+        {"type": "response.completed", "response": body},
+    ]
+    payload = {
+        "model": "standin/search",
+        "input": "What time is it?",
+        "tools": [{"type": "gateway:datetime"}],
+        "provider": {"only": ["standin-responses"]},
+        "stream": stream,
+    }
+    response = alice.client().post("/api/v1/responses", payload, format="json")
+    assert response.status_code == 200
+    final = sse_events(response)[0][-1]["response"] if stream else response.json()
+    assert final["status"] == "completed"
+    items = [item for item in final["output"] if item["type"] == "gateway:datetime"]
+    assert len(items) == 3000 and sum(item["status"] == "completed" for item in items) == 30
+    assert len(hostile.received) == 2  # the calls' round, then one without server tools
+    assert not [t for t in hostile.received[1].get("tools") or [] if t.get("name") == "gateway_datetime"]
+    record = Generation.objects.get(pk=response["X-Generation-Id"])
+    assert record.plugins["server-tools"]["calls"] == {"gateway:datetime": 30}
+    assert record.cost > 0 and record.cost <= record.held
+    assert_books(alice.account_id)
