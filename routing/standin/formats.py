@@ -29,6 +29,17 @@ class Plan:
     logprobs: bool = False  # the request asked for token logprobs (the OpenAI formats)
     top_logprobs: int = 0
     stop_field: bool = False  # Converse: the request asked for additionalModelResponseFields /stop_sequence
+    parallel: int = 1  # function calls in the answer (the chat, Responses and Anthropic formats)
+
+
+def calls(plan: Plan) -> list[tuple[int, str]]:
+    """The answer's function calls as (number from 1, arguments): one, or `parallel` with distinct arguments."""
+    if not plan.tool_name:
+        return []
+    if plan.parallel == 1:
+        return [(1, plan.tool_arguments)]
+    base = json.loads(plan.tool_arguments or "{}")
+    return [(n, json.dumps({**base, "call": n})) for n in range(1, plan.parallel + 1)]
 
 
 TOKEN = re.compile(r"\s*\S+|\s+")
@@ -120,10 +131,11 @@ def chat_body(plan: Plan) -> dict:
     if plan.tool_name:
         message["tool_calls"] = [
             {
-                "id": "call_standin_1",
+                "id": f"call_standin_{n}",
                 "type": "function",
-                "function": {"name": plan.tool_name, "arguments": plan.tool_arguments},
+                "function": {"name": plan.tool_name, "arguments": arguments},
             }
+            for n, arguments in calls(plan)
         ]
     return {
         "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
@@ -152,24 +164,11 @@ def chat_stream(plan: Plan) -> tuple[list[bytes], bytes]:
     out = [chunk({"role": "assistant", "content": ""})]
     out += [chunk({"reasoning_content": piece}) for piece in split(plan.reasoning, plan.chunks)]
     out += [chunk({"content": piece}, logprobs=_chat_logprobs(plan, tokens)) for piece, tokens in text_pieces(plan)]
-    if plan.tool_name:
-        out.append(
-            chunk(
-                {
-                    "tool_calls": [
-                        {
-                            "index": 0,
-                            "id": "call_standin_1",
-                            "type": "function",
-                            "function": {"name": plan.tool_name, "arguments": ""},
-                        }
-                    ]
-                }
-            )
-        )
+    for n, arguments in calls(plan):
+        start = {"index": n - 1, "id": f"call_standin_{n}", "type": "function"}
+        out.append(chunk({"tool_calls": [{**start, "function": {"name": plan.tool_name, "arguments": ""}}]}))
         out += [
-            chunk({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]})
-            for piece in split(plan.tool_arguments, 2)
+            chunk({"tool_calls": [{"index": n - 1, "function": {"arguments": piece}}]}) for piece in split(arguments, 2)
         ]
     terminal = chunk({}, _chat_finish(plan)) + sse({**base, "choices": [], "usage": _chat_usage(plan)}) + sse("[DONE]")
     return out, terminal
@@ -229,17 +228,17 @@ def _responses_items(plan: Plan) -> list[dict]:
                 "content": [_output_text(plan)],
             }
         )
-    if plan.tool_name:
-        items.append(
-            {
-                "type": "function_call",
-                "id": "fc_standin_1",
-                "call_id": "call_standin_1",
-                "name": plan.tool_name,
-                "arguments": plan.tool_arguments,
-                "status": "completed",
-            }
-        )
+    items += [
+        {
+            "type": "function_call",
+            "id": f"fc_standin_{n}",
+            "call_id": f"call_standin_{n}",
+            "name": plan.tool_name,
+            "arguments": arguments,
+            "status": "completed",
+        }
+        for n, arguments in calls(plan)
+    ]
     return items
 
 
@@ -314,25 +313,21 @@ def responses_stream(plan: Plan) -> tuple[list[bytes], bytes]:
             for piece, tokens in text_pieces(plan)
         ]
         index += 1
-    if plan.tool_name:
-        out.append(
-            event(
-                "response.output_item.added",
-                output_index=index,
-                item={
-                    "type": "function_call",
-                    "id": "fc_standin_1",
-                    "call_id": "call_standin_1",
-                    "name": plan.tool_name,
-                    "arguments": "",
-                    "status": "in_progress",
-                },
-            )
-        )
+    for n, arguments in calls(plan):
+        item = {
+            "type": "function_call",
+            "id": f"fc_standin_{n}",
+            "call_id": f"call_standin_{n}",
+            "name": plan.tool_name,
+            "arguments": "",
+            "status": "in_progress",
+        }
+        out.append(event("response.output_item.added", output_index=index, item=item))
         out += [
-            event("response.function_call_arguments.delta", item_id="fc_standin_1", output_index=index, delta=piece)
-            for piece in split(plan.tool_arguments, 2)
+            event("response.function_call_arguments.delta", item_id=item["id"], output_index=index, delta=piece)
+            for piece in split(arguments, 2)
         ]
+        index += 1
     final = responses_body(plan, response_id)
     kind = "response.incomplete" if final["status"] == "incomplete" else "response.completed"
     return out, event(kind, response=final)
@@ -398,15 +393,10 @@ def messages_body(plan: Plan) -> dict:
         content.append({"type": "thinking", "thinking": plan.reasoning, "signature": "standin-signature"})
     if plan.text:
         content.append({"type": "text", "text": plan.text})
-    if plan.tool_name:
-        content.append(
-            {
-                "type": "tool_use",
-                "id": "toolu_standin_1",
-                "name": plan.tool_name,
-                "input": json.loads(plan.tool_arguments or "{}"),
-            }
-        )
+    content += [
+        {"type": "tool_use", "id": f"toolu_standin_{n}", "name": plan.tool_name, "input": json.loads(arguments or "{}")}
+        for n, arguments in calls(plan)
+    ]
     return {
         "id": f"msg_{uuid.uuid4().hex[:24]}",
         "type": "message",
@@ -457,19 +447,15 @@ def messages_stream(plan: Plan) -> tuple[list[bytes], bytes]:
         ]
         out.append(event("content_block_stop", index=index))
         index += 1
-    if plan.tool_name:
-        out.append(
-            event(
-                "content_block_start",
-                index=index,
-                content_block={"type": "tool_use", "id": "toolu_standin_1", "name": plan.tool_name, "input": {}},
-            )
-        )
+    for n, arguments in calls(plan):
+        block = {"type": "tool_use", "id": f"toolu_standin_{n}", "name": plan.tool_name, "input": {}}
+        out.append(event("content_block_start", index=index, content_block=block))
         out += [
             event("content_block_delta", index=index, delta={"type": "input_json_delta", "partial_json": piece})
-            for piece in split(plan.tool_arguments, 2)
+            for piece in split(arguments, 2)
         ]
         out.append(event("content_block_stop", index=index))
+        index += 1
     terminal = event(
         "message_delta",
         delta={"stop_reason": _anthropic_stop(plan), "stop_sequence": messages_body(plan)["stop_sequence"]},

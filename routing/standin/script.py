@@ -31,6 +31,7 @@ class Script:
     # when the request carries n tool results and declares that tool, else the text (a model calling tools in turn)
     tool_call: str = ""
     tool_arguments: str = '{"location": "Paris"}'
+    parallel: int = 1  # with tool_call: this many calls in one answer (call n's arguments gain "call": n; not Bedrock)
     finish: str = "stop"  # stop | length
     key: str = ""  # when set, any other credential gets 401
     malformed: int = 0  # 1: answer 200 with a body / stream that is not the provider's format

@@ -264,6 +264,7 @@ class StandinHandler(BaseHTTPRequestHandler):
             reasoning=script.reasoning,
             tool_name=tool,
             tool_arguments=script.tool_arguments,
+            parallel=max(1, min(script.parallel, 8)),
             input_tokens=input_tokens,
             output_tokens=output_tokens,
             cached_tokens=min(script.cached_tokens, input_tokens),

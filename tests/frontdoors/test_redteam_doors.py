@@ -12,6 +12,8 @@ from openai import OpenAI
 from gateway.billing.provisioning import account_provision
 from routing.selection import unhonoured
 from tests.frontdoors.test_chat import post as post_chat
+from tests.frontdoors.test_chat import sse_chunks
+from tests.frontdoors.test_messages import events
 from tests.frontdoors.test_messages import post as post_message
 from tests.support import Persona, assert_error_envelope, standin_endpoint
 
@@ -363,7 +365,10 @@ def test_the_anthropic_sdk_raises_payment_required_without_credits(live_gateway,
     assert raised.value.body["error"]["type"] == "billing_error"
 
 
-THINK_AND_CALL = 'Weather? <<standin {"tool_call": "auto", "reasoning": "Paris, then the tool.", "chunks": 4}>>'
+THINK_AND_CALL = (
+    'Weather? <<standin {"tool_call": "auto", "parallel": 3, "reasoning": "Paris, then the tool.", "chunks": 4}>>'
+)
+THREE_CALLS = [("function", "get_weather", {"location": "Paris", "call": n}) for n in (1, 2, 3)]
 WEATHER = [{"name": "get_weather", "input_schema": {"type": "object", "properties": {"location": {"type": "string"}}}}]
 
 
@@ -388,7 +393,8 @@ def test_the_anthropic_sdks_streamed_final_message_is_the_json_answer(live_gatew
         return blocks, message.stop_reason, message.stop_sequence, message.usage.output_tokens
 
     assert shape(final) == shape(answer)
-    assert [block.type for block in answer.content][-1] == "tool_use" and answer.stop_reason == "tool_use"
+    assert [block.type for block in answer.content] == ["thinking", "tool_use", "tool_use", "tool_use"]
+    assert [block.input["call"] for block in final.content[1:]] == [1, 2, 3] and answer.stop_reason == "tool_use"
 
 
 @pytest.mark.live
@@ -411,7 +417,8 @@ def test_the_openai_sdks_streamed_completion_is_the_json_answer(live_gateway, er
     def calls(message):
         return [(call.type, call.function.name, json.loads(call.function.arguments)) for call in message.tool_calls]
 
-    assert calls(streamed.message) == calls(whole.message) == [("function", "get_weather", {"location": "Paris"})]
+    assert calls(streamed.message) == calls(whole.message) == THREE_CALLS
+    assert len({call.id for call in streamed.message.tool_calls}) == 3
     assert streamed.message.reasoning == whole.message.reasoning  # type: ignore[attr-defined]
     assert final.usage.completion_tokens == answer.usage.completion_tokens
 
@@ -437,3 +444,48 @@ def test_require_parameters_passes_over_a_wire_that_would_drop_a_sampling_field(
             error = assert_error_envelope(response, 404)["error"]
             assert error["metadata"]["param"] == next(iter(extra)), error
             assert standin.requests_for() == []
+
+
+@pytest.mark.parametrize("wire", list(WIRE_PATH))
+def test_parallel_tool_calls_stream_each_on_its_own_index(alice, standin_catalog, wire):
+    """Three calls in one answer: each chunk's tool_calls delta carries its call's index (the id and name on its
+    first delta only), and the arguments gathered per index are the JSON answer's."""
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
+    body = {**CHAT, "messages": [{"role": "user", "content": THINK_AND_CALL}], "tools": tools, **only(wire)}
+    whole = post_chat(alice, body).json()["choices"][0]["message"]["tool_calls"]
+    response = post_chat(alice, {**body, "stream": True})
+    deltas = [
+        call
+        for event in sse_chunks(response)[:-1]
+        for choice in json.loads(event)["choices"]
+        for call in choice["delta"].get("tool_calls") or []
+    ]
+    gathered: dict[int, dict] = {}
+    for delta in deltas:
+        call = gathered.setdefault(delta["index"], {"arguments": ""})
+        if "id" in delta:
+            assert "id" not in call, delta  # a call's id and name come once
+            call.update(id=delta["id"], name=delta["function"]["name"])
+        call["arguments"] += delta["function"].get("arguments") or ""
+    assert sorted(gathered) == [0, 1, 2]
+    assert [json.loads(gathered[i]["arguments"]) for i in range(3)] == [
+        json.loads(c["function"]["arguments"]) for c in whole
+    ]
+    assert [json.loads(gathered[i]["arguments"])["call"] for i in range(3)] == [1, 2, 3]
+    assert len({call["id"] for call in gathered.values()}) == 3
+
+
+@pytest.mark.parametrize("wire", list(WIRE_PATH))
+def test_parallel_tool_uses_stream_as_anthropic_blocks(alice, standin_catalog, wire):
+    body = {**MESSAGE, "messages": [{"role": "user", "content": THINK_AND_CALL}], "tools": WEATHER, **only(wire)}
+    whole = post_message(alice, body).json()["content"]
+    blocks: dict[int, dict] = {}
+    for name, data in events(post_message(alice, {**body, "stream": True})):
+        if name == "content_block_start":
+            blocks[data["index"]] = {**data["content_block"], "json": ""}
+        elif name == "content_block_delta" and data["delta"]["type"] == "input_json_delta":
+            blocks[data["index"]]["json"] += data["delta"]["partial_json"]
+    uses = [blocks[i] for i in sorted(blocks) if blocks[i]["type"] == "tool_use"]
+    assert [json.loads(use["json"]) for use in uses] == [b["input"] for b in whole if b["type"] == "tool_use"]
+    assert [json.loads(use["json"])["call"] for use in uses] == [1, 2, 3]
+    assert sorted(blocks) == list(range(len(blocks)))
