@@ -52,10 +52,10 @@ def responses_data(chat: dict) -> dict:
     data["max_output_tokens"] = chat.get("max_completion_tokens") or chat.get("max_tokens")
     if chat.get("tools"):
         data["tools"] = [{"type": "function", **tool["function"]} for tool in chat["tools"]]
-        if chat.get("tool_choice") is not None:
-            data["tool_choice"] = chat["tool_choice"]
     if chat.get("web_search_options") is not None:  # the provider's own search: a hosted tool (routing.providers)
         data["tools"] = [*data.get("tools", []), web_search_tool(chat["web_search_options"])]
+    if data.get("tools") and chat.get("tool_choice") is not None:  # `required` with search alone: search
+        data["tool_choice"] = chat["tool_choice"]
     reasoning = dict(chat.get("reasoning") or {})
     if chat.get("reasoning_effort"):
         reasoning["effort"] = chat["reasoning_effort"]

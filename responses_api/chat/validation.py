@@ -274,6 +274,8 @@ class ChatCompletionCreateRequestSerializer(LentFieldsSerializer):
         if len(names) != len(set(names)):
             raise serializers.ValidationError({"tools": "function tool names must be unique"})
         choice = attrs.get("tool_choice")
+        if choice == "required" and not names and attrs.get("web_search_options") is None:
+            raise serializers.ValidationError({"tool_choice": "required needs tools (or web_search_options) to call"})
         if isinstance(choice, dict) and choice["name"] not in names:
             raise serializers.ValidationError({"tool_choice": f'no function tool named "{choice["name"]}"'})
         if attrs.get("service_tier") == "fast":

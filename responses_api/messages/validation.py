@@ -129,6 +129,8 @@ class MessageCreateRequestSerializer(LentFieldsSerializer):
             raise serializers.ValidationError(unknown)
         choice = attrs.get("tool_choice") or {}
         names = [tool["name"] for tool in attrs.get("tools") or []]
+        if choice.get("type") == "any" and not names:
+            raise serializers.ValidationError({"tool_choice": "any needs tools to call"})
         if choice.get("type") == "tool" and choice["name"] not in names:
             raise serializers.ValidationError({"tool_choice": f'no tool named "{choice["name"]}"'})
         if len(names) != len(set(names)):

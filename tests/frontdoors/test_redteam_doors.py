@@ -489,3 +489,13 @@ def test_parallel_tool_uses_stream_as_anthropic_blocks(alice, standin_catalog, w
     assert [json.loads(use["json"]) for use in uses] == [b["input"] for b in whole if b["type"] == "tool_use"]
     assert [json.loads(use["json"])["call"] for use in uses] == [1, 2, 3]
     assert sorted(blocks) == list(range(len(blocks)))
+
+
+def test_a_tool_choice_that_forces_a_call_without_tools_is_refused(alice, standin_catalog):
+    """tool_choice required (chat) or any (Anthropic) with no tool to call cannot be honoured: it was dropped."""
+    error = assert_error_envelope(post_chat(alice, {**CHAT, "tool_choice": "required"}), 400)["error"]
+    assert "tool_choice" in error["metadata"]["fields"], error
+    assert post_chat(alice, {**CHAT, "tool_choice": "none"}).status_code == 200
+    message = anthropic_error(post_message(alice, {**MESSAGE, "tool_choice": {"type": "any"}}), 400)
+    assert message.startswith("tool_choice: "), message
+    assert post_message(alice, {**MESSAGE, "tool_choice": {"type": "auto"}}).status_code == 200
