@@ -19,6 +19,7 @@ UNSUPPORTED = {
     "context_management": "context management is not available on this gateway",
 }
 MIN_THINKING_BUDGET = 1024
+MIN_TOP_P_THINKING = 0.95
 MAX_STOP_SEQUENCES = 256
 
 
@@ -138,4 +139,19 @@ class MessageCreateRequestSerializer(LentFieldsSerializer):
         thinking = attrs.get("thinking") or {}
         if thinking.get("budget_tokens") and thinking["budget_tokens"] >= attrs["max_tokens"]:
             raise serializers.ValidationError({"thinking": {"budget_tokens": "must be less than max_tokens"}})
+        if thinking.get("type") in ("enabled", "adaptive"):
+            check_beside_thinking(attrs)
         return attrs
+
+
+def check_beside_thinking(attrs: dict) -> None:
+    """What Anthropic's API refuses with thinking on (and its adapter would drop): a forced tool choice,
+    temperature other than 1, top_k, top_p under 0.95."""
+    if (attrs.get("tool_choice") or {}).get("type") in ("any", "tool"):
+        raise serializers.ValidationError({"thinking": "cannot be on when tool_choice forces a tool (any, tool)"})
+    if attrs.get("temperature") not in (None, 1):
+        raise serializers.ValidationError({"temperature": "may only be 1 (or unset) when thinking is on"})
+    if attrs.get("top_k") is not None:
+        raise serializers.ValidationError({"top_k": "must be unset when thinking is on"})
+    if attrs.get("top_p") is not None and attrs["top_p"] < MIN_TOP_P_THINKING:
+        raise serializers.ValidationError({"top_p": f"must be {MIN_TOP_P_THINKING} to 1 when thinking is on"})

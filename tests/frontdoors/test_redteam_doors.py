@@ -499,3 +499,30 @@ def test_a_tool_choice_that_forces_a_call_without_tools_is_refused(alice, standi
     message = anthropic_error(post_message(alice, {**MESSAGE, "tool_choice": {"type": "any"}}), 400)
     assert message.startswith("tool_choice: "), message
     assert post_message(alice, {**MESSAGE, "tool_choice": {"type": "auto"}}).status_code == 200
+
+
+THINKING = {"type": "enabled", "budget_tokens": 1024}
+
+
+@pytest.mark.parametrize(
+    ("extra", "field"),
+    [
+        ({"tools": WEATHER, "tool_choice": {"type": "any"}}, "thinking"),
+        ({"tools": WEATHER, "tool_choice": {"type": "tool", "name": "get_weather"}}, "thinking"),
+        ({"temperature": 0.5}, "temperature"),
+        ({"top_k": 5}, "top_k"),
+        ({"top_p": 0.5}, "top_p"),
+    ],
+)
+def test_messages_refuses_what_anthropic_drops_beside_thinking(alice, standin_catalog, standin, extra, field):
+    """Anthropic's API refuses these with thinking on; the adapter dropped them (thinking under a forced tool
+    choice, temperature, top_k, a low top_p): the door refuses them as Anthropic does."""
+    standin.clear()
+    message = anthropic_error(post_message(alice, {**MESSAGE, "thinking": THINKING, **extra}), 400)
+    assert message.startswith(f"{field}: "), message
+    assert standin.requests_for() == []
+
+
+def test_messages_takes_what_anthropic_takes_beside_thinking(alice, standin_catalog):
+    body = {**MESSAGE, "thinking": THINKING, "temperature": 1, "top_p": 0.95, "tools": WEATHER}
+    assert post_message(alice, {**body, "tool_choice": {"type": "auto"}}).status_code == 200
