@@ -21,7 +21,8 @@ class LedgerEntry(models.Model):
     account = models.ForeignKey(Account, on_delete=models.PROTECT, related_name="ledger")
     kind = models.CharField(max_length=10, choices=EntryKind.choices)
     amount = models.DecimalField(max_digits=24, decimal_places=12, help_text="Signed USD; debits are negative.")
-    api_key = models.ForeignKey(ApiKey, null=True, blank=True, on_delete=models.SET_NULL)
+    # No index of its own: the (api_key, kind, created_at) index below starts with it (one index less per insert).
+    api_key = models.ForeignKey(ApiKey, null=True, blank=True, on_delete=models.SET_NULL, db_index=False)
     generation_id = models.CharField(max_length=64, blank=True)
     is_byok = models.BooleanField(default=False)
     note = models.CharField(max_length=500, blank=True)
