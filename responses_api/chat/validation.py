@@ -34,6 +34,7 @@ MSG_TOP_LOGPROBS = "top_logprobs needs logprobs: true"
 MAX_STOP = 4  # OpenAI's limit on stop sequences
 SEED_RANGE = (-(2**63), 2**63 - 1)
 MSG_FUNCTION_NAME = "may only contain letters, digits, _ . : - (at most 128)"
+MSG_DEBUG_STREAM = "streaming only: the upstream body is the stream's first chunk"
 MSG_STREAM_OPTIONS = "stream_options is only allowed with stream: true"
 EFFORTS = ("max", "xhigh", "high", "medium", "low", "minimal", "none")
 
@@ -260,6 +261,8 @@ class ChatCompletionCreateRequestSerializer(LentFieldsSerializer):
             raise serializers.ValidationError({"model": "model (or models) is required"})
         if attrs.get("top_logprobs") is not None and not attrs.get("logprobs"):
             raise serializers.ValidationError({"top_logprobs": MSG_TOP_LOGPROBS})
+        if (attrs.get("debug") or {}).get("echo_upstream_body") and not attrs.get("stream"):
+            raise serializers.ValidationError({"debug": {"echo_upstream_body": MSG_DEBUG_STREAM}})
         if attrs.get("stream_options") is not None and not attrs.get("stream"):
             raise serializers.ValidationError({"stream_options": MSG_STREAM_OPTIONS})
         limits = {attrs.get("max_tokens"), attrs.get("max_completion_tokens")} - {None}

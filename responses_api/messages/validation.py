@@ -19,6 +19,7 @@ UNSUPPORTED = {
     "context_management": "context management is not available on this gateway",
 }
 MIN_THINKING_BUDGET = 1024
+MSG_DEBUG = "not available on /messages: Anthropic's event stream has no event for it (use /chat/completions)"
 MIN_TOP_P_THINKING = 0.95
 MAX_STOP_SEQUENCES = 256
 
@@ -141,6 +142,8 @@ class MessageCreateRequestSerializer(LentFieldsSerializer):
             raise serializers.ValidationError({"thinking": {"budget_tokens": "must be less than max_tokens"}})
         if thinking.get("type") in ("enabled", "adaptive"):
             check_beside_thinking(attrs)
+        if (attrs.get("debug") or {}).get("echo_upstream_body"):
+            raise serializers.ValidationError({"debug": {"echo_upstream_body": MSG_DEBUG}})
         return attrs
 
 

@@ -526,3 +526,16 @@ def test_messages_refuses_what_anthropic_drops_beside_thinking(alice, standin_ca
 def test_messages_takes_what_anthropic_takes_beside_thinking(alice, standin_catalog):
     body = {**MESSAGE, "thinking": THINKING, "temperature": 1, "top_p": 0.95, "tools": WEATHER}
     assert post_message(alice, {**body, "tool_choice": {"type": "auto"}}).status_code == 200
+
+
+def test_debug_echo_is_refused_where_it_cannot_be_shown(alice, standin_catalog):
+    """debug.echo_upstream_body is a stream's first chunk: a JSON answer, or Anthropic's event stream (which has no
+    event for it), would drop it."""
+    debug = {"debug": {"echo_upstream_body": True}}
+    error = assert_error_envelope(post_chat(alice, {**CHAT, **debug}), 400)["error"]
+    assert "debug.echo_upstream_body" in error["metadata"]["fields"], error
+    chunks = [json.loads(c) for c in sse_chunks(post_chat(alice, {**CHAT, **debug, "stream": True}))[:-1]]
+    assert any("debug" in chunk for chunk in chunks)
+    for stream in (False, True):
+        message = anthropic_error(post_message(alice, {**MESSAGE, **debug, "stream": stream}), 400)
+        assert message.startswith("debug.echo_upstream_body: "), message
