@@ -63,16 +63,21 @@ class ModelChoice:
 
 
 def request_params(request: CanonicalRequest) -> frozenset[str]:
-    """The request's parameters that not every endpoint can honour (stop sequences, seed, logprobs: see
-    routing.selection.unhonoured), as normalize.used_parameters names them: what a router's choice and a fusion
-    panel's plans must honour too (never sent to an endpoint that drops them)."""
-    used = {"stop"} if request.stop else set()
-    if request.seed is not None:
-        used.add("seed")
-    if request.logprobs:
-        used.add("logprobs")
-    if request.top_logprobs is not None:
-        used.add("top_logprobs")
+    """The request's parameters as responses_api.normalize.used_parameters names them, from the canonical request:
+    what a router's choice and a fusion panel's plans must honour too (routing.selection.unhonoured: stop
+    sequences, seed, logprobs, a JSON schema), never sent to an endpoint that drops them."""
+    used = {
+        name
+        for name in ("temperature", "top_p", "top_k", "frequency_penalty", "presence_penalty", "seed", "top_logprobs")
+        if getattr(request, name) is not None
+    }
+    used |= {"stop"} if request.stop else set()
+    used |= {"logprobs"} if request.logprobs else set()
+    used |= {"max_tokens"} if request.max_output_tokens is not None else set()
+    kind = (request.text_format or {}).get("type")
+    used |= {"response_format"} if kind in ("json_object", "json_schema") else set()
+    used |= {"structured_outputs"} if kind == "json_schema" else set()
+    used |= {"verbosity"} if request.verbosity else set()
     return frozenset(used)
 
 

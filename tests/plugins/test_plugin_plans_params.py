@@ -89,3 +89,31 @@ def test_the_pareto_router_chooses_only_models_that_honour_the_seed(alice, db, s
     entry = next(e for e in seeded.json()["gateway_metadata"]["pipeline"] if e["name"] == "pareto-router")
     assert chosen not in (entry["data"]["chosen"], *entry["data"]["fallbacks"])  # not chosen, then not served
     assert seeded.json()["model"] == entry["data"]["chosen"]
+
+
+def test_the_plans_params_are_the_requests_as_normalize_names_them():
+    from plugins.routing_plugins.candidates import request_params
+    from responses_api.normalize import used_parameters
+    from routing.canonical import CanonicalRequest
+
+    request = CanonicalRequest(
+        model="",
+        input=(),
+        stop=("END",),
+        seed=7,
+        logprobs=True,
+        top_logprobs=2,
+        temperature=0.2,
+        text_format={"type": "json_schema", "name": "x", "schema": {}},
+        max_output_tokens=10,
+    )
+    data = {
+        "stop": ["END"],
+        "seed": 7,
+        "logprobs": True,
+        "top_logprobs": 2,
+        "temperature": 0.2,
+        "text": {"format": {"type": "json_schema"}},
+        "max_output_tokens": 10,
+    }
+    assert request_params(request) == used_parameters(data)
