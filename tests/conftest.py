@@ -4,6 +4,8 @@ bob_other_account (a second, unrelated account)."""
 from decimal import Decimal
 
 import pytest
+from django.contrib.auth.models import User
+from django.test import Client
 
 from gateway.billing.provisioning import account_provision
 
@@ -51,6 +53,15 @@ def _no_stray_outbound_http(monkeypatch):
         return real_connect(self, address)
 
     monkeypatch.setattr(socket.socket, "connect", guarded_connect)
+
+
+@pytest.fixture
+def staff(db) -> Client:
+    """A logged-in superuser's client of the Django admin."""
+    User.objects.create_superuser("staff", "staff@example.com", "pw")
+    client = Client(raise_request_exception=True)
+    client.login(username="staff", password="pw")
+    return client
 
 
 @pytest.fixture

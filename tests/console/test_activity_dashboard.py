@@ -7,7 +7,6 @@ from datetime import timedelta
 from decimal import Decimal
 
 import pytest
-from django.contrib.auth.models import User
 from django.db.models import Sum
 from django.test import Client
 from django.utils import timezone
@@ -15,14 +14,6 @@ from django.utils import timezone
 from gateway.accounts.models import ApiKey
 from gateway.billing.models import Generation
 from tests.support import assert_error_envelope
-
-
-@pytest.fixture
-def staff(db) -> Client:
-    User.objects.create_superuser("staff", "staff@example.com", "pw")
-    client = Client(raise_request_exception=True)
-    client.login(username="staff", password="pw")
-    return client
 
 
 def ask(persona, **fields) -> Generation:

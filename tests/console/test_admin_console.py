@@ -6,24 +6,12 @@ usage and limit, workspaces, members, recent ledger entries and requests, balanc
 import html
 from decimal import Decimal
 
-import pytest
-from django.contrib.auth.models import User
-from django.test import Client
-
 from gateway.accounts.models import Account, ApiKey
 from gateway.admin_forms import usd_text
 from gateway.billing.models import Generation
 from tests.support import assert_error_envelope
 
 PROMPT = "A very private prompt about zebras"
-
-
-@pytest.fixture
-def staff(db) -> Client:
-    User.objects.create_superuser("staff", "staff@example.com", "pw")
-    client = Client(raise_request_exception=True)
-    client.login(username="staff", password="pw")
-    return client
 
 
 def page_text(response) -> str:

@@ -6,22 +6,12 @@ import html
 import json
 
 import pytest
-from django.contrib.auth.models import User
-from django.test import Client
 
 from byok.crypto import Sealed, unseal
 from byok.models import ByokKey
 from gateway.accounts.models import ApiKey
 
 SECRET = "sk-proj-console-secret-0123456789"
-
-
-@pytest.fixture
-def staff(db) -> Client:
-    User.objects.create_superuser("staff", "staff@example.com", "pw")
-    client = Client(raise_request_exception=True)
-    client.login(username="staff", password="pw")
-    return client
 
 
 def add_form(persona, **overrides) -> dict:

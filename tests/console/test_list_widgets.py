@@ -4,19 +4,7 @@ posted as a browser posts them; every entry is then checked by the catalog's and
 
 import html
 
-import pytest
-from django.contrib.auth.models import User
-from django.test import Client
-
 from routing.models import AccountRoutingSettings, Endpoint, Model, Provider
-
-
-@pytest.fixture
-def staff(db) -> Client:
-    User.objects.create_superuser("staff", "staff@example.com", "pw")
-    client = Client(raise_request_exception=True)
-    client.login(username="staff", password="pw")
-    return client
 
 
 def model_form(model: Model, scores: dict | None = None, **lists) -> dict:

@@ -7,7 +7,6 @@ import json
 from decimal import Decimal
 
 import pytest
-from django.contrib.auth.models import User
 from django.test import Client
 from django.utils.html import strip_tags
 
@@ -18,14 +17,6 @@ from guardrails.models import Guardrail, GuardrailKeyAssignment, GuardrailMember
 from guardrails.services import guardrail_create, guardrail_keys_assign
 
 ADD = "/admin/guardrails/guardrail/add/"
-
-
-@pytest.fixture
-def staff(db) -> Client:
-    User.objects.create_superuser("staff", "staff@example.com", "pw")
-    client = Client(raise_request_exception=True)
-    client.login(username="staff", password="pw")
-    return client
 
 
 def inline(prefix: str, rows: list[dict], initial: int = 0) -> dict:
