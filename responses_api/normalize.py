@@ -194,6 +194,7 @@ def prepare(*, data: dict, account_id: str) -> Prepared:
             description=tool.get("description"),
             parameters=tool.get("parameters"),
             strict=tool.get("strict"),
+            cache_control=tool.get("cache_control"),
         )
         for tool in data.get("tools") or []
         if tool["type"] == "function" and not tool.get("defer_loading")

@@ -90,6 +90,7 @@ class FunctionTool:
     description: str | None = None
     parameters: dict | None = None
     strict: bool | None = None
+    cache_control: dict | None = None  # a prompt-cache breakpoint after this tool (Anthropic's wire)
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,7 @@ def responses_data(message: dict) -> dict:
                 "description": tool.get("description"),
                 "parameters": tool["input_schema"],
                 "strict": tool.get("strict"),
+                "cache_control": tool.get("cache_control"),
             }
             for tool in message["tools"]
         ]

@@ -30,14 +30,7 @@ class AnthropicToolSerializer(serializers.Serializer):
     description = fields.CharField(required=False, allow_blank=True)
     input_schema = fields.DictField()
     strict = fields.BooleanField(required=False, allow_null=True, help_text="The call's input follows input_schema")
-    cache_control = fields.DictField(required=False, allow_null=True)
-
-    def validate_cache_control(self, value):
-        if value:
-            raise serializers.ValidationError(
-                "cache_control on tools is not supported: put it on a system or message block"
-            )
-        return value
+    cache_control = CacheControlSerializer(required=False, allow_null=True, help_text="A breakpoint after this tool")
 
     def validate_input_schema(self, value):
         if value.get("type", "object") != "object":

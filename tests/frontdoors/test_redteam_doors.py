@@ -539,3 +539,13 @@ def test_debug_echo_is_refused_where_it_cannot_be_shown(alice, standin_catalog):
     for stream in (False, True):
         message = anthropic_error(post_message(alice, {**MESSAGE, **debug, "stream": stream}), 400)
         assert message.startswith("debug.echo_upstream_body: "), message
+
+
+def test_a_cache_breakpoint_on_a_tool_reaches_an_anthropic_upstream(alice, standin_catalog, standin):
+    """Claude clients cache their tool definitions with cache_control on the last tool (it was a 400)."""
+    tools = [{**WEATHER[0], "cache_control": CACHED}]
+    standin.clear()
+    assert post_message(alice, {**MESSAGE, "tools": tools, **only("standin-anthropic")}).status_code == 200
+    assert sent_to(standin, "standin-anthropic")["tools"][0]["cache_control"] == CACHED
+    body = {**MESSAGE, "tools": [{**WEATHER[0], "cache_control": {"type": "persistent"}}]}
+    assert "tools[0].cache_control.type" in anthropic_error(post_message(alice, body), 400)

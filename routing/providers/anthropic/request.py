@@ -168,6 +168,7 @@ def build_body(request: CanonicalRequest) -> dict:
                     "description": tool.description,
                     "input_schema": tool.parameters or {"type": "object", "properties": {}},
                     "strict": tool.strict,
+                    "cache_control": tool.cache_control,
                 }
             )
             for tool in request.tools
