@@ -46,6 +46,7 @@ def authenticate(request: Request, data: dict) -> RequestContext:
         want_metadata=metadata_requested(request.META),
         plugins=tuple(data.get("plugins") or ()),
         stream=bool(data.get("stream")),
+        provider=data.get("provider"),
     )
 
 

@@ -124,6 +124,7 @@ class RequestContext:
     request: CanonicalRequest | None = None
     tool_loop: ToolLoop | None = None  # the server-tool loop's access to the run (post-stages only)
     suffix: str | None = None  # the first requested model's routing suffix (":nitro" -> "nitro"; a router sees it)
+    provider: dict | None = None  # the request's provider preferences: a plugin's own model calls honour them too
 
 
 @dataclass(frozen=True, slots=True)

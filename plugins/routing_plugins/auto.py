@@ -10,6 +10,7 @@ from django.conf import settings
 from gateway.billing.models import Generation
 from plugins.routing_plugins.candidates import (
     ModelChoice,
+    caller_prefs,
     chat_models,
     percentiles,
     request_params,
@@ -64,7 +65,7 @@ def pinned_model(ctx: RequestContext, slug: str, request: CanonicalRequest) -> s
 
 def auto_route(request: CanonicalRequest, ctx: RequestContext, *, slug: str, options: dict, limits) -> AutoChoice:
     _, has_image = latest_user_text(request)
-    classified = classify(request, limits=limits)
+    classified = classify(request, limits=limits, prefs=caller_prefs(ctx))
     task = classified.task_type
     estimated = sum(len(getattr(p, "text", "") or "") for i in request.input for p in getattr(i, "content", ())) // 4
     models = restricted(

@@ -15,7 +15,7 @@ from routing.canonical import CanonicalRequest
 from routing.catalog import EndpointInfo
 from routing.limits import RoutingLimit, limits_for, model_matches
 from routing.models import Model, ModelKind
-from routing.preferences import account_defaults
+from routing.preferences import Preferences, account_defaults, preferences_build
 from routing.selection import unhonoured
 from routing.selectors import endpoints_for_model
 from routing.snapshot import current_snapshot
@@ -79,6 +79,13 @@ def request_params(request: CanonicalRequest) -> frozenset[str]:
     used |= {"structured_outputs"} if kind == "json_schema" else set()
     used |= {"verbosity"} if request.verbosity else set()
     return frozenset(used)
+
+
+def caller_prefs(ctx: RequestContext) -> Preferences:
+    """The request's provider preferences within the account's defaults, as the request's own plan has them
+    (responses_api.service.response_plan): where a plugin's own calls with the caller's text may go."""
+    account = account_defaults(account_id=ctx.caller.account_id, snapshot=current_snapshot())
+    return preferences_build(provider=ctx.provider, route=None, service_tier=None, suffix=None, account=account)
 
 
 def caller_limits(ctx: RequestContext) -> tuple[RoutingLimit, ...]:

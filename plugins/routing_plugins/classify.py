@@ -14,6 +14,7 @@ from routing.attempts import AttemptSequence, AttemptsFailed
 from routing.canonical import CanonicalRequest, ImagePart, Message, TextPart
 from routing.limits import RoutingLimit
 from routing.models import TASK_TYPES
+from routing.preferences import Preferences
 from routing.pricing import usage_cost
 from routing.selection import endpoints_for_request
 
@@ -286,7 +287,9 @@ def classifier_model() -> str:
     return str(getattr(settings, "AUTO_ROUTER_CLASSIFIER_MODEL", "") or "")
 
 
-def classify(request: CanonicalRequest, *, limits: tuple[RoutingLimit, ...]) -> Classified:
+def classify(
+    request: CanonicalRequest, *, limits: tuple[RoutingLimit, ...], prefs: Preferences | None = None
+) -> Classified:
     """The configured classifier model (billed), else the heuristic; a model that fails or answers something
     that is not a task type falls back to the heuristic, and says so."""
     text, has_image = latest_user_text(request)
@@ -294,7 +297,8 @@ def classify(request: CanonicalRequest, *, limits: tuple[RoutingLimit, ...]) -> 
     if not model:
         return Classified(task_type=heuristic(text, has_image=has_image), classifier="heuristic")
     try:
-        plan = endpoints_for_request(models=[model], limits=limits)  # the text goes only where the caller's may
+        # the text goes only where the caller's may: its limits and its request's provider preferences
+        plan = endpoints_for_request(models=[model], limits=limits, prefs=prefs)
         probe = CanonicalRequest(
             model="",
             instructions=CLASSIFIER_INSTRUCTIONS,

@@ -37,13 +37,14 @@ from plugins import web_engines
 from plugins.calls import bound_for
 from plugins.healing import repair_bounded
 from plugins.hosted_tools import capable_endpoints
-from plugins.routing_plugins.candidates import caller_limits, request_params
+from plugins.routing_plugins.candidates import caller_limits, caller_prefs, request_params
 from plugins.server_tools import Loop, drain, kind_of, usage_sum
 from plugins.tools import RUNNERS, ToolContext, ToolResult, as_json, new_item_id
 from routing.attempts import AttemptSequence, AttemptsFailed, Served
 from routing.canonical import CanonicalRequest, Message, OutputMessage, TextPart, Usage
 from routing.errors import ErrorType, UpstreamError
 from routing.limits import RoutingLimit
+from routing.preferences import Preferences
 from routing.pricing import max_cost, usage_cost
 from routing.selection import RoutePlan, endpoints_for_request
 from routing.stages import (
@@ -273,12 +274,16 @@ def _answer_text(output: tuple) -> str:
 
 
 def _plan(
-    model: str, limits: tuple[RoutingLimit, ...], params: frozenset[str] = frozenset()
+    model: str,
+    limits: tuple[RoutingLimit, ...],
+    params: frozenset[str] = frozenset(),
+    prefs: Preferences | None = None,
 ) -> RoutePlan | GatewayError:
-    """The member's candidates: the caller's limits, and only endpoints that honour the request's `params` (its
-    stop sequences, seed, logprobs: candidates.request_params), as the request's own plan."""
+    """The member's candidates: the caller's limits and provider preferences (where its text may go), and only
+    endpoints that honour the request's `params` (its stop sequences, seed, logprobs: candidates.request_params),
+    as the request's own plan."""
     try:
-        return endpoints_for_request(models=[model], limits=limits, used_params=params)
+        return endpoints_for_request(models=[model], limits=limits, used_params=params, prefs=prefs)
     except GatewayError as error:
         return error
 
@@ -541,7 +546,8 @@ def fusion_stage(
     if any(tool.name == "gateway_fusion" for tool in request.tools):
         return Block(MSG_RECURSION_TOOL, status=400)
     params = request_params(request)  # each member gets them (the analyst too: it writes the final answer)
-    plans = {model: _plan(model, limits, params) for model in (*panel.models, panel.analyst)}
+    prefs = caller_prefs(ctx)
+    plans = {model: _plan(model, limits, params, prefs) for model in (*panel.models, panel.analyst)}
     for model, plan in plans.items():  # a member that cannot honour them: refused before any paid call
         if isinstance(plan, GatewayError) and (param := plan.metadata.get("param")) in params:
             return Block(
@@ -622,8 +628,8 @@ def fusion_tool_run(args: dict, parameters: dict, tools: ToolContext) -> Generat
         temperature=parameters.get("temperature"),
         max_output_tokens=parameters.get("max_completion_tokens") or DEFAULT_OUTPUT_TOKENS,
     )
-    limits = caller_limits(ctx)
-    plans = {model: _plan(model, limits) for model in (*panel.models, panel.analyst)}
+    limits, prefs = caller_limits(ctx), caller_prefs(ctx)
+    plans = {model: _plan(model, limits, prefs=prefs) for model in (*panel.models, panel.analyst)}
     analyst_plan = plans[panel.analyst]
     if isinstance(analyst_plan, GatewayError):
         return ToolResult.failed(

@@ -117,3 +117,27 @@ def test_the_plans_params_are_the_requests_as_normalize_names_them():
         "max_output_tokens": 10,
     }
     assert request_params(request) == used_parameters(data)
+
+
+def test_the_callers_provider_preferences_reach_the_panel(alice, db, standin):
+    """provider.ignore (or zdr, data_collection: deny, only) says where the caller's prompt may go: a fusion panel
+    member served only by an ignored provider is not asked (a failed member, named), as the request's own plan."""
+    fusion_catalog(standin)
+    response = fusion_post(alice, provider={"ignore": ["rt-beta"]})
+    assert response.status_code == 200, response.content
+    entry = next(e for e in response.json()["gateway_metadata"]["pipeline"] if e["name"] == "fusion")
+    beta = next(member for member in entry["data"]["panel"] if member["model"] == "acme/beta")
+    assert beta["status"] == "failed" and beta["cost_usd"] == 0
+    assert not [call for call in model_calls(standin) if call["body"].get("model") == "beta"]  # never sent there
+    alpha = next(member for member in entry["data"]["panel"] if member["model"] == "acme/alpha")
+    assert alpha["status"] == "completed"
+
+
+def test_the_callers_provider_preferences_reach_the_classifier(alice, db, standin, settings):
+    routers_catalog(standin, scripts={"acme/beta": "text=math"})
+    settings.AUTO_ROUTER_CLASSIFIER_MODEL = "acme/beta"
+    response = chat(alice, "gateway/auto", "Solve 3x + 5 = 20", provider={"ignore": ["rt-beta"]})
+    assert response.status_code == 200, response.content
+    entry = next(e for e in response.json()["gateway_metadata"]["pipeline"] if e["name"] == "auto-router")
+    assert entry["data"]["classifier"] == "heuristic" and "unavailable" in entry["data"]["classifier_note"]
+    assert not [call for call in model_calls(standin) if call["body"].get("model") == "beta"]
