@@ -119,3 +119,31 @@ class Generation(models.Model):
 
     def __str__(self) -> str:
         return self.id
+
+
+class KeyUsageDay(models.Model):
+    """One key's charges on one finished UTC day, summed once (billing.services.key_usage_roll_up): a key limit's
+    check reads these for the days before the rollup mark and the ledger only after it, instead of every charge in
+    the window (a busy key's month is hundreds of thousands of ledger rows)."""
+
+    api_key = models.ForeignKey(ApiKey, on_delete=models.CASCADE, db_index=False)
+    day = models.DateField()
+    spent = models.DecimalField(max_digits=24, decimal_places=12, default=0, help_text="USD, non-BYOK charges")
+    spent_byok = models.DecimalField(max_digits=24, decimal_places=12, default=0, help_text="USD, BYOK fees")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["api_key", "day"], name="one_usage_row_per_key_day")]
+
+    def __str__(self) -> str:
+        return f"key {self.api_key_id} on {self.day}"
+
+
+class UsageRollupMark(models.Model):
+    """The one row saying up to where KeyUsageDay holds the ledger's charges: every charge before `rolled_until`
+    (a UTC midnight) is summed there."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1)
+    rolled_until = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"charges before {self.rolled_until:%Y-%m-%d} summed"

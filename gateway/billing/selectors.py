@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from gateway.accounts.models import ApiKey, LimitReset
 from gateway.accounts.usage import KeyUsage
-from gateway.billing.models import IN_PROGRESS, EntryKind, Generation, LedgerEntry
+from gateway.billing.models import IN_PROGRESS, EntryKind, Generation, KeyUsageDay, LedgerEntry, UsageRollupMark
 
 ZERO = Decimal(0)
 
@@ -61,14 +61,24 @@ def limit_window_start(limit_reset: str | None) -> datetime | None:
 
 
 def key_usage_in_window(*, key: ApiKey) -> Decimal:
-    """What counts against the key's limit in its current reset window (lifetime when none)."""
+    """What counts against the key's limit in its current reset window (lifetime when none): the finished days
+    before the rollup mark from KeyUsageDay, the charges since from the ledger (as HOLD_WITHIN_LIMIT_SQL)."""
+    start = limit_window_start(key.limit_reset)
+    mark = UsageRollupMark.objects.filter(pk=1).values_list("rolled_until", flat=True).first()
+    total = ZERO
+    if mark is not None and (start is None or start < mark):
+        days = KeyUsageDay.objects.filter(api_key_id=key.pk, day__lt=mark.date())
+        if start is not None:
+            days = days.filter(day__gte=start.date())
+        rolled = days.aggregate(spent=_sum_of("spent"), byok=_sum_of("spent_byok"))
+        total = rolled["spent"] + (rolled["byok"] if key.include_byok_in_limit else ZERO)
+        start = mark
     query = Q(api_key_id=key.pk, kind=EntryKind.CHARGE)
     if not key.include_byok_in_limit:
         query &= Q(is_byok=False)
-    start = limit_window_start(key.limit_reset)
     if start is not None:
         query &= Q(created_at__gte=start)
-    return -LedgerEntry.objects.filter(query).aggregate(total=_sum(Q()))["total"]
+    return total - LedgerEntry.objects.filter(query).aggregate(total=_sum(Q()))["total"]
 
 
 def key_open_holds(*, key_id: int) -> Decimal:

@@ -27,12 +27,12 @@ from django.db.models import (
     Value,
     When,
 )
-from django.db.models.functions import Greatest
+from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
 from gateway.accounts.models import Account, ApiKey, Member, Workspace
 from gateway.billing.generations import OUTCOME_FIELDS, GenerationRecord, generation_id_new, generation_outcome
-from gateway.billing.models import IN_PROGRESS, EntryKind, Generation, LedgerEntry
+from gateway.billing.models import IN_PROGRESS, EntryKind, Generation, KeyUsageDay, LedgerEntry, UsageRollupMark
 from gateway.billing.selectors import key_open_holds, key_usage_in_window, window_starts
 from gateway.errors import GatewayError, PaymentRequired
 
@@ -248,9 +248,16 @@ WITH key AS (
            CASE k.limit_reset WHEN 'daily' THEN %(daily)s WHEN 'weekly' THEN %(weekly)s
                               WHEN 'monthly' THEN %(monthly)s ELSE %(lifetime)s END AS since
     FROM (VALUES (1)) AS one LEFT JOIN accounts_apikey k ON k.id = %(key)s),
+mark AS (
+    SELECT coalesce((SELECT rolled_until FROM billing_usagerollupmark WHERE id = 1), %(lifetime)s) AS until),
 used AS (
-    SELECT coalesce(-sum(e.amount), 0) AS total FROM billing_ledgerentry e, key
-    WHERE e.api_key_id = %(key)s AND e.kind = 'charge' AND (key.byok OR NOT e.is_byok) AND e.created_at >= key.since),
+    SELECT coalesce((SELECT sum(d.spent + CASE WHEN key.byok THEN d.spent_byok ELSE 0 END) FROM billing_keyusageday d
+                     WHERE d.api_key_id = %(key)s AND d.day >= (key.since AT TIME ZONE 'UTC')::date
+                       AND d.day < (mark.until AT TIME ZONE 'UTC')::date), 0)
+         + coalesce((SELECT -sum(e.amount) FROM billing_ledgerentry e
+                     WHERE e.api_key_id = %(key)s AND e.kind = 'charge' AND (key.byok OR NOT e.is_byok)
+                       AND e.created_at >= greatest(key.since, mark.until)), 0) AS total
+    FROM key, mark),
 open AS (
     SELECT coalesce(sum(held), 0) AS total FROM billing_generation
     WHERE api_key_id = %(key)s AND status = 'in_progress'),
@@ -423,6 +430,54 @@ def _close_in_transaction(reservation: ReservationHandle, *, outcome: dict[str, 
                 is_byok=outcome["is_byok"],
             )
     return charged
+
+
+# A day is summed once it is this far behind: a settlement stamps its charge with its statement's start, so one still
+# committing at midnight lands on the day before; none takes minutes.
+ROLLUP_MARGIN = timedelta(minutes=10)
+
+
+def key_usage_roll_up(*, now: datetime | None = None) -> int:
+    """Sum each finished UTC day's charges per key into KeyUsageDay and move the rollup mark past it, a day per
+    transaction (a key limit's check then reads a row per day instead of a row per request). From the day of the
+    first charge on the first run; run it from the same cron job as the stale-hold sweep. Returns the days summed."""
+    last = (now or timezone.now()) - ROLLUP_MARGIN
+    today = last.replace(hour=0, minute=0, second=0, microsecond=0)
+    days = 0
+    while True:
+        with transaction.atomic():
+            mark = UsageRollupMark.objects.select_for_update().filter(pk=1).first()
+            start = mark.rolled_until if mark else _first_charge_day()
+            if start is None or start >= today:
+                return days
+            end = start + timedelta(days=1)
+            charges = Q(kind=EntryKind.CHARGE, created_at__gte=start, created_at__lt=end, api_key__isnull=False)
+            sums = (
+                LedgerEntry.objects.filter(charges)
+                .values("api_key_id")
+                .annotate(
+                    spent=Coalesce(
+                        Sum("amount", filter=Q(is_byok=False)), Value(Decimal(0)), output_field=_MONEY_FIELD
+                    ),
+                    byok=Coalesce(Sum("amount", filter=Q(is_byok=True)), Value(Decimal(0)), output_field=_MONEY_FIELD),
+                )
+            )
+            KeyUsageDay.objects.bulk_create(
+                KeyUsageDay(
+                    api_key_id=row["api_key_id"], day=start.date(), spent=-row["spent"], spent_byok=-row["byok"]
+                )
+                for row in sums
+            )
+            UsageRollupMark.objects.update_or_create(pk=1, defaults={"rolled_until": end})
+            days += 1
+
+
+def _first_charge_day() -> datetime | None:
+    first = (
+        LedgerEntry.objects.filter(kind=EntryKind.CHARGE).order_by("created_at").values_list("created_at", flat=True)
+    )
+    found = first.first()
+    return found.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0) if found else None
 
 
 def holds_expire(*, older_than_seconds: int, account_id: UUID | None = None) -> int:
