@@ -3,11 +3,13 @@ each adapter, or is refused with a 400 naming it (Anthropic's error shape on /me
 dropped. Against the stand-in provider, which records what each endpoint was sent."""
 
 import json
+import os
 from decimal import Decimal
 
 import anthropic
 import pytest
 from openai import OpenAI
+from pydantic import BaseModel
 
 from gateway.billing.provisioning import account_provision
 from routing.selection import unhonoured
@@ -16,6 +18,11 @@ from tests.frontdoors.test_chat import sse_chunks
 from tests.frontdoors.test_messages import events
 from tests.frontdoors.test_messages import post as post_message
 from tests.support import Persona, assert_error_envelope, standin_endpoint
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm would fetch its price list at import
+
+import litellm  # noqa: E402
+from langchain_openai import ChatOpenAI  # noqa: E402
 
 HI = [{"role": "user", "content": "Hi"}]
 CHAT = {"model": "standin/echo", "messages": HI}
@@ -549,3 +556,53 @@ def test_a_cache_breakpoint_on_a_tool_reaches_an_anthropic_upstream(alice, stand
     assert sent_to(standin, "standin-anthropic")["tools"][0]["cache_control"] == CACHED
     body = {**MESSAGE, "tools": [{**WEATHER[0], "cache_control": {"type": "persistent"}}]}
     assert "tools[0].cache_control.type" in anthropic_error(post_message(alice, body), 400)
+
+
+# ---- what the real clients send is taken (the doors refuse unknown fields: none of theirs) ----------------------
+
+
+class Weather(BaseModel):
+    location: str
+
+
+@pytest.mark.live
+@pytest.mark.parametrize("method", ["json_schema", "function_calling", "json_mode"])
+def test_langchain_structured_output_and_usage_streams_are_taken(live_gateway, erin, method):
+    llm = ChatOpenAI(
+        model="standin/echo",
+        base_url=live_gateway.api,
+        api_key=erin.api_key,
+        max_retries=0,
+        stream_usage=True,
+        extra_body={"provider": {"only": ["standin-chat"]}},
+    )
+    directive = '{"tool_call": "auto"}' if method == "function_calling" else '{"text": "{\\"location\\": \\"Paris\\"}"}'
+    answer = llm.with_structured_output(Weather, method=method).invoke(f"Weather? <<standin {directive}>>")
+    assert answer == Weather(location="Paris")
+    chunks = list(llm.stream("Say hello"))
+    assert sum(chunk.usage_metadata["output_tokens"] for chunk in chunks if chunk.usage_metadata) > 0
+
+
+@pytest.mark.live
+def test_litellm_tools_and_streamed_usage_are_taken(live_gateway, erin):
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": WEATHER[0]["input_schema"]}}]
+    response = litellm.completion(
+        model="openai/standin/echo",
+        api_base=live_gateway.api,
+        api_key=erin.api_key,
+        messages=[{"role": "user", "content": 'Weather? <<standin {"tool_call": "auto"}>>'}],
+        tools=tools,
+        tool_choice="required",
+        parallel_tool_calls=False,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    chunks = list(response)
+    arguments = "".join(
+        call.function.arguments or ""
+        for chunk in chunks
+        if chunk.choices
+        for call in chunk.choices[0].delta.tool_calls or []
+    )
+    assert json.loads(arguments) == {"location": "Paris"}
+    assert any(getattr(chunk, "usage", None) and chunk.usage.completion_tokens > 0 for chunk in chunks)
