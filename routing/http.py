@@ -514,6 +514,17 @@ def _read_failure(exc: Exception, watch: _Watch | None) -> TransportError:
     return ConnectionReset("upstream stream broke")
 
 
+def at_most(chunks: Iterator[bytes], limit: int) -> Iterator[bytes]:
+    """A streamed body's chunks, failing once more than `limit` bytes came (a stream's answer is folded in
+    memory: an upstream that never stops must not grow the worker without bound)."""
+    total = 0
+    for chunk in chunks:
+        total += len(chunk)
+        if total > limit:
+            raise ResponseTooLarge("upstream stream exceeds the size limit")
+        yield chunk
+
+
 # What a stream's end may still read so that its connection goes back to the pool (the closing chunk of a chunked
 # body usually follows the last event at once): at most this much, for at most this long, else it is shut down.
 FINISH_BYTES = 16 * 1024

@@ -10,6 +10,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from django.conf import settings
+
 from byok.credentials import ProviderCredentials
 from routing import http, jsonsafe
 from routing.canonical import CanonicalRequest, CanonicalResponse, StreamEvent
@@ -189,7 +191,8 @@ class UpstreamStream:
             with _scrubbed(self.secrets):
                 try:
                     chunks = http.iter_body(self.response)
-                    yield from adapter.stream_events(adapter.decode(chunks))
+                    capped = http.at_most(chunks, settings.UPSTREAM_MAX_STREAM_BYTES)
+                    yield from adapter.stream_events(adapter.decode(capped))
                     http.finish(self.response, chunks)  # the closing chunk: keep the connection for the next call
                 except http.TransportError as exc:
                     raise transport_error(exc) from exc

@@ -257,9 +257,11 @@ UPSTREAM_READ_TIMEOUT = env.float("UPSTREAM_READ_TIMEOUT", default=120.0)
 UPSTREAM_FIRST_BYTE_TIMEOUT = env.float("UPSTREAM_FIRST_BYTE_TIMEOUT", default=300.0)
 UPSTREAM_TOTAL_TIMEOUT = env.float("UPSTREAM_TOTAL_TIMEOUT", default=600.0)
 UPSTREAM_STREAM_MAX_SECONDS = env.float("UPSTREAM_STREAM_MAX_SECONDS", default=1800.0)
-# Size caps on what an upstream sends: a non-streaming body (decoded), and one streamed line or event
-# (SSE line, SSE event data, AWS event-stream frame). Over a cap the attempt fails (the next one may serve).
+# Size caps on what an upstream sends: a non-streaming body (decoded), a whole stream (decoded: its answer is
+# folded in memory), and one streamed line or event (SSE line, SSE event data, AWS event-stream frame). Over a
+# cap the attempt fails (the next one may serve; a stream already sent in part ends with an error, billed).
 UPSTREAM_MAX_RESPONSE_BYTES = env.int("UPSTREAM_MAX_RESPONSE_BYTES", default=32 * 1024 * 1024)
+UPSTREAM_MAX_STREAM_BYTES = env.int("UPSTREAM_MAX_STREAM_BYTES", default=64 * 1024 * 1024)
 UPSTREAM_MAX_LINE_BYTES = env.int("UPSTREAM_MAX_LINE_BYTES", default=8 * 1024 * 1024)
 # Allow loopback/private destinations for every outbound call (e.g. an all-local deployment).
 # Providers can also be allowed one by one in the catalog (`allow_private_network`).

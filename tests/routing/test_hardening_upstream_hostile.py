@@ -515,3 +515,34 @@ def test_the_guarded_connection_tries_every_checked_address(monkeypatch):
     finally:
         listener.close()
     assert dead_port_closed
+
+
+# ---- a stream that never ends ---------------------------------------------------------------------------
+
+
+def endless_text(arg):
+    """Valid content deltas, small and many, without end (20 MiB of them)."""
+    yield SSE_HEAD + b"Transfer-Encoding: chunked\r\n\r\n"
+    delta = b'data: {"id":"c","model":"m","choices":[{"index":0,"delta":{"content":"' + b"x" * 400 + b'"}}]}\n\n'
+    batch = _chunk(delta * 100)
+    for _ in range(20 * MiB // len(batch)):
+        yield batch
+
+
+SCRIPTS["endless-text"] = endless_text
+
+
+@override_settings(UPSTREAM_MAX_STREAM_BYTES=CAP)
+def test_a_stream_that_never_ends_is_cut_at_the_whole_stream_cap(hostile):
+    """Each event was small enough; their sum was not bounded: the folded answer grew the worker's memory for as
+    long as the upstream kept sending."""
+    tracemalloc.start()
+    try:
+        error, elapsed = attempt(hostile, "endless-text/x", stream=True)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert error.retryable and error.message == "The provider sent an oversized response"
+    assert peak < 12 * MiB, f"peak {peak / MiB:.1f} MiB for a {CAP / MiB:.0f} MiB cap"
+    time.sleep(0.2)
+    assert hostile.sent.get("/endless-text/x/v1/chat/completions", 0) < 20 * MiB, "the rest was never read"
