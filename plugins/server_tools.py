@@ -23,6 +23,7 @@ from decimal import Decimal
 from typing import TypeVar
 
 from plugins import web_engines
+from plugins.config import plugin_settings
 from plugins.tools import MAX_WEB_USES, RUNNERS, ToolContext, ToolResult, new_item_id, pending_fields, run_tool
 from routing.accumulate import FoldStep, ItemDone, ItemOpened
 from routing.attempts import WAITING, AttemptStream, Served
@@ -175,10 +176,24 @@ def drain(run: Generator[object, None, T]) -> T:
             return stop.value
 
 
+WEB_FETCH_PLUGIN = "web-fetch"
+WEB_FETCH_FIELDS = ("max_uses", "max_content_tokens", "allowed_domains", "blocked_domains")
+
+
 class ServerToolsStage:
     type = "server_tools"
     name = "server-tools"
-    plugin_ids: tuple[str, ...] = ()
+    plugin_ids: tuple[str, ...] = (WEB_FETCH_PLUGIN,)
+
+    @staticmethod
+    def plugin_tools(ctx: RequestContext, tools: list[dict]) -> list[dict]:
+        """The `web-fetch` plugin (the request's entry, else the account's default): the gateway:web_fetch tool with
+        the plugin's fields as its parameters, unless the request names that tool itself (its own settings)."""
+        settings = plugin_settings(ctx, WEB_FETCH_PLUGIN)
+        if settings is None or any(kind_of(tool) == "gateway:web_fetch" for tool in tools):
+            return []
+        parameters = {name: settings[name] for name in WEB_FETCH_FIELDS if name in settings}
+        return [{"type": "gateway:web_fetch", "parameters": parameters}]
 
     @property
     def tool_types(self) -> tuple[str, ...]:

@@ -59,6 +59,7 @@ def validate(request: Request) -> dict:
 
 def prepare_run(*, ctx: RequestContext, data: dict) -> ResponseRun:
     """normalize -> pre-stages -> plan -> hold. Errors here are HTTP errors (with gateway_metadata if asked)."""
+    data = stages.with_plugin_tools(data, ctx)
     with error_metadata(ctx=ctx, data=data) as planned:
         stages.refuse_unhonoured_plugins(list(ctx.plugins))
         stages.refuse_unhonoured_tools(data.get("tools") or [])

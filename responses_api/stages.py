@@ -49,6 +49,20 @@ def record_merge(record: dict, more: dict) -> dict:
     return merged
 
 
+def with_plugin_tools(data: dict, ctx: RequestContext) -> dict:
+    """The request with the tools its plugins add (a stage's `plugin_tools(ctx, tools)`: the web-fetch plugin's
+    gateway:web_fetch), appended to its own before they are checked and normalized: a plugin that works through a
+    server tool runs in the same loop as the tool named in `tools`."""
+    tools = list(data.get("tools") or [])
+    added = [
+        tool
+        for stage in (*PRE_STAGES, *POST_STAGES)
+        if (add := getattr(stage, "plugin_tools", None)) is not None
+        for tool in add(ctx, tools)
+    ]
+    return {**data, "tools": tools + added} if added else data
+
+
 def refuse_unhonoured_tools(tools: list[dict]) -> None:
     """A tool other than a function tool that no configured stage runs (the server-tool loop declares the types it
     runs as `tool_types`) and no provider runs (a hosted tool: routing.providers.hosted, routed to the endpoints
