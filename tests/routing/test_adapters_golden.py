@@ -604,3 +604,31 @@ def test_an_adapter_declares_exactly_the_sampling_parameters_its_body_carries(ki
     ]
     parameter = next(name for name in SAMPLING_PARAMETERS if getattr(changed, name) != getattr(MINIMAL, name))
     assert (bodies[0] != bodies[1]) == (parameter in ADAPTERS[kind].sampling), parameter
+
+
+def test_cache_breakpoints_reach_bedrock_as_cache_points():
+    """Claude on Bedrock caches a prompt at cachePoint blocks: each cache_control (a system or message block, a
+    tool call or result, a tool, the request's automatic breakpoint) becomes one after its block (it was dropped)."""
+    cached = {"type": "ephemeral"}
+    request = replace(
+        MINIMAL,
+        instructions=None,
+        input=(
+            Message(role="system", content=(TextPart("Be terse.", cache_control=cached),)),
+            Message(role="user", content=(TextPart("Weather?", cache_control=cached),)),
+            FunctionCall(call_id="c1", name="get_weather", arguments="{}"),
+            FunctionCallOutput(call_id="c1", output="Sunny", cache_control=cached),
+            Message(role="user", content=(TextPart("And tomorrow?"),)),
+        ),
+        tools=(replace(WEATHER_TOOL, cache_control=cached),),
+        cache_control=cached,
+    )
+    credentials = ProviderCredentials(api_key=SECRET, extra={"region": "us-east-1"})
+    body = ADAPTERS["bedrock"].build_request(request, base_url="https://upstream.example", credentials=credentials).body
+    point = {"cachePoint": {"type": "default"}}
+    assert body["system"] == [{"text": "Be terse."}, point]
+    user, assistant, results = body["messages"]
+    assert user["content"] == [{"text": "Weather?"}, point]
+    assert results["content"][:2] == [{"toolResult": {"toolUseId": "c1", "content": [{"text": "Sunny"}]}}, point]
+    assert results["content"][-2:] == [{"text": "And tomorrow?"}, point]  # the request's automatic breakpoint
+    assert body["toolConfig"]["tools"][1] == point

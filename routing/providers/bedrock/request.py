@@ -22,6 +22,7 @@ from routing.providers.base import JSON_INSTRUCTION, arguments_object, drop_none
 FORMAT = "bedrock-anthropic-v1"
 STOP_SEQUENCE_PATH = "/stop_sequence"  # a JSON Pointer into the model's own response
 DATA_URL = re.compile(r"^data:(?P<media>[\w/+.-]+);base64,(?P<data>.+)$", re.DOTALL)
+CACHE_POINT = {"cachePoint": {"type": "default"}}  # Converse's prompt-cache breakpoint (Claude models)
 IMAGE_FORMATS = {"image/png": "png", "image/jpeg": "jpeg", "image/gif": "gif", "image/webp": "webp"}
 
 
@@ -48,34 +49,39 @@ def _block(part) -> dict:
     raise TypeError(type(part))
 
 
+def _cached(block: dict, cache_control: dict | None) -> list[dict]:
+    """The block, and a cache point after it when it carries a breakpoint (Converse's prompt caching)."""
+    return [block, CACHE_POINT] if cache_control else [block]
+
+
 def system_and_messages(request: CanonicalRequest) -> tuple[list[dict], list[dict]]:
     system = [{"text": request.instructions}] if request.instructions else []
     messages: list[dict] = []
     for item in request.input:
         if isinstance(item, Message):
-            blocks = [_block(part) for part in item.content]
+            blocks = [block for part in item.content for block in _cached(_block(part), part.cache_control)]
             if item.role in ("system", "developer"):
-                system.extend(block for block in blocks if "text" in block)
+                system.extend(block for block in blocks if "text" in block or "cachePoint" in block)
             else:
                 merge_turn(messages, item.role, blocks)
         elif isinstance(item, FunctionCall):
             merge_turn(
                 messages,
                 "assistant",
-                [
+                _cached(
                     {
                         "toolUse": {
                             "toolUseId": item.call_id,
                             "name": item.name,
                             "input": arguments_object(item.arguments),
                         }
-                    }
-                ],
+                    },
+                    item.cache_control,
+                ),
             )
         elif isinstance(item, FunctionCallOutput):
-            merge_turn(
-                messages, "user", [{"toolResult": {"toolUseId": item.call_id, "content": [{"text": item.output}]}}]
-            )
+            result = {"toolResult": {"toolUseId": item.call_id, "content": [{"text": item.output}]}}
+            merge_turn(messages, "user", _cached(result, item.cache_control))
         elif isinstance(item, Reasoning) and item.format == FORMAT and item.signature:
             merge_turn(
                 messages,
@@ -104,6 +110,8 @@ def build_body(request: CanonicalRequest) -> dict:
     system, messages = system_and_messages(request)
     if (request.text_format or {}).get("type") == "json_object":  # Converse has no JSON mode: asked for in words
         system.append({"text": JSON_INSTRUCTION})
+    if request.cache_control and messages and messages[-1]["content"][-1] != CACHE_POINT:
+        messages[-1]["content"].append(CACHE_POINT)  # the request's automatic breakpoint: the prompt's end
     inference = drop_none(
         {
             "maxTokens": request.max_output_tokens,
@@ -143,16 +151,20 @@ def build_body(request: CanonicalRequest) -> dict:
         body["toolConfig"] = drop_none(
             {
                 "tools": [
-                    {
-                        "toolSpec": drop_none(
-                            {
-                                "name": tool.name,
-                                "description": tool.description,
-                                "inputSchema": {"json": tool.parameters or {"type": "object"}},
-                            }
-                        )
-                    }
+                    block
                     for tool in request.tools
+                    for block in _cached(
+                        {
+                            "toolSpec": drop_none(
+                                {
+                                    "name": tool.name,
+                                    "description": tool.description,
+                                    "inputSchema": {"json": tool.parameters or {"type": "object"}},
+                                }
+                            )
+                        },
+                        tool.cache_control,
+                    )
                 ],
                 "toolChoice": _tool_choice(request.tool_choice),
             }
