@@ -125,6 +125,18 @@ class ReasoningSerializer(serializers.Serializer):
     enabled = fields.BooleanField(required=False, allow_null=True, default=None)
     max_tokens = fields.IntegerField(min_value=0, required=False, allow_null=True)
 
+    def validate_mode(self, value):
+        if value not in (None, "standard"):
+            raise serializers.ValidationError(f'"{value}" is not honoured by any provider this gateway routes to')
+        return value
+
+    def validate_context(self, value):
+        if value not in (None, "auto"):
+            raise serializers.ValidationError(
+                f'"{value}" is not honoured: earlier reasoning is replayed where its provider can read it (auto)'
+            )
+        return value
+
 
 class TextFormatSerializer(serializers.Serializer):
     type = fields.ChoiceField(choices=["text", "json_object", "json_schema"])

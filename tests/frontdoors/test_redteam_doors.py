@@ -606,3 +606,17 @@ def test_litellm_tools_and_streamed_usage_are_taken(live_gateway, erin):
     )
     assert json.loads(arguments) == {"location": "Paris"}
     assert any(getattr(chunk, "usage", None) and chunk.usage.completion_tokens > 0 for chunk in chunks)
+
+
+@pytest.mark.parametrize("reasoning", [{"mode": "pro"}, {"context": "current_turn"}, {"context": "all_turns"}])
+def test_reasoning_modes_no_endpoint_honours_are_refused(alice, standin_catalog, reasoning):
+    """reasoning.mode pro and a reasoning context were taken and reached no wire (on /responses too)."""
+    field = f"reasoning.{next(iter(reasoning))}"
+    error = assert_error_envelope(post_chat(alice, {**CHAT, "reasoning": reasoning}), 400)["error"]
+    assert field in error["metadata"]["fields"], error
+    response = alice.client().post(
+        "/api/v1/responses", {"model": "standin/echo", "input": "Hi", "reasoning": reasoning}, format="json"
+    )
+    assert field in assert_error_envelope(response, 400)["error"]["metadata"]["fields"]
+    body = {**CHAT, "reasoning": {"mode": "standard", "context": "auto", "effort": "low"}}
+    assert post_chat(alice, body).status_code == 200
