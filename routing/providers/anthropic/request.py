@@ -156,6 +156,9 @@ def build_body(request: CanonicalRequest) -> dict:
         "thinking": thinking,
         "metadata": {"user_id": request.safety_identifier} if request.safety_identifier else None,
         "stop_sequences": list(request.stop) or None,  # no seed or logprobs on this API
+        # Anthropic's tiers: "auto" (its default: priority capacity when the organisation has it) or
+        # "standard_only", which is the canonical "default" (sent only to endpoints whose catalog entry lists it).
+        "service_tier": "standard_only" if request.service_tier == "default" else None,
         "stream": True if request.stream else None,
     }
     if text_format.get("type") == "json_schema":
