@@ -163,7 +163,11 @@ def _fail_in_band(
     gateway_error = final_error(error, attempts=run.attempts, gateway_metadata=None)
     if renderer.content_started:  # what was sent is closed (a buffered answer sent nothing)
         yield renderer.render(stream.fold.close())
-    yield _failed(run, renderer, error.error_type, gateway_error.message)
+    masked = error.error_type in (ErrorType.SERVER, "unmapped")  # a server error's details stay ours
+    provider = stream.candidate.endpoint.provider_name
+    yield _failed(
+        run, renderer, error.error_type, gateway_error.message, provider, None if masked else error.provider_code
+    )
 
 
 def _blocked_in_band(run: ResponseRun, renderer: StreamRenderer, blocked: StageBlocked) -> Iterator[bytes]:
@@ -171,7 +175,16 @@ def _blocked_in_band(run: ResponseRun, renderer: StreamRenderer, blocked: StageB
     yield _failed(run, renderer, blocked.error_type, blocked.message)
 
 
-def _failed(run: ResponseRun, renderer: StreamRenderer, error_type: str, message: str) -> bytes:
+def _failed(
+    run: ResponseRun,
+    renderer: StreamRenderer,
+    error_type: str,
+    message: str,
+    provider: str | None = None,
+    provider_code: str | None = None,
+) -> bytes:
+    """`error` then `response.failed`; the provider that failed and its own error code (not for a server error)
+    ride along for the front doors that show them (the Chat Completions error chunk)."""
     body = failure_error(error_type, message)
     failed = run.shell.render(
         status="failed",
@@ -181,6 +194,10 @@ def _failed(run: ResponseRun, renderer: StreamRenderer, error_type: str, message
         error_type=error_type,
         metadata=run.metadata(),
     )
+    if provider:
+        failed["provider"] = provider
+    if provider_code:
+        failed["provider_code"] = provider_code
     return renderer.error(code=body["code"], message=body["message"]) + renderer.lifecycle("response.failed", failed)
 
 

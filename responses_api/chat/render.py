@@ -209,8 +209,12 @@ class ChunkTranslator:
         """The reference's mid-stream error chunk: a top-level `error` (integer code), finish_reason "error"."""
         error_type = result.get("error_type") or "server"
         metadata = {"error_type": error_type}
+        if result.get("provider_code"):
+            metadata["provider_code"] = result["provider_code"]
         error = {"code": ERROR_STATUS.get(error_type, 500), "message": result["error"]["message"], "metadata": metadata}
         extra = {"gateway_metadata": result["gateway_metadata"]} if "gateway_metadata" in result else {}
+        if result.get("provider"):
+            extra["provider"] = result["provider"]
         return self.chunk({"content": ""}, finish_reason="error", error=error, **extra)
 
     def done(self) -> bytes:

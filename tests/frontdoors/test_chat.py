@@ -6,6 +6,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from gateway.billing.models import Generation
+from routing.models import Provider
 from tests.guardrails.test_enforcement import guardrail
 from tests.support import assert_error_envelope
 
@@ -141,6 +142,7 @@ def test_a_failure_after_the_first_byte_is_the_references_error_chunk(alice, sta
     failed = chunks[-1]
     assert failed["choices"][0]["finish_reason"] == "error"
     assert failed["error"]["code"] == 502 and failed["error"]["metadata"]["error_type"] == "provider_unavailable"
+    assert failed["provider"] == Provider.objects.get(slug="standin-chat").name  # which provider failed
     generation = Generation.objects.get(id=response["X-Generation-Id"])
     assert generation.status == "failed" and generation.tokens_output > 0
 
