@@ -6,7 +6,6 @@ cache (no query) that a change invalidates at once here and within CACHE_VERSION
 import uuid
 
 import pytest
-from django.contrib.auth.models import User
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
@@ -225,14 +224,6 @@ def test_the_schema_documents_it(alice):
 
 
 # ---- the admin -----------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def staff(db) -> Client:
-    User.objects.create_superuser("staff", "staff@example.com", "pw")
-    client = Client(raise_request_exception=True)
-    client.login(username="staff", password="pw")
-    return client
 
 
 ADD = "/admin/plugins/plugindefault/add/"
