@@ -26,6 +26,7 @@ from routing.canonical import (
     Usage,
 )
 from routing.limits import RoutingLimit
+from routing.providers.base import forces_tool
 from routing.providers.hosted import hosted_tools
 from routing.stages import server_function
 
@@ -176,6 +177,8 @@ def used_parameters(data: dict) -> frozenset[str]:
     reasoning = data.get("reasoning")
     if reasoning and reasoning.get("enabled") is not False and reasoning.get("effort") != "none":
         used.add("reasoning")
+        if "tool_choice" in used and forces_tool(data.get("tool_choice")):
+            used.add("reasoning_with_forced_tool_choice")  # not on every wire (routing.providers.base)
     return frozenset(used)
 
 

@@ -20,7 +20,9 @@ from routing.sse import SSEEvent, decode_sse
 GATED_PARAMETERS = frozenset({"stop", "seed", "logprobs", "top_logprobs"})
 # Parameters whose support is the wire format's alone (a catalog entry lists the model's, whichever wire serves it):
 # an endpoint whose adapter does not carry one is passed over for a request that uses it.
-WIRE_PARAMETERS = frozenset({"structured_outputs"})
+# `reasoning_with_forced_tool_choice`: reasoning on while tool_choice forces a call, which Anthropic's extended
+# thinking cannot do (its adapter would have to drop one of them).
+WIRE_PARAMETERS = frozenset({"structured_outputs", "reasoning_with_forced_tool_choice"})
 # Sampling fields not every wire format carries: soft (an endpoint whose wire has no place for one still serves the
 # request) unless the request sets provider.require_parameters (routing.selection then passes it over).
 SAMPLING_PARAMETERS = frozenset({"temperature", "top_p", "top_k", "frequency_penalty", "presence_penalty", "verbosity"})

@@ -354,3 +354,32 @@ def test_bedrock_stop_sequences_and_the_one_that_stopped_it(standin, stream):
         response = adapter.parse_response(answer.json())
     [message] = response.output
     assert message == OutputMessage(text="one two ", stop_sequence="STOP")
+
+
+# ---- reasoning with a forced tool call ---------------------------------------------------------------------------
+
+FORCED = {
+    "model": "standin/echo",
+    "input": "What is the weather?",
+    "reasoning": {"effort": "high"},
+    "tools": [{"type": "function", "name": "weather", "parameters": {"type": "object"}}],
+    "tool_choice": "required",
+}
+
+
+def test_reasoning_with_a_forced_tool_call_never_goes_to_an_anthropic_endpoint(alice, standin_catalog, standin):
+    """Anthropic's extended thinking cannot be combined with a forced tool call: its adapter dropped the reasoning
+    and answered without it. Such a request is routed past Anthropic's wire, a 404 naming it when nothing is left."""
+    standin.clear()
+    response = alice.client().post(
+        "/api/v1/responses", {**FORCED, "provider": {"only": ["standin-anthropic"]}}, format="json"
+    )
+    error = assert_error_envelope(response, 404)["error"]
+    assert error["metadata"]["param"] == "reasoning_with_forced_tool_choice" and not standin.received
+
+    response = alice.client().post("/api/v1/responses", {**FORCED, "provider": {"sort": "price"}}, format="json")
+    assert response.status_code == 200, response.content
+    [sent] = [r["body"] for r in standin.received]
+    assert provider_of(response["X-Generation-Id"]) != "standin-anthropic"
+    assert sent.get("reasoning") or sent.get("reasoning_effort")  # both reached the wire
+    assert sent.get("tool_choice") in ("required", {"type": "required"})

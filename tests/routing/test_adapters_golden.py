@@ -632,3 +632,17 @@ def test_cache_breakpoints_reach_bedrock_as_cache_points():
     assert results["content"][:2] == [{"toolResult": {"toolUseId": "c1", "content": [{"text": "Sunny"}]}}, point]
     assert results["content"][-2:] == [{"text": "And tomorrow?"}, point]  # the request's automatic breakpoint
     assert body["toolConfig"]["tools"][1] == point
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_an_adapter_declares_reasoning_with_a_forced_tool_choice_exactly_when_it_sends_both(kind):
+    """Anthropic's extended thinking cannot be combined with a forced tool call: its adapters drop the thinking
+    (the tool choice wins), so they do not declare the combination and routing.selection passes them over for
+    it (404 naming it when nothing else is left), rather than answering without the reasoning asked for."""
+    credentials = ProviderCredentials(api_key=SECRET, extra={"project_id": "proj-1", "region": "us-east5"})
+    forced = replace(MINIMAL, tools=(FunctionTool(name="f", parameters={"type": "object"}),), tool_choice="required")
+    bodies = [
+        ADAPTERS[kind].build_request(request, base_url="https://upstream.example/v1", credentials=credentials).body
+        for request in (forced, replace(forced, reasoning=ReasoningConfig(effort="high")))
+    ]
+    assert (bodies[0] != bodies[1]) == ("reasoning_with_forced_tool_choice" in ADAPTERS[kind].parameters)

@@ -10,7 +10,8 @@ class OpenAIResponsesAdapter(ProviderAdapter):
     kind = "openai_responses"
     docs_url = "https://platform.openai.com/docs/api-reference/responses"
     supports_embeddings = True  # OpenAI serves /embeddings beside /responses
-    parameters = frozenset({"logprobs", "top_logprobs", "structured_outputs"})  # no stop sequences or seed
+    # no stop sequences or seed
+    parameters = frozenset({"logprobs", "top_logprobs", "structured_outputs", "reasoning_with_forced_tool_choice"})
     sampling = frozenset({"temperature", "top_p", "verbosity"})  # no top_k, no penalties
 
     def build_request(self, request, *, base_url, credentials):
