@@ -167,6 +167,10 @@ def used_parameters(data: dict) -> frozenset[str]:
         used.add("max_tokens")
     if any(tool["type"] == "function" or server_tool_kind(tool["type"]) for tool in data.get("tools") or []):
         used |= {"tools", "tool_choice"} if data.get("tool_choice") not in (None, "auto") else {"tools"}
+        if data.get("parallel_tool_calls") is False:
+            used.add("parallel_tool_calls_off")  # not on every wire (routing.providers.base)
+        if any(tool["type"] == "function" and tool.get("strict") for tool in data["tools"]):
+            used.add("strict_tools")
     text_format = (data.get("text") or {}).get("format") or {}
     if text_format.get("type") in ("json_object", "json_schema"):
         used.add("response_format")

@@ -22,7 +22,11 @@ GATED_PARAMETERS = frozenset({"stop", "seed", "logprobs", "top_logprobs"})
 # an endpoint whose adapter does not carry one is passed over for a request that uses it.
 # `reasoning_with_forced_tool_choice`: reasoning on while tool_choice forces a call, which Anthropic's extended
 # thinking cannot do (its adapter would have to drop one of them).
-WIRE_PARAMETERS = frozenset({"structured_outputs", "reasoning_with_forced_tool_choice"})
+# `parallel_tool_calls_off` (parallel_tool_calls false) and `strict_tools` (a function tool with strict true): not
+# every wire has a place for them (Bedrock's Converse has neither).
+WIRE_PARAMETERS = frozenset(
+    {"structured_outputs", "reasoning_with_forced_tool_choice", "parallel_tool_calls_off", "strict_tools"}
+)
 # Sampling fields not every wire format carries: soft (an endpoint whose wire has no place for one still serves the
 # request) unless the request sets provider.require_parameters (routing.selection then passes it over).
 SAMPLING_PARAMETERS = frozenset({"temperature", "top_p", "top_k", "frequency_penalty", "presence_penalty", "verbosity"})

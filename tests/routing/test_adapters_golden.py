@@ -646,3 +646,36 @@ def test_an_adapter_declares_reasoning_with_a_forced_tool_choice_exactly_when_it
         for request in (forced, replace(forced, reasoning=ReasoningConfig(effort="high")))
     ]
     assert (bodies[0] != bodies[1]) == ("reasoning_with_forced_tool_choice" in ADAPTERS[kind].parameters)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("parameter", ["parallel_tool_calls_off", "strict_tools"])
+def test_an_adapter_declares_the_tool_switches_its_body_carries(kind, parameter):
+    """parallel_tool_calls false and strict function tools: Bedrock's Converse has no place for either (they were
+    dropped there), so it does not declare them and routing.selection passes it over for a request that sets one."""
+    credentials = ProviderCredentials(api_key=SECRET, extra={"project_id": "proj-1", "region": "us-east5"})
+    tool = FunctionTool(name="f", parameters={"type": "object"})
+    base = replace(MINIMAL, tools=(tool,))
+    changed = (
+        replace(base, parallel_tool_calls=False)
+        if parameter == "parallel_tool_calls_off"
+        else replace(base, tools=(replace(tool, strict=True),))
+    )
+    bodies = [
+        ADAPTERS[kind].build_request(request, base_url="https://upstream.example/v1", credentials=credentials).body
+        for request in (base, changed)
+    ]
+    assert (bodies[0] != bodies[1]) == (parameter in ADAPTERS[kind].parameters)
+
+
+def test_routing_passes_over_a_wire_without_the_tool_switches():
+    from types import SimpleNamespace
+
+    from routing.selection import unhonoured
+    from tests.support import standin_endpoint
+
+    server = SimpleNamespace(url="https://upstream.example")
+    asked = frozenset({"tools", "parallel_tool_calls_off", "strict_tools"})
+    assert unhonoured(standin_endpoint(server, adapter="bedrock"), asked) == {"parallel_tool_calls_off", "strict_tools"}
+    for kind in ("openai_chat", "openai_responses", "anthropic"):
+        assert unhonoured(standin_endpoint(server, adapter=kind), asked) == frozenset(), kind

@@ -22,7 +22,8 @@ NATURAL_STATUS = {
 class AnthropicAdapter(ProviderAdapter):
     kind = "anthropic"
     docs_url = "https://docs.anthropic.com/en/api/messages"
-    parameters = frozenset({"stop", "structured_outputs"})  # stop_sequences, output_config; no seed, no logprobs
+    # stop_sequences, output_config, disable_parallel_tool_use, a tool's strict; no seed, no logprobs
+    parameters = frozenset({"stop", "structured_outputs", "parallel_tool_calls_off", "strict_tools"})
     sampling = frozenset({"temperature", "top_p", "top_k"})  # no penalties, no verbosity
 
     def build_request(self, request, *, base_url, credentials):

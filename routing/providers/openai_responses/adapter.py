@@ -11,7 +11,16 @@ class OpenAIResponsesAdapter(ProviderAdapter):
     docs_url = "https://platform.openai.com/docs/api-reference/responses"
     supports_embeddings = True  # OpenAI serves /embeddings beside /responses
     # no stop sequences or seed
-    parameters = frozenset({"logprobs", "top_logprobs", "structured_outputs", "reasoning_with_forced_tool_choice"})
+    parameters = frozenset(
+        {
+            "logprobs",
+            "top_logprobs",
+            "structured_outputs",
+            "reasoning_with_forced_tool_choice",
+            "parallel_tool_calls_off",
+            "strict_tools",
+        }
+    )
     sampling = frozenset({"temperature", "top_p", "verbosity"})  # no top_k, no penalties
 
     def build_request(self, request, *, base_url, credentials):
