@@ -3,6 +3,7 @@
 import hashlib
 import hmac
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 
@@ -51,6 +52,7 @@ class Prepared:
     record: dict = field(default_factory=dict)  # pre-stages' figures for the generation record
     strategy: str = "direct"  # how the models were chosen (a router pre-stage: auto, pareto, fusion)
     server_rounds: int = 1  # the most model calls the server-tool loop may make (1: the request has no server tool)
+    releases: tuple[Callable[[], object], ...] = ()  # pre-stages' holds to give back once the request's own is taken
 
 
 def server_functions(tools: list[dict]) -> tuple[FunctionTool, ...]:

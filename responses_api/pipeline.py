@@ -7,7 +7,7 @@ one fallback loop) -> post-stages (response plugins, server-tool loop) -> settle
 generation_settle, one transaction) -> render (responses_api.render for JSON, responses_api.streaming for SSE).
 """
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from typing import cast
 
@@ -72,10 +72,21 @@ def prepare_run(*, ctx: RequestContext, data: dict) -> ResponseRun:
             planned.append(plan)
             run = response_hold(ctx=ctx, prepared=prepared, plan=plan)
         except GatewayError:  # nothing routable, or no credits: the paid checks that ran are still charged
+            release(prepared.releases)
             response_charge_checks(ctx=ctx, prepared=prepared, cost=prepared.stage_cost)
             raise
+        except BaseException:
+            release(prepared.releases)
+            raise
+        release(prepared.releases)  # the request's own hold now covers what the stages spent
     run.pipeline += ran + stages.post_stage_notes(ctx)
     return run
+
+
+def release(releases: Sequence[Callable[[], object]]) -> None:
+    """Give back the holds pre-stages took (Staged.releases)."""
+    for give_back in releases:
+        give_back()
 
 
 def pre_stages(
@@ -87,8 +98,13 @@ def pre_stages(
     stages to run when not all apply (POST /embeddings runs the guardrails only)."""
     ran: list[StageEntry] = []
     for stage in stages.PRE_STAGES if configured is None else configured:
-        result = stage(prepared.canonical, ctx)
+        try:
+            result = stage(prepared.canonical, ctx)
+        except BaseException:
+            release(prepared.releases)
+            raise
         if isinstance(result, Block):
+            release(prepared.releases)  # an earlier stage's hold (a fusion panel's): its cost is charged below
             ran += result.entries or (StageEntry(type=stage.type, name=stage.name, outcome="blocked"),)
             error = result.error()
             error.pipeline = [entry.as_dict() for entry in ran]
@@ -107,6 +123,7 @@ def pre_stages(
                 stage_cost=prepared.stage_cost + result.cost_usd,
                 stage_usage=usage_add(prepared.stage_usage, result.usage),
                 record=stages.record_merge(prepared.record, result.record),
+                releases=prepared.releases + result.releases,
             )
             continue
         outcome = "passed" if result is prepared.canonical else "changed"

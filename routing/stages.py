@@ -187,6 +187,9 @@ class Staged:
     models: tuple[str, ...] = ()  # a router's choice: the models to plan instead of the requested ones, in order
     strategy: str = ""  # how they were chosen (gateway_metadata.strategy: auto, pareto, fusion), with `models`
     usage: Usage = field(default_factory=Usage)  # the tokens of the stage's own model calls (added to the usage)
+    # Holds the stage took to cover `cost_usd` before it was spent (a fusion panel's): given back once the request's
+    # own hold covers that cost, or when the request is refused.
+    releases: tuple[Callable[[], object], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

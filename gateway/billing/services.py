@@ -492,6 +492,29 @@ def holds_expire(*, older_than_seconds: int, account_id: UUID | None = None) -> 
     return sum(_expire(generation_id) for generation_id in stale.values_list("pk", flat=True))
 
 
+def hold_drop(reservation: ReservationHandle) -> bool:
+    """Give back a hold that was never a request of its own (a fusion panel's, covering its cost until the
+    request's own hold does) and remove its row: nothing is charged, nothing stays in the request log. Once: a
+    hold already closed (the stale-hold sweep) is left as it is. Returns whether it was dropped."""
+    with transaction.atomic():
+        found = (
+            Generation.objects.select_for_update()
+            .filter(pk=reservation.id, status=IN_PROGRESS)
+            .values_list("account_id", "held")
+            .first()
+        )
+        if found is None:
+            return False
+        account_id, held = found
+        Generation.objects.filter(pk=reservation.id).delete()
+        if connection.vendor == "postgresql":
+            Account.objects.filter(pk=account_id).update(reserved=F("reserved") - held)
+        else:
+            reserved = Account.objects.filter(pk=account_id).values_list("reserved", flat=True).get()
+            _account_set(account_id, reserved=reserved - held)
+    return True
+
+
 def _expire(generation_id: str) -> bool:
     with transaction.atomic():
         if not Generation.objects.filter(pk=generation_id, status=IN_PROGRESS).update(

@@ -32,7 +32,8 @@ from django.conf import settings
 from django.db import connection
 
 from gateway.accounts.models import Account
-from gateway.errors import GatewayError
+from gateway.billing.services import credits_reserve, hold_drop
+from gateway.errors import GatewayError, PaymentRequired
 from plugins import web_engines
 from plugins.calls import bound_for
 from plugins.healing import repair_bounded
@@ -567,9 +568,25 @@ def fusion_stage(
     # `tools` search), the final answer runs them
     panel_request = replace(request, tools=(), tool_choice=None, hosted_tools=())
     worst = worst_cost(panel_request, [plans[model] for model in panel.models], analyst_plan, panel=panel)
-    if worst > spendable(ctx):  # the panel runs before the request's hold: it must be affordable first
+    # The panel runs before the request's own hold: its worst case is held first (a hold of its own, given back
+    # once the request's hold covers what the panel spent), so concurrent requests cannot spend it twice.
+    try:
+        hold = credits_reserve(
+            account_id=ctx.caller.account_id,
+            amount=worst,
+            api_key_id=ctx.caller.key_id,
+            key_has_limit=False,
+            requested_model="gateway/fusion (panel)",
+            workspace_id=ctx.caller.workspace_id,
+        )
+    except PaymentRequired:
         return Block(MSG_CREDITS.format(cost=worst), status=402)
-    fused = drain(fuse(panel_request, panel, plans, Meter()))
+    releases = (lambda: hold_drop(hold),)
+    try:
+        fused = drain(fuse(panel_request, panel, plans, Meter()))
+    except BaseException:
+        hold_drop(hold)
+        raise
     data = fused.data(panel)
     cost, usage = fused.cost, fused.usage
     if not fused.served:  # as a plain request to the first panel model: its error (or its answer, if it recovered)
@@ -583,6 +600,7 @@ def fusion_stage(
             cost_usd=cost,
             usage=usage,
             record={"router": fused.record(panel.analyst)},
+            releases=releases,
         )
     analysis_text = (
         json.dumps(fused.analysis, ensure_ascii=False) if fused.analysis is not None else "(no analysis available)"
@@ -602,6 +620,7 @@ def fusion_stage(
         cost_usd=cost,
         usage=usage,
         record={"router": fused.record(panel.analyst)},
+        releases=releases,
     )
 
 

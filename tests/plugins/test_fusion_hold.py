@@ -1,0 +1,108 @@
+"""A fusion panel runs before the request's own credit hold: its worst case is held first (a hold of its own),
+given back once the request's hold covers what the panel spent, or when the request is refused. Before, the panel
+was only checked against the spendable balance: concurrent requests could each pass the check and spend it twice
+(the charge is capped at the balance, so the gateway paid the difference)."""
+
+import threading
+import time
+from decimal import Decimal
+
+import pytest
+from django.db import connections
+
+from gateway.accounts.models import Account
+from gateway.billing.models import Generation, LedgerEntry
+from gateway.errors import GatewayError
+from responses_api import pipeline
+from tests.billing.books import assert_books
+from tests.plugins.test_fusion import fusion_catalog, post
+
+PANEL_HOLD = "gateway/fusion (panel)"
+
+
+def watch_panel_holds(account_id, seen: list, stop: threading.Event) -> None:
+    """From another connection: the panel holds open while the request runs."""
+    try:
+        while not stop.is_set():
+            held = Generation.objects.filter(account_id=account_id, requested_model=PANEL_HOLD, status="in_progress")
+            seen.extend(held.values_list("held", flat=True))
+            time.sleep(0.02)
+    finally:
+        connections.close_all()
+
+
+def test_the_panel_is_held_while_it_runs_and_given_back_after(alice, transactional_db, standin):
+    fusion_catalog(standin)
+    seen: list = []
+    stop = threading.Event()
+    watcher = threading.Thread(target=watch_panel_holds, args=(alice.account_id, seen, stop))
+    watcher.start()
+    try:
+        response = post(alice)
+    finally:
+        stop.set()
+        watcher.join()
+    assert response.status_code == 200, response.content
+    assert seen and all(amount > 0 for amount in seen)  # held during the panel's 400 ms
+    assert not Generation.objects.filter(requested_model=PANEL_HOLD).exists()  # given back, no row left
+    account = assert_books(alice.account_id)
+    assert account.reserved == 0
+    record = Generation.objects.get(pk="gen-" + response.json()["id"].removeprefix("resp_"))
+    charged = -LedgerEntry.objects.get(generation_id=record.id, kind="charge").amount
+    assert charged == record.cost > 0  # the panel's cost charged once, with the request
+
+
+def test_a_request_refused_after_the_panel_gives_the_hold_back_and_pays_the_panel(
+    alice, transactional_db, standin, monkeypatch
+):
+    fusion_catalog(standin)
+
+    def no_route(**kwargs):
+        raise GatewayError("no endpoint left", status=404)
+
+    monkeypatch.setattr(pipeline, "response_plan", no_route)
+    before = Account.objects.get(pk=alice.account_id).balance
+    response = post(alice)
+    assert response.status_code == 404, response.content
+    assert not Generation.objects.filter(requested_model=PANEL_HOLD).exists()
+    account = assert_books(alice.account_id)
+    assert account.reserved == 0
+    [blocked] = Generation.objects.filter(account_id=alice.account_id, error_type="blocked")
+    assert before - account.balance == blocked.cost > 0  # what the panel spent is charged, once
+
+
+@pytest.mark.skipif("connections['default'].vendor != 'postgresql'", reason="concurrent holds need PostgreSQL")
+def test_two_requests_cannot_spend_one_panel_twice(alice, transactional_db, standin):
+    fusion_catalog(standin)
+    seen: list = []
+    stop = threading.Event()
+    watcher = threading.Thread(target=watch_panel_holds, args=(alice.account_id, seen, stop))
+    watcher.start()
+    try:
+        assert post(alice).status_code == 200
+    finally:
+        stop.set()
+        watcher.join()
+    worst = max(seen)
+    # A balance that covers one panel's worst case, not two
+    Account.objects.filter(pk=alice.account_id).update(balance=worst * Decimal("1.5"))
+    LedgerEntry.objects.filter(account_id=alice.account_id).delete()  # the books restart from the new balance
+    LedgerEntry.objects.create(account_id=alice.account_id, kind="topup", amount=worst * Decimal("1.5"))
+    standin.clear()
+    results: list[int] = []
+
+    def one() -> None:
+        try:
+            results.append(post(alice).status_code)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=one) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(results) == [200, 402], results  # the second panel was refused before any call
+    assert len(standin.received) == 5  # one panel (3 members), its analysis and the final answer
+    account = assert_books(alice.account_id)
+    assert account.balance >= 0 and account.reserved == 0
