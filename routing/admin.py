@@ -9,7 +9,7 @@ from django.utils import timezone
 from byok.shapes import ShapeError, operator_credential
 from gateway.admin_forms import ServiceValidatedForm
 from gateway.billing.models import Generation
-from routing.models import TASK_TYPES, AccountRoutingSettings, Endpoint, Model, Provider
+from routing.models import TASK_TYPES, AccountRoutingSettings, Endpoint, Model, Provider, SearchEngine
 from routing.providers.base import GATED_PARAMETERS
 from routing.providers.hosted import CAPABILITIES
 from routing.serializers import AccountRoutingSettingsSerializer
@@ -254,3 +254,11 @@ class AccountRoutingSettingsAdmin(admin.ModelAdmin):
         saved = account_routing_update(account_id=obj.account_id, changes=form.routing_changes)
         obj.pk, obj.updated_at = saved.pk, saved.updated_at
         obj._state.adding = False
+
+
+@admin.register(SearchEngine)
+class SearchEngineAdmin(admin.ModelAdmin):
+    """The web search engines' prices (USD per search): what the web plugin and gateway:web_search charge."""
+
+    list_display = ("engine", "price_per_search", "source", "updated_at")
+    search_fields = ("engine",)

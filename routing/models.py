@@ -1,5 +1,6 @@
 """The catalog: providers, models, and endpoints (a model served by a provider at a price)."""
 
+from django.core.validators import MinValueValidator
 from django.db import models
 
 
@@ -186,3 +187,22 @@ class AccountRoutingSettings(models.Model):
 
     def __str__(self) -> str:
         return f"routing settings of {self.account_id}"
+
+
+class SearchEngine(models.Model):
+    """A web search engine's price, USD per search (the catalog's `search_engines`; staff edit it here): what the
+    web plugin and gateway:web_search charge for each of its searches. An engine with no row is priced by the
+    operator's WEB_SEARCH_PRICES, else its list price."""
+
+    engine = models.SlugField(max_length=40, unique=True, help_text="exa, tavily, brave, searxng")
+    price_per_search = models.DecimalField(
+        max_digits=16, decimal_places=8, validators=[MinValueValidator(0)], help_text="USD per search"
+    )
+    source = models.CharField(max_length=300, blank=True, help_text="Where the price comes from")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["engine"]
+
+    def __str__(self) -> str:
+        return f"{self.engine}: {self.price_per_search} USD per search"

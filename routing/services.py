@@ -9,7 +9,7 @@ from django.db import transaction
 
 from byok.crypto import Sealed, current_key_id, reseal, seal
 from byok.shapes import MAX_URL_CHARS, ShapeError, check_text, operator_credential
-from routing.models import TASK_TYPES, AdapterKind, Endpoint, Model, ModelKind, Provider
+from routing.models import TASK_TYPES, AdapterKind, Endpoint, Model, ModelKind, Provider, SearchEngine
 from routing.providers.hosted import CAPABILITIES
 from routing.providers.registry import adapter_for
 
@@ -208,6 +208,7 @@ class CatalogLoadResult:
     providers: int
     models: int
     endpoints: int
+    search_engines: int = 0
 
 
 def catalog_load(*, data: dict) -> CatalogLoadResult:
@@ -231,7 +232,26 @@ def catalog_load(*, data: dict) -> CatalogLoadResult:
             for endpoint_row in row.get("endpoints") or []:
                 _endpoint_upsert(model, endpoint_row)
                 endpoints += 1
-    return CatalogLoadResult(providers=providers, models=models, endpoints=endpoints)
+        for row in data.get("search_engines") or []:
+            _search_engine_upsert(row)
+    engines = len(data.get("search_engines") or [])
+    return CatalogLoadResult(providers=providers, models=models, endpoints=endpoints, search_engines=engines)
+
+
+def _search_engine_upsert(row: dict) -> None:
+    """A web search engine's price per search (`{engine, price_per_search, source?}`)."""
+    _require(row, "engine", "price_per_search")
+    engine = row["engine"]
+    if not isinstance(engine, str) or not re.fullmatch(r"[a-z0-9-]{1,40}", engine):
+        raise CatalogError(f"search engine {engine!r}: the name must be lower-case letters, digits or -")
+    try:
+        price = Decimal(str(row["price_per_search"]))
+    except ArithmeticError:
+        raise CatalogError(f"search engine {engine}: price_per_search must be a number") from None
+    if not price.is_finite() or price < 0 or price >= 10**8:
+        raise CatalogError(f"search engine {engine}: price_per_search must be 0 or more (USD per search)")
+    defaults = {"price_per_search": price, "source": str(row.get("source") or "")[:300]}
+    SearchEngine.objects.update_or_create(engine=engine, defaults=defaults)
 
 
 def _endpoint_upsert(model: Model, row: dict) -> None:

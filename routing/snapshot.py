@@ -8,6 +8,7 @@ call `catalog_changed()` after one."""
 
 import threading
 from dataclasses import dataclass, field
+from decimal import Decimal
 
 from django.db import transaction
 from django.db.models.signals import post_delete, post_save
@@ -16,7 +17,7 @@ from django.dispatch import receiver
 from byok.models import ByokKey
 from gateway.versions.counters import version_bump, version_current
 from routing.catalog import EndpointInfo, endpoint_info
-from routing.models import AccountRoutingSettings, Endpoint, Model, Provider, ProviderStatus
+from routing.models import AccountRoutingSettings, Endpoint, Model, Provider, ProviderStatus, SearchEngine
 
 VERSION = "catalog"
 
@@ -59,10 +60,19 @@ def catalog_changed() -> None:
 @receiver([post_save, post_delete], sender=Provider)
 @receiver([post_save, post_delete], sender=Model)
 @receiver([post_save, post_delete], sender=Endpoint)
+@receiver([post_save, post_delete], sender=SearchEngine)
 @receiver([post_save, post_delete], sender=AccountRoutingSettings)
 @receiver([post_save, post_delete], sender=ByokKey)
 def _bump_version(sender, **kwargs) -> None:
     catalog_changed()
+
+
+def search_engine_prices() -> dict[str, Decimal]:
+    """The catalog's web search engine prices (USD per search), cached with the snapshot (a change to one bumps
+    the catalog version like any catalog change)."""
+    return current_snapshot().cached(
+        ("search_engine_prices",), lambda: dict(SearchEngine.objects.values_list("engine", "price_per_search"))
+    )
 
 
 def _build(version: str) -> CatalogSnapshot:

@@ -30,6 +30,7 @@ from django.conf import settings
 from gateway.errors import GatewayError
 from plugins.webkit.domains import Pattern, parse_patterns, url_passes
 from routing import http
+from routing.snapshot import search_engine_prices
 
 EXA, TAVILY, BRAVE, SEARXNG, NATIVE = "exa", "tavily", "brave", "searxng", "native"
 ENGINES = (EXA, TAVILY, BRAVE, SEARXNG)
@@ -129,7 +130,11 @@ def default_engine() -> str | None:
 
 
 def engine_price(engine: str) -> Decimal:
-    """USD per search: WEB_SEARCH_PRICES (a dict, or `exa=0.007,brave=0.005`), else the engine's list price."""
+    """USD per search: the catalog's (`search_engines`, edited in the admin), else WEB_SEARCH_PRICES (a dict, or
+    `exa=0.007,brave=0.005`), else the engine's list price."""
+    catalog = search_engine_prices().get(engine)
+    if catalog is not None:
+        return catalog
     prices = getattr(settings, "WEB_SEARCH_PRICES", None) or {}
     if isinstance(prices, str):
         prices = dict(item.split("=", 1) for item in prices.split(",") if "=" in item)

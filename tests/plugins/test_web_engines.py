@@ -128,7 +128,9 @@ def engine_server():
 
 
 @pytest.mark.parametrize("engine", ["exa", "tavily", "brave"])
-def test_each_engine_over_the_wire_sends_the_documented_request_and_reads_the_answer(settings, engine, engine_server):
+def test_each_engine_over_the_wire_sends_the_documented_request_and_reads_the_answer(
+    db, settings, engine, engine_server
+):
     golden = fixture(engine)
     host, port = engine_server.server_address[:2]
     configure_documented(settings, engine, base=f"http://{host}:{port}")
@@ -158,7 +160,7 @@ def test_each_engine_over_the_wire_sends_the_documented_request_and_reads_the_an
     assert outcome.engine == engine and outcome.cost_usd == engine_price(engine) > 0
 
 
-def test_a_live_search_through_the_standin_searxng(settings, standin):
+def test_a_live_search_through_the_standin_searxng(db, settings, standin):
     no_engines(settings)
     settings.WEB_SEARCH_SEARXNG_URL = standin.url
     settings.WEB_SEARCH_SEARXNG_ALLOW_PRIVATE_NETWORK = True  # the operator's own instance on a private address
@@ -237,7 +239,7 @@ def test_engine_choice_follows_the_operators_configuration(settings):
         search("anything", engine="bing")
 
 
-def test_prices_per_search_come_from_the_operator(settings):
+def test_prices_per_search_come_from_the_operator_when_the_catalog_has_none(db, settings):
     settings.WEB_SEARCH_PRICES = {"exa": "0.01"}
     assert engine_price("exa") == Decimal("0.01")
     assert engine_price("brave") == Decimal("0.005")  # the list price when not set

@@ -25,5 +25,6 @@ class Command(BaseCommand):
             except CatalogError as exc:
                 raise CommandError(f"{path}: {exc}") from exc
             self.stdout.write(
-                f"{path}: {result.providers} providers, {result.models} models, {result.endpoints} endpoints"
+                f"{path}: {result.providers} providers, {result.models} models, {result.endpoints} endpoints, "
+                f"{result.search_engines} search engines"
             )
