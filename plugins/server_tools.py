@@ -271,7 +271,7 @@ class Loop:
         )
         self.request = request
         self.state = LoopState()
-        self.tools = ToolContext(deferred=self.deferred, charge=loop.charge, ctx=ctx)
+        self.tools = ToolContext(deferred=self.deferred, charge=loop.charge, ctx=ctx, keep=loop.keep)
         self.relay = Relay(self.kinds)
         self.entries: list[StageEntry] = []  # the tools' own pipeline entries (a fusion call's)
 

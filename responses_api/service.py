@@ -4,7 +4,7 @@ the request's state across them (`ResponseRun`: its attempt sequence, pricing, a
 import logging
 import math
 import time
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
@@ -93,6 +93,7 @@ class ResponseRun:
         self.rounds: list[Served] = []
         self.tool_cost = Decimal(0)  # the server tools' own costs (web searches, fusion panels)
         self.tool_usage = Usage()  # the tokens of the server tools' own model calls (fusion panels)
+        self.tool_holds: list[Callable[[], object]] = []  # tools' own holds, given back once the request settles
         if self.prepared.server_rounds > 1:
             loop = ToolLoop(
                 data=self.prepared.data,
@@ -100,6 +101,7 @@ class ResponseRun:
                 first=lambda: self.sequence.served,
                 charge=self.tool_charge,
                 stream=self.tool_round_stream if self.stream else None,
+                keep=self.tool_holds.append,
             )
             self.ctx = replace(self.ctx, tool_loop=loop)
 
@@ -300,22 +302,26 @@ class ResponseRun:
         # the stages' own model calls and the server tools' costs: charged even when nothing served
         stage_cost = self.prepared.stage_cost + self.tool_cost
         cost += stage_cost
-        charged = credits.generation_settle(
-            reservation=self.reservation,
-            charge=served is not None or stage_cost > 0,
-            record=self._record(
-                status=status,
-                served=served,
-                usage=usage,
-                cost=cost,
-                upstream_cost=list_cost,
-                finish_reason=finish_reason,
-                error_type=error_type,
-                upstream_id=upstream_id,
-                ttft_ms=ttft_ms,
-                cancelled=cancelled,
-            ),
-        )
+        try:
+            charged = credits.generation_settle(
+                reservation=self.reservation,
+                charge=served is not None or stage_cost > 0,
+                record=self._record(
+                    status=status,
+                    served=served,
+                    usage=usage,
+                    cost=cost,
+                    upstream_cost=list_cost,
+                    finish_reason=finish_reason,
+                    error_type=error_type,
+                    upstream_id=upstream_id,
+                    ttft_ms=ttft_ms,
+                    cancelled=cancelled,
+                ),
+            )
+        finally:  # what the tools spent is charged now (or never will be): their holds are given back
+            for give_back in self.tool_holds:
+                give_back()
         self.settled = Settled(charged=charged, list_cost=list_cost)
         return self.settled
 

@@ -79,6 +79,8 @@ class ToolLoop:
     first: "Callable[[], Candidate | None]"
     charge: Callable[[Decimal, Usage], None]
     stream: "Callable[[CanonicalRequest], Generator[list[FoldStep] | _Waiting, None, Served]] | None" = None
+    # A hold a tool took for its own spending (a gateway:fusion panel's): given back once the request is settled.
+    keep: Callable[[Callable[[], object]], None] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,7 +31,6 @@ from typing import TypeVar
 from django.conf import settings
 from django.db import connection
 
-from gateway.accounts.models import Account
 from gateway.billing.services import credits_reserve, hold_drop
 from gateway.errors import GatewayError, PaymentRequired
 from plugins import web_engines
@@ -455,11 +454,6 @@ def worst_cost(
     return total
 
 
-def spendable(ctx: RequestContext) -> Decimal:
-    account = Account.objects.filter(pk=ctx.caller.account_id).values("balance", "reserved").first()
-    return account["balance"] - account["reserved"] if account else Decimal(0)
-
-
 def _ms(started: float) -> int:
     return int((time.monotonic() - started) * 1000)
 
@@ -655,15 +649,29 @@ def fusion_tool_run(args: dict, parameters: dict, tools: ToolContext) -> Generat
             kind, f"analyst {panel.analyst}: {analyst_plan.message}", failure_reason="invalid_model"
         )
     worst = worst_cost(request, [plans[m] for m in panel.models], analyst_plan, panel=panel, final_answer=False)
-    if worst > spendable(ctx) - tools.unheld:  # what this request's earlier runs spent is not settled yet
+    # The panel's worst case is held (a hold of its own) until the request settles and charges what it spent: two
+    # requests (or two runs in one) cannot spend the same credits.
+    try:
+        hold = credits_reserve(
+            account_id=ctx.caller.account_id,
+            amount=worst,
+            api_key_id=ctx.caller.key_id,
+            key_has_limit=False,
+            requested_model="gateway:fusion (panel)",
+            workspace_id=ctx.caller.workspace_id,
+        )
+    except PaymentRequired:
         return ToolResult.failed(kind, MSG_TOOL_CREDITS.format(cost=worst), failure_reason="insufficient_credits")
+    if tools.keep is not None:
+        tools.keep(lambda: hold_drop(hold))
     yield {"type": "response.fusion_call.in_progress"}
     meter = Meter()
     try:
         fused = yield from fuse(request, panel, plans, meter)
     finally:  # what ran is charged however the run ended (the client left a stream midway, say)
         tools.charge(meter.cost, meter.usage)
-        tools.unheld += meter.cost
+        if tools.keep is None:
+            hold_drop(hold)
     yield {"type": "response.fusion_call.completed"}
     failed = [
         {"model": a.model, "error": a.error, **({"status_code": a.status_code} if a.status_code else {})}

@@ -52,8 +52,9 @@ class ToolContext:
     found: list[FunctionTool] = field(default_factory=list)
     uses: dict[str, int] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)  # the pages searched or fetched: url -> title
-    # What tools spent beyond the request's hold so far (gateway:fusion runs): the next run's credit check counts it.
-    unheld: Decimal = Decimal(0)
+    # Keeps a hold a tool took (a gateway:fusion panel's) until the request settles (ToolLoop.keep); None: the tool
+    # gives it back itself once it ran (a fusion member's loop, charged by its run).
+    keep: Callable[[Callable[[], object]], None] | None = None
 
 
 @dataclass(frozen=True)

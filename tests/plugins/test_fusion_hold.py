@@ -20,11 +20,11 @@ from tests.plugins.test_fusion import fusion_catalog, post
 PANEL_HOLD = "gateway/fusion (panel)"
 
 
-def watch_panel_holds(account_id, seen: list, stop: threading.Event) -> None:
+def watch_panel_holds(account_id, seen: list, stop: threading.Event, label: str = PANEL_HOLD) -> None:
     """From another connection: the panel holds open while the request runs."""
     try:
         while not stop.is_set():
-            held = Generation.objects.filter(account_id=account_id, requested_model=PANEL_HOLD, status="in_progress")
+            held = Generation.objects.filter(account_id=account_id, requested_model=label, status="in_progress")
             seen.extend(held.values_list("held", flat=True))
             time.sleep(0.02)
     finally:
@@ -106,3 +106,32 @@ def test_two_requests_cannot_spend_one_panel_twice(alice, transactional_db, stan
     assert len(standin.received) == 5  # one panel (3 members), its analysis and the final answer
     account = assert_books(alice.account_id)
     assert account.balance >= 0 and account.reserved == 0
+
+
+# ---- the gateway:fusion tool ------------------------------------------------------------------------------------
+
+
+def test_a_fusion_tools_panel_is_held_until_the_request_settles(alice, transactional_db, standin):
+    """The tool runs inside a request that is already held: its panel's worst case is held too (two requests, or
+    two runs in one, cannot spend the same credits), and given back once the request has charged what it spent."""
+    from tests.plugins.test_fusion_tools import ask as ask_tool
+    from tests.plugins.test_fusion_tools import catalog as tool_catalog
+
+    tool_catalog(standin, **{model: f"latency_ms=300,text=Answer from {model}" for model in ("acme/alpha",)})
+    seen: list = []
+    stop = threading.Event()
+    watcher = threading.Thread(target=watch_panel_holds, args=(alice.account_id, seen, stop, "gateway:fusion (panel)"))
+    watcher.start()
+    try:
+        response = ask_tool(alice)
+    finally:
+        stop.set()
+        watcher.join()
+    assert response.status_code == 200, response.content
+    assert [item["type"] for item in response.json()["output"]][0] == "gateway:fusion"
+    assert seen and all(amount > 0 for amount in seen)  # held while the panel ran
+    assert not Generation.objects.filter(requested_model="gateway:fusion (panel)").exists()
+    account = assert_books(alice.account_id)
+    assert account.reserved == 0
+    record = Generation.objects.get(pk=response["X-Generation-Id"])
+    assert -LedgerEntry.objects.get(generation_id=record.id, kind="charge").amount == record.cost > 0
