@@ -31,7 +31,7 @@ from typing import TypeVar
 from django.conf import settings
 from django.db import connection
 
-from gateway.billing.services import credits_reserve, hold_drop
+from gateway.billing.services import ReservationHandle, credits_reserve, hold_drop
 from gateway.errors import GatewayError, PaymentRequired
 from plugins import web_engines
 from plugins.calls import bound_for
@@ -532,6 +532,22 @@ def analysis_parse(text: str) -> dict | None:
 # ---- the model slug gateway/fusion -------------------------------------------------------------------------
 
 
+def panel_hold(ctx: RequestContext, worst: Decimal, *, label: str) -> ReservationHandle | None:
+    """A fusion panel's worst case held before it runs (a hold of its own: billing.hold_drop gives it back), so
+    two requests, or two runs in one, cannot spend the same credits; None when the credits cannot cover it."""
+    try:
+        return credits_reserve(
+            account_id=ctx.caller.account_id,
+            amount=worst,
+            api_key_id=ctx.caller.key_id,
+            key_has_limit=False,
+            requested_model=label,
+            workspace_id=ctx.caller.workspace_id,
+        )
+    except PaymentRequired:
+        return None
+
+
 def fusion_stage(
     request: CanonicalRequest, ctx: RequestContext, *, options: dict, limits: tuple[RoutingLimit, ...]
 ) -> Staged | Block:
@@ -562,18 +578,10 @@ def fusion_stage(
     # `tools` search), the final answer runs them
     panel_request = replace(request, tools=(), tool_choice=None, hosted_tools=())
     worst = worst_cost(panel_request, [plans[model] for model in panel.models], analyst_plan, panel=panel)
-    # The panel runs before the request's own hold: its worst case is held first (a hold of its own, given back
-    # once the request's hold covers what the panel spent), so concurrent requests cannot spend it twice.
-    try:
-        hold = credits_reserve(
-            account_id=ctx.caller.account_id,
-            amount=worst,
-            api_key_id=ctx.caller.key_id,
-            key_has_limit=False,
-            requested_model="gateway/fusion (panel)",
-            workspace_id=ctx.caller.workspace_id,
-        )
-    except PaymentRequired:
+    # The panel runs before the request's own hold: its worst case is held first, given back once the request's
+    # hold covers what the panel spent.
+    hold = panel_hold(ctx, worst, label="gateway/fusion (panel)")
+    if hold is None:
         return Block(MSG_CREDITS.format(cost=worst), status=402)
     releases = (lambda: hold_drop(hold),)
     try:
@@ -649,18 +657,9 @@ def fusion_tool_run(args: dict, parameters: dict, tools: ToolContext) -> Generat
             kind, f"analyst {panel.analyst}: {analyst_plan.message}", failure_reason="invalid_model"
         )
     worst = worst_cost(request, [plans[m] for m in panel.models], analyst_plan, panel=panel, final_answer=False)
-    # The panel's worst case is held (a hold of its own) until the request settles and charges what it spent: two
-    # requests (or two runs in one) cannot spend the same credits.
-    try:
-        hold = credits_reserve(
-            account_id=ctx.caller.account_id,
-            amount=worst,
-            api_key_id=ctx.caller.key_id,
-            key_has_limit=False,
-            requested_model="gateway:fusion (panel)",
-            workspace_id=ctx.caller.workspace_id,
-        )
-    except PaymentRequired:
+    # The panel's worst case is held until the request settles and charges what it spent.
+    hold = panel_hold(ctx, worst, label="gateway:fusion (panel)")
+    if hold is None:
         return ToolResult.failed(kind, MSG_TOOL_CREDITS.format(cost=worst), failure_reason="insufficient_credits")
     if tools.keep is not None:
         tools.keep(lambda: hold_drop(hold))

@@ -5,6 +5,8 @@ was only checked against the spendable balance: concurrent requests could each p
 
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from decimal import Decimal
 
 import pytest
@@ -20,28 +22,34 @@ from tests.plugins.test_fusion import fusion_catalog, post
 PANEL_HOLD = "gateway/fusion (panel)"
 
 
-def watch_panel_holds(account_id, seen: list, stop: threading.Event, label: str = PANEL_HOLD) -> None:
-    """From another connection: the panel holds open while the request runs."""
+@contextmanager
+def panel_holds_seen(account_id, label: str = PANEL_HOLD) -> Iterator[list]:
+    """The amounts of the panel holds open while the block runs, as another connection sees them."""
+    seen: list = []
+    stop = threading.Event()
+
+    def watch() -> None:
+        try:
+            while not stop.is_set():
+                held = Generation.objects.filter(account_id=account_id, requested_model=label, status="in_progress")
+                seen.extend(held.values_list("held", flat=True))
+                time.sleep(0.02)
+        finally:
+            connections.close_all()
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
     try:
-        while not stop.is_set():
-            held = Generation.objects.filter(account_id=account_id, requested_model=label, status="in_progress")
-            seen.extend(held.values_list("held", flat=True))
-            time.sleep(0.02)
+        yield seen
     finally:
-        connections.close_all()
+        stop.set()
+        watcher.join()
 
 
 def test_the_panel_is_held_while_it_runs_and_given_back_after(alice, transactional_db, standin):
     fusion_catalog(standin)
-    seen: list = []
-    stop = threading.Event()
-    watcher = threading.Thread(target=watch_panel_holds, args=(alice.account_id, seen, stop))
-    watcher.start()
-    try:
+    with panel_holds_seen(alice.account_id) as seen:
         response = post(alice)
-    finally:
-        stop.set()
-        watcher.join()
     assert response.status_code == 200, response.content
     assert seen and all(amount > 0 for amount in seen)  # held during the panel's 400 ms
     assert not Generation.objects.filter(requested_model=PANEL_HOLD).exists()  # given back, no row left
@@ -74,15 +82,8 @@ def test_a_request_refused_after_the_panel_gives_the_hold_back_and_pays_the_pane
 @pytest.mark.skipif("connections['default'].vendor != 'postgresql'", reason="concurrent holds need PostgreSQL")
 def test_two_requests_cannot_spend_one_panel_twice(alice, transactional_db, standin):
     fusion_catalog(standin)
-    seen: list = []
-    stop = threading.Event()
-    watcher = threading.Thread(target=watch_panel_holds, args=(alice.account_id, seen, stop))
-    watcher.start()
-    try:
+    with panel_holds_seen(alice.account_id) as seen:
         assert post(alice).status_code == 200
-    finally:
-        stop.set()
-        watcher.join()
     worst = max(seen)
     # A balance that covers one panel's worst case, not two
     Account.objects.filter(pk=alice.account_id).update(balance=worst * Decimal("1.5"))
@@ -118,15 +119,8 @@ def test_a_fusion_tools_panel_is_held_until_the_request_settles(alice, transacti
     from tests.plugins.test_fusion_tools import catalog as tool_catalog
 
     tool_catalog(standin, **{model: f"latency_ms=300,text=Answer from {model}" for model in ("acme/alpha",)})
-    seen: list = []
-    stop = threading.Event()
-    watcher = threading.Thread(target=watch_panel_holds, args=(alice.account_id, seen, stop, "gateway:fusion (panel)"))
-    watcher.start()
-    try:
+    with panel_holds_seen(alice.account_id, "gateway:fusion (panel)") as seen:
         response = ask_tool(alice)
-    finally:
-        stop.set()
-        watcher.join()
     assert response.status_code == 200, response.content
     assert [item["type"] for item in response.json()["output"]][0] == "gateway:fusion"
     assert seen and all(amount > 0 for amount in seen)  # held while the panel ran
