@@ -6,7 +6,7 @@ LiteLLM's config) and runs this file with the harness's Python (psutil, aiohttp,
     benchmarks/run.sh [--quick] [--litellm] [--duration 10] [--streams 1000,200] [--held 1000] [--json FILE]
 
 The gateway is booted the production way: a fresh PostgreSQL database, Redis, gunicorn with the project's
-settings (gateway/gunicorn_conf.py: gthread, 2 workers x 256 threads), DEBUG off. Two fake upstreams: one
+settings (gateway/gunicorn_conf.py: gevent, 2 workers x 1,000 connections), DEBUG off. Two fake upstreams: one
 sends 20 token chunks 50 ms apart, the other is slow (60 chunks 500 ms apart) for the streams held open.
 
 Measured per target, in this order:

@@ -1,4 +1,5 @@
-"""gunicorn's threaded worker, answering HTTP protocol errors in the API's JSON error body.
+"""gunicorn's workers (gevent, the default, and gthread), answering HTTP protocol errors in the API's JSON error
+body.
 
 gunicorn answers a request it cannot parse (bad Content-Length, Transfer-Encoding beside Content-Length,
 control characters in a header, an oversized request line or header section, a malformed chunked body)
@@ -12,7 +13,9 @@ second could hold every worker thread. When the deadline passes, a watchdog shut
 the parser then sees the end of the stream and the connection is closed. The application's body deadline
 (gateway/middleware.py) takes over from there.
 
-Imported by the gunicorn master (gateway/gunicorn_conf.py): it must not import Django.
+Imported by the gunicorn master (gateway/gunicorn_conf.py): it must not import Django. The gevent worker patches
+the standard library (sockets, threads, locks) in each worker after the fork, before the application is
+imported; each worker's deadline watcher is made there, after the patching.
 """
 
 import json
@@ -21,10 +24,12 @@ import socket
 import threading
 import time
 from datetime import datetime
+from typing import Any
 
 from gunicorn import util
 from gunicorn.http import errors
 from gunicorn.http.wsgi import Response, default_environ
+from gunicorn.workers.ggevent import GeventWorker
 from gunicorn.workers.gthread import ThreadWorker
 
 MSG_INTERNAL = "Internal server error"
@@ -139,30 +144,19 @@ class HeaderDeadlines:
                     pass
 
 
-class JsonErrorThreadWorker(ThreadWorker):
-    """gthread, with protocol errors in the JSON error body (same status codes as gunicorn's own) and a total
-    deadline for each request's line and headers."""
+class JsonErrors:
+    """Protocol errors in the JSON error body, and the request head's deadline (one watcher per worker)."""
 
-    header_deadlines = HeaderDeadlines()
+    log: Any
+    cfg: Any
+    _deadlines: HeaderDeadlines
 
-    def handle(self, conn):
-        self.header_deadlines.watch(conn.sock, time.monotonic() + header_timeout())
-        try:
-            return super().handle(conn)
-        finally:
-            self.header_deadlines.unwatch(conn.sock)
+    def run(self) -> None:
+        self._deadlines = HeaderDeadlines()  # in the worker, after the fork and gevent's patching
+        super().run()  # type: ignore[misc]  # the gunicorn worker class this is mixed into
 
-    def handle_request(self, req, conn):
-        self.header_deadlines.unwatch(conn.sock)  # the head is in: the body has the application's deadline
-        return super().handle_request(req, conn)
-
-    def handle_http2(self, conn):
-        self.header_deadlines.unwatch(conn.sock)
-        return super().handle_http2(conn)
-
-    def handle_h2c_upgrade(self, conn, req, settings):
-        self.header_deadlines.unwatch(conn.sock)
-        return super().handle_h2c_upgrade(conn, req, settings)
+    def deadlines(self) -> HeaderDeadlines:
+        return self._deadlines
 
     def handle_error(self, req, client, addr, exc):
         request_start = datetime.now()
@@ -189,3 +183,46 @@ class JsonErrorThreadWorker(ThreadWorker):
             util.write_nonblock(client, error_response_bytes(status, reason, message))
         except Exception:
             self.log.debug("Failed to send error message.")
+
+
+class JsonErrorThreadWorker(JsonErrors, ThreadWorker):
+    """gthread (GUNICORN_WORKER_CLASS=gthread): a thread per connection being served."""
+
+    def handle(self, conn):
+        self.deadlines().watch(conn.sock, time.monotonic() + header_timeout())
+        try:
+            return super().handle(conn)
+        finally:
+            self.deadlines().unwatch(conn.sock)
+
+    def handle_request(self, req, conn):
+        self.deadlines().unwatch(conn.sock)  # the head is in: the body has the application's deadline
+        return super().handle_request(req, conn)
+
+    def handle_http2(self, conn):
+        self.deadlines().unwatch(conn.sock)
+        return super().handle_http2(conn)
+
+    def handle_h2c_upgrade(self, conn, req, settings):
+        self.deadlines().unwatch(conn.sock)
+        return super().handle_h2c_upgrade(conn, req, settings)
+
+
+class JsonErrorGeventWorker(JsonErrors, GeventWorker):
+    """gevent (the default): a greenlet per connection, up to worker_connections per worker, on one thread.
+    A stream waiting for its provider's next chunk costs a greenlet switch, not a thread wake-up."""
+
+    def handle(self, listener, client, addr):
+        self.deadlines().watch(client, time.monotonic() + header_timeout())
+        try:
+            return super().handle(listener, client, addr)
+        finally:
+            self.deadlines().unwatch(client)
+
+    def handle_request(self, listener_name, req, sock, addr):
+        self.deadlines().unwatch(sock)
+        return super().handle_request(listener_name, req, sock, addr)
+
+    def handle_http2(self, listener, client, addr, preface=b"", upgrade=None):
+        self.deadlines().unwatch(client)
+        return super().handle_http2(listener, client, addr, preface=preface, upgrade=upgrade)

@@ -37,5 +37,5 @@ echo
 echo "Try: curl -H \"Authorization: Bearer ${mk}\" http://127.0.0.1:${PORT}/api/v1/credits"
 echo
 # Workers, threads, timeouts, request limits and the JSON protocol-error worker: gateway/gunicorn_conf.py
-# (WEB_CONCURRENCY and GUNICORN_THREADS still set the worker and thread counts).
+# (WEB_CONCURRENCY, GUNICORN_WORKER_CLASS, GUNICORN_WORKER_CONNECTIONS and GUNICORN_THREADS still apply).
 gunicorn -c python:gateway.gunicorn_conf gateway.wsgi:application --bind "127.0.0.1:${PORT}"

@@ -50,7 +50,8 @@ class LiveGateway:
         }
         self.log = open(ROOT / f".live-gateway-{self.port}.log", "w")  # noqa: SIM115
         self.process = subprocess.Popen(
-            # The same gunicorn settings as scripts/run.sh (worker class, request limits), fewer workers.
+            # The same gunicorn settings as scripts/run.sh (worker class, request limits), fewer workers (the
+            # thread count only matters to GUNICORN_WORKER_CLASS=gthread).
             [
                 sys.executable,
                 "-m",

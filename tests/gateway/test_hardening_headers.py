@@ -14,15 +14,20 @@ HEADER_TIMEOUT = 1.5  # seconds, REQUEST_HEADER_TIMEOUT_SECONDS of this module's
 THREADS = 4
 
 
-@pytest.fixture(scope="module")
-def gateway(django_db_setup, django_db_blocker):
-    """One worker with only 4 threads, so that 6 dripping clients would take all of them."""
+@pytest.fixture(scope="module", params=["gevent", "gthread"])
+def gateway(request, django_db_setup, django_db_blocker):
+    """One worker of each class gunicorn_conf offers: gthread with only 4 threads, so that 6 dripping clients
+    would take all of them; gevent (a greenlet per connection) must cut them off just the same."""
     from tests.live import LiveGateway
 
     live = LiveGateway(
         workers=1,
         threads=THREADS,
-        extra_env={"REQUEST_HEADER_TIMEOUT_SECONDS": str(HEADER_TIMEOUT), "LOG_LEVEL": "ERROR"},
+        extra_env={
+            "GUNICORN_WORKER_CLASS": request.param,
+            "REQUEST_HEADER_TIMEOUT_SECONDS": str(HEADER_TIMEOUT),
+            "LOG_LEVEL": "ERROR",
+        },
     )
     yield live
     live.stop()

@@ -20,15 +20,17 @@ BODY_LIMIT = 64 * 1024
 POOL_SIZE = 2
 
 
-@pytest.fixture(scope="module")
-def gateway(django_db_setup, django_db_blocker):
-    """One worker whose database pool has 2 connections, a short body deadline and a small body limit."""
+@pytest.fixture(scope="module", params=["gevent", "gthread"])
+def gateway(request, django_db_setup, django_db_blocker):
+    """One worker (of each class gunicorn_conf offers) whose database pool has 2 connections, a short body
+    deadline and a small body limit."""
     from tests.live import LiveGateway
 
     live = LiveGateway(
         workers=1,
         threads=16,
         extra_env={
+            "GUNICORN_WORKER_CLASS": request.param,
             "DB_POOL_MAX_SIZE": str(POOL_SIZE),
             "REQUEST_BODY_TIMEOUT_SECONDS": str(BODY_TIMEOUT),
             "MAX_REQUEST_BODY_BYTES": str(BODY_LIMIT),
