@@ -12,8 +12,20 @@ shared="${BENCH_SHARED:-$PWD/../shared/bench}"
 [ -d "$harness" ] || { mkdir -p "$(dirname "$harness")"; cp -r "$shared" "$harness"; }
 want=""
 case " $* " in *" --litellm "*) want=litellm ;; esac
+# The harness's venvs (load tools, LiteLLM) on the interpreter the project's venv runs on (make install picks the
+# distribution's optimised build when there is one): a peer on a slower build would flatter this gateway. A venv
+# made with another interpreter is made again.
+[ -x .venv/bin/python ] || make install >&2
+base="$(.venv/bin/python -c 'import sys; print(sys._base_executable)')"
+shim="$harness/.python"
+mkdir -p "$shim" && ln -sfn "$base" "$shim/python3"
+for venv in "$harness/.venv" "$harness/.venv-litellm"; do
+    if [ -f "$venv/pyvenv.cfg" ] && ! grep -qx "home = $(dirname "$base")" "$venv/pyvenv.cfg"; then
+        rm -rf "$venv"
+    fi
+done
 if [ ! -x "$harness/.venv/bin/python" ] || { [ -n "$want" ] && [ ! -x "$harness/.venv-litellm/bin/litellm" ]; }; then
-    "$harness/setup.sh" $want >&2
+    PATH="$shim:$PATH" "$harness/setup.sh" $want >&2
 fi
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 exec "$harness/.venv/bin/python" benchmarks/gateway_overhead.py --harness "$harness" "$@"
