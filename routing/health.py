@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.core.cache import cache, caches
 from django.core.cache.backends.base import BaseCache
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, ResponseError
 
 from gateway.cache import LocalExtras, ResilientRedisCache, list_push, lists_get
 
@@ -170,26 +170,67 @@ def _redis_push(backend: ResilientRedisCache, attempt: Attempt) -> None:
 
 
 def _redis_push_many(backend: ResilientRedisCache, attempts: list[Attempt]) -> None:
-    """Several attempts' appends in one pipelined round trip (each script call stays atomic on its own). EVALSHA
-    directly: redis-py's Script objects in a pipeline ask SCRIPT EXISTS first, a second round trip every time."""
+    """Several attempts' appends in one round trip (each script call stays atomic on its own): one EVALSHA per
+    attempt, packed here (an endpoint's keys once; redis-py packing 17 arguments and running its pipeline cost
+    two thirds of a batch's CPU) and sent in one write on one pooled connection."""
     client = backend._cache.get_client(None, write=True)
-    calls = []
-    for attempt in attempts:
-        sample = [attempt.at, *attempt.measures] if attempt.has_sample else [""]
-        args: list[str | int] = [KEPT_SECONDS, f"{attempt.at} {int(attempt.ok)}", FAILURES_TO_TRIP, MAX_SAMPLES]
-        keys = [backend.make_key(key) for key in _redis_keys(attempt.endpoint_id)]
-        calls.append((len(keys), *keys, *args, *sample))
+    packed = b"".join([_push_command(backend, attempt) for attempt in attempts])
     for loaded in (False, True):
-        pipeline = client.pipeline(transaction=False)
-        for call in calls:
-            pipeline.evalsha(_sha(PUSH_LUA), *call)
-        try:
-            pipeline.execute()
+        replies = _exchange(client, packed, len(attempts))
+        error = next((reply for reply in replies if isinstance(reply, ResponseError)), None)
+        if error is None:
             return
-        except NoScriptError:  # none ran (the script is missing for all alike): load it, send them again
-            if loaded:
-                raise
-            client.script_load(PUSH_LUA)
+        if loaded or not isinstance(error, NoScriptError):
+            raise error
+        client.script_load(PUSH_LUA)  # none ran (the script is missing for all alike): load it, send them again
+
+
+def _bulk(value: str) -> bytes:
+    data = value.encode()
+    return b"$%d\r\n%b\r\n" % (len(data), data)
+
+
+# (key prefix, version, key function, endpoint id) -> EVALSHA, the script, the key count and the keys, packed
+# (and how many parts that is).
+_PUSH_HEADS: dict[tuple, tuple[int, bytes]] = {}
+
+
+def _push_command(backend: ResilientRedisCache, attempt: Attempt) -> bytes:
+    """EVALSHA PUSH_LUA with the attempt's keys and arguments (as _redis_push sends them), in Redis's protocol."""
+    identity = (backend.key_prefix, backend.version, backend.key_func, attempt.endpoint_id)
+    known = _PUSH_HEADS.get(identity)
+    if known is None:
+        keys = [backend.make_key(key) for key in _redis_keys(attempt.endpoint_id)]
+        parts = ["EVALSHA", _sha(PUSH_LUA), str(len(keys)), *keys]
+        if len(_PUSH_HEADS) >= 4096:
+            _PUSH_HEADS.clear()
+        known = _PUSH_HEADS[identity] = (len(parts), b"".join([_bulk(part) for part in parts]))
+    count, head = known
+    sample = [attempt.at, *attempt.measures] if attempt.has_sample else [""]
+    args = [str(KEPT_SECONDS), f"{attempt.at} {int(attempt.ok)}", str(FAILURES_TO_TRIP), str(MAX_SAMPLES), *sample]
+    return b"*%d\r\n%b%b" % (count + len(args), head, b"".join([_bulk(arg) for arg in args]))
+
+
+def _exchange(client, packed: bytes, count: int) -> list:
+    """Send `count` packed commands in one write and read their `count` replies (an error reply as its exception),
+    on one pooled connection, retried as redis-py retries a pipeline (a connection error: disconnected, resent)."""
+    pool = client.connection_pool
+    connection = pool.get_connection()
+
+    def send_and_read() -> list:
+        connection.send_packed_command([packed])
+        replies: list = []
+        for _ in range(count):
+            try:
+                replies.append(connection.read_response())
+            except ResponseError as error:  # read on: every reply leaves the socket before it is reused
+                replies.append(error)
+        return replies
+
+    try:
+        return connection.retry.call_with_retry(send_and_read, lambda error: connection.disconnect())
+    finally:
+        pool.release(connection)
 
 
 def _redis_stats(backend: ResilientRedisCache, endpoint_ids: list[int], current: float) -> dict[int, EndpointStats]:

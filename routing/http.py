@@ -24,6 +24,7 @@ import re
 import socket
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import ClassVar, cast
@@ -31,17 +32,21 @@ from urllib.parse import urlencode
 
 import urllib3
 from django.conf import settings
+from urllib3._collections import RecentlyUsedContainer
 from urllib3.connection import HTTPConnection, HTTPSConnection
-from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool, port_by_scheme
 from urllib3.exceptions import (
     ConnectTimeoutError,
     HTTPError,
     LocationValueError,
     NewConnectionError,
     ReadTimeoutError,
+    URLSchemeUnknown,
 )
 from urllib3.response import HTTPResponse
 from urllib3.util import connection as urllib3_connection
+from urllib3.util.retry import Retry
+from urllib3.util.url import parse_url
 
 from gateway.netaddr import is_public_address
 
@@ -240,18 +245,49 @@ WATCHDOG = _Watchdog()
 _current_watch: contextvars.ContextVar[_Watch | None] = contextvars.ContextVar("upstream_watch", default=None)
 
 
+# A body up to this size goes out in the same send as the request head (urllib3 sends them apart: two segments
+# and two wake-ups of the peer, a tenth of a small call's CPU); a larger one is not copied to be joined.
+JOINED_BODY_MAX = 256 * 1024
+
+
 class _WatchedHTTPConnection(HTTPConnection):
-    def request(self, *args, **kwargs):
+    _gateway_body: bytes | None = None  # the body `send` appends to the request head
+
+    def request(self, method, url, body=None, headers=None, **kwargs):
         watch = _current_watch.get()
         WATCHDOG.own(self, watch)
-        result = super().request(*args, **kwargs)
+        if (
+            isinstance(body, bytes)
+            and 0 < len(body) <= JOINED_BODY_MAX
+            and headers is not None
+            and not _framed(headers)
+        ):
+            headers = {"Content-Length": str(len(body)), **headers}  # where urllib3 puts it
+            self._gateway_body, body = body, None
+        try:
+            result = super().request(method, url, body=body, headers=headers, **kwargs)
+        finally:
+            self._gateway_body = None
         if watch is not None:
             watch.sock = self.sock
         return result
 
+    def send(self, data) -> None:
+        body = self._gateway_body
+        if body is not None:  # the request head: the body goes with it
+            self._gateway_body = None
+            data = data + body
+        super().send(data)
+
 
 class _WatchedHTTPSConnection(HTTPSConnection):
+    _gateway_body: bytes | None = None
     request = _WatchedHTTPConnection.request
+    send = _WatchedHTTPConnection.send
+
+
+def _framed(headers) -> bool:
+    return any(name.lower() in ("content-length", "transfer-encoding") for name in headers)
 
 
 class _GuardedHTTPConnection(_WatchedHTTPConnection):
@@ -268,23 +304,78 @@ def _pool(base, connection_cls):
     return type(f"_{connection_cls.__name__}Pool", (base,), {"ConnectionCls": connection_cls})
 
 
-def _pool_manager(*, guarded: bool) -> urllib3.PoolManager:
-    """Keep-alive pools per destination (urllib3 directly: `requests` cost a third more CPU per call)."""
-    plain, tls = (
-        (_GuardedHTTPConnection, _GuardedHTTPSConnection)
-        if guarded
-        else (_WatchedHTTPConnection, _WatchedHTTPSConnection)
-    )
-    manager = urllib3.PoolManager(num_pools=64, maxsize=1024, block=False, retries=False)
-    manager.pool_classes_by_scheme = {
-        "http": _pool(HTTPConnectionPool, plain),
-        "https": _pool(HTTPSConnectionPool, tls),
-    }
-    return manager
+class _Pools:
+    """Keep-alive connection pools of one address policy, one per destination (scheme, host, port; every pool of
+    a scheme has the same TLS settings), at most MAX_POOLS (the least recently used one is closed). What urllib3's
+    PoolManager did, without its per-call URL parsing and pool-key building (a tenth of a small call's CPU): a
+    URL's destination is remembered (urllib3's parse, once per URL)."""
+
+    MAX_POOLS = 64
+
+    def __init__(self, *, guarded: bool):
+        plain, tls = (
+            (_GuardedHTTPConnection, _GuardedHTTPSConnection)
+            if guarded
+            else (_WatchedHTTPConnection, _WatchedHTTPSConnection)
+        )
+        self._classes = {"http": _pool(HTTPConnectionPool, plain), "https": _pool(HTTPSConnectionPool, tls)}
+        self._pools: RecentlyUsedContainer = RecentlyUsedContainer(self.MAX_POOLS, dispose_func=lambda p: p.close())
+
+    def pool(self, destination: tuple[str, str, int]) -> HTTPConnectionPool:
+        pool = self._pools.get(destination)
+        if pool is None:
+            with self._pools.lock:
+                pool = self._pools.get(destination)
+                if pool is None:
+                    scheme, host, port = destination
+                    pool = self._classes[scheme](host, port, maxsize=1024, block=False, retries=False)
+                    self._pools[destination] = pool
+        return pool
+
+    def clear(self) -> None:
+        """Close every pool (connections in use are closed when released)."""
+        self._pools.clear()
 
 
-_public_only = _pool_manager(guarded=True)
-_any_destination = _pool_manager(guarded=False)
+_public_only = _Pools(guarded=True)
+_any_destination = _Pools(guarded=False)
+_NO_RETRIES = Retry(False, redirect=False)  # what urllib3 makes of retries=False, redirect=False on every call
+_TIMEOUTS: dict[tuple[float, float], urllib3.Timeout] = {}  # (connect, read) -> its Timeout (urllib3 copies it)
+_DESTINATIONS: dict[str, tuple[tuple[str, str, int], str]] = {}  # URL -> (scheme, host, port), request target
+_MAX_REMEMBERED = 1024
+
+
+def _destination(url: str) -> tuple[tuple[str, str, int], str]:
+    """The pool key and request target of `url`, as urllib3's PoolManager read them (remembered per URL)."""
+    known = _DESTINATIONS.get(url)
+    if known is not None:
+        return known
+    parts = parse_url(url)  # LocationValueError when invalid
+    if parts.scheme is None:
+        warnings.warn("URLs without a scheme are deprecated (urllib3 2)", category=FutureWarning, stacklevel=3)
+    scheme = (parts.scheme or "http").lower()
+    if not parts.host:
+        raise LocationValueError("No host specified.")
+    if scheme not in port_by_scheme:
+        raise URLSchemeUnknown(scheme)
+    port = parts.port if parts.port is not None else port_by_scheme[scheme]
+    known = ((scheme, parts.host.lower(), port), parts.request_uri)
+    if "?" not in url and "@" not in url:  # a query or user info may hold a credential: not kept
+        if len(_DESTINATIONS) >= _MAX_REMEMBERED:
+            _DESTINATIONS.clear()
+        _DESTINATIONS[url] = known
+    return known
+
+
+def _timeout(connect: float, read: float) -> urllib3.Timeout:
+    timeout = _TIMEOUTS.get((connect, read))
+    if timeout is None:
+        if len(_TIMEOUTS) >= _MAX_REMEMBERED:
+            _TIMEOUTS.clear()
+        timeout = _TIMEOUTS[(connect, read)] = urllib3.Timeout(connect=connect, read=read)
+    return timeout
+
+
 # Sent unless the caller sets them (what `requests` sent: some providers compress large answers).
 _DEFAULT_HEADERS = {"User-Agent": "model-gateway", "Accept-Encoding": "gzip, deflate", "Accept": "*/*"}
 
@@ -369,7 +460,7 @@ def request(
     read it with iter_body and always `close()` it (in `finally`)."""
     timeouts = _complete(timeouts)
     private_ok = allow_private or settings.OUTBOUND_ALLOW_PRIVATE_NETWORKS
-    manager = _any_destination if private_ok else _public_only
+    pools = _any_destination if private_ok else _public_only
     data = content
     if json_body is not None:
         data = json.dumps(json_body, separators=(",", ":")).encode()
@@ -385,14 +476,16 @@ def request(
     WATCHDOG.arm(watch, head_deadline)
     context = _current_watch.set(watch)
     try:
-        raw = manager.urlopen(
+        destination, target = _destination(url)
+        raw = pools.pool(destination).urlopen(
             method,
-            url,
+            target,
             body=data,
             headers=headers,
-            timeout=urllib3.Timeout(connect=timeouts.connect, read=timeouts.read),
-            retries=False,
+            timeout=_timeout(timeouts.connect, timeouts.read),
+            retries=_NO_RETRIES,
             redirect=False,
+            assert_same_host=False,
             preload_content=False,
         )
     except BaseException as exc:
