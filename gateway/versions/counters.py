@@ -125,10 +125,24 @@ K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
 
+# How long a miss waits for the same key's load already under way before it loads on its own.
+FLIGHT_WAIT_SECONDS = 5.0
+
+
+class _Flight(Generic[V]):
+    """One load under way, and its answer for the misses that waited on it."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.answered = False
+        self.value: V | None = None
+
+
 class VersionedCache(Generic[K, V]):
     """A bounded in-process map, emptied whenever the named version changes. Only found values are kept
     (a miss is loaded again next time, so unknown keys cannot fill memory); when full, the oldest entry
-    goes. Reads take no lock."""
+    goes. Reads take no lock. Misses on one key under one version at the same time share one load: a burst
+    of requests right after a start or a change would otherwise all query for the same row at once."""
 
     def __init__(self, name: str, *, max_entries: int) -> None:
         self.name = name
@@ -136,6 +150,7 @@ class VersionedCache(Generic[K, V]):
         self._version = ""
         self._entries: dict[K, V] = {}
         self._lock = threading.Lock()
+        self._flights: dict[tuple[K, str], _Flight[V]] = {}
 
     def get_or_load(self, key: K, load: Callable[[K], V | None]) -> V | None:
         version = version_current(self.name)
@@ -143,10 +158,31 @@ class VersionedCache(Generic[K, V]):
             self._reset(version)
         value = self._entries.get(key)
         if value is None:
+            value = self._load_once(key, version, load)
+        return value
+
+    def _load_once(self, key: K, version: str, load: Callable[[K], V | None]) -> V | None:
+        """The first miss loads; the others wait for its answer (a miss too: loaded under the same version, it
+        is as fresh as their own would be), or load on their own if it fails or takes FLIGHT_WAIT_SECONDS."""
+        with self._lock:
+            flight = self._flights.get((key, version))
+            leading = flight is None
+            if flight is None:
+                flight = self._flights[(key, version)] = _Flight()
+        if not leading:
+            if flight.done.wait(FLIGHT_WAIT_SECONDS) and flight.answered:
+                return flight.value
+            return load(key)
+        try:
             value = load(key)
+            flight.value, flight.answered = value, True
             if value is not None:
                 self._put(key, value, version)
-        return value
+            return value
+        finally:
+            with self._lock:
+                self._flights.pop((key, version), None)
+            flight.done.set()
 
     def __len__(self) -> int:
         return len(self._entries)

@@ -2,6 +2,8 @@
 within CACHE_VERSION_CHECK_SECONDS. "Elsewhere" is another process: the change is written and bumped in the
 database, but this process is not told (its own bumps are switched off), and a fake clock stands for time."""
 
+import threading
+import time
 from contextlib import contextmanager
 from decimal import Decimal
 
@@ -230,3 +232,56 @@ def test_with_redis_unreachable_invalidation_still_works(alice, transactional_db
     clock.advance(WINDOW)
     # Then the key is refused: the version came from the database
     assert client.get("/api/v1/key").status_code == 401
+
+
+def _misses_at_once(cache: VersionedCache[str, str], load, count: int) -> list:
+    """`count` threads missing the same key at the same moment; what each got (or the error it raised)."""
+    gate = threading.Barrier(count)
+    got: list = []
+
+    def miss() -> None:
+        gate.wait()
+        try:
+            got.append(cache.get_or_load("k", load))
+        except RuntimeError as error:
+            got.append(error)
+
+    threads = [threading.Thread(target=miss) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+    return got
+
+
+def test_misses_on_one_key_at_the_same_time_share_one_load(transactional_db):
+    # Given a cold cache and a load that takes a while (a burst of requests with one key right after a start)
+    cache: VersionedCache[str, str] = VersionedCache("test", max_entries=10)
+    loads: list[str] = []
+
+    def slow_load(key: str) -> str:
+        loads.append(key)
+        time.sleep(0.3)
+        return key.upper()
+
+    # When 8 requests miss it together, then the key is loaded once and every request gets the value
+    assert _misses_at_once(cache, slow_load, 8) == ["K"] * 8
+    assert loads == ["k"]
+
+
+def test_when_the_shared_load_fails_the_waiting_misses_load_on_their_own(transactional_db):
+    cache: VersionedCache[str, str] = VersionedCache("test", max_entries=10)
+    loads: list[int] = []
+    first = threading.Lock()
+
+    def load(key: str) -> str:
+        if first.acquire(blocking=False):  # the first load fails after the others have started waiting
+            time.sleep(0.3)
+            loads.append(0)
+            raise RuntimeError("database gone")
+        loads.append(1)
+        return key.upper()
+
+    got = _misses_at_once(cache, load, 4)
+    assert sorted(map(str, got)) == ["K", "K", "K", "database gone"]
+    assert sorted(loads) == [0, 1, 1, 1]
