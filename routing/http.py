@@ -217,7 +217,8 @@ class _Watchdog:
                 deadline = self._heap[0][0]
                 now = time.monotonic()
                 if deadline > now:
-                    cond.wait(deadline - now)
+                    # a deadline set absurdly far (a setting meaning "never") would overflow the wait
+                    cond.wait(min(deadline - now, threading.TIMEOUT_MAX))
                     continue
                 _, _, watch = heapq.heappop(self._heap)
                 self._fire(watch)

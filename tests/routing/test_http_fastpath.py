@@ -6,6 +6,7 @@ however often it is asked for, and a batch records exactly what one-at-a-time wr
 import shutil
 import socket
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -222,3 +223,24 @@ def test_urls_that_may_hold_a_credential_are_not_remembered(servers):
     assert not [url for url in http._DESTINATIONS if "sk-in-the" in url]
     assert first.requests[1][0].startswith(b"POST /v1/a?key=sk-in-the-query ")  # the query is still sent
     assert first.accepted == 1  # all three: the same destination
+
+
+def test_a_deadline_too_far_to_wait_for_does_not_stop_the_watchdog():
+    # Given a watch whose deadline is further away than a wait can be (a setting meaning "never"), armed first
+    watchdog = http._Watchdog()
+    far, near = http._Watch(), http._Watch()
+    watchdog.arm(far, time.monotonic() + 1e12)
+    time.sleep(0.1)  # the watchdog thread now waits for the far deadline
+    # When a near deadline is armed behind it, then it still fires
+    left, right = socket.socketpair()
+    try:
+        near.sock = left
+        watchdog.arm(near, time.monotonic() + 0.2)
+        deadline = time.monotonic() + 5
+        while not near.fired and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert near.fired and watchdog._thread.is_alive()
+    finally:
+        watchdog.disarm(far)
+        left.close()
+        right.close()
