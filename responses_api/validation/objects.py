@@ -5,6 +5,7 @@ from rest_framework import serializers
 
 from gateway import fields
 from gateway.fields import is_json_number
+from responses_api.validation.common import PlannedSerializer
 
 QUANTIZATIONS = ("int4", "int8", "fp4", "mxfp4", "nvfp4", "fp6", "fp8", "mxfp8", "fp16", "bf16", "fp32", "unknown")
 SORTS = ("price", "throughput", "latency", "exacto")
@@ -87,7 +88,7 @@ class SortField(serializers.Field):
         raise serializers.ValidationError("must be a sort name or an object {by, partition}")
 
 
-class MaxPriceSerializer(serializers.Serializer):
+class MaxPriceSerializer(PlannedSerializer):
     prompt = fields.FloatField(min_value=0, required=False, allow_null=True)
     completion = fields.FloatField(min_value=0, required=False, allow_null=True)
     image = fields.FloatField(min_value=0, required=False, allow_null=True)
@@ -95,7 +96,7 @@ class MaxPriceSerializer(serializers.Serializer):
     request = fields.FloatField(min_value=0, required=False, allow_null=True)
 
 
-class ProviderPreferencesSerializer(serializers.Serializer):
+class ProviderPreferencesSerializer(PlannedSerializer):
     order = fields.ListField(child=fields.CharField(max_length=128), required=False, allow_null=True, max_length=100)
     allow_fallbacks = fields.BooleanField(required=False, allow_null=True, default=None)
     require_parameters = fields.BooleanField(required=False, allow_null=True, default=None)
@@ -113,7 +114,7 @@ class ProviderPreferencesSerializer(serializers.Serializer):
     preferred_max_latency = PercentileField(required=False, allow_null=True)
 
 
-class ReasoningSerializer(serializers.Serializer):
+class ReasoningSerializer(PlannedSerializer):
     effort = fields.ChoiceField(
         choices=["max", "xhigh", "high", "medium", "low", "minimal", "none"], required=False, allow_null=True
     )
@@ -138,7 +139,7 @@ class ReasoningSerializer(serializers.Serializer):
         return value
 
 
-class TextFormatSerializer(serializers.Serializer):
+class TextFormatSerializer(PlannedSerializer):
     type = fields.ChoiceField(choices=["text", "json_object", "json_schema"])
     name = fields.CharField(required=False, max_length=64)
     schema = fields.DictField(required=False)
@@ -153,32 +154,32 @@ class TextFormatSerializer(serializers.Serializer):
         return attrs
 
 
-class TextConfigSerializer(serializers.Serializer):
+class TextConfigSerializer(PlannedSerializer):
     format = TextFormatSerializer(required=False)
     verbosity = fields.ChoiceField(choices=["low", "medium", "high", "xhigh", "max"], required=False, allow_null=True)
 
 
-class CacheControlSerializer(serializers.Serializer):
+class CacheControlSerializer(PlannedSerializer):
     type = fields.ChoiceField(choices=["ephemeral"])
     ttl = fields.CharField(required=False, max_length=16)
 
 
-class PromptCacheOptionsSerializer(serializers.Serializer):
+class PromptCacheOptionsSerializer(PlannedSerializer):
     mode = fields.ChoiceField(choices=["explicit"])
     ttl = fields.CharField(required=False, max_length=16)
 
 
-class DebugSerializer(serializers.Serializer):
+class DebugSerializer(PlannedSerializer):
     echo_upstream_body = fields.BooleanField(required=False, default=False)
 
 
-class PromptSerializer(serializers.Serializer):
+class PromptSerializer(PlannedSerializer):
     id = fields.CharField(max_length=256)
     variables = fields.DictField(required=False, allow_null=True)
     version = fields.CharField(required=False, allow_null=True)
 
 
-class TraceSerializer(serializers.Serializer):
+class TraceSerializer(PlannedSerializer):
     trace_id = fields.CharField(required=False, max_length=256)
     trace_name = fields.CharField(required=False, max_length=256)
     span_name = fields.CharField(required=False, max_length=256)

@@ -5,6 +5,7 @@ from rest_framework import serializers
 
 from gateway import fields
 from responses_api.validation.checks import check_count
+from responses_api.validation.common import LendingSerializer, PlannedSerializer
 from responses_api.validation.limits import MAX_PLUGINS
 from responses_api.validation.tools import panel_tools_error
 
@@ -21,7 +22,7 @@ def _patterns(value: list[str]) -> None:
         raise serializers.ValidationError(f"at most {MAX_PATTERNS_TOTAL} characters in total")
 
 
-class PluginBase(serializers.Serializer):
+class PluginBase(LendingSerializer):  # built per entry: its field tree is lent, not rebuilt
     id: serializers.Field = fields.CharField()  # each plugin narrows it to its own id
     enabled = fields.BooleanField(required=False, default=True)
 
@@ -64,7 +65,7 @@ class WebFetchPluginSerializer(PluginBase):
     blocked_domains = fields.ListField(child=fields.CharField(max_length=1024), required=False, max_length=100)
 
 
-class FileParserPdfSerializer(serializers.Serializer):
+class FileParserPdfSerializer(PlannedSerializer):
     engine = fields.ChoiceField(choices=["mistral-ocr", "native", "cloudflare-ai", "pdf-text"], required=False)
 
 
@@ -98,7 +99,7 @@ class ParetoRouterPluginSerializer(PluginBase):
     price_source = fields.ChoiceField(choices=["prompt", "weighted_avg"], required=False, default="prompt")
 
 
-class FusionToolSerializer(serializers.Serializer):
+class FusionToolSerializer(PlannedSerializer):
     type = fields.CharField()
     parameters = fields.DictField(required=False)
 

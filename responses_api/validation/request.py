@@ -3,7 +3,7 @@
 from rest_framework import serializers
 
 from gateway import fields
-from responses_api.validation.common import AnyField, LentFieldsSerializer
+from responses_api.validation.common import AnyField, LentFieldsSerializer, LongTextField
 from responses_api.validation.items import InputField
 from responses_api.validation.objects import (
     CacheControlSerializer,
@@ -38,7 +38,7 @@ class ResponseCreateRequestSerializer(LentFieldsSerializer):  # its field tree i
         child=fields.CharField(max_length=MODEL_ID_MAX), required=False, min_length=1, max_length=16
     )
     input = InputField(required=False)
-    instructions = fields.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False)
+    instructions = LongTextField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False)
     stream = fields.BooleanField(required=False, default=False)
     store = fields.BooleanField(required=False, default=False)
     background = fields.BooleanField(required=False, allow_null=True, default=None)
