@@ -34,6 +34,7 @@ from gateway.accounts.models import Account, ApiKey, Member, Workspace
 from gateway.billing.generations import OUTCOME_FIELDS, GenerationRecord, generation_id_new, generation_outcome
 from gateway.billing.models import IN_PROGRESS, EntryKind, Generation, KeyUsageDay, LedgerEntry, UsageRollupMark
 from gateway.billing.selectors import key_open_holds, key_usage_in_window, window_starts
+from gateway.dbpool import prepared_cursor
 from gateway.errors import GatewayError, PaymentRequired
 
 MSG_INSUFFICIENT = "Insufficient credits. Add more credits to your account to continue."
@@ -276,7 +277,8 @@ def _hold_in_one_statement(sql: str, params: dict[str, Any]) -> None:
     """PostgreSQL: the account's `reserved` grows only while the spendable balance covers the hold, and the
     request's generation row opens, in one statement (concurrent holds on the account row re-check the condition
     on its newest version, so none overdraws) and one round trip."""
-    with connection.cursor() as cursor:
+    # HOLD_SQL is one statement, prepared once per connection; the limit's pair of statements is sent as text.
+    with prepared_cursor() if sql is HOLD_SQL else connection.cursor() as cursor:
         cursor.execute(sql, params)
         while cursor.nextset():  # the hold's result is the last (the key lock's comes first)
             pass
@@ -363,7 +365,7 @@ def _close(reservation: ReservationHandle, *, outcome: dict[str, Any], cost: Dec
             else _OUTCOME_COLUMNS[name].get_db_prep_save(value, connection)
             for name, value in outcome.items()
         }
-        with connection.cursor() as cursor:
+        with prepared_cursor() as cursor:
             cursor.execute(SETTLE_SQL, {**params, "id": reservation.id, "cost": cost})
             row = cursor.fetchone()
         return None if row is None else row[0]

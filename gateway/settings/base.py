@@ -86,6 +86,11 @@ elif env.bool("DB_POOL", default=True):
         # A request waits at most this long for a connection, then is answered 503 with Retry-After.
         "timeout": env.float("DB_POOL_TIMEOUT", default=10.0),
     }
+if DATABASES["default"]["ENGINE"].endswith("postgresql") and env.bool("DB_PREPARED_STATEMENTS", default=True):
+    # The hot path's fixed statements (gateway/dbpool.py prepared_cursor: a request's hold and settlement) are
+    # prepared on first use on each connection; the ORM's statements never are (Django binds them on the client).
+    # Off behind a pooler that cannot keep prepared statements (PgBouncer in transaction mode before 1.21).
+    DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = 0
 
 # The request pipeline's stages (routing.stages is their interface), as dotted paths of stage classes, in
 # order: pre-stages see the canonical request before routing, post-stages the answer before settlement.

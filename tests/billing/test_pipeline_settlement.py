@@ -140,3 +140,16 @@ def test_a_failed_record_write_rolls_the_settlement_back(alice):
     assert settlements(record.id) == [EntryKind.CHARGE]
     account = assert_books(alice.account_id)
     assert (account.balance, account.reserved) == (Decimal("9.75"), 0)
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="prepared statements are PostgreSQL's")
+def test_the_hold_and_the_settlement_run_as_prepared_statements(alice, standin_catalog):
+    # Given two requests on one connection
+    for _ in range(2):
+        assert ask(alice.client()).status_code == 200
+    # Then PostgreSQL holds one prepared statement for the hold and one for the settlement, parsed once each
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement FROM pg_prepared_statements")
+        prepared = [row[0] for row in cursor.fetchall()]
+    assert sum("SET reserved = reserved +" in text for text in prepared) == 1
+    assert sum("INSERT INTO billing_ledgerentry" in text for text in prepared) == 1
