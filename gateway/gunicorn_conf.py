@@ -17,6 +17,7 @@ most 8190 bytes each (431 above). Bodies are limited and given a deadline by the
 (gateway/middleware.py: MAX_REQUEST_BODY_BYTES, REQUEST_BODY_TIMEOUT_SECONDS).
 """
 
+import gc
 import os
 import tempfile
 from pathlib import Path
@@ -48,6 +49,7 @@ limit_request_field_size = 8190
 # them while it waits). The database's count per worker x workers x instances must fit its max_connections.
 warm_database_connections = int(os.environ.get("GUNICORN_WARM_DB_CONNECTIONS", "4"))
 warm_redis_connections = int(os.environ.get("GUNICORN_WARM_REDIS_CONNECTIONS", "32"))
+GC_YOUNG_THRESHOLD = 10_000  # allocations between young-generation collections (Python's default: 700)
 
 
 def post_worker_init(worker) -> None:
@@ -57,7 +59,13 @@ def post_worker_init(worker) -> None:
     from gateway.wsgi import warm_up
 
     summary = warm_up(database_connections=warm_database_connections, redis_connections=warm_redis_connections)
-    worker.log.info("worker %s %s", worker.pid, summary)
+    # What the warm-up built lives as long as the worker: out of the collector's sight (gc.freeze), and fewer
+    # young-generation collections per request (most request garbage is freed by reference counting anyway).
+    # In-process, the benchmark's request: collector time 0.084 -> 0.041 ms per request.
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, 20, 20)
+    worker.log.info("worker %s %s, %d objects frozen", worker.pid, summary, gc.get_freeze_count())
 
 
 def on_starting(server) -> None:

@@ -84,6 +84,9 @@ def test_each_gunicorn_worker_is_warm_before_it_accepts(transactional_db, standi
         for line in warm:
             assert "URLconf ready (/api/v1/responses -> ResponseCreateApi)" in line
             assert re.search(r"database ok \(catalog loaded\), \d+ connections open", line), line
+            # and what the warm-up built is out of the collector's sight (gc.freeze)
+            frozen = re.search(r"(\d+) objects frozen", line)
+            assert frozen and int(frozen[1]) > 100_000, line
         answer = requests.post(
             f"{gateway.api}/responses",
             json={"model": "standin/echo", "input": "Hi"},
