@@ -7,6 +7,7 @@ import json
 
 import pytest
 from rest_framework import fields as drf_fields
+from rest_framework.exceptions import ValidationError
 
 from responses_api.validation.common import LendingSerializer
 from responses_api.validation.request import ResponseCreateRequestSerializer
@@ -261,3 +262,17 @@ def test_outcomes_stay_those_of_drf(body, valid, expected):
     values and errors, keys in the same order, on a fresh tree and on a reused one."""
     for _ in range(2):
         assert outcome(body) == (valid, json.dumps(expected))
+
+
+def test_strict_strings_are_checked_for_surrogates_once():
+    # A strict string field leaves DRF's per-character surrogate walk out (check_text refuses the same strings)
+    from rest_framework.validators import ProhibitSurrogateCharactersValidator
+
+    from gateway.fields import MSG_UNICODE, CharField
+
+    field = CharField()
+    assert not any(isinstance(v, ProhibitSurrogateCharactersValidator) for v in field.validators)
+    with pytest.raises(ValidationError) as refused:
+        field.run_validation("caf\udce9")
+    assert refused.value.detail == [MSG_UNICODE]
+    assert field.run_validation("café " * 1000) == "café " * 1000
