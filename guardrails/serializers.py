@@ -196,11 +196,15 @@ class GuardrailFieldsSerializer(serializers.Serializer):
 
 
 class GuardrailCreateRequestSerializer(GuardrailFieldsSerializer):
+    """A new guardrail: its name, limits, provider and model rules and content filters."""
+
     name = fields.CharField(max_length=200)
     workspace_id = fields.UUIDField(required=False, help_text="Defaults to the management key's workspace")
 
 
 class GuardrailUpdateRequestSerializer(GuardrailFieldsSerializer):
+    """Changes to a guardrail: an omitted field stays as it is, a sent list replaces the old one."""
+
     name = fields.CharField(max_length=200, required=False)
 
 

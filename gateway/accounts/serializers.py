@@ -32,6 +32,8 @@ class KeyUsageFieldsSerializer(serializers.Serializer):
 
 
 class ApiKeyRecordSerializer(KeyUsageFieldsSerializer):
+    """An API key as the management API lists it: never the key itself, its hash, limit and usage."""
+
     hash = serializers.CharField(help_text="SHA-256 hex digest of the key; how the API refers to it.")
     name = serializers.CharField()
     disabled = serializers.BooleanField()
@@ -129,6 +131,8 @@ class ApiKeyUpdateRequestSerializer(serializers.Serializer):
 
 
 class CurrentKeySerializer(KeyUsageFieldsSerializer):
+    """The key making the request: its limit, usage (UTC windows) and kind."""
+
     is_free_tier = serializers.BooleanField()
     is_provisioning_key = serializers.BooleanField(help_text="Legacy name of is_management_key")
 

@@ -199,6 +199,8 @@ class StopField(serializers.Field):
 
 
 class ChatCompletionCreateRequestSerializer(LentFieldsSerializer):
+    """A Chat Completions request: the messages, the model (or `models` to fall back through) and its options."""
+
     model = fields.CharField(required=False, max_length=MODEL_ID_MAX)
     models = fields.ListField(
         child=fields.CharField(max_length=MODEL_ID_MAX), required=False, min_length=1, max_length=16

@@ -82,6 +82,8 @@ class EmbeddingInputField(serializers.Field):
 
 
 class EmbeddingCreateRequestSerializer(LentFieldsSerializer):
+    """An embeddings request: the input, the model (or `models` to fall back through) and its options."""
+
     model = fields.CharField(required=False, max_length=MODEL_ID_MAX)
     models = fields.ListField(
         child=fields.CharField(max_length=MODEL_ID_MAX), required=False, min_length=1, max_length=16

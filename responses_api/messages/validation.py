@@ -82,6 +82,8 @@ class AnthropicMetadataSerializer(serializers.Serializer):
 
 
 class MessageCreateRequestSerializer(LentFieldsSerializer):
+    """An Anthropic Messages request: the messages, the model and its options."""
+
     model = fields.CharField(max_length=MODEL_ID_MAX)
     models = fields.ListField(
         child=fields.CharField(max_length=MODEL_ID_MAX), required=False, min_length=1, max_length=16

@@ -33,6 +33,9 @@ SERVICE_TIERS = ("auto", "default", "fast", "flex", "priority", "scale")
 
 
 class ResponseCreateRequestSerializer(LentFieldsSerializer):  # its field tree is lent, not rebuilt
+    """A Responses API request: the input, the model (or `models` to fall back through), tools, plugins and
+    options."""
+
     model = fields.CharField(required=False, max_length=MODEL_ID_MAX)
     models = fields.ListField(
         child=fields.CharField(max_length=MODEL_ID_MAX), required=False, min_length=1, max_length=16
