@@ -22,7 +22,9 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from django.conf import settings
+from django.core.signals import setting_changed
 from django.db import connection, transaction
+from django.dispatch import receiver
 
 from gateway.versions.models import Version
 
@@ -53,11 +55,28 @@ class _Counters:
 _counters = _Counters()
 
 
+# settings.CACHE_VERSION_CHECK_SECONDS, read once (several caches ask on every request; the settings object is
+# a lazy proxy) and again when a test changes it.
+_check_seconds: list[float] = []
+
+
+def _window() -> float:
+    if not _check_seconds:
+        _check_seconds.append(settings.CACHE_VERSION_CHECK_SECONDS)
+    return _check_seconds[0]
+
+
+@receiver(setting_changed)
+def _window_changed(setting: str, **kwargs) -> None:
+    if setting == "CACHE_VERSION_CHECK_SECONDS":
+        _check_seconds.clear()
+
+
 def version_current(name: str) -> str:
     """An opaque token that changes whenever `name` is bumped (here at once, elsewhere within the window).
     No query unless this process last read the counters CACHE_VERSION_CHECK_SECONDS ago or more."""
     counters = _counters
-    if time.monotonic() - counters.read_at >= settings.CACHE_VERSION_CHECK_SECONDS:
+    if time.monotonic() - counters.read_at >= _window():
         _refresh(counters)
     return counters.tokens.get(name) or counters.token(name)
 
@@ -70,7 +89,7 @@ def _refresh(counters: _Counters) -> None:
         return
     try:
         started = time.monotonic()
-        if started - counters.read_at < settings.CACHE_VERSION_CHECK_SECONDS:
+        if started - counters.read_at < _window():
             return
         had_connection = connection.connection is not None
         stored = dict(Version.objects.values_list("name", "value"))

@@ -285,3 +285,16 @@ def test_when_the_shared_load_fails_the_waiting_misses_load_on_their_own(transac
     got = _misses_at_once(cache, load, 4)
     assert sorted(map(str, got)) == ["K", "K", "K", "database gone"]
     assert sorted(loads) == [0, 1, 1, 1]
+
+
+def test_the_version_window_follows_the_setting(db, settings):
+    # The window is read once, not per check; a changed setting (a test's, here) still takes effect at once
+    settings.CACHE_VERSION_CHECK_SECONDS = 0
+    with CaptureQueriesContext(connection) as every_time:
+        version_current("test")
+        version_current("test")
+    settings.CACHE_VERSION_CHECK_SECONDS = 3600
+    version_current("test")
+    with CaptureQueriesContext(connection) as once_an_hour:
+        version_current("test")
+    assert (len(every_time), len(once_an_hour)) == (2, 0)
