@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 harness="${BENCH_HARNESS:-$PWD/.run/bench-harness}"
 shared="${BENCH_SHARED:-$PWD/../shared/bench}"
-[ -d "$harness" ] || { mkdir -p "$(dirname "$harness")"; cp -r "$shared" "$harness"; }
+[ -d "$harness" ] || { mkdir -p "$(dirname "$harness")"; cp -r "$shared" "$harness"; chmod -R u+w "$harness"; }
 want=""
 case " $* " in *" --litellm "*) want=litellm ;; esac
 # The harness's venvs (load tools, LiteLLM) on the interpreter the project's venv runs on (make install picks the
