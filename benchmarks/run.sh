@@ -20,12 +20,14 @@ base="$(.venv/bin/python -c 'import sys; print(sys._base_executable)')"
 shim="$harness/.python"
 mkdir -p "$shim" && ln -sfn "$base" "$shim/python3"
 for venv in "$harness/.venv" "$harness/.venv-litellm"; do
-    if [ -f "$venv/pyvenv.cfg" ] && ! grep -qx "home = $(dirname "$base")" "$venv/pyvenv.cfg"; then
+    if [ -e "$venv/bin/python" ] && [ "$(readlink -f "$venv/bin/python")" != "$(readlink -f "$base")" ]; then
         rm -rf "$venv"
     fi
 done
-if [ ! -x "$harness/.venv/bin/python" ] || { [ -n "$want" ] && [ ! -x "$harness/.venv-litellm/bin/litellm" ]; }; then
-    PATH="$shim:$PATH" "$harness/setup.sh" $want >&2
+ready() { [ -x "$harness/.venv/bin/python" ] && { [ -z "$want" ] || [ -x "$harness/.venv-litellm/bin/litellm" ]; }; }
+if ! ready; then
+    # setup.sh ends with `pip show litellm | head -2`, which can fail on the closed pipe after a good install
+    PATH="$shim:$PATH" "$harness/setup.sh" $want >&2 || ready
 fi
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 exec "$harness/.venv/bin/python" benchmarks/gateway_overhead.py --harness "$harness" "$@"
