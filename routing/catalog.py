@@ -1,5 +1,6 @@
 """Frozen views of catalog rows that other apps (and the routing loop) work with."""
 
+import functools
 import os
 import re
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ class EndpointInfo:
     price_web_search: Decimal = Decimal(0)  # USD per search the provider runs itself
 
 
+@functools.lru_cache(maxsize=4096)  # asked per endpoint on every request's routing; slugs are few
 def env_name(slug: str, suffix: str) -> str:
     """GATEWAY_PROVIDER_<SLUG>_<SUFFIX>, e.g. GATEWAY_PROVIDER_GOOGLE_VERTEX_US_EAST5_BASE_URL."""
     return f"GATEWAY_PROVIDER_{re.sub(r'[^A-Z0-9]+', '_', slug.upper()).strip('_')}_{suffix}"
