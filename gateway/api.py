@@ -5,12 +5,37 @@ from rest_framework import serializers
 from rest_framework.exceptions import NotAcceptable
 from rest_framework.negotiation import DefaultContentNegotiation
 
+# Accept headers up to this long have their choice remembered (longer ones are negotiated every time).
+MEMO_MAX_ACCEPT = 256
+MEMO_MAX_ENTRIES = 256
+# (Accept header, the renderers' media types) -> (index of the chosen renderer, the accepted media type).
+_chosen: dict[tuple[str, ...], tuple[int, str]] = {}
+
 
 class JsonFirstContentNegotiation(DefaultContentNegotiation):
     """Answer JSON whatever the Accept header says (SDKs send `text/event-stream` for streams,
-    which the view renders itself); never a 406."""
+    which the view renders itself); never a 406.
+
+    The choice depends only on the Accept header and the renderers' media types (a `?format=` or a format
+    suffix filters the renderers first: those requests are negotiated in full), so it is remembered for
+    short headers: a request does not build `request.headers` and `request.GET`, nor parse the header."""
 
     def select_renderer(self, request, renderers, format_suffix=None):
+        meta = request.META
+        accept = meta.get("HTTP_ACCEPT", "*/*")
+        if format_suffix or meta.get("QUERY_STRING") or len(accept) > MEMO_MAX_ACCEPT:
+            return self._negotiate(request, renderers, format_suffix)
+        key = (accept, *[renderer.media_type for renderer in renderers])
+        chosen = _chosen.get(key)
+        if chosen is None:
+            renderer, media_type = self._negotiate(request, renderers, None)
+            chosen = (next(i for i, r in enumerate(renderers) if r is renderer), media_type)
+            if len(_chosen) >= MEMO_MAX_ENTRIES:
+                _chosen.clear()
+            _chosen[key] = chosen
+        return renderers[chosen[0]], chosen[1]
+
+    def _negotiate(self, request, renderers, format_suffix):
         try:
             return super().select_renderer(request, renderers, format_suffix)
         except NotAcceptable:

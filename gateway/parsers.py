@@ -15,6 +15,8 @@ import re
 from itertools import accumulate
 
 from django.conf import settings
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 
@@ -35,8 +37,24 @@ def json_depth(raw: bytes) -> int:
     return max(accumulate(map(_DELTA.__getitem__, brackets)), default=0)
 
 
+_max_depth: int | None = None  # settings.MAX_JSON_DEPTH as last read; None: read it again
+
+
 def max_json_depth() -> int:
-    return getattr(settings, "MAX_JSON_DEPTH", DEFAULT_MAX_DEPTH)
+    """settings.MAX_JSON_DEPTH, or DEFAULT_MAX_DEPTH when it is not set. Read once, not per request: reading a
+    setting that is not set raises (and catches) an AttributeError each time."""
+    global _max_depth
+    if _max_depth is None:
+        _max_depth = getattr(settings, "MAX_JSON_DEPTH", DEFAULT_MAX_DEPTH)
+    return _max_depth
+
+
+@receiver(setting_changed)
+def _max_json_depth_changed(*, setting: str, **kwargs) -> None:
+    """override_settings (tests) changes it: read it again."""
+    global _max_depth
+    if setting == "MAX_JSON_DEPTH":
+        _max_depth = None
 
 
 def _finite_float(text: str) -> float:
