@@ -49,17 +49,18 @@ register_converter(SegmentConverter, "segment")
 # Plugin defaults are validated as request entries are (plugins may not import responses_api: handed over here).
 plugin_rules_install(serializers=PLUGIN_SERIALIZERS, honoured=honoured_plugins)
 
+# The model endpoints first, and the API before the rest: the resolver tries patterns in order (no two overlap).
 api_v1 = [
+    path("responses", ResponseCreateApi.as_view(), name="responses"),
+    path("chat/completions", ChatCompletionCreateApi.as_view(), name="chat-completions"),
+    path("messages", MessageCreateApi.as_view(), name="messages"),
+    path("embeddings", EmbeddingCreateApi.as_view(), name="embeddings"),
     path("keys", ApiKeyListCreateApi.as_view(), name="keys"),
     path("keys/<segment:key_hash>", ApiKeyDetailApi.as_view(), name="key-detail"),
     path("key", CurrentKeyApi.as_view(), name="current-key"),
     path("credits", CreditsApi.as_view(), name="credits"),
     path("generation", GenerationApi.as_view(), name="generation"),
     path("activity", ActivityApi.as_view(), name="activity"),
-    path("responses", ResponseCreateApi.as_view(), name="responses"),
-    path("chat/completions", ChatCompletionCreateApi.as_view(), name="chat-completions"),
-    path("messages", MessageCreateApi.as_view(), name="messages"),
-    path("embeddings", EmbeddingCreateApi.as_view(), name="embeddings"),
     path("models", ModelListApi.as_view(), name="models"),
     path("models/user", UserModelListApi.as_view(), name="models-user"),
     path("models/<segment:author>/<segment:slug>/endpoints", ModelEndpointsApi.as_view(), name="model-endpoints"),
@@ -76,13 +77,13 @@ api_v1 = [
 ]
 
 urlpatterns = [
+    path("api/v1/", include(api_v1)),
     path("", TemplateView.as_view(template_name="index.html"), name="index"),
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
     path("metrics", metrics_view, name="metrics"),
     path("admin/dashboard/", admin.site.admin_view(dashboard), name="admin-dashboard"),
     path("admin/", admin.site.urls),
-    path("api/v1/", include(api_v1)),
 ]
 
 handler400 = "gateway.errors.handler400"

@@ -40,11 +40,12 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "gateway.middleware.ApiBodyLimitMiddleware",
-    "django.contrib.sessions.middleware.SessionMiddleware",
+    # Django's session, user and messages middleware, passed over on the model endpoints (gateway/browser.py)
+    "gateway.browser.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
+    "gateway.browser.AuthenticationMiddleware",
+    "gateway.browser.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
