@@ -15,7 +15,7 @@ from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
 from byok.models import ByokKey
-from gateway.versions.counters import version_bump, version_current
+from gateway.versions.counters import Flights, version_bump, version_current
 from routing.catalog import EndpointInfo, endpoint_info
 from routing.models import AccountRoutingSettings, Endpoint, Model, Provider, ProviderStatus, SearchEngine
 
@@ -41,10 +41,12 @@ class CatalogSnapshot:
     # Per-account routing data (routing defaults, BYOK key filters), loaded on first use; it lives and dies
     # with the snapshot, and saving either bumps the version like a catalog change.
     per_account: dict = field(default_factory=dict)
+    _loading: Flights = field(default_factory=Flights, repr=False, compare=False)
 
     def cached(self, key, load):
+        """`load()`'s value, loaded once per snapshot (concurrent first uses share one load)."""
         if key not in self.per_account:
-            self.per_account[key] = load()
+            self.per_account[key] = self._loading.load(key, load)
         return self.per_account[key]
 
 

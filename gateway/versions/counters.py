@@ -149,7 +149,7 @@ FLIGHT_WAIT_SECONDS = 5.0
 
 
 class _Flight(Generic[V]):
-    """One load under way, and its answer for the misses that waited on it."""
+    """One load under way, and its answer for the callers that waited on it."""
 
     def __init__(self) -> None:
         self.done = threading.Event()
@@ -157,11 +157,39 @@ class _Flight(Generic[V]):
         self.value: V | None = None
 
 
+class Flights(Generic[K, V]):
+    """Loads of one key at the same time share one: the first caller loads, the others wait for its answer (as fresh
+    as their own would be), or load on their own if it fails or takes FLIGHT_WAIT_SECONDS. A burst of requests right
+    after a start or a change would otherwise all query for the same row at once."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._flights: dict[K, _Flight[V]] = {}
+
+    def load(self, key: K, load: Callable[[], V]) -> V:
+        with self._lock:
+            flight = self._flights.get(key)
+            leading = flight is None
+            if flight is None:
+                flight = self._flights[key] = _Flight()
+        if not leading:
+            if flight.done.wait(FLIGHT_WAIT_SECONDS) and flight.answered:
+                return flight.value  # type: ignore[return-value]  # answered: the leader's value
+            return load()
+        try:
+            value = load()
+            flight.value, flight.answered = value, True
+            return value
+        finally:
+            with self._lock:
+                self._flights.pop(key, None)
+            flight.done.set()
+
+
 class VersionedCache(Generic[K, V]):
     """A bounded in-process map, emptied whenever the named version changes. Only found values are kept
     (a miss is loaded again next time, so unknown keys cannot fill memory); when full, the oldest entry
-    goes. Reads take no lock. Misses on one key under one version at the same time share one load: a burst
-    of requests right after a start or a change would otherwise all query for the same row at once."""
+    goes. Reads take no lock. Misses on one key under one version at the same time share one load (Flights)."""
 
     def __init__(self, name: str, *, max_entries: int) -> None:
         self.name = name
@@ -169,7 +197,7 @@ class VersionedCache(Generic[K, V]):
         self._version = ""
         self._entries: dict[K, V] = {}
         self._lock = threading.Lock()
-        self._flights: dict[tuple[K, str], _Flight[V]] = {}
+        self._flights: Flights[tuple[K, str], V | None] = Flights()
 
     def get_or_load(self, key: K, load: Callable[[K], V | None]) -> V | None:
         version = version_current(self.name)
@@ -177,31 +205,14 @@ class VersionedCache(Generic[K, V]):
             self._reset(version)
         value = self._entries.get(key)
         if value is None:
-            value = self._load_once(key, version, load)
+            value = self._flights.load((key, version), lambda: self._load_and_keep(key, version, load))
         return value
 
-    def _load_once(self, key: K, version: str, load: Callable[[K], V | None]) -> V | None:
-        """The first miss loads; the others wait for its answer (a miss too: loaded under the same version, it
-        is as fresh as their own would be), or load on their own if it fails or takes FLIGHT_WAIT_SECONDS."""
-        with self._lock:
-            flight = self._flights.get((key, version))
-            leading = flight is None
-            if flight is None:
-                flight = self._flights[(key, version)] = _Flight()
-        if not leading:
-            if flight.done.wait(FLIGHT_WAIT_SECONDS) and flight.answered:
-                return flight.value
-            return load(key)
-        try:
-            value = load(key)
-            flight.value, flight.answered = value, True
-            if value is not None:
-                self._put(key, value, version)
-            return value
-        finally:
-            with self._lock:
-                self._flights.pop((key, version), None)
-            flight.done.set()
+    def _load_and_keep(self, key: K, version: str, load: Callable[[K], V | None]) -> V | None:
+        value = load(key)
+        if value is not None:
+            self._put(key, value, version)
+        return value
 
     def __len__(self) -> int:
         return len(self._entries)

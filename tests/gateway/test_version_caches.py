@@ -298,3 +298,29 @@ def test_the_version_window_follows_the_setting(db, settings):
     with CaptureQueriesContext(connection) as once_an_hour:
         version_current("test")
     assert (len(every_time), len(once_an_hour)) == (2, 0)
+
+
+def test_a_snapshots_per_account_values_load_once_under_a_burst():
+    # The catalog snapshot's per-account values (routing defaults, BYOK filters) are loaded once, not per request
+    from routing.snapshot import CatalogSnapshot
+
+    snapshot = CatalogSnapshot(version="v", models=frozenset(), endpoints_by_model={}, secrets={})
+    loads: list[int] = []
+    gate = threading.Barrier(8)
+
+    def slow_load() -> str:
+        loads.append(1)
+        time.sleep(0.3)
+        return "defaults"
+
+    def use() -> None:
+        gate.wait()
+        got.append(snapshot.cached(("routing-defaults", "acct"), slow_load))
+
+    got: list[str] = []
+    threads = [threading.Thread(target=use) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+    assert got == ["defaults"] * 8 and loads == [1]
