@@ -15,10 +15,12 @@ from routing.stages import ServerToolItem, ToolEvent
 
 KEEPALIVE = b": GATEWAY PROCESSING\n\n"
 DONE = b"data: [DONE]\n\n"
+_encode = json.JSONEncoder(separators=(",", ":")).encode  # json.dumps(..., separators=...) without a new encoder
+_TEXT_DELTA = b'event: response.output_text.delta\ndata: {"type":"response.output_text.delta","sequence_number":'
 
 
 def sse_bytes(event: dict) -> bytes:
-    return f"event: {event['type']}\ndata: {json.dumps(event, separators=(',', ':'))}\n\n".encode()
+    return f"event: {event['type']}\ndata: {_encode(event)}\n\n".encode()
 
 
 class StreamRenderer:
@@ -26,6 +28,7 @@ class StreamRenderer:
         self.sequence = 0
         self.items: list[dict] = []  # the closed items as rendered, for the final response
         self._ids: dict[int, str] = {}  # output index -> item id
+        self._text_fields: dict[tuple[str, int, int], bytes] = {}  # an output_text part's delta fields before the text
         self.content_started = False
 
     def event(self, kind: str, **fields) -> bytes:
@@ -46,7 +49,7 @@ class StreamRenderer:
     # ---- content ----
     def render(self, steps: Iterable[FoldStep]) -> bytes:
         """The Responses events for the fold's steps, as one write."""
-        return b"".join(self._step(step) for step in steps)
+        return b"".join([self._step(step) for step in steps])
 
     def replay(self, response: CanonicalResponse) -> bytes:
         """A complete response's events, as one write: its items in order, a server tool call the gateway ran as
@@ -135,7 +138,23 @@ class StreamRenderer:
         }
         return self.event("response.content_part.added", **ids, content_index=step.part_index, part=parts[step.part])
 
+    def _text_delta(self, step: Delta) -> bytes:
+        """An output_text delta without logprobs (nearly every event of a stream): the bytes `event` writes for
+        it, its constant fields encoded once per part."""
+        item_id = self._ids[step.index]
+        key = (item_id, step.index, step.part_index)
+        fields = self._text_fields.get(key)
+        if fields is None:
+            ids = f'"item_id":{_encode(item_id)},"output_index":{_encode(step.index)}'
+            fields = self._text_fields[key] = f',{ids},"content_index":{_encode(step.part_index)},"delta":'.encode()
+        sequence = self.sequence
+        self.sequence += 1
+        text = _encode(step.text).encode()
+        return b"".join((_TEXT_DELTA, str(sequence).encode(), fields, text, b',"logprobs":[]}\n\n'))
+
     def _delta(self, step: Delta) -> bytes:
+        if step.part == "output_text" and not step.logprobs:
+            return self._text_delta(step)
         ids = self._ids_of(step.index)
         match step.part:
             case "summary_text":

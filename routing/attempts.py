@@ -269,15 +269,31 @@ class AttemptStream:
             else:
                 ended = kind == "end"
         if not ended:
-            for event in events:
-                if steps := self._add(event):
-                    yield steps
+            yield from self._batched(events, opened.stream.buffered)
         if not self.fold.has_output() and self.fold.finished is None:
             raise UpstreamError(
                 error_type=ErrorType.PROVIDER_UNAVAILABLE, message="The provider's stream had no output", retryable=True
             )
         ttft_s = self.first_content_at - opened.started if self.first_content_at is not None else None
         self.response = self._sequence._succeeded(opened.candidate, opened.started, self.fold.response(), ttft_s=ttft_s)
+
+    def _batched(self, events: Iterator[StreamEvent], buffered: Callable[[], bool]) -> Iterator[list[FoldStep]]:
+        """The steps of the events at hand, together: events that arrived in one read are relayed as one write
+        (a failure after some of them first lets those go out, as they would have one by one)."""
+        batch: list[FoldStep] = []
+        try:
+            for event in events:
+                if steps := self._add(event):
+                    batch += steps
+                if batch and not buffered():
+                    yield batch
+                    batch = []
+        except Exception:
+            if batch:
+                yield batch
+            raise
+        if batch:
+            yield batch
 
     def _add(self, event: StreamEvent) -> list[FoldStep]:
         if self.first_content_at is None and not isinstance(event, NOT_CONTENT):

@@ -566,11 +566,19 @@ def _read_body(response: Response, limit: int, *, truncate: bool) -> None:
     response.content = bytes(body)
 
 
-def iter_body(response: Response, chunk_size: int = 16384):
+def iter_body(response: Response, chunk_size: int = 16384, *, limit: int | None = None) -> Iterator[bytes]:
     """The body's bytes as they arrive (each read returns what one receive brought, so events are not held
-    back waiting for a full chunk); transport failures and passed deadlines become TransportError."""
+    back waiting for a full chunk); transport failures and passed deadlines become TransportError. With
+    `limit`, more than that many bytes fail the read (as at_most)."""
     watch = getattr(response, "gateway_watch", None)
     raw = response.raw
+    if raw.chunked and raw.supports_chunked_reads() and _unencoded(raw):  # the usual stream
+        return _dechunked(raw, watch, max(chunk_size, 65536), limit)
+    chunks = _body_chunks(raw, watch, chunk_size)
+    return chunks if limit is None else at_most(chunks, limit)
+
+
+def _body_chunks(raw: HTTPResponse, watch: "_Watch | None", chunk_size: int) -> Iterator[bytes]:
     try:
         if raw.chunked and raw.supports_chunked_reads():
             for data in raw.read_chunked(chunk_size, decode_content=True):
@@ -598,6 +606,98 @@ def iter_body(response: Response, chunk_size: int = 16384):
         raise _read_failure(exc, watch) from exc
     if watch is not None and watch.fired:
         raise ReadTimeout("upstream exceeded its deadline")
+
+
+MAX_CHUNK_LINE = 2**16  # a chunk's size line or a trailer line longer than this is a broken stream (as urllib3)
+_SIZE, _TRAILER = -1, -2  # what _dechunked expects next when it is not inside a chunk's data
+
+
+def _unencoded(raw: HTTPResponse) -> bool:
+    """A chunked body with no content coding, not read yet: _dechunked can take it from urllib3."""
+    fp = getattr(raw, "_fp", None)
+    return (
+        raw.headers.get("content-encoding", "identity").strip().lower() in ("", "identity")
+        and raw.chunk_left is None
+        and getattr(fp, "fp", None) is not None
+    )
+
+
+def _dechunked(raw: HTTPResponse, watch: _Watch | None, size: int, limit: int | None) -> Iterator[bytes]:
+    """A chunked body's data, what each receive completed as one piece (several chunks, or part of one): urllib3
+    reads a chunk with four buffered reads and as many Python calls, which a stream of small events pays per
+    event. Framing as urllib3 reads it (a size line to LF, extensions ignored, 2 bytes after the data, trailer
+    lines up to CRLF); at the end the connection goes back to the pool, as urllib3 does. More than `limit`
+    bytes of data fail (ResponseTooLarge)."""
+    original = raw._fp
+    assert original is not None and original.fp is not None  # checked by _unencoded
+    read = original.fp.read1  # what the head's read left buffered, then one receive per call
+    buffer = bytearray()
+    left = _SIZE  # bytes of the current chunk's data still to come, or _SIZE / _TRAILER
+    skip = 0  # bytes after a chunk's data (its CRLF) still to drop
+    allowed = limit if limit is not None else -1
+    while True:
+        try:
+            data = read(size)
+        except Exception as exc:  # a socket timeout, a reset
+            raise _read_failure(exc, watch) from exc
+        if watch is not None and watch.fired:
+            raise ReadTimeout("upstream exceeded its deadline")
+        if not data:
+            if left != _TRAILER:
+                raise ConnectionReset("upstream stream broke")  # the body ended before its last chunk
+            data = b"\r\n"  # the last chunk came and no trailer end (as urllib3: some servers omit it)
+        buffer += data
+        pieces = []
+        position, end = 0, len(buffer)
+        while position < end:
+            if skip:
+                dropped = min(skip, end - position)
+                position += dropped
+                skip -= dropped
+            elif left > 0:
+                taken = min(left, end - position)
+                pieces.append(bytes(buffer[position : position + taken]))
+                position += taken
+                left -= taken
+                if not left:
+                    left, skip = _SIZE, 2
+            else:
+                newline = buffer.find(b"\n", position, position + MAX_CHUNK_LINE + 1)
+                if newline == -1:
+                    if end - position > MAX_CHUNK_LINE:
+                        raise ConnectionReset("upstream stream broke")
+                    break
+                line = bytes(buffer[position : newline + 1])
+                position = newline + 1
+                if left == _TRAILER:
+                    if line == b"\r\n":  # the end of the body
+                        del buffer[:position]
+                        if pieces:
+                            piece = b"".join(pieces)
+                            if 0 <= allowed < len(piece):
+                                raise ResponseTooLarge("upstream stream exceeds the size limit")
+                            yield piece
+                        original.close()
+                        if original.isclosed():
+                            raw.release_conn()
+                        return
+                    continue
+                try:
+                    left = int(line.split(b";", 1)[0], 16)
+                except ValueError:
+                    raise ConnectionReset("upstream stream broke") from None
+                if left < 0:
+                    raise ConnectionReset("upstream stream broke")
+                if not left:
+                    left = _TRAILER
+        del buffer[:position]
+        if pieces:
+            piece = pieces[0] if len(pieces) == 1 else b"".join(pieces)
+            if allowed >= 0:
+                allowed -= len(piece)
+                if allowed < 0:
+                    raise ResponseTooLarge("upstream stream exceeds the size limit")
+            yield piece
 
 
 def _read_failure(exc: Exception, watch: _Watch | None) -> TransportError:

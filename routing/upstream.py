@@ -184,15 +184,16 @@ class UpstreamStream:
     response: http.Response
     opened_at: float = field(default_factory=time.monotonic)
     secrets: tuple[str, ...] = field(default=(), repr=False)
+    _decoded: object = field(default=None, init=False, repr=False)  # the adapter's framing decoder, once reading
 
     def events(self) -> Iterator[StreamEvent]:
         adapter = adapter_for(self.endpoint.adapter)
         try:
             with _scrubbed(self.secrets):
                 try:
-                    chunks = http.iter_body(self.response)
-                    capped = http.at_most(chunks, settings.UPSTREAM_MAX_STREAM_BYTES)
-                    yield from adapter.stream_events(adapter.decode(capped))
+                    chunks = http.iter_body(self.response, limit=settings.UPSTREAM_MAX_STREAM_BYTES)
+                    self._decoded = decoded = adapter.decode(chunks)
+                    yield from adapter.stream_events(decoded)
                     http.finish(self.response, chunks)  # the closing chunk: keep the connection for the next call
                 except http.TransportError as exc:
                     raise transport_error(exc) from exc
@@ -204,6 +205,11 @@ class UpstreamStream:
                     ) from exc
         finally:
             self.close()
+
+    def buffered(self) -> bool:
+        """Whether upstream events already received wait to be taken (the next event may come without a read);
+        False when the framing cannot tell."""
+        return getattr(self._decoded, "pending", False)
 
     def close(self) -> None:
         """Release the upstream connection at once, waking any thread blocked reading it."""
