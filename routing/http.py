@@ -622,6 +622,20 @@ def _unencoded(raw: HTTPResponse) -> bool:
     )
 
 
+def _one_chunk(data: bytes) -> bytes | None:
+    """The data of `data` when it is exactly one whole non-empty chunk (its size line, data and CRLF), else None."""
+    newline = data.find(b"\n", 0, MAX_CHUNK_LINE + 1)
+    if newline == -1:
+        return None
+    try:
+        size = int(data[:newline].split(b";", 1)[0], 16)
+    except ValueError:
+        return None  # the general path says what is wrong with it
+    if size <= 0 or len(data) != newline + size + 3:
+        return None
+    return data[newline + 1 : newline + 1 + size]
+
+
 def _dechunked(raw: HTTPResponse, watch: _Watch | None, size: int, limit: int | None) -> Iterator[bytes]:
     """A chunked body's data, what each receive completed as one piece (several chunks, or part of one): urllib3
     reads a chunk with four buffered reads and as many Python calls, which a stream of small events pays per
@@ -646,6 +660,15 @@ def _dechunked(raw: HTTPResponse, watch: _Watch | None, size: int, limit: int | 
             if left != _TRAILER:
                 raise ConnectionReset("upstream stream broke")  # the body ended before its last chunk
             data = b"\r\n"  # the last chunk came and no trailer end (as urllib3: some servers omit it)
+        elif left == _SIZE and not buffer:  # the usual read: whole chunks, one event each
+            piece = _one_chunk(data)
+            if piece is not None:
+                if allowed >= 0:
+                    allowed -= len(piece)
+                    if allowed < 0:
+                        raise ResponseTooLarge("upstream stream exceeds the size limit")
+                yield piece
+                continue
         buffer += data
         pieces = []
         position, end = 0, len(buffer)

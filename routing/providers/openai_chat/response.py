@@ -114,15 +114,16 @@ def stream(events: Iterable[SSEEvent]) -> Iterator[StreamEvent]:
             reasoning = _reasoning_text(delta)
             if reasoning:
                 yield ReasoningDelta(text=reasoning)
-            if delta.get("content"):
-                yield TextDelta(
-                    text=delta["content"], logprobs=parse_tokens(as_mapping(choice.get("logprobs")).get("content"))
-                )
+            if content := delta.get("content"):
+                logprobs = choice.get("logprobs")  # null on nearly every chunk: nothing to parse then
+                tokens = parse_tokens(logprobs.get("content")) if isinstance(logprobs, dict) else ()
+                yield TextDelta(text=content, logprobs=tokens)
             if delta.get("refusal"):
                 yield RefusalDelta(text=delta["refusal"])
-            for cited in web_search.delta_annotations(delta):  # a search model's citations
-                searched = 1
-                yield cited
+            if "annotations" in delta:
+                for cited in web_search.delta_annotations(delta):  # a search model's citations
+                    searched = 1
+                    yield cited
             for call in delta.get("tool_calls") or []:
                 index = int(call.get("index", 0))
                 function = call.get("function") or {}
