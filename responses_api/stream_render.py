@@ -40,6 +40,16 @@ class StreamRenderer:
     def lifecycle(self, kind: str, response: dict) -> bytes:
         return self.event(kind, response=response)
 
+    def lifecycles(self, kinds: tuple[str, ...], response: dict) -> bytes:
+        """Several lifecycle events of the same response (created, in_progress), the response encoded once."""
+        encoded = _encode(response)
+        out = []
+        for kind in kinds:
+            head = f'{{"type":{_encode(kind)},"sequence_number":{self.sequence},"response":'
+            out.append(f"event: {kind}\ndata: {head}{encoded}}}\n\n".encode())
+            self.sequence += 1
+        return b"".join(out)
+
     def error(self, *, code: str, message: str) -> bytes:
         return self.event("error", code=code, message=message, param=None)
 

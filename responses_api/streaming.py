@@ -55,7 +55,7 @@ def _stream_body(run: ResponseRun, stream: AttemptStream, renderer: StreamRender
         if run.prepared.data.get("debug", {}).get("echo_upstream_body"):
             opening.append(renderer.debug(stream.upstream_body))
         shell = run.shell.render(status="in_progress")
-        opening += [renderer.lifecycle("response.created", shell), renderer.lifecycle("response.in_progress", shell)]
+        opening.append(renderer.lifecycles(("response.created", "response.in_progress"), shell))
         yield b"".join(opening)
         try:
             yield from _relay(run, stream, renderer)
