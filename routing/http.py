@@ -22,6 +22,7 @@ import json
 import os
 import re
 import socket
+import sys
 import threading
 import time
 import warnings
@@ -44,11 +45,11 @@ from urllib3.exceptions import (
     URLSchemeUnknown,
 )
 from urllib3.response import HTTPResponse
-from urllib3.util import connection as urllib3_connection
 from urllib3.util.retry import Retry
+from urllib3.util.timeout import _DEFAULT_TIMEOUT
 from urllib3.util.url import parse_url
 
-from gateway.netaddr import is_public_address
+from gateway.netaddr import is_public_address, literal_address
 
 MAX_ERROR_BODY = 64 * 1024  # an error body longer than this is cut (its message is all we keep)
 
@@ -111,26 +112,65 @@ class DestinationRefused(NewConnectionError):
 
 def _guarded_socket(conn: HTTPConnection) -> socket.socket:
     host = conn._dns_host
-    try:
-        infos = socket.getaddrinfo(host, conn.port, type=socket.SOCK_STREAM)
-    except socket.gaierror as exc:
-        raise NewConnectionError(conn, f"cannot resolve {host}: {exc}") from exc
-    addresses = [str(info[4][0]) for info in infos]
+    literal = _plain_literal(host)
+    if literal is not None:
+        addresses = [literal]
+    else:
+        try:
+            infos = socket.getaddrinfo(host, conn.port, type=socket.SOCK_STREAM)
+        except socket.gaierror as exc:
+            raise NewConnectionError(conn, f"cannot resolve {host}: {exc}") from exc
+        addresses = [str(info[4][0]) for info in infos]
     if not addresses or not all(is_public_address(address) for address in addresses):
         raise DestinationRefused(conn, f"destination {host} is not a public address")
     last_error: OSError | None = None
     # The checked addresses in turn (one may be down, or IPv6 unrouted); at most 3, each within the connect timeout.
     for address in list(dict.fromkeys(addresses))[:3]:
         try:
-            return urllib3_connection.create_connection(
-                (address, conn.port),
-                conn.timeout,
-                source_address=conn.source_address,
-                socket_options=conn.socket_options,
-            )
+            return _connect(address, conn)
         except OSError as exc:
             last_error = exc
     raise NewConnectionError(conn, f"connection to {host} failed: {last_error}") from last_error
+
+
+def _plain_literal(host: str) -> str | None:
+    """The address a host names literally (in any spelling), unless it carries an IPv6 zone (left to the resolver)."""
+    return None if "%" in host else literal_address(host)
+
+
+def _connect(address: str, conn: HTTPConnection) -> socket.socket:
+    """A TCP connection to an IP address (literal, or resolved and checked), made as urllib3 makes one but without
+    asking the resolver again: under gevent every resolver call is a hand-off to its thread pool, and a burst of
+    streams opens hundreds of upstream connections at once."""
+    sock = socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        for option in conn.socket_options or ():
+            sock.setsockopt(*option)
+        if conn.timeout is not _DEFAULT_TIMEOUT:
+            sock.settimeout(conn.timeout)
+        if conn.source_address:
+            sock.bind(conn.source_address)
+        sock.connect((address, conn.port))
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def _literal_socket(conn: HTTPConnection) -> socket.socket:
+    """urllib3's own connection for a host name, a direct one for an address (no resolver), with urllib3's errors."""
+    address = _plain_literal(conn._dns_host)
+    if address is None:
+        return HTTPConnection._new_conn(conn)
+    try:
+        sock = _connect(address, conn)
+    except TimeoutError as exc:
+        message = f"Connection to {conn.host} timed out. (connect timeout={conn.timeout})"
+        raise ConnectTimeoutError(conn, message) from exc
+    except OSError as exc:
+        raise NewConnectionError(conn, f"Failed to establish a new connection: {exc}") from exc
+    sys.audit("http.client.connect", conn, conn.host, conn.port)
+    return sock
 
 
 # ---- deadlines --------------------------------------------------------------------------------------------
@@ -280,11 +320,15 @@ class _WatchedHTTPConnection(HTTPConnection):
             data = data + body
         super().send(data)
 
+    def _new_conn(self) -> socket.socket:
+        return _literal_socket(self)
+
 
 class _WatchedHTTPSConnection(HTTPSConnection):
     _gateway_body: bytes | None = None
     request = _WatchedHTTPConnection.request
     send = _WatchedHTTPConnection.send
+    _new_conn = _WatchedHTTPConnection._new_conn
 
 
 def _framed(headers) -> bool:

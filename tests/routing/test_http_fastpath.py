@@ -244,3 +244,38 @@ def test_a_deadline_too_far_to_wait_for_does_not_stop_the_watchdog():
         watchdog.disarm(far)
         left.close()
         right.close()
+
+
+@pytest.fixture
+def no_resolver(monkeypatch) -> list[str]:
+    """The resolver, failing and counting the names asked for (under gevent each call is a thread hand-off)."""
+    asked: list[str] = []
+
+    def resolve(host, *args, **kwargs):
+        asked.append(host)
+        raise socket.gaierror(socket.EAI_NONAME, "no resolver in this test")
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolve)
+    return asked
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.1", "0x7f000001", "2130706433"])
+def test_an_address_in_the_url_is_connected_to_without_the_resolver(servers, no_resolver, host):
+    first, _ = servers
+    assert post(f"http://{host}:{first.port}/v1/a").json() == {"ok": True}
+    assert no_resolver == [] and first.accepted == 1
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "0x7f000001", "[::1]", "10.0.0.1", "169.254.169.254"])
+def test_a_private_address_in_the_url_is_refused_without_the_resolver(no_resolver, settings, host):
+    settings.OUTBOUND_ALLOW_PRIVATE_NETWORKS = False
+    with pytest.raises(http.ConnectionRefused):
+        post(f"http://{host}:9/v1/a", allow_private=False)
+    assert no_resolver == []
+
+
+def test_a_host_name_is_still_resolved(servers, no_resolver):
+    first, _ = servers
+    with pytest.raises(http.TransportError):
+        post(f"http://localhost:{first.port}/v1/a")
+    assert no_resolver == ["localhost"] and first.accepted == 0
