@@ -2,6 +2,9 @@
 catalog data, stand-in endpoints and scripted behaviours, canonical requests."""
 
 import json
+import socket
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -182,3 +185,57 @@ def sse_events(response) -> tuple[list[dict], bytes]:
         if data and data[0] != "[DONE]":
             events.append(json.loads("\n".join(data)))
     return events, raw
+
+
+SSE_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+
+class LoopbackServer:
+    """A raw HTTP/1.1 server on a loopback port for upstream tests: a thread per connection runs `serve(conn)`;
+    counts the connections it accepted."""
+
+    def __init__(self, host: str = "127.0.0.1"):
+        self.accepted = 0
+        self.listener = socket.create_server((host, 0))
+        self.port = self.listener.getsockname()[1]
+        self.url = f"http://{host}:{self.port}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            self.accepted += 1
+            threading.Thread(target=self.serve, args=(conn,), daemon=True).start()
+
+    def serve(self, conn: socket.socket) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+def requests_on(conn: socket.socket) -> Iterator[tuple[bytes, bytes]]:
+    """Each request (head, body) a client sends on a keep-alive connection, until it closes it."""
+    buffered = b""
+    while (request := read_request(conn, buffered)) is not None:
+        head, body, buffered = request
+        yield head, body
+
+
+def read_request(conn: socket.socket, buffered: bytes) -> tuple[bytes, bytes, bytes] | None:
+    """The next request on a keep-alive connection: (head, body by its Content-Length, what follows it), or None
+    when the client closed the connection first."""
+    while b"\r\n\r\n" not in buffered:
+        data = conn.recv(65536)
+        if not data:
+            return None
+        buffered += data
+    head, _, buffered = buffered.partition(b"\r\n\r\n")
+    lengths = [line for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")]
+    length = int(lengths[0].split(b":", 1)[1]) if lengths else 0
+    while len(buffered) < length:
+        buffered += conn.recv(65536)
+    return head, buffered[:length], buffered[length:]

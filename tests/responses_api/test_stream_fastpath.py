@@ -17,7 +17,7 @@ from gateway.billing.models import Generation
 from gateway.billing.provisioning import account_provision
 from routing import http
 from routing.sse import decode_sse
-from tests.support import Persona, point_provider, sse_events
+from tests.support import SSE_HEAD, LoopbackServer, Persona, point_provider, requests_on, sse_events
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -44,49 +44,20 @@ def chunk(data: bytes, extension: bytes = b"") -> bytes:
     return f"{len(data):x}".encode() + extension + b"\r\n" + data + b"\r\n"
 
 
-class OneReadUpstream:
+class OneReadUpstream(LoopbackServer):
     """Answers every request with `pieces` (each sent whole, `pause` seconds apart) after a chunked 200 head;
     counts connections, and notes when a connection was closed by the gateway."""
 
     def __init__(self, pieces: list[bytes], *, pause: float = 0.0, hold: float = 0.0):
         self.pieces, self.pause, self.hold = pieces, pause, hold
-        self.accepted = 0
         self.closed_by_peer = threading.Event()
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__()
 
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.listener.accept()
-            except OSError:
-                return
-            self.accepted += 1
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
-
-    def _request(self, conn: socket.socket, buffered: bytes) -> bytes | None:
-        while b"\r\n\r\n" not in buffered:
-            data = conn.recv(65536)
-            if not data:
-                return None
-            buffered += data
-        head, _, buffered = buffered.partition(b"\r\n\r\n")
-        length = next(
-            int(line.split(b":", 1)[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")
-        )
-        while len(buffered) < length:
-            buffered += conn.recv(65536)
-        return buffered[length:]
-
-    def _serve(self, conn: socket.socket) -> None:
-        buffered: bytes | None = b""
+    def serve(self, conn: socket.socket) -> None:
         with conn:
             try:
-                while (buffered := self._request(conn, buffered or b"")) is not None:
-                    conn.sendall(
-                        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
-                    )
+                for _ in requests_on(conn):
+                    conn.sendall(SSE_HEAD)
                     for piece in self.pieces:
                         conn.sendall(piece)
                         time.sleep(self.pause)
@@ -100,9 +71,6 @@ class OneReadUpstream:
                         return
             except OSError:
                 self.closed_by_peer.set()
-
-    def close(self) -> None:
-        self.listener.close()
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ however often it is asked for, and a batch records exactly what one-at-a-time wr
 
 import shutil
 import socket
-import threading
 import time
 from collections.abc import Iterator
 
@@ -14,56 +13,30 @@ from django.test import override_settings
 
 from routing import health, http
 from tests.live import REDIS_SERVER, PrivateRedis
+from tests.support import LoopbackServer, requests_on
 
 ANSWER = b'{"ok":true}'
 
 
-class CountingServer:
+class CountingServer(LoopbackServer):
     """Answers every request with ANSWER on keep-alive connections; counts the connections it accepted and keeps
     each request (head and body) it read."""
 
     def __init__(self, host: str = "127.0.0.1"):
-        self.accepted = 0
         self.requests: list[tuple[bytes, bytes]] = []
-        self.listener = socket.create_server((host, 0))
-        self.port = self.listener.getsockname()[1]
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__(host)
 
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.listener.accept()
-            except OSError:
-                return
-            self.accepted += 1
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
-
-    def _serve(self, conn: socket.socket) -> None:
-        buffered = b""
+    def serve(self, conn: socket.socket) -> None:
         with conn:
             try:
-                while True:
-                    while b"\r\n\r\n" not in buffered:
-                        data = conn.recv(65536)
-                        if not data:
-                            return
-                        buffered += data
-                    head, _, buffered = buffered.partition(b"\r\n\r\n")
-                    lengths = [line for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")]
-                    length = int(lengths[0].split(b":", 1)[1]) if lengths else 0
-                    while len(buffered) < length:
-                        buffered += conn.recv(65536)
-                    self.requests.append((head, buffered[:length]))
-                    buffered = buffered[length:]
+                for head, body in requests_on(conn):
+                    self.requests.append((head, body))
                     conn.sendall(
                         b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%b"
                         % (len(ANSWER), ANSWER)
                     )
             except OSError:
                 return
-
-    def close(self) -> None:
-        self.listener.close()
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ shutdown). An upstream that holds its closing chunk back, or keeps sending after
 http.FINISH_SECONDS / FINISH_BYTES, and its connection is shut down as before."""
 
 import socket
-import threading
 import time
 
 import pytest
@@ -13,7 +12,7 @@ import pytest
 from byok.credentials import ProviderCredentials
 from routing import http
 from routing.upstream import build_upstream_request, open_stream
-from tests.support import ask, standin_endpoint
+from tests.support import SSE_HEAD, LoopbackServer, ask, requests_on, standin_endpoint
 
 EVENTS = (
     b'data: {"id":"c1","model":"m","choices":[{"index":0,"delta":{"content":"Hi"}}]}\n\n',
@@ -26,50 +25,20 @@ def _chunk(data: bytes) -> bytes:
     return f"{len(data):x}\r\n".encode() + data + b"\r\n"
 
 
-class KeepAliveServer:
+class KeepAliveServer(LoopbackServer):
     """Serves SSE answers, many per connection (HTTP/1.1 keep-alive); counts the connections it accepted.
     `ending` is what follows [DONE]: "at-once" (the closing chunk), "held" (the closing chunk 2 s later), or
     "more" (another 64 KB of chunks, then the closing chunk)."""
 
     def __init__(self, ending: str):
         self.ending = ending
-        self.accepted = 0
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__()
 
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.listener.accept()
-            except OSError:
-                return
-            self.accepted += 1
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
-
-    def _serve(self, conn: socket.socket) -> None:
-        buffered = b""
+    def serve(self, conn: socket.socket) -> None:
         with conn:
             try:
-                while True:
-                    while b"\r\n\r\n" not in buffered:
-                        data = conn.recv(65536)
-                        if not data:
-                            return
-                        buffered += data
-                    head, _, buffered = buffered.partition(b"\r\n\r\n")
-                    length = next(
-                        int(line.split(b":", 1)[1])
-                        for line in head.split(b"\r\n")
-                        if line.lower().startswith(b"content-length:")
-                    )
-                    while len(buffered) < length:
-                        buffered += conn.recv(65536)
-                    buffered = buffered[length:]
-                    conn.sendall(
-                        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
-                        + b"".join(_chunk(event) for event in EVENTS)
-                    )
+                for _ in requests_on(conn):
+                    conn.sendall(SSE_HEAD + b"".join(_chunk(event) for event in EVENTS))
                     if self.ending == "held":
                         time.sleep(2)
                     elif self.ending == "more":
@@ -77,9 +46,6 @@ class KeepAliveServer:
                     conn.sendall(b"0\r\n\r\n")
             except OSError:
                 return  # the gateway shut the connection down
-
-    def close(self) -> None:
-        self.listener.close()
 
 
 @pytest.fixture
