@@ -278,16 +278,21 @@ class AttemptStream:
         self.response = self._sequence._succeeded(opened.candidate, opened.started, self.fold.response(), ttft_s=ttft_s)
 
     def _batched(self, events: Iterator[StreamEvent], buffered: Callable[[], bool]) -> Iterator[list[FoldStep]]:
-        """The steps of the events at hand, together: events that arrived in one read are relayed as one write
-        (a failure after some of them first lets those go out, as they would have one by one)."""
+        """The steps of the events at hand, together: the events that arrived in one read are relayed as two
+        writes, the first event's and the rest's (a failure after some of them first lets those go out, as they
+        would have one by one). The first goes alone because a write to a connection the client closed succeeds:
+        the next one fails, and that is how a client that left during a pause of the provider is noticed (the
+        stream is recorded cancelled) before the rest of the answer is relayed and settled as served."""
         batch: list[FoldStep] = []
+        fresh = True  # the next event is the first of a read
         try:
             for event in events:
                 if steps := self._add(event):
                     batch += steps
-                if batch and not buffered():
+                if batch and (fresh or not buffered()):
                     yield batch
                     batch = []
+                    fresh = not buffered()
         except Exception:
             if batch:
                 yield batch
