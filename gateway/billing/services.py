@@ -230,12 +230,19 @@ SELECT %(id)s, id, %(key)s, %(workspace)s, %(model)s, '', '', NULL, '', 'in_prog
        0, 0, %(amount)s, false, false, false, NULL, NULL, NULL, '', '', '[]', NULL, NULL, now()
 FROM held"""
 
+# A hold commits without waiting for its WAL to reach the disk (synchronous_commit off for its own transaction): a
+# crash can lose only the holds of requests that die with it, and a settlement's commit, which waits, flushes the
+# WAL of its hold with its own (the log is written in order). One fsync per request instead of two (0.13-0.2 ms
+# of latency each here).
+_NO_FLUSH_WAIT = "SELECT set_config('synchronous_commit', 'off', true)"
+
 HOLD_SQL = f"""
-WITH held AS (
+WITH unflushed AS ({_NO_FLUSH_WAIT}),
+held AS (
     UPDATE accounts_account SET reserved = reserved + %(amount)s
     WHERE id = %(account)s AND balance - reserved >= %(amount)s RETURNING id),
 opened AS ({_OPEN_GENERATION} RETURNING id)
-SELECT true, 0, NULL, (SELECT count(*) FROM opened)
+SELECT true, 0, NULL, (SELECT count(*) FROM opened) FROM unflushed
 """  # noqa: S608 (composed of constants: every value is a bound parameter)
 
 # Two statements in one round trip (one implicit transaction): the key's row lock orders the holds of one key, and
@@ -244,7 +251,8 @@ SELECT true, 0, NULL, (SELECT count(*) FROM opened)
 # checks of a concurrent settlement's ledger entry (KEY SHARE, taken while it holds the account row) pass it.
 HOLD_WITHIN_LIMIT_SQL = f"""
 SELECT id FROM accounts_apikey WHERE id = %(key)s FOR NO KEY UPDATE;
-WITH key AS (
+WITH unflushed AS ({_NO_FLUSH_WAIT}),
+key AS (
     SELECT k."limit", k.include_byok_in_limit AS byok,
            CASE k.limit_reset WHEN 'daily' THEN %(daily)s WHEN 'weekly' THEN %(weekly)s
                               WHEN 'monthly' THEN %(monthly)s ELSE %(lifetime)s END AS since
@@ -269,7 +277,7 @@ held AS (
     UPDATE accounts_account SET reserved = reserved + %(amount)s
     WHERE id = %(account)s AND balance - reserved >= %(amount)s AND (SELECT ok FROM allowed) RETURNING id),
 opened AS ({_OPEN_GENERATION} RETURNING id)
-SELECT ok, used, "limit", (SELECT count(*) FROM opened) FROM allowed
+SELECT ok, used, "limit", (SELECT count(*) FROM opened) FROM allowed, unflushed
 """  # noqa: S608 (as HOLD_SQL)
 
 

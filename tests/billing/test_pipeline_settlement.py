@@ -153,3 +153,39 @@ def test_the_hold_and_the_settlement_run_as_prepared_statements(alice, standin_c
         prepared = [row[0] for row in cursor.fetchall()]
     assert sum("SET reserved = reserved +" in text for text in prepared) == 1
     assert sum("INSERT INTO billing_ledgerentry" in text for text in prepared) == 1
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="the WAL is PostgreSQL's")
+@pytest.mark.parametrize("limited", [False, True], ids=["plain", "key-limit"])
+def test_a_hold_does_not_wait_for_the_disk_and_a_settlement_does(transactional_db, alice, limited):
+    from gateway.accounts.models import ApiKey
+
+    key = alice.provisioned.inference_key.key
+    if limited:
+        ApiKey.objects.filter(pk=key.pk).update(limit=Decimal(5))
+
+    def wal_syncs() -> int:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_stat_force_next_flush()")
+            cursor.execute("SELECT wal_sync FROM pg_stat_wal")
+            return cursor.fetchone()[0]
+
+    before = wal_syncs()
+    holds = [
+        credits_reserve(account_id=alice.account_id, api_key_id=key.pk, key_has_limit=limited, amount=Decimal("0.01"))
+        for _ in range(10)
+    ]
+    held = wal_syncs() - before
+    for hold in holds:
+        record = GenerationRecord(
+            id=hold.id,
+            account_id=alice.account_id,
+            api_key_id=key.pk,
+            workspace_id=None,
+            requested_model="m",
+            cost=Decimal("0.001"),
+        )
+        generation_settle(reservation=hold, record=record, charge=True)
+    settled = wal_syncs() - before - held
+    assert held < 3 and settled >= 10  # (the WAL writer also flushes now and then on its own)
+    assert_books(alice.account_id)
