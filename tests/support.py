@@ -4,7 +4,9 @@ catalog data, stand-in endpoints and scripted behaviours, canonical requests."""
 import json
 import socket
 import threading
-from collections.abc import Iterator
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -190,9 +192,9 @@ def sse_events(response) -> tuple[list[dict], bytes]:
 SSE_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
 
 
-class LoopbackServer:
-    """A raw HTTP/1.1 server on a loopback port for upstream tests: a thread per connection runs `serve(conn)`;
-    counts the connections it accepted."""
+class LoopbackServer(ABC):
+    """A raw HTTP/1.1 server on a loopback port for upstream tests: a thread per connection runs the subclass's
+    `serve(conn)`; counts the connections it accepted."""
 
     def __init__(self, host: str = "127.0.0.1"):
         self.accepted = 0
@@ -210,8 +212,8 @@ class LoopbackServer:
             self.accepted += 1
             threading.Thread(target=self.serve, args=(conn,), daemon=True).start()
 
-    def serve(self, conn: socket.socket) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def serve(self, conn: socket.socket) -> None: ...
 
     def close(self) -> None:
         self.listener.close()
@@ -239,3 +241,26 @@ def read_request(conn: socket.socket, buffered: bytes) -> tuple[bytes, bytes, by
     while len(buffered) < length:
         buffered += conn.recv(65536)
     return head, buffered[:length], buffered[length:]
+
+
+def leave_live_stream(api: str, key: str, payload: dict, *, until: Callable[[bytes], bool]):
+    """A streamed POST /responses to a live gateway that the client hangs up on once `until(what it received)`
+    holds; the request's generation record, once the gateway recorded it cancelled (or after 5 s, as it is)."""
+    import requests
+
+    from gateway.billing.models import Generation
+
+    response = requests.post(
+        f"{api}/responses", json=payload, headers={"Authorization": f"Bearer {key}"}, stream=True, timeout=10
+    )
+    generation_id = response.headers["X-Generation-Id"]
+    seen = b""
+    for chunk in response.iter_content(chunk_size=None):
+        seen += chunk
+        if until(seen):
+            break
+    response.close()  # the client left
+    deadline = time.monotonic() + 5
+    while not Generation.objects.filter(pk=generation_id, status="cancelled").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return Generation.objects.get(pk=generation_id)

@@ -517,11 +517,7 @@ def hold_drop(reservation: ReservationHandle) -> bool:
             return False
         account_id, held = found
         Generation.objects.filter(pk=reservation.id).delete()
-        if connection.vendor == "postgresql":
-            Account.objects.filter(pk=account_id).update(reserved=F("reserved") - held)
-        else:
-            reserved = Account.objects.filter(pk=account_id).values_list("reserved", flat=True).get()
-            _account_set(account_id, reserved=reserved - held)
+        _unreserve(account_id, held)
     return True
 
 
@@ -532,12 +528,17 @@ def _expire(generation_id: str) -> bool:
         ):
             return False  # settled meanwhile
         account_id, held = Generation.objects.values_list("account_id", "held").get(pk=generation_id)
-        if connection.vendor == "postgresql":
-            Account.objects.filter(pk=account_id).update(reserved=F("reserved") - held)
-        else:
-            reserved = Account.objects.filter(pk=account_id).values_list("reserved", flat=True).get()
-            _account_set(account_id, reserved=reserved - held)
+        _unreserve(account_id, held)
     return True
+
+
+def _unreserve(account_id: UUID, held: Decimal) -> None:
+    """Give a closed hold's amount back to the account's spendable balance (inside the caller's transaction)."""
+    if connection.vendor == "postgresql":
+        Account.objects.filter(pk=account_id).update(reserved=F("reserved") - held)
+    else:
+        reserved = Account.objects.filter(pk=account_id).values_list("reserved", flat=True).get()
+        _account_set(account_id, reserved=reserved - held)
 
 
 def _account_set(account_id: UUID, **amounts: Decimal) -> None:

@@ -5,11 +5,9 @@ is refused; a panel searches the web (the stand-in SearXNG) and every member's r
 panel that fails entirely is a failed call the model reads, not a failed request."""
 
 import json
-import time
 from decimal import Decimal
 
 import pytest
-import requests
 
 from gateway.billing.models import Generation
 from gateway.billing.provisioning import account_provision
@@ -19,7 +17,7 @@ from routing.models import Endpoint
 from routing.pricing import usage_cost
 from routing.standin.server import _prompt_text
 from tests.plugins.test_routers_catalog import routers_catalog
-from tests.support import Persona, assert_error_envelope, sse_events
+from tests.support import Persona, assert_error_envelope, leave_live_stream, sse_events
 
 METADATA = {"HTTP_X_GATEWAY_METADATA": "enabled"}
 PANEL = ["acme/alpha", "acme/beta", "bolt/gamma"]
@@ -312,29 +310,17 @@ def test_a_client_leaving_during_a_fusion_call_is_charged_for_the_panel(live_gat
     catalog(standin, **{model: f"latency_ms=400,text=Answer from {model.split('/')[1]}" for model in PANEL})
     erin = Persona(account_provision(name="erin", plan="payg", credits=Decimal("100")))
     script = json.dumps({"tool_call": "gateway_fusion,", "tool_arguments": json.dumps({"prompt": "Name a cat"})})
-    response = requests.post(
-        f"{live_gateway.api}/responses",
-        json={
+    record = leave_live_stream(
+        live_gateway.api,
+        erin.api_key,
+        {
             "model": CALLER,
             "input": f"Help me name my cat <<standin {script}>>",
             "tools": [{"type": "gateway:fusion", "parameters": {"analysis_models": PANEL, "model": "bolt/delta"}}],
             "stream": True,
         },
-        headers={"Authorization": f"Bearer {erin.api_key}"},
-        stream=True,
-        timeout=10,
+        until=lambda seen: b"response.fusion_call.panel.added" in seen,
     )
-    generation_id = response.headers["X-Generation-Id"]
-    seen = b""
-    for chunk in response.iter_content(chunk_size=None):
-        seen += chunk
-        if b"response.fusion_call.panel.added" in seen:
-            break
-    response.close()  # the client left
-    deadline = time.monotonic() + 5
-    while not Generation.objects.filter(pk=generation_id, status="cancelled").exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    record = Generation.objects.get(pk=generation_id)
     assert record.status == "cancelled"
     members = [sent_to(standin, model.split("/")[1]) for model in PANEL]
     assert all(len(sent) == 1 for sent in members) and not sent_to(standin, "delta")  # no analysis after that

@@ -13,7 +13,6 @@ from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-import requests
 
 from gateway.billing.models import Generation
 from gateway.billing.provisioning import account_provision
@@ -21,7 +20,7 @@ from routing.models import Provider
 from routing.providers.hosted import SEARCHES_PER_CALL
 from tests.billing.books import assert_books
 from tests.plugins.test_hosted_tools import ask, hosted_catalog, model_calls  # noqa: F401 (fixture)
-from tests.support import Persona, assert_error_envelope, sse_events
+from tests.support import Persona, assert_error_envelope, leave_live_stream, sse_events
 
 TEXT = "The launch was on February 1. Sources: Example."
 GOOD = {
@@ -259,30 +258,18 @@ def test_a_client_leaving_after_the_searches_pays_for_them_once(live_gateway, fr
     cancelled, billed the searches and what was generated, once; nothing left held."""
     body = answer([GOOD], searches=3)
     hostile.reply = {"body": body, "events": events(body), "pause_after": 4}  # created and the three searches
-    response = requests.post(
-        f"{live_gateway.api}/responses",
-        json={
+    record = leave_live_stream(
+        live_gateway.api,
+        frank.api_key,
+        {
             "model": "standin/search",
             "input": "Search",
             "tools": [WEB],
             "stream": True,
             "provider": {"only": ["standin-responses"]},
         },
-        headers={"Authorization": f"Bearer {frank.api_key}"},
-        stream=True,
-        timeout=10,
+        until=lambda seen: seen.count(b"event: response.output_item.done") == 3,
     )
-    generation_id = response.headers["X-Generation-Id"]
-    seen = b""
-    for chunk in response.iter_content(chunk_size=None):
-        seen += chunk
-        if seen.count(b"event: response.output_item.done") == 3:
-            break
-    response.close()  # the client left
-    deadline = time.monotonic() + 5
-    while not Generation.objects.filter(pk=generation_id, status="cancelled").exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    record = Generation.objects.get(pk=generation_id)
     assert record.status == "cancelled" and record.cancelled
     tokens = (record.tokens_input * 1 + record.tokens_output * 2) / Decimal(1_000_000)
     assert record.cost == tokens + 3 * Decimal("0.01")

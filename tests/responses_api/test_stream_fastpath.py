@@ -11,7 +11,6 @@ import time
 from decimal import Decimal
 
 import pytest
-from django.db import connection
 
 from gateway.billing.models import Generation
 from gateway.billing.provisioning import account_provision
@@ -146,7 +145,6 @@ def test_a_failure_after_content_in_the_same_read_fails_in_band_after_that_conte
     assert raw.endswith(b"data: [DONE]\n\n")
 
 
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="settles on the test database from a generator")
 def test_a_client_that_leaves_after_a_batch_cancels_the_upstream_and_is_billed(dora):
     # Given an upstream that sends a burst of content at once, then holds the stream open
     upstream = OneReadUpstream([chunk(content_events())], hold=5)
