@@ -47,8 +47,11 @@ limit_request_field_size = 8190
 
 # Connections each worker opens before its first request (a burst right after a restart would otherwise open
 # them while it waits). The database's count per worker x workers x instances must fit its max_connections.
-warm_database_connections = int(os.environ.get("GUNICORN_WARM_DB_CONNECTIONS", "4"))
-warm_redis_connections = int(os.environ.get("GUNICORN_WARM_REDIS_CONNECTIONS", "32"))
+warm_database_connections = int(
+    os.environ.get("GUNICORN_WARM_DB_CONNECTIONS", os.environ.get("DB_POOL_MAX_SIZE", "20"))
+)
+os.environ.setdefault("DB_POOL_MIN_SIZE", str(warm_database_connections))  # the pool keeps them (settings)
+warm_redis_connections = int(os.environ.get("GUNICORN_WARM_REDIS_CONNECTIONS", "128"))
 GC_YOUNG_THRESHOLD = 10_000  # allocations between young-generation collections (Python's default: 700)
 
 

@@ -34,18 +34,25 @@ def _warm_imports() -> str:
 
 
 def _open_database_connections(count: int) -> int:
-    """Open up to `count` connections of this process's database pool and hand them back, so that the first
-    burst does not wait on the pool opening them one by one (the pool closes those above its min_size after
-    its max_idle, 10 minutes, when they are not used). Each worker holds them: mind max_connections."""
+    """Open up to `count` connections of this process's database pool, prepare a request's statements on each
+    and hand them back, so that the first burst neither waits on the pool opening them one by one nor pays for
+    new server processes planning its statements (gunicorn's workers keep them open: DB_POOL_MIN_SIZE). Each
+    worker holds them: mind max_connections."""
     from django.db import connection
 
     pool = getattr(connection, "pool", None)  # PostgreSQL with a pool configured; None otherwise
     if pool is None:
         return 0
+    from gateway.billing.services import statements_prepare
+
     connection.close()  # this thread's connection goes back first: a pool of 2 must not wait on itself
     held = [pool.getconn() for _ in range(min(count, pool.max_size))]
-    for conn in held:
-        pool.putconn(conn)
+    try:
+        for conn in held:  # a new server process plans them, and loads its catalog entries, now
+            statements_prepare(conn)
+    finally:
+        for conn in held:
+            pool.putconn(conn)
     return len(held)
 
 

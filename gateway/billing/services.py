@@ -13,6 +13,7 @@ from decimal import Context, Decimal
 from typing import Any
 from uuid import UUID
 
+import psycopg
 from django.db import connection, transaction
 from django.db.models import (
     BooleanField,
@@ -367,17 +368,49 @@ def credits_settle(*, reservation: ReservationHandle, cost: Decimal, is_byok: bo
 def _close(reservation: ReservationHandle, *, outcome: dict[str, Any], cost: Decimal) -> Decimal | None:
     """Close an open hold, charging at most `cost`; None when it was already closed."""
     if connection.vendor == "postgresql":
-        params: dict[str, Any] = {
-            name: value
-            if value is None or type(value) is _PLAIN_COLUMNS.get(name)
-            else _OUTCOME_COLUMNS[name].get_db_prep_save(value, connection)
-            for name, value in outcome.items()
-        }
         with prepared_cursor() as cursor:
-            cursor.execute(SETTLE_SQL, {**params, "id": reservation.id, "cost": cost})
+            cursor.execute(SETTLE_SQL, _settle_params(reservation.id, outcome=outcome, cost=cost))
             row = cursor.fetchone()
         return None if row is None else row[0]
     return _close_in_transaction(reservation, outcome=outcome, cost=cost)
+
+
+def _settle_params(generation_id: str, *, outcome: dict[str, Any], cost: Decimal) -> dict[str, Any]:
+    params: dict[str, Any] = {
+        name: value
+        if value is None or type(value) is _PLAIN_COLUMNS.get(name)
+        else _OUTCOME_COLUMNS[name].get_db_prep_save(value, connection)
+        for name, value in outcome.items()
+    }
+    return {**params, "id": generation_id, "cost": cost}
+
+
+NO_ROW = UUID(int=0)  # no account has it; no key has id 0, no generation "0" (generation_id_new)
+
+
+def statements_prepare(conn: psycopg.Connection) -> None:
+    """Prepare a request's hold and settlement statements on one of the pool's PostgreSQL connections, changing
+    nothing (they name no existing account or generation): a new server process then has them planned and its
+    tables' catalog entries loaded before the first burst of requests rather than during it (gateway/wsgi.py
+    warm_up). The same statement text as the requests' own, with a JSON request's parameter types (psycopg
+    prepares a variant per parameter types: an int's size, a None where a stream has a number)."""
+    record = GenerationRecord(  # the values typed as a JSON request's are
+        id="0",
+        account_id=NO_ROW,
+        api_key_id=0,
+        workspace_id=NO_ROW,
+        requested_model="",
+        endpoint_id=0,
+        latency_ms=0,
+        generation_time_ms=0,
+    )
+    hold = {"id": "0", "account": NO_ROW, "key": 0, "workspace": NO_ROW, "model": "", "amount": _usd(Decimal(0))}
+    settle = _settle_params("0", outcome=generation_outcome(record=record), cost=_usd(Decimal(0)))
+    with psycopg.Cursor(conn) as cursor:
+        for sql, params in ((HOLD_SQL, hold), (SETTLE_SQL, settle)):
+            cursor.execute(sql, params, prepare=True)
+            while cursor.nextset():
+                pass
 
 
 _OUTCOME_COLUMNS = {field.name: field for field in Generation._meta.concrete_fields if field.name in OUTCOME_FIELDS}

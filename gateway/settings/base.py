@@ -82,7 +82,9 @@ elif env.bool("DB_POOL", default=True):
     DATABASES["default"]["CONN_MAX_AGE"] = 0
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = False  # the pool checks, now and then (gateway/dbpool.py)
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
-        "min_size": 1,
+        # Kept open even when idle (gunicorn's workers set it to the connections they open at start: a burst after
+        # a quiet spell would otherwise wait for the pool to open them again, one at a time).
+        "min_size": min(env.int("DB_POOL_MIN_SIZE", default=1), env.int("DB_POOL_MAX_SIZE", default=20)),
         "max_size": env.int("DB_POOL_MAX_SIZE", default=20),
         # A request waits at most this long for a connection, then is answered 503 with Retry-After.
         "timeout": env.float("DB_POOL_TIMEOUT", default=10.0),
@@ -160,13 +162,20 @@ REDIS_URL = env.str("REDIS_URL", default="")
 REDIS_CONNECT_TIMEOUT = env.float("REDIS_CONNECT_TIMEOUT", default=0.25)
 REDIS_TIMEOUT = env.float("REDIS_TIMEOUT", default=0.5)
 REDIS_RETRY_SECONDS = env.float("REDIS_RETRY_SECONDS", default=5.0)
+# Connections per process to Redis (redis-py's own default is 100): a gevent worker serves up to 1,000 requests at
+# once, and one more concurrent command than this is an error (an outage as far as the cache is concerned).
+REDIS_MAX_CONNECTIONS = env.int("REDIS_MAX_CONNECTIONS", default=1024)
 if REDIS_URL:
     CACHES = {
         "default": {
             "BACKEND": "gateway.cache.ResilientRedisCache",
             "LOCATION": REDIS_URL,
             "RETRY_SECONDS": REDIS_RETRY_SECONDS,
-            "OPTIONS": {"socket_connect_timeout": REDIS_CONNECT_TIMEOUT, "socket_timeout": REDIS_TIMEOUT},
+            "OPTIONS": {
+                "socket_connect_timeout": REDIS_CONNECT_TIMEOUT,
+                "socket_timeout": REDIS_TIMEOUT,
+                "max_connections": REDIS_MAX_CONNECTIONS,
+            },
         }
     }
 else:

@@ -11,7 +11,7 @@ from django.test.utils import CaptureQueriesContext
 from gateway.billing import services
 from gateway.billing.generations import GenerationRecord
 from gateway.billing.models import IN_PROGRESS, EntryKind, Generation, LedgerEntry
-from gateway.billing.services import credits_reserve, generation_settle
+from gateway.billing.services import credits_reserve, generation_settle, statements_prepare
 from tests.billing.books import assert_books, rows
 from tests.support import point_provider
 
@@ -153,6 +153,29 @@ def test_the_hold_and_the_settlement_run_as_prepared_statements(alice, standin_c
         prepared = [row[0] for row in cursor.fetchall()]
     assert sum("SET reserved = reserved +" in text for text in prepared) == 1
     assert sum("INSERT INTO billing_ledgerentry" in text for text in prepared) == 1
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="prepared statements are PostgreSQL's")
+def test_a_workers_warm_up_prepares_the_statements_requests_then_use_and_changes_nothing(alice, standin_catalog):
+    def prepared() -> list[str]:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT statement FROM pg_prepared_statements")
+            return [row[0] for row in cursor.fetchall()]
+
+    # Given a connection as a worker's warm-up prepares it (gateway/wsgi.py, on each pooled connection)
+    connection.ensure_connection()
+    books = assert_books(alice.account_id)
+    statements_prepare(connection.connection)
+    # Then the hold and the settlement are prepared, and nothing changed: no generation, no ledger entry, same books
+    assert sum("SET reserved = reserved +" in text for text in prepared()) == 1
+    assert sum("INSERT INTO billing_ledgerentry" in text for text in prepared()) == 1
+    assert not Generation.objects.exists() and not LedgerEntry.objects.filter(kind=EntryKind.CHARGE).exists()
+    after = assert_books(alice.account_id)
+    assert (after.balance, after.reserved) == (books.balance, books.reserved)
+    # And a request on that connection runs the same statements: no other statement text is prepared
+    assert ask(alice.client()).status_code == 200
+    assert len(set(prepared())) == 2  # (psycopg prepares a variant per parameter types: an int's size, a None)
+    assert LedgerEntry.objects.filter(kind=EntryKind.CHARGE).count() == 1
 
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="the WAL is PostgreSQL's")

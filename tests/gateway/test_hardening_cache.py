@@ -156,3 +156,30 @@ def test_rate_limit_fails_closed_when_so_configured(alice):
         body = assert_error_envelope(response, 503)
         assert body["error"]["message"] == MSG_RATE_LIMITER_UNAVAILABLE
         assert response["Retry-After"] == "5"
+
+
+def test_the_configured_cache_takes_a_gevent_workers_concurrency_without_an_outage(private_redis, caplog):
+    """redis-py's pool allows 100 connections unless told otherwise, and the 101st concurrent command is an error
+    (to the cache: an outage, 5 s on local memory). A gevent worker runs up to 1,000 requests at once."""
+    from django.conf import settings
+
+    caplog.set_level(logging.INFO, logger="gateway.cache")
+    options = settings.CACHES["default"].get("OPTIONS", {}) if settings.REDIS_URL else {}
+    assert settings.REDIS_MAX_CONNECTIONS >= 1000
+    backend = ResilientRedisCache(
+        private_redis.url,
+        {"RETRY_SECONDS": 5, "OPTIONS": {**options, "max_connections": settings.REDIS_MAX_CONNECTIONS}},
+    )
+    if settings.REDIS_URL:  # the settings pass the limit on (CI runs with Redis)
+        assert options["max_connections"] == settings.REDIS_MAX_CONNECTIONS
+    # Given 300 commands in flight at once (each holding a pooled connection), then one more command
+    pool = backend._cache.get_client(None, write=True).connection_pool
+    held = [pool.get_connection() for _ in range(300)]
+    try:
+        backend.set("still", "shared")
+        assert private_redis.client().exists(":1:still") and backend.get("still") == "shared"
+    finally:
+        for conn in held:
+            pool.release(conn)
+    # Then Redis was never given up on
+    assert not backend.breaker.degraded and outage_logs(caplog) == Counter()
