@@ -2,9 +2,9 @@
 
 scripts/run.sh and the live tests (tests/live.py) both start gunicorn with this file, and ./gunicorn.conf.py
 loads it when gunicorn starts without -c; command-line flags override it. Each worker warms up before it
-accepts (post_worker_init below). Environment: WEB_CONCURRENCY (worker processes), GUNICORN_WORKER_CLASS
-(gevent, the default, or gthread), GUNICORN_WORKER_CONNECTIONS (connections per gevent worker),
-GUNICORN_THREADS (threads per gthread worker).
+accepts, and waits for its siblings to be warm too (post_worker_init below). Environment: WEB_CONCURRENCY
+(worker processes), GUNICORN_WORKER_CLASS (gevent, the default, or gthread), GUNICORN_WORKER_CONNECTIONS
+(connections per gevent worker), GUNICORN_THREADS (threads per gthread worker).
 
 gevent serves each connection in a greenlet on one thread per worker: a stream waiting for its provider costs
 no thread, and switching between requests costs no thread wake-up. In one run of benchmarks/run.sh (2 cores):
@@ -20,6 +20,7 @@ most 8190 bytes each (431 above). Bodies are limited and given a deadline by the
 import gc
 import os
 import tempfile
+import time
 from pathlib import Path
 
 # Metrics from every worker (gateway/console/metrics.py): prometheus_client's multiprocess mode, whose files live
@@ -53,6 +54,14 @@ warm_database_connections = int(
 os.environ.setdefault("DB_POOL_MIN_SIZE", str(warm_database_connections))  # the pool keeps them (settings)
 warm_redis_connections = int(os.environ.get("GUNICORN_WARM_REDIS_CONNECTIONS", "128"))
 GC_YOUNG_THRESHOLD = 10_000  # allocations between young-generation collections (Python's default: 700)
+# Each warm worker leaves a mark here (a file named by its pid), then waits for its siblings' before it accepts, at
+# most WARM_WAIT_SECONDS: the first worker warm would otherwise take a burst that comes right after a (re)start
+# alone, until the others are (one worker's share of the CPU for two workers' load). A worker that starts later
+# (a replaced one) finds its siblings' marks and waits for nothing.
+WARM_MARKS = Path(
+    os.environ.setdefault("GUNICORN_WARM_DIR", str(Path(tempfile.gettempdir()) / f"gateway-warm-{os.getpid()}"))
+)
+WARM_WAIT_SECONDS = 10.0
 
 
 def post_worker_init(worker) -> None:
@@ -69,13 +78,32 @@ def post_worker_init(worker) -> None:
     gc.freeze()
     gc.set_threshold(GC_YOUNG_THRESHOLD, 20, 20)
     worker.log.info("worker %s %s, %d objects frozen", worker.pid, summary, gc.get_freeze_count())
+    started = time.monotonic()
+    warm = _siblings_warm(worker.pid, worker.cfg.workers, deadline=started + WARM_WAIT_SECONDS)
+    waited = (time.monotonic() - started) * 1000
+    worker.log.info(
+        "worker %s accepting: %d of %d workers warm (waited %.0f ms)", worker.pid, warm, worker.cfg.workers, waited
+    )
+
+
+def _siblings_warm(pid: int, workers: int, *, deadline: float) -> int:
+    """Mark this worker warm, then wait until `workers` are (or the deadline); how many are."""
+    WARM_MARKS.mkdir(parents=True, exist_ok=True)
+    (WARM_MARKS / str(pid)).touch()
+    while (warm := sum(1 for _ in WARM_MARKS.iterdir())) < workers and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return warm
 
 
 def on_starting(server) -> None:
-    """A fresh metrics directory: counters start at zero with the server, not with a previous run's files."""
+    """A fresh metrics directory (counters start at zero with the server, not with a previous run's files), and no
+    worker marked warm yet."""
     directory = Path(os.environ["PROMETHEUS_MULTIPROC_DIR"])
     directory.mkdir(parents=True, exist_ok=True)
     for stale in directory.glob("*.db"):
+        stale.unlink()
+    WARM_MARKS.mkdir(parents=True, exist_ok=True)
+    for stale in WARM_MARKS.iterdir():  # no worker of this server is warm yet
         stale.unlink()
 
 
@@ -84,3 +112,4 @@ def child_exit(server, worker) -> None:
     from prometheus_client import multiprocess
 
     multiprocess.mark_process_dead(worker.pid)
+    (WARM_MARKS / str(worker.pid)).unlink(missing_ok=True)  # its replacement waits for no one

@@ -77,7 +77,7 @@ def test_each_gunicorn_worker_is_warm_before_it_accepts(transactional_db, standi
     try:
         log = Path(gateway.log.name)
         deadline = time.monotonic() + 30
-        while log.read_text().count(" warm in ") < 2 and time.monotonic() < deadline:
+        while log.read_text().count(" accepting: ") < 2 and time.monotonic() < deadline:
             time.sleep(0.2)
         warm = [line for line in log.read_text().splitlines() if " warm in " in line]
         assert len(warm) == 2, log.read_text()[-2000:]  # one line per worker, written before it accepts
@@ -87,6 +87,11 @@ def test_each_gunicorn_worker_is_warm_before_it_accepts(transactional_db, standi
             # and what the warm-up built is out of the collector's sight (gc.freeze)
             frozen = re.search(r"(\d+) objects frozen", line)
             assert frozen and int(frozen[1]) > 100_000, line
+        # and neither accepts before both are warm: a burst right after the start is shared, not taken by the first
+        lines = log.read_text().splitlines()
+        warm_at = [i for i, line in enumerate(lines) if " warm in " in line]
+        accepting_at = [i for i, line in enumerate(lines) if "accepting: 2 of 2 workers warm" in line]
+        assert len(accepting_at) == 2 and min(accepting_at) > max(warm_at), "\n".join(lines[-20:])
         answer = requests.post(
             f"{gateway.api}/responses",
             json={"model": "standin/echo", "input": "Hi"},
