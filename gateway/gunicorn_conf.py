@@ -47,21 +47,22 @@ limit_request_field_size = 8190
 
 
 # Connections each worker opens before its first request (a burst right after a restart would otherwise open
-# them while it waits). The database's count per worker x workers x instances must fit its max_connections.
-warm_database_connections = int(
-    os.environ.get("GUNICORN_WARM_DB_CONNECTIONS", os.environ.get("DB_POOL_MAX_SIZE", "20"))
-)
-os.environ.setdefault("DB_POOL_MIN_SIZE", str(warm_database_connections))  # the pool keeps them (settings)
-warm_redis_connections = int(os.environ.get("GUNICORN_WARM_REDIS_CONNECTIONS", "128"))
+# them while it waits), read in the worker (where the settings have read .env): GUNICORN_WARM_DB_CONNECTIONS
+# (default: the whole pool, DB_POOL_MAX_SIZE; the pool then keeps them open) and GUNICORN_WARM_REDIS_CONNECTIONS.
+# The database's count per worker x workers x instances must fit its max_connections.
+WARM_REDIS_CONNECTIONS = 128
 GC_YOUNG_THRESHOLD = 10_000  # allocations between young-generation collections (Python's default: 700)
 # Each warm worker leaves a mark here (a file named by its pid), then waits for its siblings' before it accepts, at
 # most WARM_WAIT_SECONDS: the first worker warm would otherwise take a burst that comes right after a (re)start
 # alone, until the others are (one worker's share of the CPU for two workers' load). A worker that starts later
-# (a replaced one) finds its siblings' marks and waits for nothing.
-WARM_MARKS = Path(
-    os.environ.setdefault("GUNICORN_WARM_DIR", str(Path(tempfile.gettempdir()) / f"gateway-warm-{os.getpid()}"))
-)
+# (a replaced one) finds its siblings' marks and waits for nothing. One directory per server (master process).
+WARM_MARKS = Path(tempfile.gettempdir()) / f"gateway-warm-{os.getpid()}"
 WARM_WAIT_SECONDS = 10.0
+
+
+def _count(name: str, default: int | None) -> int | None:
+    value = os.environ.get(name, "").strip()
+    return int(value) if value else default
 
 
 def post_worker_init(worker) -> None:
@@ -70,7 +71,10 @@ def post_worker_init(worker) -> None:
     thread to close in each child), and the master stays small (RSS is counted per process)."""
     from gateway.wsgi import warm_up
 
-    summary = warm_up(database_connections=warm_database_connections, redis_connections=warm_redis_connections)
+    summary = warm_up(
+        database_connections=_count("GUNICORN_WARM_DB_CONNECTIONS", None),
+        redis_connections=_count("GUNICORN_WARM_REDIS_CONNECTIONS", WARM_REDIS_CONNECTIONS) or 0,
+    )
     # What the warm-up built lives as long as the worker: out of the collector's sight (gc.freeze), and fewer
     # young-generation collections per request (most request garbage is freed by reference counting anyway).
     # In-process, the benchmark's request: collector time 0.084 -> 0.041 ms per request.
@@ -78,21 +82,39 @@ def post_worker_init(worker) -> None:
     gc.freeze()
     gc.set_threshold(GC_YOUNG_THRESHOLD, 20, 20)
     worker.log.info("worker %s %s, %d objects frozen", worker.pid, summary, gc.get_freeze_count())
+    expected = getattr(worker, "warm_expected", worker.cfg.workers)
     started = time.monotonic()
-    warm = _siblings_warm(worker.pid, worker.cfg.workers, deadline=started + WARM_WAIT_SECONDS)
+    warm = _siblings_warm(worker.pid, expected, deadline=started + WARM_WAIT_SECONDS)
     waited = (time.monotonic() - started) * 1000
-    worker.log.info(
-        "worker %s accepting: %d of %d workers warm (waited %.0f ms)", worker.pid, warm, worker.cfg.workers, waited
-    )
+    worker.log.info("worker %s accepting: %d of %d workers warm (waited %.0f ms)", worker.pid, warm, expected, waited)
+
+
+def _marks() -> list[Path]:
+    return [path for path in WARM_MARKS.iterdir() if path.name.isdigit()] if WARM_MARKS.is_dir() else []
 
 
 def _siblings_warm(pid: int, workers: int, *, deadline: float) -> int:
     """Mark this worker warm, then wait until `workers` are (or the deadline); how many are."""
     WARM_MARKS.mkdir(parents=True, exist_ok=True)
     (WARM_MARKS / str(pid)).touch()
-    while (warm := sum(1 for _ in WARM_MARKS.iterdir())) < workers and time.monotonic() < deadline:
+    while (warm := len(_marks())) < workers and time.monotonic() < deadline:
         time.sleep(0.01)
     return warm
+
+
+def _clear_marks() -> None:
+    for mark in _marks():
+        mark.unlink(missing_ok=True)
+
+
+def pre_fork(server, worker) -> None:
+    """How many workers this one waits for: the server's number now (TTIN / TTOU change it)."""
+    worker.warm_expected = server.num_workers
+
+
+def on_reload(server) -> None:
+    """A reload (HUP) replaces every worker: the new ones wait for each other, not for the old ones' marks."""
+    _clear_marks()
 
 
 def on_starting(server) -> None:
@@ -102,9 +124,7 @@ def on_starting(server) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     for stale in directory.glob("*.db"):
         stale.unlink()
-    WARM_MARKS.mkdir(parents=True, exist_ok=True)
-    for stale in WARM_MARKS.iterdir():  # no worker of this server is warm yet
-        stale.unlink()
+    _clear_marks()  # no worker of this server is warm yet
 
 
 def child_exit(server, worker) -> None:

@@ -33,10 +33,10 @@ def _warm_imports() -> str:
     return getattr(match.func, "view_class", match.func).__name__
 
 
-def _open_database_connections(count: int) -> int:
-    """Open up to `count` connections of this process's database pool, prepare a request's statements on each
-    and hand them back, so that the first burst neither waits on the pool opening them one by one nor pays for
-    new server processes planning its statements (gunicorn's workers keep them open: DB_POOL_MIN_SIZE). Each
+def _open_database_connections(count: int | None) -> int:
+    """Open `count` connections of this process's database pool (None: as many as it may hold), keep them open
+    while idle too, prepare a request's statements on each and hand them back, so that the first burst neither
+    waits on the pool opening them one by one nor pays for new server processes planning its statements. Each
     worker holds them: mind max_connections."""
     from django.db import connection
 
@@ -45,9 +45,14 @@ def _open_database_connections(count: int) -> int:
         return 0
     from gateway.billing.services import statements_prepare
 
+    wanted = pool.max_size if count is None else min(count, pool.max_size)
     connection.close()  # this thread's connection goes back first: a pool of 2 must not wait on itself
-    held = [pool.getconn() for _ in range(min(count, pool.max_size))]
+    if wanted > pool.min_size:
+        pool.resize(min_size=wanted, max_size=pool.max_size)  # it opens them now, and keeps them
+    held = []
     try:
+        for _ in range(wanted):
+            held.append(pool.getconn())
         for conn in held:  # a new server process plans them, and loads its catalog entries, now
             statements_prepare(conn)
     finally:
@@ -68,7 +73,7 @@ def _open_redis_connections(count: int) -> int:
     pool = backend._cache.get_client(None, write=True).connection_pool
     held = []
     try:
-        for _ in range(count):
+        for _ in range(min(count, pool.max_connections)):  # one more would be an error (an "outage")
             held.append(pool.get_connection())
     except UNAVAILABLE as exc:
         backend.breaker.failed(exc)
@@ -77,9 +82,10 @@ def _open_redis_connections(count: int) -> int:
     return len(held)
 
 
-def _warm_clients(*, database_connections: int, redis_connections: int) -> dict[str, str]:
+def _warm_clients(*, database_connections: int | None, redis_connections: int) -> dict[str, str]:
     """Open this process's database pool and Redis client, and load the catalog snapshot (one query). An
     unavailable database is reported, not raised: the worker still starts, and /readyz says so."""
+    import psycopg
     from django.db import DatabaseError, connections
 
     from gateway.cache import cache_status
@@ -90,7 +96,7 @@ def _warm_clients(*, database_connections: int, redis_connections: int) -> dict[
         current_snapshot()
         opened = _open_database_connections(database_connections)
         state["database"] = f"ok (catalog loaded), {opened} connections open"
-    except DatabaseError as exc:
+    except (DatabaseError, psycopg.Error) as exc:  # the pool's own (a timeout) and a prepared statement's too
         state["database"] = f"error ({type(exc).__name__})"
     finally:
         connections.close_all()  # this thread serves no requests: its connection goes back to the pool
@@ -101,9 +107,9 @@ def _warm_clients(*, database_connections: int, redis_connections: int) -> dict[
     return state
 
 
-def warm_up(*, database_connections: int = 0, redis_connections: int = 0) -> str:
-    """Warm this process, opening that many connections to the database and to Redis ahead of the first
-    burst; a one-line summary for the log."""
+def warm_up(*, database_connections: int | None = 0, redis_connections: int = 0) -> str:
+    """Warm this process, opening that many connections to the database (None: its whole pool) and to Redis
+    ahead of the first burst; a one-line summary for the log."""
     started = time.perf_counter()
     view = _warm_imports()
     clients = _warm_clients(database_connections=database_connections, redis_connections=redis_connections)

@@ -402,7 +402,6 @@ def statements_prepare(conn: psycopg.Connection) -> None:
         requested_model="",
         endpoint_id=0,
         latency_ms=0,
-        generation_time_ms=0,
     )
     hold = {"id": "0", "account": NO_ROW, "key": 0, "workspace": NO_ROW, "model": "", "amount": _usd(Decimal(0))}
     settle = _settle_params("0", outcome=generation_outcome(record=record), cost=_usd(Decimal(0)))

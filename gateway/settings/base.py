@@ -82,8 +82,8 @@ elif env.bool("DB_POOL", default=True):
     DATABASES["default"]["CONN_MAX_AGE"] = 0
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = False  # the pool checks, now and then (gateway/dbpool.py)
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
-        # Kept open even when idle (gunicorn's workers set it to the connections they open at start: a burst after
-        # a quiet spell would otherwise wait for the pool to open them again, one at a time).
+        # Kept open even when idle (gunicorn's workers raise it to the connections they open at start, gateway/wsgi.py:
+        # a burst after a quiet spell would otherwise wait for the pool to open them again, one at a time).
         "min_size": min(env.int("DB_POOL_MIN_SIZE", default=1), env.int("DB_POOL_MAX_SIZE", default=20)),
         "max_size": env.int("DB_POOL_MAX_SIZE", default=20),
         # A request waits at most this long for a connection, then is answered 503 with Retry-After.
