@@ -14,7 +14,7 @@ Measured per target, in this order:
   2. non-streaming, wrk closed loop at 1, 16 and 64 connections: requests/s, p50 (added over direct at 1),
      the target's own CPU per request (its process tree, psutil), and for this gateway PostgreSQL's CPU (the
      postmaster's auxiliary processes and the backends of the bench database) and Redis's, plus the bench
-     database's transactions and rows written per request (pg_stat_database deltas);
+     database's transactions, rows inserted and row updates per request (pg_stat_database deltas);
   3. each --streams burst: N streams opened at once, TTFT p50/p99, completed, CPU per stream;
   4. --held slow streams held open: RSS of the tree, and the TTFT of --probes new streams one at a time;
   5. the cold burst again, later (compare with 1).
@@ -184,18 +184,18 @@ def psql(database: str, sql: str) -> str:
     ).stdout.strip()
 
 
-def pg_counters(database: str) -> tuple[int, int, int]:
-    """(transactions, table scans, rows inserted + updated + deleted) of `database` so far: a statement that
-    reads is at least one scan, and outside a transaction block every statement is a transaction. Backends
-    report their counts within a second of going idle, so callers wait that long after a step."""
+def pg_counters(database: str) -> tuple[int, int, int, int]:
+    """(transactions, table scans, rows inserted, row versions updated or deleted) of `database` so far: a
+    statement that reads is at least one scan, and outside a transaction block every statement is a transaction.
+    Backends report their counts within a second of going idle, so callers wait that long after a step."""
     line = psql(
         database,
         "SELECT pg_stat_clear_snapshot(); SELECT xact_commit + xact_rollback, (SELECT sum(seq_scan + "
-        "coalesce(idx_scan, 0)) FROM pg_stat_user_tables), tup_inserted + tup_updated + tup_deleted "
+        "coalesce(idx_scan, 0)) FROM pg_stat_user_tables), tup_inserted, tup_updated + tup_deleted "
         "FROM pg_stat_database WHERE datname = current_database()",
     )
-    transactions, scans, rows = line.splitlines()[-1].split("|")
-    return int(transactions), int(scans or 0), int(rows)
+    transactions, scans, inserted, changed = line.splitlines()[-1].split("|")
+    return int(transactions), int(scans or 0), int(inserted), int(changed)
 
 
 # ---- targets -------------------------------------------------------------------------------------
@@ -502,7 +502,7 @@ def measured(target: Target) -> Iterator[dict]:
     if target.database:
         time.sleep(1.5)  # backends report their counters within a second of going idle
         after = pg_counters(target.database)
-        for index, name in enumerate(("pg_transactions", "pg_scans", "pg_rows_written")):
+        for index, name in enumerate(("pg_transactions", "pg_scans", "pg_rows_inserted", "pg_rows_updated")):
             found[name] = after[index] - counters[index]
 
 
@@ -513,7 +513,8 @@ PER_REQUEST = {
     "cpu_redis_s": ("cpu_redis_ms", 1000),
     "pg_transactions": ("pg_transactions", 1),
     "pg_scans": ("pg_scans", 1),
-    "pg_rows_written": ("pg_rows_written", 1),
+    "pg_rows_inserted": ("pg_rows_inserted", 1),
+    "pg_rows_updated": ("pg_rows_updated", 1),
 }
 
 
@@ -616,7 +617,10 @@ def table(results: dict, args) -> str:
 
     def database(found: dict) -> str:
         counts = per_request(found)
-        return f"{counts['pg_transactions']:.2f} / {counts['pg_scans']:.2f} / {counts['pg_rows_written']:.2f}"
+        return (
+            f"{counts['pg_transactions']:.2f} / {counts['pg_scans']:.2f} / {counts['pg_rows_inserted']:.2f}"
+            f" / {counts['pg_rows_updated']:.2f}"
+        )
 
     def throughput(found: dict) -> str:
         return f"{steps(found)[16]['rps']:.0f} / {steps(found)[64]['rps']:.0f}"
@@ -653,7 +657,7 @@ def table(results: dict, args) -> str:
     rows = [
         ("CPU per non-streaming request (own processes)", own_cpu, False),
         ("PostgreSQL + Redis CPU per request (beside it)", beside, False),
-        ("PostgreSQL transactions / table scans / rows written per request", database, False),
+        ("PostgreSQL transactions / table scans / rows inserted / row updates per request", database, False),
         ("requests/s at 16 / 64 concurrent", throughput, True),
         ("added p50 at concurrency 1 (p50 itself)", added_p50, True),
         *((f"{n:,} streams opened at once: TTFT p50 / p99 (completed)", burst(n), True) for n in args.streams),
@@ -672,6 +676,17 @@ def table(results: dict, args) -> str:
                 values.append("-")
         lines.append(f"| {label} | " + " | ".join(values) + " |")
     return "\n".join(lines)
+
+
+SPEED_LOOP = "a pure-Python loop of 10^7 additions"
+
+
+def python_speed() -> float:
+    """CPU seconds of SPEED_LOOP on the interpreter the gateway runs on: shared and virtual machines differ, and
+    vary over time, by more than most changes measured here."""
+    loop = "import time\nt = time.process_time()\ns = 0\nfor i in range(10**7): s += i\nprint(time.process_time() - t)"
+    python = str(ROOT / ".venv" / "bin" / "python")
+    return float(subprocess.run([python, "-c", loop], capture_output=True, text=True, check=True).stdout)
 
 
 def main() -> None:
@@ -693,13 +708,17 @@ def main() -> None:
             setattr(args, name, value)
     args.streams = [int(n) for n in str(args.streams).split(",")]
     started, load = time.monotonic(), os.getloadavg()[0]
+    speed = [python_speed()]
     results = run(args)
+    speed.append(python_speed())
     if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2))
+        Path(args.json).write_text(json.dumps({**results, "python_loop_s": speed}, indent=2))
     print(
         f"Non-streaming: wrk closed loop, {args.duration:g} s per step; streams: 20 chunks 50 ms apart; "
         f"held streams: 60 chunks 500 ms apart. Run took {time.monotonic() - started:.0f} s; load average "
-        f"{load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end (2 cores: above 2, others compete).\n"
+        f"{load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end (2 cores: above 2, others compete). "
+        f"The machine's speed: {SPEED_LOOP} on the project's interpreter took {speed[0]:.2f} s of CPU at the start, "
+        f"{speed[1]:.2f} s at the end (compare figures across machines, or runs, by it).\n"
     )
     print(table(results, args))
 
