@@ -47,8 +47,9 @@ def _open_database_connections(count: int | None) -> int:
 
     wanted = pool.max_size if count is None else min(count, pool.max_size)
     connection.close()  # this thread's connection goes back first: a pool of 2 must not wait on itself
-    if wanted > pool.min_size:
-        pool.resize(min_size=wanted, max_size=pool.max_size)  # it opens them now, and keeps them
+    missing = wanted - pool.get_stats()["pool_size"]
+    if missing > 0:  # the pool opens them now, and keeps them (resize adds the rise in min_size to what it has)
+        pool.resize(min_size=pool.min_size + missing, max_size=pool.max_size)
     held = []
     try:
         for _ in range(wanted):

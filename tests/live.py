@@ -46,6 +46,9 @@ class LiveGateway:
             "LOG_LEVEL": "WARNING",
             # Tests change keys and the catalog in this process and use them at once over HTTP: no 0.5 s window.
             "CACHE_VERSION_CHECK_SECONDS": "0",
+            # Workers keep what they open at start (the whole pool by default): several live gateways at once
+            # (instances sharing Redis, or one test's left while the next starts) would fill max_connections.
+            "GUNICORN_WARM_DB_CONNECTIONS": "2",
             **(extra_env or {}),
         }
         self.log = open(ROOT / f".live-gateway-{self.port}.log", "w")  # noqa: SIM115

@@ -101,3 +101,24 @@ def test_each_gunicorn_worker_is_warm_before_it_accepts(transactional_db, standi
         assert answer.status_code == 200, answer.text
     finally:
         gateway.stop()
+
+
+def test_a_workers_warm_up_opens_the_whole_database_pool_and_keeps_it_open(transactional_db):
+    from django.db import connection
+
+    from gateway.wsgi import _open_database_connections
+
+    if connection.vendor != "postgresql":
+        assert _open_database_connections(None) == 0  # no pool (SQLite): nothing to open
+        return
+    pool = connection.pool
+    connection.close()
+    kept, had = pool.min_size, pool.get_stats()["pool_size"]
+    try:
+        # When a worker warms up with the default count (None: the whole pool)
+        assert _open_database_connections(None) == pool.max_size
+        # Then every connection is open, no more, and the pool keeps those it opened while idle (its min_size)
+        assert pool.get_stats()["pool_size"] == pool.max_size
+        assert pool.min_size == kept + (pool.max_size - had) > kept
+    finally:
+        pool.resize(min_size=kept, max_size=pool.max_size)  # this test process needs no more than before
