@@ -104,21 +104,30 @@ def test_each_gunicorn_worker_is_warm_before_it_accepts(transactional_db, standi
 
 
 def test_a_workers_warm_up_opens_the_whole_database_pool_and_keeps_it_open(transactional_db):
-    from django.db import connection
-
-    from gateway.wsgi import _open_database_connections
-
-    if connection.vendor != "postgresql":
-        assert _open_database_connections(None) == 0  # no pool (SQLite): nothing to open
+    # In a fresh interpreter, as a worker (this test process's pool may hold connections other tests' threads kept)
+    script = (
+        "import json\n"
+        "import gateway.wsgi\n"
+        "from django.db import connection\n"
+        "from routing.snapshot import current_snapshot\n"
+        "current_snapshot()\n"  # what warm_up does first: the pool is open
+        "connection.close()\n"
+        "pool = getattr(connection, 'pool', None)\n"
+        "had = (pool.min_size, pool.get_stats()['pool_size']) if pool else None\n"
+        "opened = gateway.wsgi._open_database_connections(None)\n"
+        "print(json.dumps({'opened': opened, 'had': had, 'size': pool and pool.get_stats()['pool_size'],\n"
+        "    'min': pool and pool.min_size, 'max': pool and pool.max_size}))\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, env=gateway_env(), capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    found = json.loads(run.stdout.strip().splitlines()[-1])
+    if found["had"] is None:  # SQLite: no pool, nothing to open
+        assert found["opened"] == 0, found
         return
-    pool = connection.pool
-    connection.close()
-    kept, had = pool.min_size, pool.get_stats()["pool_size"]
-    try:
-        # When a worker warms up with the default count (None: the whole pool)
-        assert _open_database_connections(None) == pool.max_size
-        # Then every connection is open, no more, and the pool keeps those it opened while idle (its min_size)
-        assert pool.get_stats()["pool_size"] == pool.max_size
-        assert pool.min_size == kept + (pool.max_size - had) > kept
-    finally:
-        pool.resize(min_size=kept, max_size=pool.max_size)  # this test process needs no more than before
+    # A worker's warm-up with the default count (None: the whole pool) opens every connection, no more, and the
+    # pool keeps those it opened while idle (its min_size rises by as many)
+    (kept, had), size = found["had"], found["max"]
+    assert found["opened"] == found["size"] == size, found
+    assert found["min"] == kept + (size - had) > kept, found
