@@ -4,20 +4,34 @@ rendered, logged and stored, or raises ValueError (an attempt failure), never an
 Two things valid-looking JSON can carry that the standard parser lets through: nesting deeper than the
 interpreter allows (RecursionError, which is not a ValueError) and escaped lone surrogates (`"\\ud800"`, valid
 JSON but not valid Unicode: the UTF-8 encoder of the renderer and of the database driver then fail). The first
-becomes a ValueError; the second is replaced by U+FFFD."""
+becomes a ValueError; the second is replaced by U+FFFD.
+
+orjson parses first (C speed); what it refuses or would read differently goes to the standard parser, whose
+behaviour is the rule: text that is not UTF-8, NaN and infinite numbers, escaped lone surrogates, nesting past
+orjson's 1024 levels, and integers of 20 digits or more (orjson reads those beyond 64 bits as floats)."""
 
 import json
 import re
 from typing import Any
 
+import orjson
+
 REPLACEMENT = "\ufffd"
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abcdefABCDEF]")
 _SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89abcdefABCDEF]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_LONG_NUMBER = re.compile(r"\d{20}")
+_LONG_NUMBER_BYTES = re.compile(rb"\d{20}")
 
 
 def loads(data: str | bytes | bytearray) -> Any:
     """`json.loads` for upstream text (bytes: UTF-8, UTF-16 or UTF-32; invalid UTF-8 is decoded with U+FFFD)."""
+    long_number = _LONG_NUMBER.search(data) if isinstance(data, str) else _LONG_NUMBER_BYTES.search(data)
+    if long_number is None:
+        try:
+            return orjson.loads(data)  # it refuses lone surrogates, so nothing is left to clean
+        except orjson.JSONDecodeError:
+            pass  # the standard parser says what it makes of it
     try:
         try:
             value = json.loads(data)

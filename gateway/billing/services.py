@@ -6,6 +6,7 @@ trip) and settles in ONE statement, so the account row, which every request of t
 locked across a round trip; elsewhere (SQLite) the same steps run in a transaction. `balance >= reserved >= 0`
 is a database constraint: no hold or charge overdraws, whatever races happen above it."""
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -13,6 +14,7 @@ from decimal import Context, Decimal
 from typing import Any
 from uuid import UUID
 
+import orjson
 import psycopg
 from django.db import connection, transaction
 from django.db.models import (
@@ -22,6 +24,7 @@ from django.db.models import (
     DecimalField,
     F,
     IntegerField,
+    JSONField,
     Q,
     Sum,
     TextField,
@@ -30,6 +33,7 @@ from django.db.models import (
 )
 from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
+from psycopg.types.json import Jsonb
 
 from gateway.accounts.models import Account, ApiKey, Member, Workspace
 from gateway.billing.generations import OUTCOME_FIELDS, GenerationRecord, generation_id_new, generation_outcome
@@ -379,10 +383,21 @@ def _settle_params(generation_id: str, *, outcome: dict[str, Any], cost: Decimal
     params: dict[str, Any] = {
         name: value
         if value is None or type(value) is _PLAIN_COLUMNS.get(name)
+        else Jsonb(value, dumps=_jsonb_text)
+        if name in _JSON_COLUMNS
         else _OUTCOME_COLUMNS[name].get_db_prep_save(value, connection)
         for name, value in outcome.items()
     }
     return {**params, "id": generation_id, "cost": cost}
+
+
+def _jsonb_text(value: Any) -> bytes | str:
+    """A JSON column's value as the field's encoder (the standard one) writes it, at orjson's speed; what orjson
+    refuses (an integer beyond 64 bits) goes to the standard encoder."""
+    try:
+        return orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        return json.dumps(value)
 
 
 NO_ROW = UUID(int=0)  # no account has it; no key has id 0, no generation "0" (generation_id_new)
@@ -413,6 +428,10 @@ def statements_prepare(conn: psycopg.Connection) -> None:
 
 
 _OUTCOME_COLUMNS = {field.name: field for field in Generation._meta.concrete_fields if field.name in OUTCOME_FIELDS}
+# JSON columns with the standard encoder (the field's default): their values are plain JSON values.
+_JSON_COLUMNS = frozenset(
+    name for name, column in _OUTCOME_COLUMNS.items() if isinstance(column, JSONField) and column.encoder is None
+)
 # Columns whose values psycopg takes as they are when of this exact type (JSON and decimal columns are prepared).
 _PLAIN_COLUMNS: dict[str, type] = {
     name: str if isinstance(column, CharField | TextField) else bool if isinstance(column, BooleanField) else int

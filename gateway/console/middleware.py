@@ -15,6 +15,8 @@ import time
 from collections import OrderedDict
 from decimal import Decimal
 
+import orjson
+
 from gateway.accounts.authentication import Caller
 from gateway.billing.generations import GenerationRecord
 from gateway.console import metrics
@@ -49,6 +51,13 @@ def note_settled(record: GenerationRecord, charged: Decimal | None) -> None:
 def _take(generation_id: str) -> dict:
     with _pending_lock:
         return _pending.pop(generation_id, None) or {}
+
+
+def _encoded(line: dict) -> str:
+    try:
+        return orjson.dumps(line).decode()
+    except orjson.JSONEncodeError:  # a value orjson refuses (an unpaired surrogate): the standard encoder escapes it
+        return json.dumps(line, separators=(",", ":"))
 
 
 def _route(request) -> str:
@@ -107,6 +116,6 @@ class RequestLogMiddleware:
             if generation_id:
                 line["generation_id"] = generation_id
                 line.update(facts)
-            logger.info(json.dumps(line, separators=(",", ":")))
+            logger.info(_encoded(line))
         except Exception:  # noqa: BLE001, S110  # the log line never fails a response
             pass

@@ -213,7 +213,7 @@ GATEWAY_ENCRYPTION_KEYS = env.str("GATEWAY_ENCRYPTION_KEYS", default="")
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["gateway.accounts.authentication.ApiKeyAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_RENDERER_CLASSES": ["gateway.renderers.FastJSONRenderer"],  # DRF's JSON, encoded by orjson
     "DEFAULT_PARSER_CLASSES": ["gateway.parsers.StrictJSONParser"],  # nesting limit, finite numbers
     "DEFAULT_THROTTLE_CLASSES": ["gateway.accounts.throttling.ApiKeyRateThrottle"],
     "DEFAULT_CONTENT_NEGOTIATION_CLASS": "gateway.api.JsonFirstContentNegotiation",
