@@ -4,9 +4,9 @@ The same JSON as DRF writes with this project's settings (compact, UTF-8, U+2028
 decimals, UUIDs and lazy strings as DRF's encoder turns them), at C speed: DRF's encoder runs Python's json with a
 Python `default`, about a tenth of a small request's CPU in rendering its answer. A value orjson refuses (an integer
 beyond 64 bits, a string with an unpaired surrogate, a key that is not a string) and an indented rendering (an
-`indent` media type parameter) go to DRF's renderer, which answers them as it always did. Not finite numbers
-cannot reach it: requests refuse them (gateway/parsers.py) and upstream values are checked where they are read.
-"""
+`indent` media type parameter) go to DRF's renderer, which answers them as it always did. A number that is not
+finite (not JSON: requests refuse them, gateway/parsers.py, but an upstream's answer can carry one) is written as
+null, where DRF's encoder raised (a 500 for an answer already served and billed)."""
 
 from typing import Any
 

@@ -204,7 +204,8 @@ def _fast_parse_headers(fp, _class=http.client.HTTPMessage):
     return email.parser.Parser(_class=_class).parsestr(b"".join(lines).decode("iso-8859-1"))
 
 
-http.client.parse_headers = _fast_parse_headers
+if hasattr(http.client, "_read_headers"):  # the stdlib's reader this builds on (every CPython 3 so far)
+    http.client.parse_headers = _fast_parse_headers
 
 
 # ---- deadlines --------------------------------------------------------------------------------------------
@@ -614,7 +615,9 @@ TIMEOUTS = (TimeoutError, ReadTimeoutError)  # socket.timeout is TimeoutError
 
 def _json_body(body: dict) -> bytes:
     """A request body as JSON: orjson's UTF-8, or (a value it refuses: an integer beyond 64 bits, an unpaired
-    surrogate, a key that is not a string) the standard encoder's ASCII with escapes."""
+    surrogate, a key that is not a string) the standard encoder's ASCII with escapes. A number that is not finite
+    (a replayed tool call's arguments parsed leniently) goes as null, which is JSON, where the standard encoder
+    wrote NaN or Infinity, which an upstream refuses."""
     try:
         return orjson.dumps(body)
     except orjson.JSONEncodeError:

@@ -8,7 +8,8 @@ becomes a ValueError; the second is replaced by U+FFFD.
 
 orjson parses first (C speed); what it refuses or would read differently goes to the standard parser, whose
 behaviour is the rule: text that is not UTF-8, NaN and infinite numbers, escaped lone surrogates, nesting past
-orjson's 1024 levels, and integers of 20 digits or more (orjson reads those beyond 64 bits as floats)."""
+orjson's 1024 levels, and integers of 19 digits or more (orjson reads those beyond 64 bits as floats; a negative
+one of 19 digits can be)."""
 
 import json
 import re
@@ -20,8 +21,8 @@ REPLACEMENT = "\ufffd"
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abcdefABCDEF]")
 _SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89abcdefABCDEF]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
-_LONG_NUMBER = re.compile(r"\d{20}")
-_LONG_NUMBER_BYTES = re.compile(rb"\d{20}")
+_LONG_NUMBER = re.compile(r"\d{19}")
+_LONG_NUMBER_BYTES = re.compile(rb"\d{19}")
 
 
 def loads(data: str | bytes | bytearray) -> Any:

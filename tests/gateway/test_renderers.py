@@ -78,6 +78,7 @@ def test_any_json_value_renders_to_what_drf_renders(value):
         b'{"a": 1, "b": [1.5, "x"], "c": {"d": null}}',
         b'{"tokens": 123456789012345678901234567890}',  # beyond 64 bits: an exact integer, as the standard parser
         b'{"n": 18446744073709551615, "m": -9223372036854775808}',
+        b'{"seed": -9300000000000000000, "edge": -9223372036854775809}',  # 19 digits below -2**63
         b'{"a": NaN, "b": Infinity}',  # the standard parser's leniency is kept (numbers are checked where read)
         b'{"a": 1e400}',
         b'{"a": 1, "a": 2}',
@@ -95,6 +96,21 @@ def test_upstream_json_keeps_its_cleaning_of_lone_surrogates_and_bad_utf8():
     with pytest.raises(ValueError):
         jsonsafe.loads(b"[" * 5000 + b"]" * 5000)
     assert math.isnan(jsonsafe.loads("NaN"))
+
+
+def test_a_number_that_is_not_finite_is_written_as_null():
+    """Not JSON: DRF's encoder raised (a 500 for an answer served and billed) and the standard encoder sent NaN,
+    which an upstream refuses; null is what a JSON reader can take."""
+    assert fast.render({"index": math.nan, "x": math.inf}) == b'{"index":null,"x":null}'
+    assert outbound._json_body({"x": math.nan}) == b'{"x":null}'
+
+
+def test_the_access_log_line_stays_ascii():
+    from gateway.console.middleware import _encoded
+
+    line = {"model": 'evil\u2028{"forged":1}\u0085é', "status": 200}
+    assert _encoded(line) == json.dumps(line, separators=(",", ":")) and _encoded(line).isascii()
+    assert _encoded({"status": 200, "route": "api/v1/responses"}) == '{"status":200,"route":"api/v1/responses"}'
 
 
 def test_request_bodies_are_compact_utf8_json_and_what_orjson_refuses_is_still_sent():
