@@ -8,6 +8,8 @@ beyond 64 bits, a string with an unpaired surrogate, a key that is not a string)
 finite (not JSON: requests refuse them, gateway/parsers.py, but an upstream's answer can carry one) is written as
 null, where DRF's encoder raised (a 500 for an answer already served and billed)."""
 
+import contextlib
+import json
 from typing import Any
 
 import orjson
@@ -27,13 +29,21 @@ def json_bytes(data: Any) -> bytes:
     return rendered
 
 
+def json_compact(value: Any) -> bytes:
+    """Plain JSON values (no DRF types) as compact JSON: orjson's UTF-8, or (what orjson refuses: an integer beyond
+    64 bits, an unpaired surrogate, a key that is not a string) the standard encoder's ASCII with escapes. A number
+    that is not finite is written as null (the standard encoder wrote NaN or Infinity, which are not JSON)."""
+    try:
+        return orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        return json.dumps(value, separators=(",", ":")).encode()
+
+
 class FastJSONRenderer(JSONRenderer):
     def render(self, data, accepted_media_type=None, renderer_context=None):
         if data is None:
             return b""
         if self.get_indent(accepted_media_type, renderer_context or {}) is None:
-            try:
+            with contextlib.suppress(orjson.JSONEncodeError):  # refused: DRF's encoder says what it makes of it
                 return json_bytes(data)
-            except orjson.JSONEncodeError:
-                pass  # DRF's encoder says what it makes of it
         return super().render(data, accepted_media_type, renderer_context)

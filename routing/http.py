@@ -34,7 +34,6 @@ from dataclasses import dataclass, replace
 from typing import ClassVar, cast
 from urllib.parse import urlencode
 
-import orjson
 import urllib3
 from django.conf import settings
 from gevent import monkey
@@ -55,6 +54,7 @@ from urllib3.util.timeout import _DEFAULT_TIMEOUT
 from urllib3.util.url import parse_url
 
 from gateway.netaddr import is_public_address, literal_address
+from gateway.renderers import json_compact
 
 MAX_ERROR_BODY = 64 * 1024  # an error body longer than this is cut (its message is all we keep)
 
@@ -561,7 +561,7 @@ def request(
     pools = _any_destination if private_ok else _public_only
     data = content
     if json_body is not None:
-        data = _json_body(json_body)
+        data = json_compact(json_body)  # a non-finite number (a replayed tool call's arguments) goes as null
         headers = {"Content-Type": "application/json", **headers}
     elif form_body is not None:
         data = urlencode(form_body).encode()
@@ -611,17 +611,6 @@ def request(
 
 
 TIMEOUTS = (TimeoutError, ReadTimeoutError)  # socket.timeout is TimeoutError
-
-
-def _json_body(body: dict) -> bytes:
-    """A request body as JSON: orjson's UTF-8, or (a value it refuses: an integer beyond 64 bits, an unpaired
-    surrogate, a key that is not a string) the standard encoder's ASCII with escapes. A number that is not finite
-    (a replayed tool call's arguments parsed leniently) goes as null, which is JSON, where the standard encoder
-    wrote NaN or Infinity, which an upstream refuses."""
-    try:
-        return orjson.dumps(body)
-    except orjson.JSONEncodeError:
-        return json.dumps(body, separators=(",", ":")).encode()
 
 
 def _has_defaults(headers: dict) -> bool:

@@ -11,6 +11,7 @@ behaviour is the rule: text that is not UTF-8, NaN and infinite numbers, escaped
 orjson's 1024 levels, and integers of 19 digits or more (orjson reads those beyond 64 bits as floats; a negative
 one of 19 digits can be)."""
 
+import contextlib
 import json
 import re
 from typing import Any
@@ -29,10 +30,8 @@ def loads(data: str | bytes | bytearray) -> Any:
     """`json.loads` for upstream text (bytes: UTF-8, UTF-16 or UTF-32; invalid UTF-8 is decoded with U+FFFD)."""
     long_number = _LONG_NUMBER.search(data) if isinstance(data, str) else _LONG_NUMBER_BYTES.search(data)
     if long_number is None:
-        try:
+        with contextlib.suppress(orjson.JSONDecodeError):  # refused: the standard parser says what it makes of it
             return orjson.loads(data)  # it refuses lone surrogates, so nothing is left to clean
-        except orjson.JSONDecodeError:
-            pass  # the standard parser says what it makes of it
     try:
         try:
             value = json.loads(data)

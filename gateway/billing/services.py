@@ -6,7 +6,6 @@ trip) and settles in ONE statement, so the account row, which every request of t
 locked across a round trip; elsewhere (SQLite) the same steps run in a transaction. `balance >= reserved >= 0`
 is a database constraint: no hold or charge overdraws, whatever races happen above it."""
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -14,7 +13,6 @@ from decimal import Context, Decimal
 from typing import Any
 from uuid import UUID
 
-import orjson
 import psycopg
 from django.db import connection, transaction
 from django.db.models import (
@@ -41,6 +39,7 @@ from gateway.billing.models import IN_PROGRESS, EntryKind, Generation, KeyUsageD
 from gateway.billing.selectors import key_open_holds, key_usage_in_window, window_starts
 from gateway.dbpool import prepared_cursor
 from gateway.errors import GatewayError, PaymentRequired
+from gateway.renderers import json_compact
 
 MSG_INSUFFICIENT = "Insufficient credits. Add more credits to your account to continue."
 MSG_KEY_LIMIT = "This API key's credit limit is exhausted"
@@ -383,21 +382,12 @@ def _settle_params(generation_id: str, *, outcome: dict[str, Any], cost: Decimal
     params: dict[str, Any] = {
         name: value
         if value is None or type(value) is _PLAIN_COLUMNS.get(name)
-        else Jsonb(value, dumps=_jsonb_text)
+        else Jsonb(value, dumps=json_compact)
         if name in _JSON_COLUMNS
         else _OUTCOME_COLUMNS[name].get_db_prep_save(value, connection)
         for name, value in outcome.items()
     }
     return {**params, "id": generation_id, "cost": cost}
-
-
-def _jsonb_text(value: Any) -> bytes | str:
-    """A JSON column's value as the field's encoder (the standard one) writes it, at orjson's speed; what orjson
-    refuses (an integer beyond 64 bits) goes to the standard encoder."""
-    try:
-        return orjson.dumps(value)
-    except orjson.JSONEncodeError:
-        return json.dumps(value)
 
 
 NO_ROW = UUID(int=0)  # no account has it; no key has id 0, no generation "0" (generation_id_new)

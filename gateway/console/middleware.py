@@ -15,11 +15,10 @@ import time
 from collections import OrderedDict
 from decimal import Decimal
 
-import orjson
-
 from gateway.accounts.authentication import Caller
 from gateway.billing.generations import GenerationRecord
 from gateway.console import metrics
+from gateway.renderers import json_compact
 
 logger = logging.getLogger("gateway.access")
 REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
@@ -56,11 +55,8 @@ def _take(generation_id: str) -> dict:
 def _encoded(line: dict) -> str:
     """The line as JSON in ASCII, as the standard encoder writes it (a client-chosen model name with a Unicode line
     separator must not split it), at orjson's speed when it is ASCII anyway (nearly always)."""
-    try:
-        encoded = orjson.dumps(line)
-    except orjson.JSONEncodeError:  # a value orjson refuses (an unpaired surrogate)
-        encoded = b""
-    return encoded.decode() if encoded and encoded.isascii() else json.dumps(line, separators=(",", ":"))
+    encoded = json_compact(line)
+    return encoded.decode() if encoded.isascii() else json.dumps(line, separators=(",", ":"))
 
 
 def _route(request) -> str:
