@@ -180,7 +180,9 @@ def _literal_socket(conn: HTTPConnection) -> socket.socket:
 
 # ---- response heads -----------------------------------------------------------------------------------------
 
-_HEADER_LINE = re.compile(rb"([!-9;-~]+):[ \t]*([^\r\n]*)\r?\n")  # a field name, its value: no folding, nothing odd
+# A field name, its value: no folding, nothing odd (no character the parser's line splitting breaks a line at).
+_HEADER_LINE = re.compile(rb"([!-9;-~]+):[ \t]*([^\r\n\x0b\x0c\x1c-\x1e\x85]*)\r?\n")
+_HEAD_ENDS = (b"\r\n", b"\n", b"")  # the line _read_headers stops at (included in what it returns)
 
 
 def _fast_parse_headers(fp, _class=http.client.HTTPMessage):
@@ -189,9 +191,9 @@ def _fast_parse_headers(fp, _class=http.client.HTTPMessage):
     the parser). Anything else (a folded line, a name the parser reads differently, an unusual head) is left to
     the standard parser, which gives the same message for plain lines (tests/routing/test_http_heads.py)."""
     lines = http.client._read_headers(fp)  # type: ignore[attr-defined]  # the stdlib's own reader and limits
-    if _class is http.client.HTTPMessage:
+    if _class is http.client.HTTPMessage and lines[-1] in _HEAD_ENDS:
         fields = []
-        for line in lines:
+        for line in lines[:-1]:
             match = _HEADER_LINE.fullmatch(line)
             if match is None or line.startswith(b"From "):
                 break

@@ -212,3 +212,62 @@ def test_a_hold_does_not_wait_for_the_disk_and_a_settlement_does(transactional_d
     settled = wal_syncs() - before - held
     assert held < 3 and settled >= 10  # (the WAL writer also flushes now and then on its own)
     assert_books(alice.account_id)
+
+
+def _pooled() -> bool:
+    return connection.vendor == "postgresql" and getattr(connection, "pool", None) is not None
+
+
+@pytest.mark.skipif(not _pooled(), reason="PostgreSQL's connection pool")
+@pytest.mark.django_db(transaction=True)
+def test_outside_a_transaction_the_hold_and_the_settlement_each_borrow_a_pooled_connection(alice, standin_catalog):
+    from django.db.backends.signals import connection_created
+
+    client = alice.client()
+    assert ask(client).status_code == 200  # the key and the catalog are cached now
+    connection.close()
+    pool = connection.pool
+    ran: list[tuple[str, bool]] = []
+    opened: list[object] = []
+
+    def counting(execute, sql, params, many, context):
+        ran.append((sql.split("(", 1)[0].split()[0], connection.connection is None))
+        return execute(sql, params, many, context)
+
+    def created(sender, connection, **kwargs):
+        opened.append(connection)
+
+    connection_created.connect(created)
+    requests_before = pool.get_stats().get("requests_num", 0)
+    try:
+        with connection.execute_wrapper(counting):
+            response = ask(client)
+    finally:
+        connection_created.disconnect(created)
+    assert response.status_code == 200
+    # Then two statements (the hold's WITH, the settlement's WITH), counted as any cursor's, each on a connection
+    # borrowed from the pool and given back, and Django's own connection never opened for them
+    assert ran == [("WITH", True), ("WITH", True)]
+    assert opened == []
+    stats = pool.get_stats()
+    assert stats.get("requests_num", 0) - requests_before == 2
+    assert stats["pool_available"] == stats["pool_size"]
+    record = Generation.objects.get(pk=response["X-Generation-Id"])
+    assert record.status == "completed" and settlements(record.id) == [EntryKind.CHARGE]
+
+
+@pytest.mark.skipif(not _pooled(), reason="PostgreSQL's connection pool")
+@pytest.mark.django_db(transaction=True)
+def test_a_failing_statement_on_a_borrowed_connection_is_djangos_error_and_the_connection_goes_back():
+    from gateway.dbpool import prepared_cursor
+
+    connection.close()
+    pool = connection.pool
+    with pytest.raises(DatabaseError, match="division by zero"), prepared_cursor() as cursor:
+        cursor.execute("SELECT 1 / %(zero)s", {"zero": 0})
+    assert connection.connection is None
+    stats = pool.get_stats()
+    assert stats["pool_available"] == stats["pool_size"]  # returned (rolled back by the pool if it had to be)
+    with prepared_cursor() as cursor:
+        cursor.execute("SELECT %(one)s + 1", {"one": 1})
+        assert cursor.fetchone() == (2,)

@@ -39,12 +39,34 @@ HEADS = [
     b"A: b\rc\r\n\r\n",
     b"A: b\x0bc\x0c\x1c\x85\x00d\r\n\r\n",
     b"Set-Cookie: a=1\r\nSet-Cookie: b=2\r\n\r\n",
+    b"A: b\x1dc\r\nB: \x1e\r\n\r\n",
+    b"A: b\r\nB: c\r\n",  # the connection ended before the blank line
+    b"A: b\r\nB: c",
 ]
 
 
 @pytest.mark.parametrize("head", HEADS)
 def test_a_head_parses_to_the_standard_parsers_message(head):
     assert comparable(http.client.parse_headers(io.BytesIO(head))) == comparable(standard(head))
+
+
+def test_a_plain_head_is_read_without_the_email_parser(monkeypatch):
+    """The fast path is taken for what upstreams send (a head's last line, the blank one, included)."""
+
+    def refused(*args, **kwargs):
+        raise AssertionError("the email parser read a plain head")
+
+    monkeypatch.setattr(email.parser, "Parser", refused)
+    head = b"content-type: application/json\r\ncontent-length: 661\r\nDate: Thu, 26 Nov 2026 21:00:00 GMT\r\n\r\n"
+    message = http.client.parse_headers(io.BytesIO(head))
+    assert message.items() == [
+        ("content-type", "application/json"),
+        ("content-length", "661"),
+        ("Date", "Thu, 26 Nov 2026 21:00:00 GMT"),
+    ]
+    assert message["Content-Length"] == "661"
+    with pytest.raises(AssertionError, match="email parser"):  # a folded line is the parser's
+        http.client.parse_headers(io.BytesIO(b"A: b\r\n c\r\n\r\n"))
 
 
 @settings(max_examples=400, deadline=None)
