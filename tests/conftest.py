@@ -13,6 +13,21 @@ from gateway.billing.provisioning import account_provision
 from tests.support import STANDIN_KEY, Persona
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _pool_on_the_test_database(django_db_setup):
+    """PostgreSQL's pool is made once per process from the settings of the moment: one made before the test
+    database existed (by reading `connection.pool` at import or collection time) would run every test on the main
+    database. Refuse to run then."""
+    from django.db import connections
+
+    for alias in connections:
+        db = connections[alias]
+        pools = getattr(type(db), "_connection_pools", {})
+        pool = pools.get(alias)
+        if pool is not None and pool.kwargs.get("dbname") != db.settings_dict["NAME"]:
+            pytest.exit(f"the {alias} pool was made for {pool.kwargs.get('dbname')}, not the test database", 3)
+
+
 @pytest.fixture(autouse=True)
 def _fresh_cache():
     """Health, stickiness and throttle state live in the cache: every test starts without any."""

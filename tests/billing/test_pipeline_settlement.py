@@ -5,6 +5,7 @@ on PostgreSQL: a successful request writes exactly 2 rows, a failed one 1 (its r
 from decimal import Decimal
 
 import pytest
+from django.conf import settings
 from django.db import DatabaseError, connection
 from django.test.utils import CaptureQueriesContext
 
@@ -215,7 +216,8 @@ def test_a_hold_does_not_wait_for_the_disk_and_a_settlement_does(transactional_d
 
 
 def _pooled() -> bool:
-    return connection.vendor == "postgresql" and getattr(connection, "pool", None) is not None
+    # From the settings: `connection.pool` would create the pool, at collection time on the main database's name
+    return connection.vendor == "postgresql" and bool(settings.DATABASES["default"].get("OPTIONS", {}).get("pool"))
 
 
 @pytest.mark.skipif(not _pooled(), reason="PostgreSQL's connection pool")
