@@ -112,6 +112,8 @@ def pre_stages(
             response_charge_checks(ctx=ctx, prepared=prepared, cost=prepared.stage_cost + result.cost_usd)
             raise error
         if isinstance(result, Staged):
+            if result.request is prepared.canonical and result.adds_nothing():
+                continue  # what the fold below would make of it: the same prepared request, no entry
             ran += result.entries
             if result.models:  # a router chose: later stages and the plan see its models
                 prepared = replace(prepared, models=list(result.models), strategy=result.strategy or "direct")

@@ -174,6 +174,9 @@ class StageEntry:
         return entry
 
 
+NO_USAGE = Usage()
+
+
 @dataclass(frozen=True, slots=True)
 class Staged:
     """A pre-stage's result with more than the request: its own pipeline entries (instead of the default
@@ -192,6 +195,20 @@ class Staged:
     # Holds the stage took to cover `cost_usd` before it was spent (a fusion panel's): given back once the request's
     # own hold covers that cost, or when the request is refused.
     releases: tuple[Callable[[], object], ...] = ()
+
+    def adds_nothing(self) -> bool:
+        """Nothing besides the request (a stage with nothing to do for it, as most are for most requests)."""
+        return not (
+            self.entries
+            or self.limits
+            or self.caps
+            or self.cost_usd
+            or self.record
+            or self.models
+            or self.strategy
+            or self.releases
+            or self.usage != NO_USAGE
+        )
 
 
 @dataclass(frozen=True, slots=True)
