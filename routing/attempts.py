@@ -90,7 +90,7 @@ class _Opened:
 
 def release_db_connection() -> None:
     """Return this thread's database connection (to the pool on PostgreSQL); Django reopens it on demand."""
-    if not connection.in_atomic_block:
+    if connection.connection is not None and not connection.in_atomic_block:  # (none open: the usual case)
         connection.close()
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from uuid import UUID
 
 import psycopg
-from django.db import connection, transaction
+from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.db.models import (
     BooleanField,
     Case,
@@ -379,12 +379,13 @@ def _close(reservation: ReservationHandle, *, outcome: dict[str, Any], cost: Dec
 
 
 def _settle_params(generation_id: str, *, outcome: dict[str, Any], cost: Decimal) -> dict[str, Any]:
+    db = connections[DEFAULT_DB_ALIAS]  # once (`connection` looks it up again on every use)
     params: dict[str, Any] = {
         name: value
         if value is None or type(value) is _PLAIN_COLUMNS.get(name)
         else Jsonb(value, dumps=json_compact)
         if name in _JSON_COLUMNS
-        else _OUTCOME_COLUMNS[name].get_db_prep_save(value, connection)
+        else _OUTCOME_COLUMNS[name].get_db_prep_save(value, db)
         for name, value in outcome.items()
     }
     return {**params, "id": generation_id, "cost": cost}

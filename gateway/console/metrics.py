@@ -12,6 +12,7 @@ import hmac
 import ipaddress
 import os
 from decimal import Decimal
+from typing import Any
 
 from django.conf import settings
 from django.http import Http404, HttpResponse
@@ -57,6 +58,21 @@ SPEND = Counter("gateway_spend_usd", "Credits charged (USD) by settled requests"
 GENERATIONS = Counter("gateway_generations", "Settled requests by provider and status", ["provider", "status"])
 OPEN_STREAMS = Gauge("gateway_open_streams", "Streamed responses being sent", multiprocess_mode="livesum")
 
+_CHILDREN: dict[tuple, Any] = {}  # (metric, label values) -> its child
+MAX_CHILDREN = 4096  # forgotten all at once past this (a client-chosen model name is a label value)
+
+
+def labelled(metric: Any, *values: str) -> Any:
+    """`metric.labels(*values)`, remembered: prometheus_client validates the values and takes a lock to find the
+    child each time, some ten times a request."""
+    key = (metric, values)
+    child = _CHILDREN.get(key)
+    if child is None:
+        if len(_CHILDREN) >= MAX_CHILDREN:
+            _CHILDREN.clear()
+        child = _CHILDREN[key] = metric.labels(*values)
+    return child
+
 
 def record_settled(record: GenerationRecord, charged: Decimal | None) -> None:
     """Counts a settled request (billing's settlement observer); never raises into settlement."""
@@ -64,12 +80,12 @@ def record_settled(record: GenerationRecord, charged: Decimal | None) -> None:
         provider = record.provider or "none"
         for attempt in record.provider_responses:
             outcome = "ok" if attempt.error_type is None and attempt.status == 200 else attempt.error_type or "error"
-            ATTEMPTS.labels(attempt.provider_name or "unknown", outcome).inc()
-        GENERATIONS.labels(provider, record.status).inc()
+            labelled(ATTEMPTS, attempt.provider_name or "unknown", outcome).inc()
+        labelled(GENERATIONS, provider, record.status).inc()
         if record.ttft_ms is not None:
-            TTFT_SECONDS.labels(provider).observe(record.ttft_ms / 1000)
+            labelled(TTFT_SECONDS, provider).observe(record.ttft_ms / 1000)
         if record.latency_ms is not None:
-            GENERATION_SECONDS.labels(provider).observe(record.latency_ms / 1000)
+            labelled(GENERATION_SECONDS, provider).observe(record.latency_ms / 1000)
         model = record.model or record.requested_model or "none"
         for kind, count in (
             ("input", record.tokens_input),
@@ -78,9 +94,9 @@ def record_settled(record: GenerationRecord, charged: Decimal | None) -> None:
             ("cached", record.tokens_cached),
         ):
             if count:
-                TOKENS.labels(provider, model, kind).inc(count)
+                labelled(TOKENS, provider, model, kind).inc(count)
         if charged:
-            SPEND.labels(provider, "true" if record.is_byok else "false").inc(float(charged))
+            labelled(SPEND, provider, "true" if record.is_byok else "false").inc(float(charged))
     except Exception:  # noqa: BLE001, S110  # metrics never fail a request's billing
         pass
 

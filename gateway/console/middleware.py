@@ -92,8 +92,8 @@ class RequestLogMiddleware:
             status = response.status_code
             if streamed:
                 metrics.OPEN_STREAMS.dec()
-            metrics.REQUESTS.labels(route, str(status)).inc()
-            metrics.REQUEST_SECONDS.labels(route).observe(elapsed)
+            metrics.labelled(metrics.REQUESTS, route, str(status)).inc()
+            metrics.labelled(metrics.REQUEST_SECONDS, route).observe(elapsed)
             generation_id = response.get("X-Generation-Id")
             facts = _take(generation_id) if generation_id else {}
             if not logger.isEnabledFor(logging.INFO):

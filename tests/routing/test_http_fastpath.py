@@ -252,3 +252,38 @@ def test_a_host_name_is_still_resolved(servers, no_resolver):
     with pytest.raises(http.TransportError):
         post(f"http://localhost:{first.port}/v1/a")
     assert no_resolver == ["localhost"] and first.accepted == 0
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_a_watchdog_whose_thread_ended_starts_another_on_the_next_arm(monkeypatch):
+    # Given a watchdog whose thread ends at once (a defect in it: nothing should end it)
+    watchdog = http._Watchdog()
+    ended: list[bool] = []
+    watching = http._Watchdog._watch
+
+    def ending_once(self):
+        if not ended:
+            ended.append(True)
+            raise RuntimeError("the watchdog's loop broke")
+        return watching(self)
+
+    monkeypatch.setattr(http._Watchdog, "_watch", ending_once)
+    watchdog.arm(http._Watch(), time.monotonic() + 60)
+    deadline = time.monotonic() + 5
+    while watchdog._thread is not None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert ended and watchdog._thread is None
+    # When the next call arms its deadline, then a new thread watches it and cuts the call on time
+    near = http._Watch()
+    left, right = socket.socketpair()
+    try:
+        near.sock = left
+        watchdog.arm(near, time.monotonic() + 0.1)
+        deadline = time.monotonic() + 5
+        while not near.fired and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert near.fired and watchdog._thread is not None and watchdog._thread.is_alive()
+    finally:
+        watchdog.disarm(near)
+        left.close()
+        right.close()
