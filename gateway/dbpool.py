@@ -50,8 +50,9 @@ def prepared_cursor() -> Iterator[CursorWrapper]:
     With a pool and no connection open in this thread, the statement runs on a connection borrowed from the pool
     for just this statement and handed straight back: what Django's own connect and close would do around it
     (settings read, signals sent, autocommit and time zone checked: a fifth of a statement's CPU) is not needed for
-    one statement in autocommit on a connection the pool configured. An open connection (a transaction, or the
-    ORM used earlier in the request) is used as it is. Either way the cursor is Django's wrapper: counted, logged,
+    one statement in autocommit on a connection the pool configured (autocommit is the one setting a connection can
+    come back without: it is turned on again). An open connection (a transaction, or the ORM used earlier in the
+    request) is used as it is. Either way the cursor is Django's wrapper: counted, logged,
     its errors Django's."""
     db = connections[DEFAULT_DB_ALIAS]  # once: each `connection.x` looks the connection up again
     if db.vendor != "postgresql" or db.settings_dict["OPTIONS"].get("prepare_threshold") is None:
@@ -59,7 +60,7 @@ def prepared_cursor() -> Iterator[CursorWrapper]:
             yield cursor
         return
     pool = getattr(db, "pool", None)  # PostgreSQL's, when configured
-    if pool is None or db.connection is not None:
+    if pool is None or db.connection is not None or db.in_atomic_block:  # (atomic, closed: Django refuses)
         db.ensure_connection()
         with db.wrap_database_errors:
             # _prepare_cursor: what Django's own cursor() does with the cursor it creates (wrapped, counted, logged)
@@ -74,6 +75,8 @@ def prepared_cursor() -> Iterator[CursorWrapper]:
             pool._check = check_now_and_then
         raw = pool.getconn()
     try:
+        if not raw.autocommit:  # handed back by a Django connection that left autocommit off (Django's connect sets it)
+            raw.autocommit = True
         with db._prepare_cursor(Cursor(raw)) as wrapped:  # type: ignore[attr-defined]
             yield wrapped
     finally:

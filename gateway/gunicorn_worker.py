@@ -144,6 +144,9 @@ class HeaderDeadlines:
                     pass
 
 
+JOINED_BODY_MAX = 64 * 1024  # first body bytes up to this size go in the head's send (a copy of them is made)
+
+
 class _HeadWithBody:
     """Stands for the client's socket while a response writes: keeps what is written while `keeping` (the head),
     then sends it in front of the next bytes (the first body bytes), or alone at `flush()`."""
@@ -160,7 +163,12 @@ class _HeadWithBody:
             self.head += data
             return
         head, self.head = self.head, b""
-        self.sock.sendall(head + data if head else data)
+        if head and len(data) <= JOINED_BODY_MAX:
+            self.sock.sendall(head + data)
+            return
+        if head:  # a large first chunk is not copied to be joined
+            self.sock.sendall(head)
+        self.sock.sendall(data)
 
     def flush(self) -> None:
         head, self.head = self.head, b""

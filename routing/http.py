@@ -191,7 +191,7 @@ def _fast_parse_headers(fp, _class=http.client.HTTPMessage):
     the parser). Anything else (a folded line, a name the parser reads differently, an unusual head) is left to
     the standard parser, which gives the same message for plain lines (tests/routing/test_http_heads.py)."""
     lines = http.client._read_headers(fp)  # type: ignore[attr-defined]  # the stdlib's own reader and limits
-    if _class is http.client.HTTPMessage and lines[-1] in _HEAD_ENDS:
+    if _class is http.client.HTTPMessage and lines[-1] in _HEAD_ENDS:  # (the reader stops there; checked anyway)
         fields = []
         for line in lines[:-1]:
             match = _HEADER_LINE.fullmatch(line)
@@ -253,8 +253,9 @@ class _Watchdog:
             watch.token = next(self._seq) + 1
             heapq.heappush(self._heap, (deadline, watch.token, watch))
             if self._thread is None:  # not started in this process, or it ended (_run)
-                self._thread = threading.Thread(target=self._run, name="upstream-deadlines", daemon=True)
-                self._thread.start()
+                thread = threading.Thread(target=self._run, name="upstream-deadlines", daemon=True)
+                thread.start()  # (if it cannot start, the next arm tries again)
+                self._thread = thread
             elif self._heap[0][2] is watch:
                 self._cond.notify()
 

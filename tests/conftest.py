@@ -13,19 +13,16 @@ from gateway.billing.provisioning import account_provision
 from tests.support import STANDIN_KEY, Persona
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _pool_on_the_test_database(django_db_setup):
-    """PostgreSQL's pool is made once per process from the settings of the moment: one made before the test
-    database existed (by reading `connection.pool` at import or collection time) would run every test on the main
-    database. Refuse to run then."""
+def pytest_collection_finish(session):
+    """PostgreSQL's pool is made once per process from the settings of the moment: one made while the tests were
+    collected (by reading `connection.pool` at import time) holds the main database's name, and every test would
+    then run on the main database. Refuse to run then."""
     from django.db import connections
 
     for alias in connections:
-        db = connections[alias]
-        pools = getattr(type(db), "_connection_pools", {})
-        pool = pools.get(alias)
-        if pool is not None and pool.kwargs.get("dbname") != db.settings_dict["NAME"]:
-            pytest.exit(f"the {alias} pool was made for {pool.kwargs.get('dbname')}, not the test database", 3)
+        made = getattr(type(connections[alias]), "_connection_pools", {})
+        if alias in made:
+            pytest.exit(f"the {alias} database pool was made while collecting, before the test database existed", 3)
 
 
 @pytest.fixture(autouse=True)

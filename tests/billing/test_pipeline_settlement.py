@@ -275,3 +275,38 @@ def test_a_failing_statement_on_a_borrowed_connection_is_djangos_error_and_the_c
     with prepared_cursor() as cursor:
         cursor.execute("SELECT %(one)s + 1", {"one": 1})
         assert cursor.fetchone() == (2,)
+
+
+@pytest.mark.skipif(not _pooled(), reason="PostgreSQL's connection pool")
+@pytest.mark.django_db(transaction=True)
+def test_a_pooled_connection_handed_back_without_autocommit_is_borrowed_with_it():
+    from gateway.dbpool import prepared_cursor
+
+    # Given every idle connection of the pool handed back with autocommit off (as a Django connection closed inside
+    # a transaction leaves it; Django's own connect turns it on again)
+    connection.close()
+    pool = connection.pool
+    idle = [pool.getconn() for _ in range(pool.get_stats()["pool_available"])]
+    for raw in idle:
+        raw.autocommit = False
+        pool.putconn(raw)
+    # When a statement borrows one, then it runs in autocommit (its effect stays after the connection goes back)
+    with prepared_cursor() as cursor:
+        assert cursor.cursor.connection.autocommit
+        cursor.execute("SELECT set_config('application_name', %(name)s, false)", {"name": "borrowed"})
+        cursor.execute("SELECT txid_current_if_assigned() IS NULL")
+        assert cursor.fetchone() == (True,)  # no transaction block opened
+
+
+@pytest.mark.skipif(not _pooled(), reason="PostgreSQL's connection pool")
+@pytest.mark.django_db(transaction=True)
+def test_inside_a_transaction_whose_connection_was_closed_a_statement_is_refused_not_run_apart():
+    from django.db import ProgrammingError, transaction
+
+    from gateway.dbpool import prepared_cursor
+
+    with pytest.raises(ProgrammingError, match="atomic block"), transaction.atomic():
+        connection.ensure_connection()
+        connection.close()  # the pool takes the connection back; the transaction is gone with it
+        with prepared_cursor() as cursor:  # borrowing here would run it on its own, outside the transaction
+            cursor.execute("SELECT 1")

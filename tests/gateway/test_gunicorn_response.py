@@ -104,3 +104,11 @@ def test_a_worker_builds_its_responses_with_it(monkeypatch):
     worker = Worker()
     worker.run()
     assert worker.built is OneSendResponse
+
+
+def test_a_large_first_chunk_is_sent_after_the_head_not_copied_to_join_it():
+    body = b"x" * (gunicorn_worker.JOINED_BODY_MAX + 1)
+    case = {"headers": [("Content-Length", str(len(body)))], "body": (body,)}
+    joined, _ = serve(OneSendResponse, **case)
+    plain, _ = serve(Response, **case)
+    assert joined == plain and len(joined) == 2  # head, then the body: as gunicorn sends them

@@ -2,6 +2,7 @@
 still let other greenlets run while a query waits, carry queries and results of any size, and fail (not hang)
 when the server drops the connection. Run in a child process patched as gunicorn's gevent worker is."""
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from django.db import connection
+from psycopg.conninfo import make_conninfo
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -17,7 +19,7 @@ CHILD = textwrap.dedent(
     from gevent import monkey
 
     monkey.patch_all()
-    import sys
+    import os
     import time
 
     import gevent
@@ -26,7 +28,7 @@ CHILD = textwrap.dedent(
 
     from gateway import pgwait
 
-    conninfo = sys.argv[1]
+    conninfo = os.environ["PGWAIT_TEST_CONNINFO"]
     assert pgwait.install() and waiting.wait is pgwait.wait_gevent
     assert pgwait.install() and pgwait._fallback is not pgwait.wait_gevent  # installing twice keeps the original
 
@@ -83,11 +85,10 @@ CHILD = textwrap.dedent(
 @pytest.mark.django_db
 def test_queries_in_a_gevent_worker_wait_cooperatively_and_fail_on_a_dropped_connection():
     params = connection.get_connection_params()
-    conninfo = " ".join(
-        f"{key}={params[key]}" for key in ("dbname", "host", "port", "user", "password") if params.get(key)
-    )
+    wanted = {key: params[key] for key in ("dbname", "host", "port", "user", "password") if params.get(key)}
+    env = {**os.environ, "PGWAIT_TEST_CONNINFO": make_conninfo(**wanted)}  # (not on the command line: a password)
     child = subprocess.run(
-        [sys.executable, "-c", CHILD, conninfo], cwd=ROOT, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", CHILD], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
     )
     assert child.returncode == 0, child.stderr[-3000:]
     assert child.stdout.strip().endswith("ok"), child.stdout

@@ -5,6 +5,7 @@ however often it is asked for, and a batch records exactly what one-at-a-time wr
 
 import shutil
 import socket
+import threading
 import time
 from collections.abc import Iterator
 
@@ -283,6 +284,38 @@ def test_a_watchdog_whose_thread_ended_starts_another_on_the_next_arm(monkeypatc
         while not near.fired and time.monotonic() < deadline:
             time.sleep(0.02)
         assert near.fired and watchdog._thread is not None and watchdog._thread.is_alive()
+    finally:
+        watchdog.disarm(near)
+        left.close()
+        right.close()
+
+
+def test_a_watchdog_thread_that_could_not_start_is_started_by_the_next_arm(monkeypatch):
+    # Given a process that cannot start a thread once (a thread or process limit reached)
+    refused: list[bool] = []
+
+    class Refusing(threading.Thread):
+        def start(self):
+            if not refused:
+                refused.append(True)
+                raise RuntimeError("can't start new thread")
+            super().start()
+
+    monkeypatch.setattr(http.threading, "Thread", Refusing)
+    watchdog = http._Watchdog()
+    with pytest.raises(RuntimeError):
+        watchdog.arm(http._Watch(), time.monotonic() + 60)
+    assert refused and watchdog._thread is None
+    # When the next call arms its deadline, then a thread starts and cuts that call on time
+    near = http._Watch()
+    left, right = socket.socketpair()
+    try:
+        near.sock = left
+        watchdog.arm(near, time.monotonic() + 0.1)
+        deadline = time.monotonic() + 5
+        while not near.fired and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert near.fired
     finally:
         watchdog.disarm(near)
         left.close()
