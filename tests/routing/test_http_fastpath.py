@@ -202,22 +202,14 @@ def test_urls_that_may_hold_a_credential_are_not_remembered(servers):
 def test_a_deadline_too_far_to_wait_for_does_not_stop_the_watchdog():
     # Given a watch whose deadline is further away than a wait can be (a setting meaning "never"), armed first
     watchdog = http._Watchdog()
-    far, near = http._Watch(), http._Watch()
+    far = http._Watch()
     watchdog.arm(far, time.monotonic() + 1e12)
     time.sleep(0.1)  # the watchdog thread now waits for the far deadline
     # When a near deadline is armed behind it, then it still fires
-    left, right = socket.socketpair()
     try:
-        near.sock = left
-        watchdog.arm(near, time.monotonic() + 0.2)
-        deadline = time.monotonic() + 5
-        while not near.fired and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert near.fired and watchdog._thread.is_alive()
+        assert_cut_on_time(watchdog)
     finally:
         watchdog.disarm(far)
-        left.close()
-        right.close()
 
 
 @pytest.fixture
@@ -255,6 +247,23 @@ def test_a_host_name_is_still_resolved(servers, no_resolver):
     assert no_resolver == ["localhost"] and first.accepted == 0
 
 
+def assert_cut_on_time(watchdog: http._Watchdog) -> None:
+    """A call armed with a deadline 0.1 s away has its socket cut, and a live thread did it."""
+    near = http._Watch()
+    left, right = socket.socketpair()
+    try:
+        near.sock = left
+        watchdog.arm(near, time.monotonic() + 0.1)
+        deadline = time.monotonic() + 5
+        while not near.fired and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert near.fired and watchdog._thread is not None and watchdog._thread.is_alive()
+    finally:
+        watchdog.disarm(near)
+        left.close()
+        right.close()
+
+
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 def test_a_watchdog_whose_thread_ended_starts_another_on_the_next_arm(monkeypatch):
     # Given a watchdog whose thread ends at once (a defect in it: nothing should end it)
@@ -275,19 +284,7 @@ def test_a_watchdog_whose_thread_ended_starts_another_on_the_next_arm(monkeypatc
         time.sleep(0.01)
     assert ended and watchdog._thread is None
     # When the next call arms its deadline, then a new thread watches it and cuts the call on time
-    near = http._Watch()
-    left, right = socket.socketpair()
-    try:
-        near.sock = left
-        watchdog.arm(near, time.monotonic() + 0.1)
-        deadline = time.monotonic() + 5
-        while not near.fired and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert near.fired and watchdog._thread is not None and watchdog._thread.is_alive()
-    finally:
-        watchdog.disarm(near)
-        left.close()
-        right.close()
+    assert_cut_on_time(watchdog)
 
 
 def test_a_watchdog_thread_that_could_not_start_is_started_by_the_next_arm(monkeypatch):
@@ -307,16 +304,4 @@ def test_a_watchdog_thread_that_could_not_start_is_started_by_the_next_arm(monke
         watchdog.arm(http._Watch(), time.monotonic() + 60)
     assert refused and watchdog._thread is None
     # When the next call arms its deadline, then a thread starts and cuts that call on time
-    near = http._Watch()
-    left, right = socket.socketpair()
-    try:
-        near.sock = left
-        watchdog.arm(near, time.monotonic() + 0.1)
-        deadline = time.monotonic() + 5
-        while not near.fired and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert near.fired
-    finally:
-        watchdog.disarm(near)
-        left.close()
-        right.close()
+    assert_cut_on_time(watchdog)
