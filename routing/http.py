@@ -252,7 +252,7 @@ class _Watchdog:
                 self._dead += 1  # the previous entry is stale
             watch.token = next(self._seq) + 1
             heapq.heappush(self._heap, (deadline, watch.token, watch))
-            if self._thread is None:  # not started in this process, or it ended (_run)
+            if self._thread is None or not self._thread.is_alive():
                 thread = threading.Thread(target=self._run, name="upstream-deadlines", daemon=True)
                 thread.start()  # (if it cannot start, the next arm tries again)
                 self._thread = thread
@@ -283,14 +283,6 @@ class _Watchdog:
         return not watch.done and watch.token == token
 
     def _run(self) -> None:
-        try:
-            self._watch()
-        finally:  # whatever ended it (nothing should): the next arm starts another
-            with self._cond:
-                if self._thread is threading.current_thread():
-                    self._thread = None
-
-    def _watch(self) -> None:
         cond = self._cond
         with cond:
             while True:

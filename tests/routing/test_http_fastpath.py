@@ -269,7 +269,7 @@ def test_a_watchdog_whose_thread_ended_starts_another_on_the_next_arm(monkeypatc
     # Given a watchdog whose thread ends at once (a defect in it: nothing should end it)
     watchdog = http._Watchdog()
     ended: list[bool] = []
-    watching = http._Watchdog._watch
+    watching = http._Watchdog._run
 
     def ending_once(self):
         if not ended:
@@ -277,12 +277,12 @@ def test_a_watchdog_whose_thread_ended_starts_another_on_the_next_arm(monkeypatc
             raise RuntimeError("the watchdog's loop broke")
         return watching(self)
 
-    monkeypatch.setattr(http._Watchdog, "_watch", ending_once)
+    monkeypatch.setattr(http._Watchdog, "_run", ending_once)
     watchdog.arm(http._Watch(), time.monotonic() + 60)
     deadline = time.monotonic() + 5
-    while watchdog._thread is not None and time.monotonic() < deadline:
+    while watchdog._thread.is_alive() and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert ended and watchdog._thread is None
+    assert ended and not watchdog._thread.is_alive()
     # When the next call arms its deadline, then a new thread watches it and cuts the call on time
     assert_cut_on_time(watchdog)
 
@@ -302,6 +302,6 @@ def test_a_watchdog_thread_that_could_not_start_is_started_by_the_next_arm(monke
     watchdog = http._Watchdog()
     with pytest.raises(RuntimeError):
         watchdog.arm(http._Watch(), time.monotonic() + 60)
-    assert refused and watchdog._thread is None
+    assert refused and watchdog._thread is None  # (it was never recorded)
     # When the next call arms its deadline, then a thread starts and cuts that call on time
     assert_cut_on_time(watchdog)
