@@ -52,8 +52,7 @@ def prepared_cursor() -> Iterator[CursorWrapper]:
     (settings read, signals sent, autocommit and time zone checked: a fifth of a statement's CPU) is not needed for
     one statement in autocommit on a connection the pool configured (autocommit is the one setting a connection can
     come back without: it is turned on again). An open connection (a transaction, or the ORM used earlier in the
-    request) is used as it is. Either way the cursor is Django's wrapper: counted, logged,
-    its errors Django's."""
+    request) is used as it is. Either way the cursor is Django's wrapper: counted, logged, its errors Django's."""
     db = connections[DEFAULT_DB_ALIAS]  # once: each `connection.x` looks the connection up again
     if db.vendor != "postgresql" or db.settings_dict["OPTIONS"].get("prepare_threshold") is None:
         with db.cursor() as cursor:
@@ -75,8 +74,9 @@ def prepared_cursor() -> Iterator[CursorWrapper]:
             pool._check = check_now_and_then
         raw = pool.getconn()
     try:
-        if not raw.autocommit:  # handed back by a Django connection that left autocommit off (Django's connect sets it)
-            raw.autocommit = True
+        with db.wrap_database_errors:
+            if not raw.autocommit:  # handed back by a Django connection that left it off (Django's connect sets it)
+                raw.autocommit = True
         with db._prepare_cursor(Cursor(raw)) as wrapped:  # type: ignore[attr-defined]
             yield wrapped
     finally:
