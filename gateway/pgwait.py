@@ -20,7 +20,6 @@ import psycopg
 from psycopg import waiting
 
 POLL_MASKS = {1: select.POLLIN, 2: select.POLLOUT, 3: select.POLLIN | select.POLLOUT}  # psycopg's Wait R, W, RW
-WATCH_EVENTS = {1: 1, 2: 2, 3: 3}  # the same as libev's READ (1) and WRITE (2) flags
 BROKEN = select.POLLERR | select.POLLHUP
 
 
@@ -37,7 +36,7 @@ def wait_gevent(gen: Generator[Any, Any, Any], fileno: int, interval: float = 0.
         while True:
             found = poller.poll(0)
             if not found:
-                watcher = hub.loop.io(fileno, WATCH_EVENTS[state])
+                watcher = hub.loop.io(fileno, int(state))  # psycopg's bits are libev's READ (1) and WRITE (2)
                 try:
                     hub.wait(watcher)
                 finally:
