@@ -9,9 +9,10 @@ The gateway is booted the production way: a fresh PostgreSQL database, Redis, gu
 settings (gateway/gunicorn_conf.py: gevent, 2 workers x 1,000 connections), DEBUG off. Two fake upstreams: one
 sends 20 token chunks 50 ms apart, the other is slow (60 chunks 500 ms apart) for the streams held open.
 
-Measured per target, in this order:
+Measured per target, in this order (step 2 for all targets at once):
   1. right after start: a burst of --cold-burst streams (does a fresh worker pay for lazy imports?);
-  2. non-streaming, wrk closed loop at 1, 16 and 64 connections: requests/s, p50 (added over direct at 1),
+  2. non-streaming, wrk closed loop at 1, 16 and 64 connections (--rounds turns, the targets interleaved: every
+     target meets the machine's changes of speed alike): requests/s, p50 (added over direct at 1),
      the target's own CPU per request (its process tree, psutil), and for this gateway PostgreSQL's CPU (the
      postmaster's auxiliary processes and the backends of the bench database) and Redis's, plus the bench
      database's transactions, rows inserted and row updates per request (pg_stat_database deltas);
@@ -46,8 +47,8 @@ ROOT = Path(__file__).resolve().parents[1]
 FAST_PORT, SLOW_PORT, LITELLM_PORT = 18080, 18082, 4000  # LiteLLM's config routes to 18080
 TOKEN_MARKER = b"response.output_text.delta"
 LITELLM_KEY = "sk-bench-master-0000"  # general_settings.master_key in the harness's litellm/config.yaml
-FULL = {"duration": 10.0, "streams": "1000,200", "held": 1000, "probes": 20, "cold_burst": 300}
-QUICK = {"duration": 3.0, "streams": "200", "held": 200, "probes": 5, "cold_burst": 200}
+FULL = {"duration": 12.0, "rounds": 3, "streams": "1000,200", "held": 1000, "probes": 20, "cold_burst": 300}
+QUICK = {"duration": 3.0, "rounds": 1, "streams": "200", "held": 200, "probes": 5, "cold_burst": 200}
 
 
 # ---- processes -----------------------------------------------------------------------------------
@@ -383,7 +384,8 @@ def wrk(args, target: Target, connections: int, seconds: float) -> dict:
     os.unlink(file.name)
     found = json.loads(next(line[9:] for line in run.stdout.splitlines() if line.startswith("WRK_JSON ")))
     ok = found["requests"] - found["err_status"]
-    return {"ok": ok, "rps": ok / (found["duration_us"] / 1e6), "p50_ms": found["p50_us"] / 1000}
+    seconds = found["duration_us"] / 1e6
+    return {"ok": ok, "seconds": seconds, "rps": ok / seconds, "p50_ms": found["p50_us"] / 1000}
 
 
 def stream_burst(args, target: Target, count: int) -> dict:
@@ -485,28 +487,39 @@ async def held_and_probes(args, target: Target, count: int) -> dict:
 # ---- the run -------------------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def measured(target: Target) -> Iterator[dict]:
-    """CPU of the target (and of PostgreSQL and Redis beside this gateway), and the database's counters."""
-    meters = {"own": CpuMeter(target.processes)}
-    if target.database:
-        meters["postgres"] = CpuMeter(lambda: postgres_processes(target.database))
-        meters["redis"] = CpuMeter(lambda: redis_processes(target.redis_port))
-        counters = pg_counters(target.database)
-    for meter in meters.values():
-        meter.start()
-    found: dict = {}
-    yield found
-    for name, meter in meters.items():
-        found[f"cpu_{name}_s"] = meter.stop()
-    if target.database:
-        time.sleep(1.5)  # backends report their counters within a second of going idle
-        after = pg_counters(target.database)
-        for index, name in enumerate(("pg_transactions", "pg_scans", "pg_rows_inserted", "pg_rows_updated")):
-            found[name] = after[index] - counters[index]
+class Usage:
+    """CPU of a target (and of PostgreSQL and Redis beside this gateway) summed over the steps it ran, and the
+    database's counters over the whole phase (only this gateway uses its database)."""
+
+    def __init__(self, target: Target):
+        self.target = target
+        self.meters = {"own": CpuMeter(target.processes)}
+        if target.database:
+            self.meters["postgres"] = CpuMeter(lambda: postgres_processes(target.database))
+            self.meters["redis"] = CpuMeter(lambda: redis_processes(target.redis_port))
+            self.counters = pg_counters(target.database)
+        self.found = {f"cpu_{name}_s": 0.0 for name in self.meters}
+
+    @contextlib.contextmanager
+    def counting(self) -> Iterator[None]:
+        for meter in self.meters.values():
+            meter.start()
+        try:
+            yield
+        finally:
+            for name, meter in self.meters.items():
+                self.found[f"cpu_{name}_s"] += meter.stop()
+
+    def totals(self) -> dict:
+        """Call once, at the end of the phase (after the database's backends reported their counts)."""
+        if self.target.database:
+            after = pg_counters(self.target.database)
+            for index, name in enumerate(("pg_transactions", "pg_scans", "pg_rows_inserted", "pg_rows_updated")):
+                self.found[name] = after[index] - self.counters[index]
+        return self.found
 
 
-# What `measured` found over a step -> (per-request name, factor).
+# What Usage found over the phase -> (per-request name, factor).
 PER_REQUEST = {
     "cpu_own_s": ("cpu_own_ms", 1000),
     "cpu_postgres_s": ("cpu_postgres_ms", 1000),
@@ -516,27 +529,48 @@ PER_REQUEST = {
     "pg_rows_inserted": ("pg_rows_inserted", 1),
     "pg_rows_updated": ("pg_rows_updated", 1),
 }
+CONNECTIONS = (1, 16, 64)
 
 
-def non_streaming(args, target: Target) -> None:
-    found: dict = {"steps": {}}
-    with measured(target) as usage:
-        for connections in (1, 16, 64):
-            found["steps"][connections] = wrk(args, target, connections, args.duration)
-            time.sleep(1)
-    requests = sum(step["ok"] for step in found["steps"].values()) or 1
-    found["per_request"] = {
-        name: usage[key] * factor / requests for key, (name, factor) in PER_REQUEST.items() if key in usage
-    }
-    target.results["non_streaming"] = found
+def non_streaming(args, targets: list[Target]) -> None:
+    """wrk at each of CONNECTIONS, interleaved: every connection count runs --rounds times for each target in turn
+    (the order rotates from round to round), each time for --duration / --rounds seconds, so that a shared
+    machine's changes of speed fall on every target alike rather than on whichever ran at the time. A step's
+    requests/s is its requests over its seconds summed across rounds; its p50 the median of the rounds'."""
+    usages = {target.name: Usage(target) for target in targets}
+    runs: dict[str, dict[int, list[dict]]] = {target.name: {c: [] for c in CONNECTIONS} for target in targets}
+    for turn in range(args.rounds):
+        for connections in CONNECTIONS:
+            for target in targets[turn % len(targets) :] + targets[: turn % len(targets)]:
+                with usages[target.name].counting():
+                    runs[target.name][connections].append(wrk(args, target, connections, args.duration / args.rounds))
+                time.sleep(0.5)
+    time.sleep(1.5)  # backends report their counters within a second of going idle
+    for target in targets:
+        steps = {}
+        for connections, rounds in runs[target.name].items():
+            ok, seconds = sum(one["ok"] for one in rounds), sum(one["seconds"] for one in rounds)
+            steps[connections] = {
+                "ok": ok,
+                "rps": ok / seconds,
+                "p50_ms": statistics.median(one["p50_ms"] for one in rounds),
+                "rounds_rps": [round(one["rps"], 1) for one in rounds],
+            }
+        usage = usages[target.name].totals()
+        requests = sum(step["ok"] for step in steps.values()) or 1
+        per_request = {
+            name: usage[key] * factor / requests for key, (name, factor) in PER_REQUEST.items() if key in usage
+        }
+        target.results["non_streaming"] = {"steps": steps, "per_request": per_request}
 
 
 def bursts(args, target: Target) -> None:
     found = {}
     for count in args.streams:
-        with measured(target) as usage:
+        usage = Usage(target)
+        with usage.counting():
             result = stream_burst(args, target, count)
-        result["cpu_own_ms_per_stream"] = usage["cpu_own_s"] * 1000 / max(1, result["ok"])
+        result["cpu_own_ms_per_stream"] = usage.found["cpu_own_s"] * 1000 / max(1, result["ok"])
         found[count] = result
         time.sleep(2)
     target.results["bursts"] = found
@@ -574,9 +608,8 @@ def run(args) -> dict:
         for target in targets:  # warm-up, unrecorded
             wrk(args, target, 4, 2)
             stream_burst(args, target, 20)
-        for target in targets:
-            non_streaming(args, target)
-            print(f"{target.name}: non-streaming done", file=sys.stderr, flush=True)
+        non_streaming(args, targets)
+        print("non-streaming done", file=sys.stderr, flush=True)
         for target in targets:
             bursts(args, target)
             print(f"{target.name}: bursts done", file=sys.stderr, flush=True)
@@ -696,7 +729,10 @@ def main() -> None:
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/13", help="its database is flushed")
     parser.add_argument("--litellm", action="store_true", help="also LiteLLM (the harness's .venv-litellm)")
     parser.add_argument("--quick", action="store_true", help="about 2 minutes: the QUICK sizes below")
-    parser.add_argument("--duration", type=float, help="seconds per non-streaming step (10; quick: 3)")
+    parser.add_argument("--duration", type=float, help="seconds per non-streaming step (12; quick: 3)")
+    parser.add_argument(
+        "--rounds", type=int, help="turns a step's seconds are split into, targets interleaved (3; quick: 1)"
+    )
     parser.add_argument("--streams", help="sizes of the bursts of streams opened at once (1000,200; quick: 200)")
     parser.add_argument("--held", type=int, help="slow streams held open while probing (1000; quick: 200)")
     parser.add_argument("--probes", type=int, help="new streams timed while they are held (20; quick: 5)")
@@ -714,8 +750,9 @@ def main() -> None:
     if args.json:
         Path(args.json).write_text(json.dumps({**results, "python_loop_s": speed}, indent=2))
     print(
-        f"Non-streaming: wrk closed loop, {args.duration:g} s per step; streams: 20 chunks 50 ms apart; "
-        f"held streams: 60 chunks 500 ms apart. Run took {time.monotonic() - started:.0f} s; load average "
+        f"Non-streaming: wrk closed loop, {args.duration:g} s per step in {args.rounds} turns, targets interleaved; "
+        f"streams: 20 chunks 50 ms apart; held streams: 60 chunks 500 ms apart. "
+        f"Run took {time.monotonic() - started:.0f} s; load average "
         f"{load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end (2 cores: above 2, others compete). "
         f"The machine's speed: {SPEED_LOOP} on the project's interpreter took {speed[0]:.2f} s of CPU at the start, "
         f"{speed[1]:.2f} s at the end (compare figures across machines, or runs, by it).\n"
