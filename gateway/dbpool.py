@@ -51,8 +51,10 @@ def prepared_cursor() -> Iterator[CursorWrapper]:
     for just this statement and handed straight back: what Django's own connect and close would do around it
     (settings read, signals sent, autocommit and time zone checked: a fifth of a statement's CPU) is not needed for
     one statement in autocommit on a connection the pool configured (autocommit is the one setting a connection can
-    come back without: it is turned on again). An open connection (a transaction, or the ORM used earlier in the
-    request) is used as it is. Either way the cursor is Django's wrapper: counted, logged, its errors Django's."""
+    come back without: it is turned on again), and the connection's own cursor is used again (_kept_cursor), Django's
+wrapper only when something watches the queries (DEBUG's log, a test's capture, an execute wrapper): its errors are
+Django's either way. An open connection (a transaction, or the ORM used earlier in the request) is used as it is,
+with a cursor in Django's wrapper."""
     db = connections[DEFAULT_DB_ALIAS]  # once: each `connection.x` looks the connection up again
     if db.vendor != "postgresql" or db.settings_dict["OPTIONS"].get("prepare_threshold") is None:
         with db.cursor() as cursor:
@@ -77,7 +79,21 @@ def prepared_cursor() -> Iterator[CursorWrapper]:
         with db.wrap_database_errors:
             if not raw.autocommit:  # handed back by a Django connection that left it off (Django's connect sets it)
                 raw.autocommit = True
-        with db._prepare_cursor(Cursor(raw)) as wrapped:  # type: ignore[attr-defined]
-            yield wrapped
+        cursor = _kept_cursor(raw)
+        if db.queries_logged or db.execute_wrappers:  # DEBUG, a test capturing queries, an execute_wrapper
+            yield db._prepare_cursor(cursor)  # type: ignore[attr-defined]  # not closed: the connection keeps it
+        else:
+            with db.wrap_database_errors:
+                yield cursor  # type: ignore[misc]  # the wrapper's interface: execute, nextset, fetchone
     finally:
         pool.putconn(raw)
+
+
+def _kept_cursor(raw: Connection) -> Cursor:
+    """The one cursor of a pooled connection, made on its first statement and kept with it: a new cursor per
+    statement would look up each parameter type's adapter again (its dumpers are cached per cursor). Only the
+    holder of the connection uses it; it goes when the pool drops the connection."""
+    cursor = raw.__dict__.get("_gateway_cursor")
+    if cursor is None or cursor.closed:
+        cursor = raw.__dict__["_gateway_cursor"] = Cursor(raw)
+    return cursor

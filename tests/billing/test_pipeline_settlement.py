@@ -292,10 +292,49 @@ def test_a_pooled_connection_handed_back_without_autocommit_is_borrowed_with_it(
         pool.putconn(raw)
     # When a statement borrows one, then it runs in autocommit (its effect stays after the connection goes back)
     with prepared_cursor() as cursor:
-        assert cursor.cursor.connection.autocommit
+        assert cursor.connection.autocommit
         cursor.execute("SELECT set_config('application_name', %(name)s, false)", {"name": "borrowed"})
         cursor.execute("SELECT txid_current_if_assigned() IS NULL")
         assert cursor.fetchone() == (True,)  # no transaction block opened
+
+
+@pytest.mark.skipif(not _pooled(), reason="PostgreSQL's connection pool")
+@pytest.mark.django_db(transaction=True)
+def test_a_borrowed_connection_keeps_its_cursor_and_the_cursor_is_wrapped_only_while_queries_are_watched():
+    from django.db.backends.utils import CursorWrapper
+    from psycopg import Cursor
+
+    from gateway.dbpool import prepared_cursor
+
+    connection.close()
+    pool = connection.pool
+    # Given one idle connection only (the others borrowed meanwhile), so both statements below draw it
+    others = [pool.getconn() for _ in range(pool.get_stats()["pool_available"] - 1)]
+    try:
+        with prepared_cursor() as first:
+            first.execute("SELECT %(one)s + 1", {"one": 1})
+            assert first.fetchone() == (2,)
+        with prepared_cursor() as second:
+            second.execute("SELECT %(two)s + 1", {"two": 2})
+            assert second.fetchone() == (3,)
+        # Then the second statement ran on the first one's cursor, a psycopg cursor, left open for the next
+        assert type(first) is Cursor and second is first and not first.closed
+        # And while something watches the queries, the same cursor runs them through Django's wrapper (counted), and
+        # the wrapper does not close it
+        seen: list[str] = []
+
+        def watching(execute, sql, params, many, context):
+            seen.append(sql)
+            return execute(sql, params, many, context)
+
+        with connection.execute_wrapper(watching), prepared_cursor() as wrapped:
+            wrapped.execute("SELECT %(three)s + 1", {"three": 3})
+            assert wrapped.fetchone() == (4,)
+        assert isinstance(wrapped, CursorWrapper) and wrapped.cursor is first and not first.closed
+        assert seen == ["SELECT %(three)s + 1"]
+    finally:
+        for raw in others:
+            pool.putconn(raw)
 
 
 @pytest.mark.skipif(not _pooled(), reason="PostgreSQL's connection pool")
