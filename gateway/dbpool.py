@@ -12,6 +12,7 @@ import math
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import cast
 
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.backends.signals import connection_created
@@ -79,12 +80,12 @@ def prepared_cursor() -> Iterator[CursorWrapper]:
         with db.wrap_database_errors:
             if not raw.autocommit:  # handed back by a Django connection that left it off (Django's connect sets it)
                 raw.autocommit = True
-        cursor = _kept_cursor(raw)
+        kept = _kept_cursor(raw)
         if db.queries_logged or db.execute_wrappers:  # DEBUG, a test capturing queries, an execute_wrapper
-            yield db._prepare_cursor(cursor)  # type: ignore[attr-defined]  # not closed: the connection keeps it
+            yield db._prepare_cursor(kept)  # type: ignore[attr-defined]  # not closed: the connection keeps it
         else:
             with db.wrap_database_errors:
-                yield cursor  # type: ignore[misc]  # the wrapper's interface: execute, nextset, fetchone
+                yield cast(CursorWrapper, kept)  # the wrapper's interface its callers use: execute, nextset, fetch
     finally:
         pool.putconn(raw)
 
