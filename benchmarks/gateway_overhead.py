@@ -491,13 +491,14 @@ class Usage:
     """CPU of a target (and of PostgreSQL and Redis beside this gateway) summed over the steps it ran, and the
     database's counters over the whole phase (only this gateway uses its database)."""
 
-    def __init__(self, target: Target):
+    def __init__(self, target: Target, *, database_counters: bool = True):
         self.target = target
+        self.counters: tuple[int, int, int, int] | None = None
         self.meters = {"own": CpuMeter(target.processes)}
         if target.database:
             self.meters["postgres"] = CpuMeter(lambda: postgres_processes(target.database))
             self.meters["redis"] = CpuMeter(lambda: redis_processes(target.redis_port))
-            self.counters = pg_counters(target.database)
+            self.counters = pg_counters(target.database) if database_counters else None
         self.found = {f"cpu_{name}_s": 0.0 for name in self.meters}
 
     @contextlib.contextmanager
@@ -512,7 +513,7 @@ class Usage:
 
     def totals(self) -> dict:
         """Call once, at the end of the phase (after the database's backends reported their counts)."""
-        if self.target.database:
+        if self.counters is not None:
             after = pg_counters(self.target.database)
             for index, name in enumerate(("pg_transactions", "pg_scans", "pg_rows_inserted", "pg_rows_updated")):
                 self.found[name] = after[index] - self.counters[index]
@@ -534,17 +535,19 @@ CONNECTIONS = (1, 16, 64)
 
 def non_streaming(args, targets: list[Target]) -> None:
     """wrk at each of CONNECTIONS, interleaved: every connection count runs --rounds times for each target in turn
-    (the order rotates from round to round), each time for --duration / --rounds seconds, so that a shared
-    machine's changes of speed fall on every target alike rather than on whichever ran at the time. A step's
-    requests/s is its requests over its seconds summed across rounds; its p50 the median of the rounds'."""
+    (the order rotates from round to round), each time for --duration / --rounds seconds (whole seconds: wrk's),
+    so that a shared machine's changes of speed fall on every target alike rather than on whichever ran at the
+    time. A step's requests/s is its requests over its seconds summed across rounds; its p50 the median of the
+    rounds'. A target's CPU is counted over its own turns, each with the half second after it (what it finishes
+    once wrk stops: requests cut off, the health writer's round trip)."""
     usages = {target.name: Usage(target) for target in targets}
     runs: dict[str, dict[int, list[dict]]] = {target.name: {c: [] for c in CONNECTIONS} for target in targets}
     for turn in range(args.rounds):
         for connections in CONNECTIONS:
             for target in targets[turn % len(targets) :] + targets[: turn % len(targets)]:
                 with usages[target.name].counting():
-                    runs[target.name][connections].append(wrk(args, target, connections, args.duration / args.rounds))
-                time.sleep(0.5)
+                    runs[target.name][connections].append(wrk(args, target, connections, args.turn_seconds))
+                    time.sleep(0.5)
     time.sleep(1.5)  # backends report their counters within a second of going idle
     for target in targets:
         steps = {}
@@ -567,7 +570,7 @@ def non_streaming(args, targets: list[Target]) -> None:
 def bursts(args, target: Target) -> None:
     found = {}
     for count in args.streams:
-        usage = Usage(target)
+        usage = Usage(target, database_counters=False)
         with usage.counting():
             result = stream_burst(args, target, count)
         result["cpu_own_ms_per_stream"] = usage.found["cpu_own_s"] * 1000 / max(1, result["ok"])
@@ -743,6 +746,9 @@ def main() -> None:
         if getattr(args, name) is None:
             setattr(args, name, value)
     args.streams = [int(n) for n in str(args.streams).split(",")]
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
+    args.turn_seconds = max(1, round(args.duration / args.rounds))  # wrk takes whole seconds
     started, load = time.monotonic(), os.getloadavg()[0]
     speed = [python_speed()]
     results = run(args)

@@ -40,7 +40,7 @@ def pool_check_install(sender, connection, **kwargs) -> None:
 
 
 @contextmanager
-def prepared_cursor() -> Iterator[CursorWrapper]:
+def prepared_cursor(statement: str = "") -> Iterator[CursorWrapper]:
     """A cursor whose statements PostgreSQL parses and plans once per connection, then runs from the prepared plan:
     for the hot path's fixed statements (a request's hold and its settlement). The parameters are bound on the
     server (a statement must be one statement). Django's cursors bind them on the client and send every statement
@@ -52,8 +52,8 @@ def prepared_cursor() -> Iterator[CursorWrapper]:
     for just this statement and handed straight back: what Django's own connect and close would do around it
     (settings read, signals sent, autocommit and time zone checked: a fifth of a statement's CPU) is not needed for
     one statement in autocommit on a connection the pool configured (autocommit is the one setting a connection can
-    come back without: it is turned on again), and the connection's own cursor is used again (_kept_cursor),
-    in Django's wrapper only while something watches the queries (DEBUG's log, a test's capture, an execute
+    come back without: it is turned on again), and the connection's cursor for `statement` (a name: the hold's, the
+    settlement's) is used again (_kept_cursor), in Django's wrapper only while something watches the queries (DEBUG's log, a test's capture, an execute
     wrapper); its errors are Django's either way. An open connection (a transaction, or the ORM used earlier in the
     request) is used as it is, with a new cursor in Django's wrapper."""
     db = connections[DEFAULT_DB_ALIAS]  # once: each `connection.x` looks the connection up again
@@ -80,7 +80,7 @@ def prepared_cursor() -> Iterator[CursorWrapper]:
         with db.wrap_database_errors:
             if not raw.autocommit:  # handed back by a Django connection that left it off (Django's connect sets it)
                 raw.autocommit = True
-        kept = _kept_cursor(raw)
+        kept = _kept_cursor(raw, statement)
         if db.queries_logged or db.execute_wrappers:  # DEBUG, a test capturing queries, an execute_wrapper
             yield db._prepare_cursor(kept)  # type: ignore[attr-defined]  # not closed: the connection keeps it
         else:
@@ -90,11 +90,13 @@ def prepared_cursor() -> Iterator[CursorWrapper]:
         pool.putconn(raw)
 
 
-def _kept_cursor(raw: Connection) -> Cursor:
-    """The one cursor of a pooled connection, made on its first statement and kept with it: a new cursor per
-    statement would look up each parameter type's adapter again (its dumpers are cached per cursor). Only the
-    holder of the connection uses it; it goes when the pool drops the connection."""
-    cursor = raw.__dict__.get("_gateway_cursor")
+def _kept_cursor(raw: Connection, statement: str) -> Cursor:
+    """The pooled connection's cursor for `statement`, made on its first use and kept with the connection: psycopg
+    keeps a cursor's parameter adapters (its dumpers, looked up per type) only while the cursor runs the same
+    statement again, so a connection has one per statement name rather than a new one per execution. Only the holder
+    of the connection uses them; they go when the pool drops the connection."""
+    kept: dict[str, Cursor] = raw.__dict__.setdefault("_gateway_cursors", {})
+    cursor = kept.get(statement)
     if cursor is None or cursor.closed:
-        cursor = raw.__dict__["_gateway_cursor"] = Cursor(raw)
+        cursor = kept[statement] = Cursor(raw)
     return cursor

@@ -290,7 +290,7 @@ def _hold_in_one_statement(sql: str, params: dict[str, Any]) -> None:
     request's generation row opens, in one statement (concurrent holds on the account row re-check the condition
     on its newest version, so none overdraws) and one round trip."""
     # HOLD_SQL is one statement, prepared once per connection; the limit's pair of statements is sent as text.
-    with prepared_cursor() if sql is HOLD_SQL else connection.cursor() as cursor:
+    with prepared_cursor("hold") if sql is HOLD_SQL else connection.cursor() as cursor:
         cursor.execute(sql, params)
         while cursor.nextset():  # the hold's result is the last (the key lock's comes first)
             pass
@@ -371,7 +371,7 @@ def credits_settle(*, reservation: ReservationHandle, cost: Decimal, is_byok: bo
 def _close(reservation: ReservationHandle, *, outcome: dict[str, Any], cost: Decimal) -> Decimal | None:
     """Close an open hold, charging at most `cost`; None when it was already closed."""
     if connection.vendor == "postgresql":
-        with prepared_cursor() as cursor:
+        with prepared_cursor("settle") as cursor:
             cursor.execute(SETTLE_SQL, _settle_params(reservation.id, outcome=outcome, cost=cost))
             row = cursor.fetchone()
         return None if row is None else row[0]

@@ -300,7 +300,7 @@ def test_a_pooled_connection_handed_back_without_autocommit_is_borrowed_with_it(
 
 @pytest.mark.skipif(not _pooled(), reason="PostgreSQL's connection pool")
 @pytest.mark.django_db(transaction=True)
-def test_a_borrowed_connection_keeps_its_cursor_and_the_cursor_is_wrapped_only_while_queries_are_watched():
+def test_a_borrowed_connection_keeps_a_cursor_per_statement_name_wrapped_only_while_queries_are_watched():
     from django.db.backends.utils import CursorWrapper
     from psycopg import Cursor
 
@@ -308,33 +308,63 @@ def test_a_borrowed_connection_keeps_its_cursor_and_the_cursor_is_wrapped_only_w
 
     connection.close()
     pool = connection.pool
-    # Given one idle connection only (the others borrowed meanwhile), so both statements below draw it
-    others = [pool.getconn() for _ in range(pool.get_stats()["pool_available"] - 1)]
-    try:
-        with prepared_cursor() as first:
-            first.execute("SELECT %(one)s + 1", {"one": 1})
-            assert first.fetchone() == (2,)
-        with prepared_cursor() as second:
-            second.execute("SELECT %(two)s + 1", {"two": 2})
-            assert second.fetchone() == (3,)
-        # Then the second statement ran on the first one's cursor, a psycopg cursor, left open for the next
-        assert type(first) is Cursor and second is first and not first.closed
-        # And while something watches the queries, the same cursor runs them through Django's wrapper (counted), and
-        # the wrapper does not close it
-        seen: list[str] = []
+    # When statements of two names run one after the other, each name more often than the pool can have connections
+    used: list[tuple[object, str, Cursor]] = []
+    for turn in range(pool.max_size + 1):
+        for name in ("hold", "settle"):
+            with prepared_cursor(name) as cursor:
+                cursor.execute("SELECT %(n)s + 1", {"n": turn})
+                assert cursor.fetchone() == (turn + 1,)
+            used.append((cursor.connection, name, cursor))
+    # Then they ran on psycopg's cursors, left open, one per connection and name: a connection that served a name
+    # twice (some did) used the same cursor, and its two names had two cursors
+    assert all(type(cursor) is Cursor and not cursor.closed for _, _, cursor in used)
+    kept: dict[tuple[int, str], Cursor] = {}
+    for conn, name, cursor in used:
+        assert kept.setdefault((id(conn), name), cursor) is cursor
+    assert len(kept) < len(used)
+    for conn, _, _ in used:
+        if (id(conn), "hold") in kept and (id(conn), "settle") in kept:
+            assert kept[(id(conn), "hold")] is not kept[(id(conn), "settle")]
+    # And while something watches the queries, the statement runs through Django's wrapper around its connection's
+    # kept cursor (counted), which the wrapper does not close
+    seen: list[str] = []
 
-        def watching(execute, sql, params, many, context):
-            seen.append(sql)
-            return execute(sql, params, many, context)
+    def watching(execute, sql, params, many, context):
+        seen.append(sql)
+        return execute(sql, params, many, context)
 
-        with connection.execute_wrapper(watching), prepared_cursor() as wrapped:
-            wrapped.execute("SELECT %(three)s + 1", {"three": 3})
-            assert wrapped.fetchone() == (4,)
-        assert isinstance(wrapped, CursorWrapper) and wrapped.cursor is first and not first.closed
-        assert seen == ["SELECT %(three)s + 1"]
-    finally:
-        for raw in others:
-            pool.putconn(raw)
+    with connection.execute_wrapper(watching), prepared_cursor("hold") as wrapped:
+        wrapped.execute("SELECT %(three)s + 1", {"three": 3})
+        assert wrapped.fetchone() == (4,)
+    assert isinstance(wrapped, CursorWrapper) and not wrapped.cursor.closed
+    assert wrapped.cursor.connection.__dict__["_gateway_cursors"]["hold"] is wrapped.cursor
+    assert seen == ["SELECT %(three)s + 1"]
+
+
+@pytest.mark.skipif(not _pooled(), reason="PostgreSQL's connection pool")
+@pytest.mark.django_db(transaction=True)
+def test_a_kept_cursor_whose_statement_failed_runs_the_next_one_on_its_connection():
+    from psycopg import pq
+
+    from gateway.dbpool import prepared_cursor
+
+    connection.close()
+    pool = connection.pool
+    failed = []
+    with pytest.raises(DatabaseError, match="division by zero"), prepared_cursor("hold") as cursor:
+        failed.append(cursor)
+        cursor.execute("SELECT 1 / %(zero)s", {"zero": 0})
+    # When that connection is drawn again (the pool hands its idle connections out in turn)
+    for _ in range(pool.max_size + 1):
+        with prepared_cursor("hold") as cursor:
+            cursor.execute("SELECT %(one)s + 1", {"one": 1})
+            assert cursor.fetchone() == (2,)
+            if cursor is failed[0]:
+                break
+    # Then the same cursor ran it, on a connection outside any transaction
+    assert cursor is failed[0]
+    assert cursor.connection.info.transaction_status == pq.TransactionStatus.IDLE
 
 
 @pytest.mark.skipif(not _pooled(), reason="PostgreSQL's connection pool")
