@@ -53,9 +53,9 @@ def prepared_cursor(statement: str = "") -> Iterator[CursorWrapper]:
     (settings read, signals sent, autocommit and time zone checked: a fifth of a statement's CPU) is not needed for
     one statement in autocommit on a connection the pool configured (autocommit is the one setting a connection can
     come back without: it is turned on again), and the connection's cursor for `statement` (a name: the hold's, the
-    settlement's) is used again (_kept_cursor), in Django's wrapper only while something watches the queries (DEBUG's log, a test's capture, an execute
-    wrapper); its errors are Django's either way. An open connection (a transaction, or the ORM used earlier in the
-    request) is used as it is, with a new cursor in Django's wrapper."""
+    settlement's) is used again (_kept_cursor), in Django's wrapper only while something watches the queries
+    (DEBUG's log, a test's capture, an execute wrapper); its errors are Django's either way. An open connection (a
+    transaction, or the ORM used earlier in the request) is used as it is, with a new cursor in Django's wrapper."""
     db = connections[DEFAULT_DB_ALIAS]  # once: each `connection.x` looks the connection up again
     if db.vendor != "postgresql" or db.settings_dict["OPTIONS"].get("prepare_threshold") is None:
         with db.cursor() as cursor:
