@@ -10,7 +10,8 @@ settings (gateway/gunicorn_conf.py: gevent, 2 workers x 1,000 connections), DEBU
 sends 20 token chunks 50 ms apart, the other is slow (60 chunks 500 ms apart) for the streams held open.
 
 Measured per target, in this order (step 2 for all targets at once):
-  1. right after start: a burst of --cold-burst streams (does a fresh worker pay for lazy imports?);
+  1. right after start (once every target's processes are idle): a burst of --cold-burst streams (does a fresh
+     worker pay for lazy imports?);
   2. non-streaming, wrk closed loop at 1, 16 and 64 connections (--rounds turns, the targets interleaved: every
      target meets the machine's changes of speed alike): requests/s, p50 (added over direct at 1),
      the target's own CPU per request (its process tree, psutil), and for this gateway PostgreSQL's CPU (the
@@ -579,6 +580,22 @@ def bursts(args, target: Target) -> None:
     target.results["bursts"] = found
 
 
+def quiet(targets: list[Target], *, busy: float = 0.05, longest: float = 60.0) -> None:
+    """Wait until the started targets are idle (their process trees used under `busy` of a core over the last
+    second, or `longest` seconds passed): a server answers before all of its workers are up (LiteLLM's second
+    worker still importing), and the cold burst of the target measured first would otherwise share the machine
+    with another's start."""
+    meters = [CpuMeter(target.processes) for target in targets if target.pid]
+    started = time.monotonic()
+    while time.monotonic() < started + longest:
+        for meter in meters:
+            meter.start()
+        time.sleep(1)
+        if sum(meter.stop() for meter in meters) < busy:
+            break
+    print(f"targets quiet after {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
+
+
 def run(args) -> dict:
     harness = Path(args.harness)
     work = Path(tempfile.mkdtemp(prefix="gw-bench-"))
@@ -605,6 +622,7 @@ def run(args) -> dict:
         targets.append(boot_gateway(args, procs, work, database))
         if args.litellm:
             targets.append(boot_litellm(args, procs, work))
+        quiet(targets)
         for target in targets:
             target.results["idle_rss_mb"] = rss_mb(target.processes())
             target.results["cold_burst"] = stream_burst(args, target, args.cold_burst)
