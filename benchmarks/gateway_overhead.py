@@ -200,6 +200,11 @@ def pg_counters(database: str) -> tuple[int, int, int, int]:
     return int(transactions), int(scans or 0), int(inserted), int(changed)
 
 
+def generations(database: str) -> int:
+    """Requests this gateway has served so far (one generation record each, whatever became of the client)."""
+    return int(psql(database, "SELECT count(*) FROM billing_generation"))
+
+
 # ---- targets -------------------------------------------------------------------------------------
 
 
@@ -495,11 +500,13 @@ class Usage:
     def __init__(self, target: Target, *, database_counters: bool = True):
         self.target = target
         self.counters: tuple[int, int, int, int] | None = None
+        self.served = 0
         self.meters = {"own": CpuMeter(target.processes)}
         if target.database:
             self.meters["postgres"] = CpuMeter(lambda: postgres_processes(target.database))
             self.meters["redis"] = CpuMeter(lambda: redis_processes(target.redis_port))
-            self.counters = pg_counters(target.database) if database_counters else None
+            if database_counters:
+                self.counters, self.served = pg_counters(target.database), generations(target.database)
         self.found = {f"cpu_{name}_s": 0.0 for name in self.meters}
 
     @contextlib.contextmanager
@@ -518,6 +525,7 @@ class Usage:
             after = pg_counters(self.target.database)
             for index, name in enumerate(("pg_transactions", "pg_scans", "pg_rows_inserted", "pg_rows_updated")):
                 self.found[name] = after[index] - self.counters[index]
+            self.found["served"] = generations(self.target.database) - self.served
         return self.found
 
 
@@ -539,8 +547,9 @@ def non_streaming(args, targets: list[Target]) -> None:
     (the order rotates from round to round), each time for --duration / --rounds seconds (whole seconds: wrk's),
     so that a shared machine's changes of speed fall on every target alike rather than on whichever ran at the
     time. A step's requests/s is its requests over its seconds summed across rounds; its p50 the median of the
-    rounds'. A target's CPU is counted over its own turns, each with the half second after it (what it finishes
-    once wrk stops: requests cut off, the health writer's round trip)."""
+    rounds'. A target's CPU is counted over its own turns, per request wrk saw answered (the part of the requests
+    in flight at a turn's end that the turn saw is counted; the rest, finished after it, is not); this gateway's
+    database figures are per request it served (generation records), those cut off at a turn's end included."""
     usages = {target.name: Usage(target) for target in targets}
     runs: dict[str, dict[int, list[dict]]] = {target.name: {c: [] for c in CONNECTIONS} for target in targets}
     for turn in range(args.rounds):
@@ -548,7 +557,7 @@ def non_streaming(args, targets: list[Target]) -> None:
             for target in targets[turn % len(targets) :] + targets[: turn % len(targets)]:
                 with usages[target.name].counting():
                     runs[target.name][connections].append(wrk(args, target, connections, args.turn_seconds))
-                    time.sleep(0.5)
+                time.sleep(0.5)
     time.sleep(1.5)  # backends report their counters within a second of going idle
     for target in targets:
         steps = {}
@@ -561,11 +570,20 @@ def non_streaming(args, targets: list[Target]) -> None:
                 "rounds_rps": [round(one["rps"], 1) for one in rounds],
             }
         usage = usages[target.name].totals()
-        requests = sum(step["ok"] for step in steps.values()) or 1
+        answered = sum(step["ok"] for step in steps.values()) or 1
+        # The database's counters span the phase: per request it served, those wrk cut off at a turn's end included
+        served = usage.get("served") or answered
         per_request = {
-            name: usage[key] * factor / requests for key, (name, factor) in PER_REQUEST.items() if key in usage
+            name: usage[key] * factor / (answered if key.startswith("cpu_") else served)
+            for key, (name, factor) in PER_REQUEST.items()
+            if key in usage
         }
-        target.results["non_streaming"] = {"steps": steps, "per_request": per_request}
+        target.results["non_streaming"] = {
+            "steps": steps,
+            "per_request": per_request,
+            "answered": answered,
+            "served": usage.get("served"),
+        }
 
 
 def bursts(args, target: Target) -> None:
