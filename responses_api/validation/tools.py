@@ -348,7 +348,9 @@ class StopConditionsField(serializers.Field):
         errors: dict[int, object] = {}
         for index, condition in enumerate(data):
             kind = condition.get("type") if isinstance(condition, dict) else None
-            if kind not in STOP_CONDITIONS:
+            # Any JSON value may arrive as the type: an array or object is unhashable, so check it is a string
+            # before looking it up (it raised TypeError, a 500).
+            if not isinstance(kind, str) or kind not in STOP_CONDITIONS:
                 errors[index] = {"type": f"must be one of {sorted(STOP_CONDITIONS)}"}
                 continue
             name, kind_type = STOP_CONDITIONS[kind]
