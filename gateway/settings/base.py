@@ -37,6 +37,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "gateway.console.middleware.RequestLogMiddleware",
+    # Errors on the Anthropic Messages door in Anthropic's shape, also those made before its view
+    "responses_api.messages.errors.AnthropicErrorMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "gateway.middleware.ApiBodyLimitMiddleware",

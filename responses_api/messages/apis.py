@@ -8,7 +8,8 @@ from responses_api import pipeline
 from responses_api.chat.apis import METADATA_HEADER, SESSION_HEADER, streaming_response
 from responses_api.chat.events import relay
 from responses_api.embeddings.service import refuse_embedding_models
-from responses_api.messages.render import PING, MessageEventTranslator, error_body, message
+from responses_api.messages.errors import anthropic_error
+from responses_api.messages.render import PING, MessageEventTranslator, message
 from responses_api.messages.schema import (
     MessageResultSerializer,
     MessageStreamEventSerializer,
@@ -27,12 +28,9 @@ class MessageCreateApi(APIView):
         """Every error in Anthropic's shape (same statuses), so the Anthropic SDK raises its typed errors."""
         view_error_metadata(self.request, exc)
         response = super().handle_exception(exc)
-        body = response.data if isinstance(response.data, dict) else {}
-        error = body.get("error") or {}
-        anthropic = error_body(response.status_code, str(error.get("message") or "Error"))
-        if "gateway_metadata" in body:
-            anthropic["gateway_metadata"] = body["gateway_metadata"]
-        response.data = anthropic
+        anthropic = anthropic_error(response.data, response.status_code)
+        if anthropic is not None:
+            response.data = anthropic
         return response
 
     @extend_schema(

@@ -35,8 +35,13 @@ STREAM_ERROR_TYPES = {
 INCOMPLETE_STOP = {"max_output_tokens": "max_tokens", "content_filter": "refusal"}
 
 
+def error_type(status: int) -> str:
+    """Anthropic's type for a status; any other client error is an invalid request (api_error means ours)."""
+    return ERROR_TYPES.get(status) or ("invalid_request_error" if 400 <= status < 500 else "api_error")
+
+
 def error_body(status: int, message: str) -> dict:
-    return {"type": "error", "error": {"type": ERROR_TYPES.get(status, "api_error"), "message": message}}
+    return {"type": "error", "error": {"type": error_type(status), "message": message}}
 
 
 def stop_sequence(result: dict) -> str | None:
