@@ -1,12 +1,7 @@
 from django.contrib import admin
 from django.urls import include, path, register_converter
 from django.views.generic import TemplateView
-from drf_spectacular.views import (
-    SpectacularJSONAPIView,
-    SpectacularRedocView,
-    SpectacularSwaggerView,
-    SpectacularYAMLAPIView,
-)
+from drf_spectacular.views import SpectacularRedocView, SpectacularSwaggerView
 
 from byok.apis import ByokDetailApi, ByokListCreateApi
 from gateway import health
@@ -15,6 +10,7 @@ from gateway.billing.apis import CreditsApi, GenerationApi
 from gateway.console.apis import ActivityApi
 from gateway.console.metrics import metrics_view
 from gateway.console.views import dashboard
+from gateway.schema import CachedSchemaJSONView, CachedSchemaYAMLView
 from guardrails.urls import urlpatterns as guardrail_urls
 from plugins.apis import PluginDefaultsApi
 from plugins.serializers import plugin_rules_install
@@ -70,8 +66,8 @@ api_v1 = [
     path("routing/settings", AccountRoutingSettingsApi.as_view(), name="routing-settings"),
     path("plugins/defaults", PluginDefaultsApi.as_view(), name="plugin-defaults"),
     *guardrail_urls,
-    path("openapi.json", SpectacularJSONAPIView.as_view(), name="schema"),
-    path("openapi.yaml", SpectacularYAMLAPIView.as_view(), name="schema-yaml"),
+    path("openapi.json", CachedSchemaJSONView.as_view(), name="schema"),  # generated once per process
+    path("openapi.yaml", CachedSchemaYAMLView.as_view(), name="schema-yaml"),
     path("docs", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
     path("redoc", SpectacularRedocView.as_view(url_name="schema"), name="redoc"),
 ]
