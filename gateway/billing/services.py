@@ -6,6 +6,7 @@ trip) and settles in ONE statement, so the account row, which every request of t
 locked across a round trip; elsewhere (SQLite) the same steps run in a transaction. `balance >= reserved >= 0`
 is a database constraint: no hold or charge overdraws, whatever races happen above it."""
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -14,6 +15,7 @@ from typing import Any
 from uuid import UUID
 
 import psycopg
+from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.db.models import (
     BooleanField,
@@ -37,15 +39,35 @@ from gateway.accounts.models import Account, ApiKey, Member, Workspace
 from gateway.billing.generations import OUTCOME_FIELDS, GenerationRecord, generation_id_new, generation_outcome
 from gateway.billing.models import IN_PROGRESS, EntryKind, Generation, KeyUsageDay, LedgerEntry, UsageRollupMark
 from gateway.billing.selectors import key_open_holds, key_usage_in_window, window_starts
+from gateway.billing.settle_retry import DATABASE_UNREACHABLE, settle_later
 from gateway.dbpool import prepared_cursor
 from gateway.errors import GatewayError, PaymentRequired
 from gateway.renderers import json_compact
 
 MSG_INSUFFICIENT = "Insufficient credits. Add more credits to your account to continue."
 MSG_KEY_LIMIT = "This API key's credit limit is exhausted"
-# Holds older than this are a killed worker's, never a live request's (the longest stream is 30 minutes): the
-# sweep (release_stale_reservations) and a 402 release them.
-STALE_HOLD_SECONDS = 6 * 3600
+# What a stale hold's age adds to the longest request and the settlement retries' window (stale_hold_seconds).
+STALE_HOLD_MARGIN_SECONDS = 900
+
+
+def longest_request_seconds() -> float:
+    """The longest a live request keeps its hold: its longest upstream deadline (a whole stream, a whole
+    non-streaming answer, a stream's first byte; routing/http.py enforces them). The sweep never releases a hold
+    younger than this."""
+    return max(
+        settings.UPSTREAM_STREAM_MAX_SECONDS, settings.UPSTREAM_TOTAL_TIMEOUT, settings.UPSTREAM_FIRST_BYTE_TIMEOUT
+    )
+
+
+def stale_hold_seconds() -> int:
+    """A hold older than this is a killed worker's, or one whose settlement the database never took (retried for
+    SETTLE_RETRY_SECONDS after the request: settle_retry), never a live request's: the sweep's default age
+    (release_stale_reservations) and a 402's. The margin covers the waits before a request's last attempt (a
+    first attempt's timeout before a fallback)."""
+    return math.ceil(longest_request_seconds() + settings.SETTLE_RETRY_SECONDS + STALE_HOLD_MARGIN_SECONDS)
+
+
+STALE_HOLD_SECONDS = stale_hold_seconds()
 HOLD_EXPIRED = "hold_expired"  # the error_type of a generation whose hold expired unsettled
 _LIFETIME = datetime(1970, 1, 1, tzinfo=UTC)  # the start of a lifetime limit's window
 _PLACES = Decimal("1e-12")  # the money columns' scale
@@ -344,7 +366,18 @@ def generation_settle(*, reservation: ReservationHandle, record: GenerationRecor
     if record.id != reservation.id:
         raise ValueError(f"the record {record.id} is not the hold {reservation.id}")
     cost = _usd(record.cost) if charge else Decimal(0)
-    charged = _close(reservation, outcome=generation_outcome(record=record), cost=cost)
+    outcome = generation_outcome(record=record)
+    try:
+        charged = _close(reservation, outcome=outcome, cost=cost)
+    except DATABASE_UNREACHABLE:
+        # The database did not answer (down, stalled): the same settlement runs again once it does, charging the
+        # usage known now (or releasing the hold), once (settle_retry), rather than the sweep releasing it later.
+        settle_later(reservation.id, lambda: _observed(record, _close(reservation, outcome=outcome, cost=cost)))
+        raise
+    return _observed(record, charged)
+
+
+def _observed(record: GenerationRecord, charged: Decimal | None) -> Decimal:
     for observe in SETTLED_OBSERVERS:
         observe(record, charged)
     return charged or Decimal(0)
@@ -547,7 +580,16 @@ def holds_expire(*, older_than_seconds: int, account_id: UUID | None = None) -> 
 def hold_drop(reservation: ReservationHandle) -> bool:
     """Give back a hold that was never a request of its own (a fusion panel's, covering its cost until the
     request's own hold does) and remove its row: nothing is charged, nothing stays in the request log. Once: a
-    hold already closed (the stale-hold sweep) is left as it is. Returns whether it was dropped."""
+    hold already closed (the stale-hold sweep) is left as it is. Returns whether it was dropped. When the database
+    does not answer, dropped once it does (settle_retry)."""
+    try:
+        return _drop(reservation)
+    except DATABASE_UNREACHABLE:
+        settle_later(reservation.id, lambda: _drop(reservation))
+        raise
+
+
+def _drop(reservation: ReservationHandle) -> bool:
     with transaction.atomic():
         found = (
             Generation.objects.select_for_update()

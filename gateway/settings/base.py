@@ -93,13 +93,28 @@ elif env.bool("DB_POOL", default=True):
         "min_size": min(env.int("DB_POOL_MIN_SIZE", default=1), env.int("DB_POOL_MAX_SIZE", default=20)),
         "max_size": env.int("DB_POOL_MAX_SIZE", default=20),
         # A request waits at most this long for a connection, then is answered 503 with Retry-After.
-        "timeout": env.float("DB_POOL_TIMEOUT", default=10.0),
+        "timeout": env.float("DB_POOL_TIMEOUT", default=5.0),
     }
+if DATABASES["default"]["ENGINE"].endswith("postgresql"):
+    # A database that stops answering fails requests with 503 in seconds instead of holding them (and their
+    # connections) until it answers again: connecting (TCP and the whole handshake: psycopg counts it, 2 s at
+    # least) and each statement (PostgreSQL cancels it, a lock wait included) have a deadline. 0 turns one off
+    # (DB_STATEMENT_TIMEOUT=0 for a long migration; compose.yaml's `migrate` does).
+    _db_options = DATABASES["default"].setdefault("OPTIONS", {})
+    _db_options["connect_timeout"] = env.int("DB_CONNECT_TIMEOUT", default=3)
+    _statement_ms = int(env.float("DB_STATEMENT_TIMEOUT", default=5.0) * 1000)
+    _db_options["options"] = f"{_db_options.get('options', '')} -c statement_timeout={_statement_ms}".strip()
 if DATABASES["default"]["ENGINE"].endswith("postgresql") and env.bool("DB_PREPARED_STATEMENTS", default=True):
     # The hot path's fixed statements (gateway/dbpool.py prepared_cursor: a request's hold and settlement) are
     # prepared on first use on each connection; the ORM's statements never are (Django binds them on the client).
     # Off behind a pooler that cannot keep prepared statements (PgBouncer in transaction mode before 1.21).
     DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = 0
+# A settlement the database could not take (down, stalled) is tried again in the process for this long, in seconds
+# (gateway/billing/settle_retry.py), at most this many at once; the stale-hold sweep releases what is left.
+SETTLE_RETRY_SECONDS = env.float("SETTLE_RETRY_SECONDS", default=600.0)
+SETTLE_RETRY_MAX_PENDING = env.int("SETTLE_RETRY_MAX_PENDING", default=10000)
+# /readyz waits at most this long, in seconds, for its database check (one at a time per process), else 503.
+READYZ_DATABASE_TIMEOUT = env.float("READYZ_DATABASE_TIMEOUT", default=1.0)
 
 # The request pipeline's stages (routing.stages is their interface), as dotted paths of stage classes, in
 # order: pre-stages see the canonical request before routing, post-stages the answer before settlement.
@@ -109,6 +124,7 @@ PIPELINE_PRE_STAGES = [
     "plugins.hosted_tools.HostedToolsStage",  # tools the provider runs itself: only endpoints that run them
     "plugins.web.WebStage",  # the `web` plugin: search results added to the context
     "plugins.file_parser.FileParserStage",  # files become text before anything measures or moderates the input
+    "guardrails.stage.AddedTextGuardrailStage",  # the parsed files' and web results' text, and files sent as they are
     "plugins.moderation.ModerationStage",
     "plugins.compression.ContextCompressionStage",  # last: fits the final input to the endpoints' context
 ]

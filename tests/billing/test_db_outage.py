@@ -1,0 +1,206 @@
+"""Database outages (issue 28, item 6): a settlement the database did not take is run again once it answers (the
+usage known then charged, once; a request without usage has its hold released), and the stale-hold sweep's default
+age is the longest request deadline plus a margin, not 6 hours. The outage here is a statement that fails as a lost
+connection does (an execute wrapper); tests/gateway/test_db_outage_live.py cuts a real gateway's database."""
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from decimal import Decimal
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.db import OperationalError, connection
+from django.utils import timezone
+
+from gateway.billing import settle_retry
+from gateway.billing.generations import GenerationRecord
+from gateway.billing.models import IN_PROGRESS, EntryKind, Generation, LedgerEntry
+from gateway.billing.services import (
+    HOLD_EXPIRED,
+    ReservationHandle,
+    credits_reserve,
+    generation_settle,
+    longest_request_seconds,
+    stale_hold_seconds,
+)
+from tests.billing.books import assert_books
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def retries(monkeypatch) -> Iterator[tuple[settle_retry.SettlementRetries, Clock]]:
+    """The process's retry queue, run by the test (no thread) on a clock it moves."""
+    clock = Clock()
+    queue = settle_retry.SettlementRetries(max_pending=100, window_seconds=600, clock=clock, autostart=False)
+    monkeypatch.setattr(settle_retry, "RETRIES", queue)
+    yield queue, clock
+
+
+@contextmanager
+def database_down(*, after_running: bool = False) -> Iterator[None]:
+    """Every statement fails as on a lost connection: before it runs, or (`after_running`) once it ran, its answer
+    lost on the way back."""
+
+    def lost(execute, sql, params, many, context):
+        if after_running:
+            execute(sql, params, many, context)
+        raise OperationalError("server closed the connection unexpectedly")
+
+    with connection.execute_wrapper(lost):
+        yield
+
+
+def served(hold: ReservationHandle, *, cost: str) -> GenerationRecord:
+    return GenerationRecord(
+        id=hold.id,
+        account_id=hold.account_id,
+        api_key_id=hold.api_key_id,
+        workspace_id=None,
+        requested_model="standin/echo",
+        status="completed",
+        tokens_input=10,
+        tokens_output=20,
+        cost=Decimal(cost),
+    )
+
+
+def failed(hold: ReservationHandle) -> GenerationRecord:
+    return GenerationRecord(
+        id=hold.id,
+        account_id=hold.account_id,
+        api_key_id=hold.api_key_id,
+        workspace_id=None,
+        requested_model="standin/echo",
+        status="failed",
+        error_type="server_error",
+    )
+
+
+def charges(generation_id: str) -> int:
+    return LedgerEntry.objects.filter(generation_id=generation_id, kind=EntryKind.CHARGE).count()
+
+
+def test_a_settlement_the_database_did_not_take_is_charged_once_it_answers(alice, retries):
+    queue, clock = retries
+    # Given a request's hold, and its settlement (usage known) failing: the database is down
+    hold = credits_reserve(account_id=alice.account_id, amount=Decimal("2"))
+    with database_down(), pytest.raises(OperationalError):
+        generation_settle(reservation=hold, record=served(hold, cost="0.75"), charge=True)
+    assert Generation.objects.get(pk=hold.id).status == IN_PROGRESS
+    # When it is retried while still down, then after it answers again
+    clock.now += 1
+    with database_down():
+        queue.run_due()
+    assert Generation.objects.get(pk=hold.id).status == IN_PROGRESS and len(queue) == 1
+    clock.now += 10
+    queue.run_due()
+    # Then the usage known at the time is charged, once, and the hold is closed
+    generation = Generation.objects.get(pk=hold.id)
+    assert (generation.status, generation.cost, generation.tokens_output) == ("completed", Decimal("0.75"), 20)
+    assert charges(hold.id) == 1 and len(queue) == 0
+    account = assert_books(alice.account_id)
+    assert (account.balance, account.reserved) == (Decimal("9.25"), 0)
+
+
+def test_a_settlement_whose_answer_was_lost_is_not_charged_twice(alice, retries):
+    queue, clock = retries
+    # Given a settlement that ran, but whose answer never came back (the connection died after the commit)
+    hold = credits_reserve(account_id=alice.account_id, amount=Decimal("2"))
+    with database_down(after_running=True), pytest.raises(OperationalError):
+        generation_settle(reservation=hold, record=served(hold, cost="0.75"), charge=True)
+    # When its retry runs
+    clock.now += 10
+    queue.run_due()
+    # Then it is charged once (the retry found the hold closed)
+    assert charges(hold.id) <= 1 and len(queue) == 0
+    generation_settle(reservation=hold, record=served(hold, cost="0.75"), charge=True)  # and a late one: nothing
+    assert charges(hold.id) == 1
+    account = assert_books(alice.account_id)
+    assert (account.balance, account.reserved) == (Decimal("9.25"), 0)
+
+
+def test_the_hold_of_a_request_without_usage_is_released_once_the_database_answers(alice, retries):
+    queue, clock = retries
+    hold = credits_reserve(account_id=alice.account_id, amount=Decimal("2"))
+    with database_down(), pytest.raises(OperationalError):
+        generation_settle(reservation=hold, record=failed(hold), charge=False)
+    clock.now += 10
+    queue.run_due()
+    generation = Generation.objects.get(pk=hold.id)
+    assert (generation.status, generation.error_type, generation.cost) == ("failed", "server_error", 0)
+    assert charges(hold.id) == 0
+    account = assert_books(alice.account_id)
+    assert (account.balance, account.reserved) == (Decimal("10"), 0)
+
+
+def test_the_first_settlement_of_a_request_is_the_one_retried(alice, retries):
+    queue, clock = retries
+    # Given a settlement with usage that failed, then the failure handler's release of the same hold failing too
+    hold = credits_reserve(account_id=alice.account_id, amount=Decimal("2"))
+    with database_down():
+        with pytest.raises(OperationalError):
+            generation_settle(reservation=hold, record=served(hold, cost="0.5"), charge=True)
+        with pytest.raises(OperationalError):
+            generation_settle(reservation=hold, record=failed(hold), charge=False)
+    assert len(queue) == 1
+    clock.now += 10
+    queue.run_due()
+    # Then the usage is charged (the release changes nothing)
+    assert Generation.objects.get(pk=hold.id).status == "completed" and charges(hold.id) == 1
+    assert assert_books(alice.account_id).balance == Decimal("9.5")
+
+
+def test_retries_stop_after_their_window_and_leave_the_hold_to_the_sweep(alice, retries):
+    queue, clock = retries
+    hold = credits_reserve(account_id=alice.account_id, amount=Decimal("2"))
+    with database_down():
+        with pytest.raises(OperationalError):
+            generation_settle(reservation=hold, record=served(hold, cost="0.5"), charge=True)
+        for _ in range(200):  # backing off: at most every 5 s
+            clock.now += 5
+            queue.run_due()
+    assert len(queue) == 0  # given up after 600 s
+    assert Generation.objects.get(pk=hold.id).status == IN_PROGRESS
+    assert assert_books(alice.account_id).reserved == Decimal("2")
+
+
+def test_the_retry_queue_is_bounded(alice, retries):
+    queue, _ = retries
+    queue.max_pending = 2
+    assert [settle_retry.settle_later(str(n), lambda: None) for n in range(3)] == [True, True, False]
+    assert len(queue) == 2
+
+
+def test_the_sweep_by_default_releases_holds_older_than_the_longest_request_plus_a_margin(alice):
+    # Given the defaults: 30-minute streams, settlements retried for 10 minutes
+    assert longest_request_seconds() == 1800 and stale_hold_seconds() == 1800 + 600 + 900
+    # And a hold stranded an hour ago (a killed worker), and one of a request still streaming (40 minutes old)
+    stranded = credits_reserve(account_id=alice.account_id, amount=Decimal("3"))
+    streaming = credits_reserve(account_id=alice.account_id, amount=Decimal("2"))
+    Generation.objects.filter(pk=stranded.id).update(created_at=timezone.now() - timedelta(hours=1))
+    Generation.objects.filter(pk=streaming.id).update(created_at=timezone.now() - timedelta(minutes=40))
+    # When the sweep runs with its default age
+    out = StringIO()
+    call_command("release_stale_reservations", stdout=out)
+    # Then the stranded hold is released, the live one kept
+    assert "released 1 stale holds" in out.getvalue()
+    assert Generation.objects.get(pk=stranded.id).error_type == HOLD_EXPIRED
+    assert Generation.objects.get(pk=streaming.id).status == IN_PROGRESS
+    assert assert_books(alice.account_id).reserved == Decimal("2")
+
+
+def test_the_sweep_refuses_an_age_that_would_release_live_requests(alice):
+    live = credits_reserve(account_id=alice.account_id, amount=Decimal("2"))
+    Generation.objects.filter(pk=live.id).update(created_at=timezone.now() - timedelta(minutes=20))
+    with pytest.raises(CommandError, match="would release the holds of live requests"):
+        call_command("release_stale_reservations", "--older-than-minutes", "10", stdout=StringIO())
+    assert Generation.objects.get(pk=live.id).status == IN_PROGRESS
