@@ -19,6 +19,7 @@ import re
 import uuid
 from decimal import Decimal
 
+from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.fields import empty
@@ -32,6 +33,7 @@ MSG_NUMBER = "must be a finite JSON number"
 MSG_OBJECT = "must be a JSON object"
 MSG_ARRAY = "must be a JSON array"
 MSG_UNICODE = "must be valid Unicode text (no unpaired surrogates)"
+MSG_UNKNOWN_FIELD = "unknown field: not one this operation takes (nothing sent is ignored)"
 MSG_UUID = "must be a UUID string (8-4-4-4-12 hexadecimal digits)"
 UUID_TEXT = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 QUERY_INTEGER = re.compile(r"^-?[0-9]{1,19}$")
@@ -190,3 +192,27 @@ class ListField(_PlainGetValue, serializers.ListField):
 
 class JSONField(_PlainGetValue, serializers.JSONField):
     """Any JSON value (already parsed: its depth is bounded by the parser)."""
+
+
+# A request object that refuses the names it does not declare, instead of DRF's silent drop (a misspelt
+# `limit_usd` would otherwise make a guardrail without a budget), and says so in the schema
+# (`additionalProperties: false`, ClosedSerializerSchema), so the document and the validation agree. No docstring:
+# drf-spectacular would make it the description of every subclass without one.
+class ClosedSerializer(serializers.Serializer):
+    def to_internal_value(self, data):
+        if isinstance(data, dict):
+            writable = self.fields
+            unknown = [name for name in data if name not in writable or writable[name].read_only]
+            if unknown:
+                raise serializers.ValidationError({str(name): MSG_UNKNOWN_FIELD for name in unknown[:20]})
+        return super().to_internal_value(data)
+
+
+class ClosedSerializerSchema(OpenApiSerializerExtension):
+    target_class = ClosedSerializer
+    match_subclasses = True
+
+    def map_serializer(self, auto_schema, direction):
+        schema = auto_schema._map_serializer(self.target, direction, bypass_extensions=True)
+        schema["additionalProperties"] = False
+        return schema

@@ -56,7 +56,7 @@ class PatternField(fields.CharField):
     `invalid_regex_pattern` naming the filter); the schema states the length bound."""
 
 
-class ContentFilterSerializer(serializers.Serializer):
+class ContentFilterSerializer(fields.ClosedSerializer):
     pattern = PatternField(help_text="An RE2 regular expression (linear time: no lookarounds or backreferences)")
     action = fields.ChoiceField(choices=FilterAction.choices)
     label = fields.CharField(  # type: ignore[assignment]  # shadows Field.label
@@ -68,7 +68,7 @@ class ContentFilterSerializer(serializers.Serializer):
     )
 
 
-class BuiltinFilterSerializer(serializers.Serializer):
+class BuiltinFilterSerializer(fields.ClosedSerializer):
     slug = fields.ChoiceField(choices=content.BUILTIN_SLUGS)
     action = fields.ChoiceField(choices=FilterAction.choices)
 
@@ -121,7 +121,7 @@ class DataCollectionField(fields.ChoiceField):
         super().__init__(choices=DataCollection.values, **kwargs)
 
 
-class GuardrailFieldsSerializer(serializers.Serializer):
+class GuardrailFieldsSerializer(fields.ClosedSerializer):
     """The fields POST and PATCH share; on PATCH an omitted field stays and a sent collection replaces."""
 
     description = fields.CharField(required=False, allow_null=True, allow_blank=True, max_length=1000)
@@ -266,7 +266,7 @@ class GuardrailDeletedSerializer(serializers.Serializer):
     deleted = serializers.BooleanField()
 
 
-class KeyHashesRequestSerializer(serializers.Serializer):
+class KeyHashesRequestSerializer(fields.ClosedSerializer):
     """API keys by their SHA-256 hash (as GET /keys shows it), all of this account."""
 
     # context: `account_id`, and `live_only` (assigning takes live keys; removing takes any of the account's)
@@ -291,7 +291,7 @@ class KeyHashesRequestSerializer(serializers.Serializer):
         return [found[h] for h in value]
 
 
-class MemberUserIdsRequestSerializer(serializers.Serializer):
+class MemberUserIdsRequestSerializer(fields.ClosedSerializer):
     """Members of this account by their user id."""
 
     member_user_ids = fields.ListField(
