@@ -223,6 +223,10 @@ class ResponseRun:
             estimated = usage_or_estimate(
                 replace(response, usage=bounded), estimated_input=prepared.estimated_input_tokens
             )
+            if estimated is not bounded and response.incomplete_reason == "max_output_tokens":
+                # It stopped at the most it was allowed (where routing.output_bound cuts): billed no more than that.
+                allowed = bounds.output_tokens - USAGE_OUTPUT_MARGIN
+                estimated = replace(estimated, output_tokens=min(estimated.output_tokens, allowed))
             if estimated is not bounded:
                 reasons.append("output_tokens not reported: estimated from the text generated")
                 bounded, more = clamp_usage(estimated, bounds)

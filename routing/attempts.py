@@ -27,8 +27,10 @@ from routing.canonical import (
     Usage,
     UsageReported,
 )
+from routing.catalog import EndpointInfo
 from routing.errors import ErrorType, UpstreamError
 from routing.health import health_record, sticky_set
+from routing.output_bound import CUT_REASON, OutputBudget, allowed_output_tokens
 from routing.providers.base import UpstreamRequest
 from routing.providers.embeddings import EmbeddingRequest, EmbeddingResponse
 from routing.selection import Candidate
@@ -86,6 +88,7 @@ class _Opened:
     stream: upstream.UpstreamStream
     upstream_body: dict
     started: float
+    output_tokens: int  # what the request allows this endpoint to write (routing.output_bound)
 
 
 def release_db_connection() -> None:
@@ -96,6 +99,10 @@ def release_db_connection() -> None:
 
 def _unbounded(response: CanonicalResponse, candidate: Candidate) -> Usage:
     return response.usage
+
+
+def _allowed(request: CanonicalRequest | EmbeddingRequest, endpoint: EndpointInfo) -> int:
+    return allowed_output_tokens(request, endpoint) if isinstance(request, CanonicalRequest) else 0
 
 
 class AttemptSequence:
@@ -121,19 +128,22 @@ class AttemptSequence:
     # ---- the loop ----
     def _attempt(
         self, action: Callable[[Candidate, UpstreamRequest], T]
-    ) -> tuple[Candidate, UpstreamRequest, T, float]:
-        """The first candidate `action` succeeds with; raises AttemptsFailed when none is left or one failed
-        for good (a non-retryable error: bad input fails the same way everywhere)."""
+    ) -> tuple[Candidate, UpstreamRequest, T, float, int]:
+        """The first candidate `action` succeeds with, and the output tokens its request allows; raises
+        AttemptsFailed when none is left or one failed for good (a non-retryable error: bad input fails the same
+        way everywhere)."""
         last_error = None
         for candidate in self._remaining:
             started = time.monotonic()
             try:
                 credentials = candidate.credentials()  # decrypted now, for this attempt only (byok)
                 release_db_connection()  # an upstream call may take minutes: do not hold a pooled connection
+                canonical = self._request_for(candidate)
                 request = upstream.build_upstream_request(
-                    endpoint=candidate.endpoint, request=self._request_for(candidate), credentials=credentials
+                    endpoint=candidate.endpoint, request=canonical, credentials=credentials
                 )
-                return candidate, request, action(candidate, request), started
+                tokens = _allowed(canonical, candidate.endpoint)
+                return candidate, request, action(candidate, request), started, tokens
             except UpstreamError as error:
                 self.record(candidate, started, error)
                 last_error = error
@@ -185,14 +195,15 @@ class AttemptSequence:
     # ---- the two ways to call ----
     def call(self) -> Served:
         """A complete response from the first candidate that gives one."""
-        candidate, _, response, started = self._attempt(
+        candidate, _, response, started, tokens = self._attempt(
             lambda candidate, request: upstream.call(endpoint=candidate.endpoint, upstream=request)
         )
+        response = OutputBudget(tokens).response(response)  # an answer longer than allowed ends where it should
         return Served(candidate=candidate, response=self._succeeded(candidate, started, response))
 
     def embed(self, *, expected: int) -> Embedded:
         """Embeddings from the first candidate that gives them (`request_for` builds an EmbeddingRequest)."""
-        candidate, _, response, started = self._attempt(
+        candidate, _, response, started, _ = self._attempt(
             lambda candidate, request: upstream.embed(endpoint=candidate.endpoint, upstream=request, expected=expected)
         )
         self.record(candidate, started, None, usage=response.usage)
@@ -202,10 +213,12 @@ class AttemptSequence:
         return Embedded(candidate=candidate, response=response)
 
     def _open(self) -> _Opened:
-        candidate, request, stream, started = self._attempt(
+        candidate, request, stream, started, tokens = self._attempt(
             lambda candidate, request: upstream.open_stream(endpoint=candidate.endpoint, upstream=request)
         )
-        return _Opened(candidate=candidate, stream=stream, upstream_body=request.body, started=started)
+        return _Opened(
+            candidate=candidate, stream=stream, upstream_body=request.body, started=started, output_tokens=tokens
+        )
 
     def open_stream(self, *, keepalive_interval: float, committed: Callable[[], bool] | None = None) -> "AttemptStream":
         """The first candidate that answers with 200, as a stream; raises AttemptsFailed."""
@@ -217,7 +230,8 @@ class AttemptStream:
     steps for each upstream event that made any (and WAITING while the first content is awaited); a failure
     before anything was committed to the client moves on to the next candidate, a later or final one is raised
     as UpstreamError. `committed` says whether content reached the client (default: a step was yielded).
-    Always `close()`."""
+    An answer longer than the request allows (routing.output_bound) is `cut` there: the rest is never read, and
+    the answer ends incomplete for max_output_tokens. Always `close()`."""
 
     def __init__(
         self,
@@ -234,6 +248,8 @@ class AttemptStream:
         self.upstream_body = opened.upstream_body  # the first attempt's body (for debug echo)
         self.candidate: Candidate = opened.candidate  # the attempt under way (or the last one)
         self.fold = Fold()  # the one fold of the current attempt's events
+        self._budget = OutputBudget(opened.output_tokens)
+        self.cut = False  # the answer reached its output bound
         self.first_content_at: float | None = None
         self.response: CanonicalResponse | None = None  # set when the stream completed (usage bounded)
 
@@ -255,6 +271,7 @@ class AttemptStream:
                     self._opened = None
                     raise (failed.error or error) from None
                 self.candidate = self._opened.candidate
+                self._budget = OutputBudget(self._opened.output_tokens)
 
     def _relay(self, opened: _Opened) -> Iterator[list[FoldStep] | _Waiting]:
         events = opened.stream.events()
@@ -266,10 +283,14 @@ class AttemptStream:
                 assert event is not None
                 if steps := self._add(event):
                     yield steps
+                if self.cut:  # (the helper thread reads nothing after a content event: it stopped)
+                    break
             else:
                 ended = kind == "end"
-        if not ended:
+        if not ended and not self.cut:
             yield from self._batched(events, opened.stream.buffered)
+        if self.cut:
+            opened.stream.close()  # the rest of the answer is not read: the connection is dropped, not drained
         if not self.fold.has_output() and self.fold.finished is None:
             raise UpstreamError(
                 error_type=ErrorType.PROVIDER_UNAVAILABLE, message="The provider's stream had no output", retryable=True
@@ -289,6 +310,8 @@ class AttemptStream:
             for event in events:
                 if steps := self._add(event):
                     batch += steps
+                if self.cut:
+                    break
                 if batch and (fresh or not buffered()):
                     yield batch
                     batch = []
@@ -303,7 +326,14 @@ class AttemptStream:
     def _add(self, event: StreamEvent) -> list[FoldStep]:
         if self.first_content_at is None and not isinstance(event, NOT_CONTENT):
             self.first_content_at = time.monotonic()
-        return self.fold.add(event)
+        budget, fold = self._budget, self.fold
+        bounded = budget.event(event)
+        steps = fold.add(bounded) if bounded is not None else []
+        if budget.exhausted:  # the answer ends here, as if the provider had stopped at the maximum
+            self.cut = True
+            fold.add(UsageReported(budget.cut_usage(fold.usage)))
+            fold.add(Finished(status="incomplete", incomplete_reason=CUT_REASON))
+        return steps
 
     def close(self) -> None:
         if self._opened is not None:

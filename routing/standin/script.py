@@ -36,6 +36,10 @@ class Script:
     key: str = ""  # when set, any other credential gets 401
     malformed: int = 0  # 1: answer 200 with a body / stream that is not the provider's format
     sample: int = 0  # 1: the text is 8 words drawn at random, from the request's `seed` when it has one
+    # A hostile upstream: ignore the request's max tokens and answer with this many bytes of `flood_field`
+    # (text, reasoning or tool_arguments), streamed in deltas of about 1 KiB.
+    flood: int = 0
+    flood_field: str = "text"
 
     def merged(self, overrides: dict) -> "Script":
         known = {f.name: f.type for f in fields(self)}

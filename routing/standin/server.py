@@ -32,6 +32,7 @@ WIRE = {
     "/converse": (formats.converse_body, formats.converse_stream, formats.bedrock_error, formats.converse_stream_error),
 }
 EVENT_STREAM = "application/vnd.amazon.eventstream"
+FLOOD_DELTA_BYTES = 1024  # a flood's deltas (script.flood)
 WORDS = ("amber", "brook", "cedar", "dune", "ember", "fjord", "grove", "harbor", "isle", "juniper", "kelp", "lagoon")
 
 
@@ -84,6 +85,17 @@ def _logprobs(body: dict) -> tuple[bool, int]:
     wanted = body.get("logprobs") is True or "message.output_text.logprobs" in (body.get("include") or ())
     top = body.get("top_logprobs")
     return wanted, top if isinstance(top, int) and not isinstance(top, bool) and wanted else 0
+
+
+def _flood(script: Script) -> dict[str, str]:
+    """A hostile answer's field (script.flood): `flood` bytes of words, whatever the request's max tokens."""
+    if script.flood <= 0:
+        return {}
+    words = " ".join(WORDS) + " "
+    text = (words * (script.flood // len(words) + 1))[: script.flood]
+    if script.flood_field == "tool_arguments":  # still one JSON object, as a model's arguments are
+        text = json.dumps({"note": text[: max(0, script.flood - 12)]})
+    return {script.flood_field: text}
 
 
 def _tool_results(value) -> int:
@@ -246,31 +258,35 @@ class StandinHandler(BaseHTTPRequestHandler):
             rng = random.Random(seed if isinstance(seed, int) else None)
             text = " ".join(rng.choice(WORDS) for _ in range(8)) + "."
         text, stop_sequence = _cut(text, _stop_sequences(body))
+        flooded = _flood(script)
+        text = flooded.get("text", text)
         logprobs, top_logprobs = _logprobs(body)
         input_tokens = script.input_tokens
         if input_tokens is None:
             input_tokens = max(1, len(_prompt_text(body)) // 4)
+        reasoning = flooded.get("reasoning", script.reasoning)
+        tool_arguments = flooded.get("tool_arguments", script.tool_arguments)
         reasoning_tokens = script.reasoning_tokens
         if reasoning_tokens is None:
-            reasoning_tokens = len(script.reasoning) // 4
+            reasoning_tokens = len(reasoning) // 4
         output_tokens = (
             script.output_tokens
             if script.output_tokens is not None
-            else (max(1, (len(text) + len(script.tool_arguments if tool else "")) // 4) + reasoning_tokens)
+            else (max(1, (len(text) + len(tool_arguments if tool else "")) // 4) + reasoning_tokens)
         )
         return formats.Plan(
             model=body.get("model", "standin"),
             text=text,
-            reasoning=script.reasoning,
+            reasoning=reasoning,
             tool_name=tool,
-            tool_arguments=script.tool_arguments,
+            tool_arguments=tool_arguments,
             parallel=max(1, min(script.parallel, 8)),
             input_tokens=input_tokens,
             output_tokens=output_tokens,
             cached_tokens=min(script.cached_tokens, input_tokens),
             reasoning_tokens=reasoning_tokens,
             finish=script.finish,
-            chunks=max(1, script.chunks),
+            chunks=max(1, script.chunks, script.flood // FLOOD_DELTA_BYTES),
             stop_sequence=stop_sequence,
             stop_field="/stop_sequence" in (body.get("additionalModelResponseFieldPaths") or ()),
             logprobs=logprobs,

@@ -1,0 +1,189 @@
+"""The most output one upstream answer may bring, whatever the provider does with the request's maximum: a
+broken or hostile provider can ignore `max_output_tokens: 16` and stream megabytes, which would be relayed,
+repeated in every `*.done` event and held in memory until the stream ends.
+
+The bound is OUTPUT_BYTES_PER_TOKEN UTF-8 bytes per output token the request allows (twice the ~4 bytes of an
+average token), at least MIN_OUTPUT_BYTES (a few long tokens under a tiny maximum), counted over everything the
+model writes: message text and refusals, reasoning (summary and content), function call names and arguments,
+and the provider's annotations. The tokens allowed are the request's `max_output_tokens`, else the endpoint's
+maximum completion tokens, else its context length (as the credit hold and the usage bounds assume), plus the
+thinking budget a reasoning request adds upstream. An answer that reaches the bound is cut there (a stream stops
+being read) and ends incomplete for `max_output_tokens`, as a provider's own cut at the maximum does."""
+
+import json
+from dataclasses import replace
+
+from routing.canonical import (
+    CanonicalRequest,
+    CanonicalResponse,
+    OutputFunctionCall,
+    OutputItem,
+    OutputMessage,
+    OutputReasoning,
+    ReasoningDelta,
+    RefusalDelta,
+    StreamEvent,
+    TextAnnotated,
+    TextDelta,
+    TokenLogprob,
+    ToolCallDelta,
+    ToolCallStarted,
+    Usage,
+)
+from routing.catalog import EndpointInfo
+from routing.providers.anthropic.request import EFFORT_BUDGET, MIN_THINKING_BUDGET
+from routing.providers.hosted import citation_within
+
+OUTPUT_BYTES_PER_TOKEN = 8
+MIN_OUTPUT_BYTES = 256
+DEFAULT_OUTPUT_TOKENS = 4096  # neither the request nor the catalog names a maximum (as the credit hold)
+CUT_REASON = "max_output_tokens"
+
+
+def allowed_output_tokens(request: CanonicalRequest, endpoint: EndpointInfo) -> int:
+    """The output tokens the upstream may legitimately write for `request` (what usage bounds allow too)."""
+    tokens = (
+        request.max_output_tokens or endpoint.max_completion_tokens or endpoint.context_length or DEFAULT_OUTPUT_TOKENS
+    )
+    reasoning = request.reasoning
+    if reasoning is not None and reasoning.enabled is not False and reasoning.effort != "none":
+        # Anthropic and Bedrock requests raise the upstream maximum by the thinking budget.
+        tokens += max(
+            MIN_THINKING_BUDGET,
+            reasoning.max_tokens or 0,
+            EFFORT_BUDGET.get(reasoning.effort or "medium", max(EFFORT_BUDGET.values())),
+        )
+    return tokens
+
+
+def output_byte_limit(tokens: int) -> int:
+    return max(OUTPUT_BYTES_PER_TOKEN * tokens, MIN_OUTPUT_BYTES)
+
+
+def _size(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode())
+
+
+class OutputBudget:
+    """The bytes of output an answer has left. `take` spends them; once a text does not fit, the budget is
+    `exhausted` and the answer must end there."""
+
+    __slots__ = ("tokens", "left", "exhausted")
+
+    def __init__(self, tokens: int) -> None:
+        self.tokens = tokens  # the output tokens allowed
+        self.left = output_byte_limit(tokens)
+        self.exhausted = False
+
+    def take(self, text: str) -> str:
+        """The part of `text` that fits (all of it while there is room; never half a character)."""
+        size = _size(text)
+        if size <= self.left:
+            self.left -= size
+            return text
+        kept = text.encode()[: max(self.left, 0)].decode("utf-8", errors="ignore")
+        self.left -= len(kept.encode())
+        self.exhausted = True
+        return kept
+
+    # ---- streams ----
+    def event(self, event: StreamEvent) -> StreamEvent | None:
+        """The event as far as it fits (None: nothing of it does). Events that carry no output pass as they are."""
+        match event:
+            case TextDelta():
+                text = self.take(event.text)
+                if text == event.text:
+                    return event
+                return TextDelta(text, _logprobs_within(event.logprobs, len(text))) if text else None
+            case RefusalDelta() | ReasoningDelta():
+                text = self.take(event.text)
+                return event if text == event.text else (replace(event, text=text) if text else None)
+            case ToolCallDelta():
+                arguments = self.take(event.arguments)
+                if arguments == event.arguments:
+                    return event
+                return ToolCallDelta(event.index, arguments) if arguments else None
+            case ToolCallStarted() | TextAnnotated():  # a call cut in its name, or a cut annotation: none of it
+                size = _size(event.name) if isinstance(event, ToolCallStarted) else _size(json.dumps(event.annotation))
+                if size > self.left:
+                    self.left, self.exhausted = 0, True
+                    return None
+                self.left -= size
+        return event
+
+    def cut_usage(self, usage: Usage) -> Usage:
+        """A cut answer's usage: it wrote at least what was allowed. A usage reported in part (the input known
+        from the stream's start) is raised to that; none reported stays none, for the caller's estimate."""
+        if usage.output_tokens <= 0:
+            return usage
+        return replace(usage, output_tokens=max(usage.output_tokens, self.tokens))
+
+    # ---- whole answers ----
+    def response(self, response: CanonicalResponse) -> CanonicalResponse:
+        """A complete answer within the budget: its items as far as they fit, incomplete when cut."""
+        kept: list[OutputItem] = []
+        for item in response.output:
+            item = self._item(item)
+            if self.exhausted:
+                if _has_output(item):
+                    kept.append(item)
+                break
+            kept.append(item)
+        if not self.exhausted:
+            return response
+        return replace(
+            response,
+            output=tuple(kept),
+            status="incomplete",
+            incomplete_reason=CUT_REASON,
+            usage=self.cut_usage(response.usage),
+        )
+
+    def _item(self, item: OutputItem) -> OutputItem:
+        match item:
+            case OutputMessage():
+                text = self.take(item.text)
+                refusal = self.take(item.refusal) if item.refusal and not self.exhausted else None
+                annotations = tuple(
+                    note
+                    for note in item.annotations
+                    if citation_within(note, len(text)) and self.event(TextAnnotated(note)) is not None
+                )
+                return replace(
+                    item,
+                    text=text,
+                    refusal=refusal or None,
+                    annotations=annotations,
+                    logprobs=_logprobs_within(item.logprobs, len(text)),
+                )
+            case OutputReasoning():
+                summary = tuple(self.take(text) for text in item.summary)
+                content = tuple(self.take(text) for text in item.content)
+                return replace(item, summary=summary, content=content)
+            case OutputFunctionCall():
+                if self.event(ToolCallStarted(0, item.call_id, item.name)) is None:
+                    return replace(item, name="", arguments="")  # not even its name fits: left out
+                return replace(item, arguments=self.take(item.arguments))
+        return item
+
+
+def _has_output(item: OutputItem) -> bool:
+    match item:
+        case OutputMessage():
+            return bool(item.text or item.refusal)
+        case OutputReasoning():
+            return any(item.summary) or any(item.content)
+        case OutputFunctionCall():
+            return bool(item.name)
+    return True
+
+
+def _logprobs_within(logprobs: tuple[TokenLogprob, ...], length: int) -> tuple[TokenLogprob, ...]:
+    """The tokens of a text cut to `length` characters: those wholly within it."""
+    kept, used = [], 0
+    for token in logprobs:
+        used += len(token.token)
+        if used > length:
+            break
+        kept.append(token)
+    return tuple(kept)

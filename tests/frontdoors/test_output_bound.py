@@ -1,0 +1,152 @@
+"""A hostile upstream that ignores max_output_tokens (issue 28, item 5): what reaches the client is cut at the
+request's output bound (routing.output_bound: 8 bytes of text per token the request allows, at least 256 bytes),
+ends incomplete for max_output_tokens in each door's own form, is billed as what the request allowed, and no
+`*.done` payload repeats more than was relayed. JSON answers are bounded the same way."""
+
+import json
+
+import pytest
+from rest_framework.test import APIClient
+
+from gateway.billing.models import Generation
+from tests.support import sse_events
+
+MAX_TOKENS = 16
+BOUND = max(8 * MAX_TOKENS, 256)  # bytes of output text the request allows (the floor: 256)
+LARGE_TOKENS = 200  # a bound above the floor: 1,600 bytes
+FLOOD = 1_000_000  # bytes the upstream sends instead
+RESPONSES_WIRE = {"provider": {"only": ["standin-responses"]}}
+CHAT_WIRE = {"provider": {"only": ["standin-chat"]}}
+ANTHROPIC_WIRE = {"provider": {"only": ["standin-anthropic"]}}
+
+
+def flooding(field: str = "text", extra: str = "") -> str:
+    return f'Hi <<standin {{"flood": {FLOOD}, "flood_field": "{field}"{extra}}}>>'
+
+
+def assert_billed_as_allowed(generation_id: str, tokens: int = MAX_TOKENS) -> Generation:
+    record = Generation.objects.get(id=generation_id)
+    assert record.status == "incomplete" and record.finish_reason == "max_output_tokens"
+    assert record.tokens_output == tokens  # what the request allowed, not the upstream's 250,000
+    assert record.cost > 0
+    return record
+
+
+# ---- POST /responses ----------------------------------------------------------------------------------------
+
+
+def test_a_flooding_stream_is_cut_at_the_bound_and_ends_incomplete(alice, standin_catalog):
+    # Given an upstream that streams 1 MB of text for a request allowing 16 output tokens
+    body = {"model": "standin/echo", "input": flooding(), "max_output_tokens": MAX_TOKENS, "stream": True}
+    response = alice.client().post("/api/v1/responses", {**body, **RESPONSES_WIRE}, format="json")
+    assert response.status_code == 200
+    events, raw = sse_events(response)
+    # Then the text relayed is the bound exactly, and the stream ends incomplete for max_output_tokens
+    relayed = "".join(event["delta"] for event in events if event["type"] == "response.output_text.delta")
+    assert len(relayed.encode()) == BOUND
+    last = events[-1]
+    assert last["type"] == "response.incomplete"
+    assert last["response"]["status"] == "incomplete"
+    assert last["response"]["incomplete_details"] == {"reason": "max_output_tokens"}
+    # And every done event carries exactly what was relayed, never more
+    [text_done] = [event for event in events if event["type"] == "response.output_text.done"]
+    [part_done] = [event for event in events if event["type"] == "response.content_part.done"]
+    [item_done] = [event for event in events if event["type"] == "response.output_item.done"]
+    assert text_done["text"] == part_done["part"]["text"] == item_done["item"]["content"][0]["text"] == relayed
+    assert last["response"]["output"][0]["content"][0]["text"] == relayed
+    assert len(raw) < 20 * BOUND + 8000  # deltas, four done copies and the lifecycle envelopes
+    # And it is billed as the 16 tokens the request allowed
+    assert last["response"]["usage"]["output_tokens"] == MAX_TOKENS
+    assert_billed_as_allowed(response["X-Generation-Id"])
+
+
+@pytest.mark.parametrize("field", ["reasoning", "tool_arguments"])
+def test_flooding_reasoning_and_tool_arguments_count_against_the_bound(alice, standin_catalog, field):
+    # Given an upstream flooding its reasoning (or a function call's arguments), on the Chat Completions wire
+    extra = ', "tool_call": "auto"' if field == "tool_arguments" else ""
+    body = {
+        "model": "standin/echo",
+        "input": flooding(field, extra),
+        "max_output_tokens": LARGE_TOKENS,
+        "stream": True,
+        "tools": [{"type": "function", "name": "get_weather", "parameters": {"type": "object"}}],
+        **CHAT_WIRE,
+    }
+    response = alice.client().post("/api/v1/responses", body, format="json")
+    events, _ = sse_events(response)
+    # Then all the generated text together stays within the bound, and the answer ends incomplete
+    kinds = ("response.output_text.delta", "response.reasoning_text.delta", "response.function_call_arguments.delta")
+    relayed = "".join(event["delta"] for event in events if event["type"] in kinds)
+    names = "".join(event["item"].get("name", "") for event in events if event["type"] == "response.output_item.added")
+    assert len(relayed.encode()) + len(names.encode()) == 8 * LARGE_TOKENS
+    assert events[-1]["type"] == "response.incomplete"
+    done = [event for event in events if event["type"].endswith(".done")]
+    assert all(len(json.dumps(event)) < 8 * LARGE_TOKENS + 2000 for event in done)
+    assert_billed_as_allowed(response["X-Generation-Id"], LARGE_TOKENS)
+
+
+def test_a_flooding_json_answer_is_cut_at_the_bound(alice, standin_catalog):
+    # Given an upstream answering 1 MB of text (not streamed) for a request allowing 16 output tokens
+    body = {"model": "standin/echo", "input": flooding(), "max_output_tokens": MAX_TOKENS, **RESPONSES_WIRE}
+    response = alice.client().post("/api/v1/responses", body, format="json")
+    assert response.status_code == 200
+    result = response.json()
+    # Then the answer is the bound's worth of text, incomplete for max_output_tokens, billed as allowed
+    assert len(result["output"][0]["content"][0]["text"].encode()) == BOUND
+    assert result["status"] == "incomplete" and result["incomplete_details"] == {"reason": "max_output_tokens"}
+    assert result["usage"]["output_tokens"] == MAX_TOKENS
+    assert_billed_as_allowed(response["X-Generation-Id"])
+
+
+# ---- POST /chat/completions -----------------------------------------------------------------------------------
+
+
+def test_a_flooding_chat_stream_finishes_with_length(alice, standin_catalog):
+    body = {
+        "model": "standin/echo",
+        "messages": [{"role": "user", "content": flooding()}],
+        "max_tokens": MAX_TOKENS,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        **RESPONSES_WIRE,
+    }
+    response = alice.client().post("/api/v1/chat/completions", body, format="json")
+    assert response.status_code == 200
+    raw = b"".join(response.streaming_content).decode()
+    chunks = [json.loads(block[6:]) for block in raw.split("\n\n") if block.startswith("data: {")]
+    relayed = "".join(choice["delta"].get("content") or "" for chunk in chunks for choice in chunk["choices"])
+    assert len(relayed.encode()) == BOUND
+    [finish] = [choice["finish_reason"] for chunk in chunks for choice in chunk["choices"] if choice["finish_reason"]]
+    assert finish == "length"
+    assert chunks[-1]["usage"]["completion_tokens"] == MAX_TOKENS
+    assert_billed_as_allowed(chunks[0]["id"])
+
+
+# ---- POST /messages -------------------------------------------------------------------------------------------
+
+
+def test_a_flooding_messages_stream_stops_with_max_tokens(alice, standin_catalog):
+    client = APIClient()
+    client.credentials(HTTP_X_API_KEY=alice.api_key)
+    body = {
+        "model": "standin/echo",
+        "max_tokens": MAX_TOKENS,
+        "stream": True,
+        "messages": [{"role": "user", "content": flooding()}],
+        **ANTHROPIC_WIRE,
+    }
+    response = client.post("/api/v1/messages", body, format="json")
+    assert response.status_code == 200
+    raw = b"".join(response.streaming_content).decode()
+    events = []
+    for block in filter(None, raw.split("\n\n")):
+        lines = dict(line.split(": ", 1) for line in block.split("\n") if ": " in line)
+        events.append((lines["event"], json.loads(lines["data"])))
+    relayed = "".join(data["delta"]["text"] for kind, data in events if kind == "content_block_delta")
+    assert len(relayed.encode()) == BOUND
+    [delta] = [data for kind, data in events if kind == "message_delta"]
+    assert delta["delta"]["stop_reason"] == "max_tokens"
+    assert delta["usage"]["output_tokens"] == MAX_TOKENS
+    assert events[-1][0] == "message_stop"
+    [start] = [data for kind, data in events if kind == "message_start"]
+    assert_billed_as_allowed(start["message"]["id"])
