@@ -26,7 +26,7 @@ import phonenumbers
 import re2
 from django.conf import settings
 
-from guardrails.textview import first_span, text_view
+from guardrails.textview import first_span, text_views
 
 Action = Literal["block", "redact", "flag"]
 ACTIONS: tuple[Action, ...] = ("block", "redact", "flag")
@@ -472,13 +472,10 @@ class ContentPolicy:
         matches: list[Match] = list(self._entity_matches(entities))
         if not self._detectors or not text:
             return Scan(text, tuple(matches))
-        data = text.encode()
-        view = text_view(text, data)
-        if view.text is not text:
-            data = view.text.encode()
-        for found in self._find(view.text, data):
-            start, end = view.original(found.start, found.end)
-            matches.append(found._replace(start=start, end=end))
+        for view, data in text_views(text):  # look-alike letters folded in a second view (guardrails.textview)
+            for found in self._find(view.text, data):
+                start, end = view.original(found.start, found.end)
+                matches.append(found._replace(start=start, end=end))
         return Scan(text, tuple(dict.fromkeys(matches)))
 
     def _find(self, text: str, data: bytes) -> list[Match]:

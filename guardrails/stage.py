@@ -1,9 +1,12 @@
 """The guardrail pre-stage: before routing, on every inference request (JSON and stream), the caller's
 guardrails (the key's, the member's, else the workspace default: guardrails.selectors) are applied.
 
-- Content: every text the caller sends (instructions, each message part, the text of the file annotations an
-  answer sent back carries (the file-parser uses it instead of the file), function call arguments and tool
-  outputs; file and image data are not text) is scanned by each guardrail's filters (guardrails.content). A
+- Content: every text the model receives is scanned by each guardrail's filters (guardrails.content): first the
+  caller's (instructions, each message's text parts, adjacent ones also joined, the text of the file annotations
+  an answer sent back carries (the file-parser uses it instead of the file), file names, function call names and
+  arguments, tool outputs, tool names, descriptions and schemas); then, in a second pass after the web plugin and
+  the file-parser (AddedTextGuardrailStage), the text they added and the files still sent as they are (image data
+  is not text). A name cannot be redacted: a redact match in one refuses the request like a block. A
   `block` anywhere refuses the request with 403 naming the guardrail, its `metadata.patterns` the labels or
   slugs (never the text); otherwise `redact` matches are replaced by `[REDACTED:<label>]` before the request
   leaves (all guardrails' filters together: on one span block beats redact beats flag); `flag` lets it through,
@@ -15,6 +18,7 @@ Each guardrail that applies adds its pipeline entry (`guardrail_id`, `guardrail_
 detected, engines, patterns}`)."""
 
 import copy
+import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from decimal import Decimal
@@ -25,6 +29,7 @@ from gateway.billing.services import SpendCap, SpendCapExceeded, spend_caps_chec
 from gateway.errors import GatewayError
 from guardrails.content import (
     ACTION_RANK,
+    REDACTION_TEMPLATE,
     ContentPolicy,
     EntitySpan,
     Scan,
@@ -34,10 +39,12 @@ from guardrails.content import (
     policy_combine,
     policy_for,
 )
+from guardrails.filetext import file_text
 from guardrails.selectors import GuardrailRule, guardrail_generations, guardrails_for_caller, period_bounds
 from routing.attempts import AttemptSequence, AttemptsFailed
 from routing.canonical import (
     CanonicalRequest,
+    FilePart,
     FunctionCall,
     FunctionCallOutput,
     Item,
@@ -62,53 +69,105 @@ MSG_ENTITY_CHECK = (
 )
 
 
+Setter = Callable[[CanonicalRequest, str], CanonicalRequest]
+
+
 @dataclass(frozen=True, slots=True)
 class _Text:
-    """One text of the request and how to put a changed one back."""
+    """One text of the request and how to put a changed one back. `put` None: a name (a tool's, a function
+    call's), which cannot be redacted: the model would call a tool that is not the caller's. `run`: adjacent text
+    parts of one message, joined (`text`) as the model reads them: where each part ends in it, and its setter."""
 
     text: str
-    put: Callable[[CanonicalRequest, str], CanonicalRequest]
+    put: Setter | None
+    run: tuple[tuple[int, Setter], ...] = ()
+
+    def redact(self, request: CanonicalRequest, scan: Scan) -> CanonicalRequest:
+        if self.put is None:  # a name with a redact match refuses the request (_block)
+            return request
+        if not self.run:
+            redacted = scan.redacted()
+            return request if redacted == self.text else self.put(request, redacted)
+        start = 0
+        for (end, put), redacted in zip(self.run, _redacted_parts(scan, [end for end, _ in self.run]), strict=True):
+            if redacted != self.text[start:end]:
+                request = put(request, redacted)
+            start = end
+        return request
 
 
 class GuardrailStage:
+    """The caller's text, before anything paid runs. `added`: the second pass (AddedTextGuardrailStage)."""
+
     type = "guardrail"
     name = "guardrails"
     plugin_ids: tuple[str, ...] = ()
+    added = False
 
     def __call__(self, request: CanonicalRequest, ctx: RequestContext) -> Staged | Block:
         rules = _rules(ctx.caller)
         if not rules:
             return Staged(request)
-        caps = _caps(rules, ctx.caller)
-        if caps:  # a spent budget refuses before anything paid runs (the entity model here, later stages' engines)
-            try:
-                spend_caps_check(caps, account_id=ctx.caller.account_id, api_key_id=ctx.caller.key_id)
-            except SpendCapExceeded as spent:
-                return Block(spent.message, status=403)
-        texts = list(_texts(request))
         policies = [policy_for(*rule.policy_inputs()) for rule in rules]
+        caps: tuple[SpendCap, ...] = ()
+        if self.added:
+            if not policy_combine(policies).rules:  # no content filters: nothing to read
+                return Staged(request)
+            try:
+                texts = list(_added_texts(request))
+            except _Unreadable as file:
+                return _unreadable(rules, policies, file.name)
+            if not texts:
+                return Staged(request)
+        else:
+            caps = _caps(rules, ctx.caller)
+            if caps:  # a spent budget refuses before anything paid runs (the entity model here, later stages' engines)
+                try:
+                    spend_caps_check(caps, account_id=ctx.caller.account_id, api_key_id=ctx.caller.key_id)
+                except SpendCapExceeded as spent:
+                    return Block(spent.message, status=403)
+            texts = list(_texts(request))
         entities: dict[int, tuple[EntitySpan, ...]] = {}
         cost = Decimal(0)
         if policy_combine(policies).entity_slugs:
             # A block the patterns find refuses before the text goes to the entity model.
-            scans = [[policy.scan(t.text) for t in texts] for policy in policies]
-            if block := _block(rules, policies, scans):
-                return block
+            scans = [[_scan(policy, t) for t in texts] for policy in policies]
+            if block := _block(rules, policies, scans, texts):
+                return self._own(block)
             entities, cost = _entities(policy_combine(policies), texts, _limits(rules))
-        scans = [[policy.scan(t.text, entities.get(i, ())) for i, t in enumerate(texts)] for policy in policies]
+        scans = [[_scan(policy, t, entities.get(i, ())) for i, t in enumerate(texts)] for policy in policies]
         entries = _costed(tuple(map(_entry, rules, policies, scans)), policies, cost)
-        if block := _block(rules, policies, scans, entries):
-            return replace(block, cost_usd=cost)  # the entity model's call ran: charged with the refusal
+        if block := _block(rules, policies, scans, texts, entries):
+            return self._own(replace(block, cost_usd=cost))  # the entity model's call ran: charged with the refusal
         if any(_patterns(rule_scans, "redact") for rule_scans in scans):
             # One guardrail: its scans are the combined ones; several: their filters together, once more.
             combined = scans[0] if len(policies) == 1 else None
             policy = policy_combine(policies)
             for index, text in enumerate(texts):
-                scan = combined[index] if combined else policy.scan(text.text, entities.get(index, ()))
-                redacted = scan.redacted()
-                if redacted != text.text:
-                    request = text.put(request, redacted)
+                scan = combined[index] if combined else _scan(policy, text, entities.get(index, ()))
+                request = text.redact(request, scan)
+        if self.added:  # the first pass listed every guardrail: this one adds those that found something
+            entries = tuple(entry for entry in entries if entry.data["detected"] or entry.cost_usd)
+            return Staged(request, entries=entries, cost_usd=cost)
         return Staged(request, entries=entries, limits=_limits(rules), caps=caps, cost_usd=cost)
+
+    def _own(self, block: Block) -> Block:
+        """A block of the second pass lists only the guardrails that found something (the first listed them all)."""
+        if not self.added:
+            return block
+        return replace(block, entries=tuple(entry for entry in block.entries if entry.data["detected"]))
+
+
+class AddedTextGuardrailStage(GuardrailStage):
+    """The second pass, after the stages that add text the model reads (placed after the web plugin and the
+    file-parser in settings.PIPELINE_PRE_STAGES): the parsed text of each file and the web results (search prompt
+    included) are scanned like the caller's text before anything else reads them, and a file that still goes to
+    the provider as it is is read here: a text file's text is scanned (and redacted in the file), and a file whose
+    text the gateway cannot read (a PDF, an image, a URL or a provider's file id) is refused while content filters
+    apply, rather than sent unscanned."""
+
+    name = "guardrails (added text)"
+    added = True
 
 
 def _costed(entries: tuple[StageEntry, ...], policies: list[ContentPolicy], cost: Decimal) -> tuple[StageEntry, ...]:
@@ -123,20 +182,65 @@ def _block(
     rules: list[GuardrailRule],
     policies: list[ContentPolicy],
     scans: list[list[Scan]],
+    texts: list[_Text],
     entries: tuple[StageEntry, ...] | None = None,
 ) -> Block | None:
     entries = entries if entries is not None else tuple(map(_entry, rules, policies, scans))
+    names = [index for index, text in enumerate(texts) if text.put is None]
     for rule, rule_scans in zip(rules, scans, strict=True):
         blocked = _patterns(rule_scans, "block")
-        if blocked:
+        # A redaction in a name would send the model a tool that is not the caller's: refused instead.
+        in_names = [label for label in _patterns([rule_scans[i] for i in names], "redact") if label not in blocked]
+        if blocked or in_names:
+            why = f"the input matched {', '.join(blocked)}" if blocked else ""
+            if in_names:
+                named = f"a tool or function name matched {', '.join(in_names)}, and a name cannot be redacted"
+                why = f"{why}; {named}" if why else named
             return Block(
-                f"Request blocked by guardrail {rule.name}: the input matched {', '.join(blocked)}",
+                f"Request blocked by guardrail {rule.name}: {why}",
                 status=403,
-                metadata={"patterns": list(blocked)},
+                metadata={"patterns": list(blocked) + in_names},
                 error_type=ErrorType.CONTENT_POLICY_VIOLATION,
                 entries=entries,
             )
     return None
+
+
+def _scan(policy: ContentPolicy, text: _Text, entities: tuple[EntitySpan, ...] = ()) -> Scan:
+    """The policy's matches in one text. A run of text parts is scanned joined (a word split across two parts is
+    one word to the model) and part by part (a pattern anchored at a part's start or end), the matches together."""
+    scan = policy.scan(text.text, entities)
+    if not text.run:
+        return scan
+    matches = list(scan.matches)
+    start = 0
+    for end, _ in text.run:
+        found = policy.scan(text.text[start:end]).matches
+        matches.extend(match._replace(start=match.start + start, end=match.end + start) for match in found)
+        start = end
+    return Scan(text.text, tuple(dict.fromkeys(matches)))
+
+
+def _redacted_parts(scan: Scan, ends: list[int]) -> list[str]:
+    """Each part of a run (`ends`: where each ends in the joined text) with its redactions: a region is replaced
+    in the part where it starts, and the rest of it is taken out of the parts it reaches into."""
+    regions = [region for region in scan.regions if region.action == "redact"]
+    parts: list[str] = []
+    start = 0
+    for end in ends:
+        pieces: list[str] = []
+        cursor = start
+        for region in regions:
+            if region.end <= start or region.start >= end:
+                continue
+            pieces.append(scan.text[cursor : max(region.start, start)])
+            if region.start >= start:
+                pieces.append(REDACTION_TEMPLATE.format(label=region.redaction_label))
+            cursor = min(region.end, end)
+        pieces.append(scan.text[cursor:end])
+        parts.append("".join(pieces))
+        start = end
+    return parts
 
 
 def _texts(request: CanonicalRequest) -> Iterator[_Text]:
@@ -145,14 +249,11 @@ def _texts(request: CanonicalRequest) -> Iterator[_Text]:
     for index, item in enumerate(request.input):
         match item:
             case Message():
-                for part_index, part in enumerate(item.content):
-                    if isinstance(part, TextPart) and part.text:
-                        yield _Text(part.text, _part_setter(index, part_index))
-                    if isinstance(part, TextPart):
-                        yield from _annotation_texts(index, part_index, part)
+                yield from _message_texts(index, item)
             case FunctionCallOutput():
                 yield _Text(item.output, _item_setter(index, "output"))
             case FunctionCall():
+                yield _Text(item.name, None)  # the model reads the name of the call it made
                 yield _Text(item.arguments, _item_setter(index, "arguments"))
             case Reasoning():  # a replayed reasoning item's text is sent on (OpenAI summaries, Anthropic thinking)
                 for name in ("summary", "content"):
@@ -162,6 +263,87 @@ def _texts(request: CanonicalRequest) -> Iterator[_Text]:
     yield from _tool_texts(request)
     for path, text in _strings(request.text_format, ()):  # a structured output's schema is read like a tool's
         yield _Text(text, _format_setter(path))
+
+
+def _message_texts(index: int, message: Message) -> Iterator[_Text]:
+    """A message's text parts (adjacent ones as one run: the model reads them one after the other), the text of
+    the file annotations they carry, and each file's name (the provider passes it on, the file-parser writes it
+    above the file's text)."""
+    run: list[tuple[str, Setter]] = []
+    for part_index, part in enumerate([*message.content, None]):
+        if isinstance(part, TextPart):
+            if part.text:
+                run.append((part.text, _part_setter(index, part_index)))
+            continue
+        if len(run) == 1:
+            yield _Text(run[0][0], run[0][1])
+        elif run:
+            ends = itertools.accumulate(len(text) for text, _ in run)
+            puts = (put for _, put in run)
+            yield _Text("".join(text for text, _ in run), run[0][1], tuple(zip(ends, puts, strict=True)))
+        run = []
+        if isinstance(part, FilePart) and part.filename:
+            yield _Text(part.filename, _file_setter(index, part_index, "filename"))
+    for part_index, part in enumerate(message.content):
+        if isinstance(part, TextPart):
+            yield from _annotation_texts(index, part_index, part)
+
+
+class _Unreadable(Exception):
+    """A file that goes to the provider as it is and whose text the gateway cannot read (guardrails.filetext)."""
+
+    def __init__(self, name: str):
+        super().__init__(name)
+        self.name = name
+
+
+MSG_UNREADABLE_FILE = (
+    "Request blocked by guardrail {guardrail}: the file '{name}' would reach the model as it is, where its content "
+    'filters cannot read it; have the gateway read it first (plugins: [{{"id": "file-parser", "pdf": '
+    '{{"engine": "pdf-text"}}}}]) or send its text'
+)
+
+
+def _added_texts(request: CanonicalRequest) -> Iterator[_Text]:
+    """The texts the pre-stages before the second pass added: a text part of a caller's message that carries an
+    annotation (a parsed file's, the web results': the caller's own input_text carries none, only an answer's
+    output_text sent back does, and the first pass read that), and each file that still goes as it is."""
+    for index, item in enumerate(request.input):
+        if not isinstance(item, Message):
+            continue
+        for part_index, part in enumerate(item.content):
+            if isinstance(part, TextPart) and part.annotations and part.text and item.role != "assistant":
+                yield _Text(part.text, _part_setter(index, part_index))
+            elif isinstance(part, FilePart):
+                read = file_text(part)
+                if read is None:
+                    raise _Unreadable(part.filename or part.file_url or "input_file")
+                text, encode = read
+                if text:
+                    yield _Text(text, _file_setter(index, part_index, "file_data", encode))
+
+
+def _unreadable(rules: list[GuardrailRule], policies: list[ContentPolicy], name: str) -> Block:
+    rule = next(rule for rule, policy in zip(rules, policies, strict=True) if policy.rules)
+    return Block(
+        MSG_UNREADABLE_FILE.format(guardrail=rule.name, name=name[:200]),
+        status=403,
+        error_type=ErrorType.CONTENT_POLICY_VIOLATION,
+    )
+
+
+def _file_setter(index: int, part_index: int, field: str, encode: Callable[[str], str] | None = None) -> Setter:
+    def put(request: CanonicalRequest, new: str) -> CanonicalRequest:
+        items: list[Item] = list(request.input)
+        message = items[index]
+        assert isinstance(message, Message)
+        parts = list(message.content)
+        value = encode(new) if encode is not None else new
+        parts[part_index] = replace(parts[part_index], **{field: value})  # type: ignore[arg-type]  # a FilePart
+        items[index] = replace(message, content=tuple(parts))
+        return replace(request, input=tuple(items))
+
+    return put
 
 
 def _annotation_texts(index: int, part_index: int, part: TextPart) -> Iterator[_Text]:
@@ -194,9 +376,10 @@ def _annotation_setter(index: int, part_index: int, path: tuple) -> Callable[[Ca
 
 
 def _tool_texts(request: CanonicalRequest) -> Iterator[_Text]:
-    """Tool definitions are text the model reads: each description, and the strings and property names of each
-    parameter schema."""
+    """Tool definitions are text the model reads: each name and description, and the strings and property names
+    of each parameter schema."""
     for index, tool in enumerate(request.tools):
+        yield _Text(tool.name, None)
         if tool.description:
             yield _Text(tool.description, _tool_setter(index, ()))
         for path, text in _strings(tool.parameters, ()):

@@ -7,6 +7,10 @@ Filters match on a folded view of each text, so that look-alike spellings cannot
 - the rest is put in NFKC form: fullwidth and halfwidth forms, ligatures, math alphanumerics, circled and
   superscript digits become the plain characters (`ｐａｓｓ` -> `pass`, `ﬁ` -> `fi`), and a letter followed by a
   combining accent becomes the accented letter.
+- and, in a second view scanned only when the text holds them, letters of other scripts that look like Latin ones
+  become those (Cyrillic `а е о р с у х ѕ і ј` and capitals, Greek capitals and `ο ν ι ρ γ`, a few Armenian and
+  Latin ones such as dotless `ı`: `CONFUSABLES`, from Unicode's confusables.txt): `АСМЕ` in Cyrillic is `ACME`. The
+  first view stays, so a pattern written in Cyrillic still matches Cyrillic text (`text_views`).
 Block, flag and redact still act on the caller's text: `TextView.original` maps a span of the view back to the
 span of the original characters that produced it, ignorables inside the span included, so a redaction covers
 everything that spelled the match. Where NFKC composed characters (a letter and its combining accent), the
@@ -26,6 +30,7 @@ import bisect
 import itertools
 import re
 import unicodedata
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +45,23 @@ _IGNORABLE = re2.compile(f"[{IGNORABLE_CLASS}]".encode())
 _IGNORABLES = re.compile(f"[{IGNORABLE_CLASS}]+")  # on str, to drop them in C
 _FOLD_CACHE_MAX = 65536
 
+# Letters of other scripts drawn like a Latin one (Unicode confusables.txt, one character to one character, so a
+# folded stretch keeps its alignment): the common ones a caller can spell a Latin word with.
+CONFUSABLES = {
+    # Cyrillic
+    "А": "A", "В": "B", "Е": "E", "К": "K", "М": "M", "Н": "H", "О": "O", "Р": "P", "С": "C", "Т": "T", "У": "Y",
+    "Х": "X", "Ѕ": "S", "І": "I", "Ј": "J", "Ү": "Y", "Ԛ": "Q", "Ԝ": "W", "Ӏ": "I",
+    "а": "a", "е": "e", "о": "o", "р": "p", "с": "c", "у": "y", "х": "x", "ѕ": "s", "і": "i", "ј": "j", "ԁ": "d",
+    "ԛ": "q", "ԝ": "w", "һ": "h", "ӏ": "l", "ү": "y",
+    # Greek
+    "Α": "A", "Β": "B", "Ε": "E", "Ζ": "Z", "Η": "H", "Ι": "I", "Κ": "K", "Μ": "M", "Ν": "N", "Ο": "O", "Ρ": "P",
+    "Τ": "T", "Υ": "Y", "Χ": "X", "ο": "o", "ν": "v", "ι": "i", "ρ": "p", "γ": "y", "α": "a",
+    # Armenian, Latin
+    "օ": "o", "ս": "u", "հ": "h", "ո": "n", "ı": "i", "ȷ": "j", "ɑ": "a", "ɡ": "g", "ɩ": "i", "ʏ": "y",
+}  # fmt: skip
+_CONFUSABLE_TABLE = str.maketrans(CONFUSABLES)
+_CONFUSABLE = re2.compile(f"[{''.join(CONFUSABLES)}]".encode())
+
 
 @dataclass(frozen=True, slots=True)
 class TextView:
@@ -52,6 +74,7 @@ class TextView:
     text: str
     original_text: str = ""
     _pieces: list[str] | None = None
+    _confusables: bool = False  # look-alike letters folded too (the second view)
     _folded: list[bool] = field(default_factory=list)
     _view_ends: list[int] = field(default_factory=list)
     _aligned: dict[int, list[int] | None] = field(default_factory=dict)
@@ -85,6 +108,8 @@ class TextView:
             assert self._pieces is not None
             stretch = self.original_text[index * STRETCH : (index + 1) * STRETCH]
             folds = _fold_stretch(stretch)
+            if self._confusables:
+                folds = [fold.translate(_CONFUSABLE_TABLE) for fold in folds]
             aligned = "".join(folds) == self._pieces[index]
             self._aligned[index] = list(itertools.accumulate(map(len, folds))) if aligned else None
         return self._aligned[index]
@@ -119,21 +144,37 @@ def first_span(regexp: Any, data: bytes, start: int, end: int) -> tuple[int, int
 STRETCH = 256
 
 
-def text_view(text: str, data: bytes | None = None) -> TextView:
-    """The folded view of `text` (`data`: its UTF-8 encoding, when the caller has it)."""
+def text_views(text: str, data: bytes | None = None) -> Iterator[tuple[TextView, bytes]]:
+    """The views a scan matches on, each with its UTF-8 encoding: the folded view, and when that holds look-alike
+    letters of other scripts, the same with them folded to the Latin ones (a pattern in either script then
+    matches its own spelling, and a Latin one the look-alike spelling too). Most texts have one view."""
+    data = text.encode() if data is None else data
+    view = text_view(text, data)
+    view_data = data if view.text is text else view.text.encode()
+    yield view, view_data
+    if not view_data.isascii() and _CONFUSABLE.search(view_data) is not None:
+        latin = text_view(text, data, confusables=True)
+        yield latin, latin.text.encode()
+
+
+def text_view(text: str, data: bytes | None = None, *, confusables: bool = False) -> TextView:
+    """The folded view of `text` (`data`: its UTF-8 encoding, when the caller has it); `confusables`: look-alike
+    letters folded too."""
     if text.isascii():
         return TextView(text)
     data = text.encode() if data is None else data
-    if unicodedata.is_normalized("NFKC", text) and _IGNORABLE.search(data) is None:
+    if not confusables and unicodedata.is_normalized("NFKC", text) and _IGNORABLE.search(data) is None:
         return TextView(text)
     pieces: list[str] = []
     folded: list[bool] = []
     for offset in range(0, len(text), STRETCH):
         stretch = text[offset : offset + STRETCH]
         view = stretch if stretch.isascii() else unicodedata.normalize("NFKC", _IGNORABLES.sub("", stretch))
+        if confusables:
+            view = view.translate(_CONFUSABLE_TABLE)
         pieces.append(view)
         folded.append(view != stretch)
-    return TextView("".join(pieces), text, pieces, folded)
+    return TextView("".join(pieces), text, _pieces=pieces, _folded=folded, _confusables=confusables)
 
 
 def _fold_stretch(stretch: str) -> list[str]:
