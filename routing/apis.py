@@ -1,3 +1,4 @@
+from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -6,8 +7,8 @@ from gateway.accounts.permissions import IsManagementKey
 from gateway.api import error_responses
 from gateway.errors import NotFound
 from routing import selectors
-from routing.limits import RoutingLimit, allowed_by, limits_for
-from routing.models import ModelKind
+from routing.limits import RoutingLimit, limits_for
+from routing.listing import ListedModel, listed_models, models_allowed, models_filter, rendered_listings
 from routing.preferences import account_defaults
 from routing.serializers import (
     AccountRoutingEnvelopeSerializer,
@@ -19,10 +20,9 @@ from routing.serializers import (
     ProviderRecordSerializer,
     architecture,
     endpoint_record,
-    model_record,
 )
 from routing.services import account_routing_update
-from routing.snapshot import current_snapshot
+from routing.snapshot import CatalogSnapshot, current_snapshot
 
 MSG_MODEL_NOT_FOUND = "Model not found"
 
@@ -38,20 +38,33 @@ class ModelListApi(APIView):
         query = ModelListQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         params = query.validated_data
-        models = selectors.models_list(
+        snapshot = current_snapshot()  # the catalog version this answer is rendered under
+        limits = self.caller_limits(request, snapshot)
+        renderer, media_type = request.accepted_renderer, request.accepted_media_type
+        if not request.META.get("QUERY_STRING") and media_type == renderer.media_type:
+            # The plain listing, rendered once per snapshot, account and limits (routing/listing.py).
+            cache = rendered_listings(snapshot=snapshot)
+            key = (request.path, getattr(request.user, "account_id", None), limits)
+            body = cache.get(key)
+            if body is None:
+                data = self.page(
+                    request, params, models_allowed(listed_models(snapshot=snapshot), limits=limits, snapshot=snapshot)
+                )
+                body = renderer.render(data, media_type, self.get_renderer_context())
+                cache.put(key, body)
+            return HttpResponse(body, content_type=renderer.media_type)
+        models = models_filter(
+            listed_models(snapshot=snapshot),
             q=params.get("q", ""),
             supported_parameters=query.as_list(params.get("supported_parameters")),
             input_modalities=query.as_list(params.get("input_modalities")),
             output_modalities=query.as_list(params.get("output_modalities")),
             providers=query.as_list(params.get("providers")),
         )
-        limits = self.caller_limits(request)
-        if limits:
-            models = [
-                m
-                for m in models  # a router has no endpoint of its own: it routes to what the caller may use
-                if m.kind == ModelKind.ROUTER or allowed_by(limits, selectors.endpoints_for_model(model_id=m.id))
-            ]
+        return Response(self.page(request, params, models_allowed(models, limits=limits, snapshot=snapshot)))
+
+    @staticmethod
+    def page(request, params: dict, models: list[ListedModel]) -> dict:
         total = len(models)
         offset = params.get("offset", 0)
         limit = params.get("limit", total - offset if "offset" in params else total)
@@ -59,11 +72,9 @@ class ModelListApi(APIView):
         next_link = None
         if offset + len(page) < total:
             next_link = f"{request.path}?offset={offset + len(page)}&limit={limit}"
-        return Response(
-            {"data": [model_record(model) for model in page], "total_count": total, "links": {"next": next_link}}
-        )
+        return {"data": [model.record for model in page], "total_count": total, "links": {"next": next_link}}
 
-    def caller_limits(self, request) -> tuple[RoutingLimit, ...]:
+    def caller_limits(self, request, snapshot: CatalogSnapshot) -> tuple[RoutingLimit, ...]:
         """The caller's guardrails hide the models they allow no endpoint of."""
         return limits_for(request.user)
 
@@ -81,9 +92,9 @@ class UserModelListApi(ModelListApi):
     def get(self, request):
         return super().get(request)
 
-    def caller_limits(self, request) -> tuple[RoutingLimit, ...]:
+    def caller_limits(self, request, snapshot: CatalogSnapshot) -> tuple[RoutingLimit, ...]:
         own = limits_for(request.user)
-        defaults = account_defaults(account_id=request.user.account_id, snapshot=current_snapshot())
+        defaults = account_defaults(account_id=request.user.account_id, snapshot=snapshot)
         account = RoutingLimit(
             source="the account's routing settings",
             allowed_providers=defaults.allowed_providers or None,
