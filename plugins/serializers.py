@@ -106,14 +106,10 @@ def _plain(value):
     return value
 
 
-ENTRY_SCHEMA = {
-    "type": "object",
-    "description": "A `plugins` entry as in POST /responses: `id`, `enabled` (default true) and the plugin's "
-    "options (e.g. file-parser's `pdf`)",
-    "properties": {"id": {"type": "string"}, "enabled": {"type": "boolean"}},
-    "required": ["id"],
-    "additionalProperties": True,
-}
+# An entry is validated as a `plugins` entry of POST /responses, so its schema is that one, by reference: the
+# component responses_api's PluginsField declares (this app may not import it), discriminated by `id` (an empty or
+# unknown id is outside the schema as it is a 400), each plugin with its own fields only.
+ENTRY_SCHEMA = {"$ref": "#/components/schemas/Plugin"}
 
 
 @extend_schema_field({"type": "array", "items": ENTRY_SCHEMA, "maxItems": MAX_ENTRIES})
@@ -127,7 +123,7 @@ class PluginDefaultEntriesField(fields.JSONField):
         return plugin_entries_validate(data)
 
 
-class PluginDefaultsUpdateRequestSerializer(serializers.Serializer):
+class PluginDefaultsUpdateRequestSerializer(fields.ClosedSerializer):
     plugins = PluginDefaultEntriesField(
         help_text="The account's defaults, replacing the previous ones; [] removes them all"
     )

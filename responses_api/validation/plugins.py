@@ -1,5 +1,6 @@
 """`plugins`: discriminated by `id`, with every field limit of the spec."""
 
+from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema_field
 from rest_framework import serializers
 
@@ -142,6 +143,23 @@ def unknown_fields(serializer: serializers.Serializer, data: dict, prefix: str =
         elif isinstance(field, serializers.Serializer) and isinstance(value, dict):
             found += unknown_fields(field, value, prefix=f"{prefix}{name}.")
     return sorted(found)
+
+
+class PluginEntrySchema(OpenApiSerializerExtension):
+    """A plugin entry, and its nested objects, take their own fields only (`unknown_fields` refuses any other, a 400
+    naming it, here and in the account's plugin defaults): the schema says `additionalProperties: false` too."""
+
+    target_class: type[serializers.Serializer] = PluginBase
+    match_subclasses = True
+
+    def map_serializer(self, auto_schema, direction):
+        schema = auto_schema._map_serializer(self.target, direction, bypass_extensions=True)
+        schema["additionalProperties"] = False
+        return schema
+
+
+class FileParserPdfSchema(PluginEntrySchema):
+    target_class = FileParserPdfSerializer
 
 
 PLUGINS_FIELD_SCHEMA = PolymorphicProxySerializer(
