@@ -75,3 +75,17 @@ class MessageCreateRequestSchema(OpenApiSerializerExtension):
             schema["properties"][name] = {"description": f"Refused unless null or empty: {why}"}
         schema["additionalProperties"] = False
         return schema
+
+
+class AnthropicThinkingSchema(OpenApiSerializerExtension):
+    """`budget_tokens` is required when `type` is enabled (the serializer's cross-field rule, in the schema)."""
+
+    target_class = "responses_api.messages.validation.AnthropicThinkingSerializer"
+
+    def map_serializer(self, auto_schema, direction):
+        schema = auto_schema._map_serializer(self.target_class, direction, bypass_extensions=True)
+        schema["anyOf"] = [
+            {"properties": {"type": {"enum": ["disabled", "adaptive"]}}},
+            {"required": ["budget_tokens"]},
+        ]
+        return schema
