@@ -39,7 +39,17 @@ worker_connections = int(os.environ.get("GUNICORN_WORKER_CONNECTIONS", "1000")) 
 threads = int(os.environ.get("GUNICORN_THREADS", "512"))  # gthread: 2 x 512, 1,000 streams open at once
 timeout = 120
 graceful_timeout = 10
-keepalive = 5
+keepalive = 5  # seconds a kept-alive connection may sit idle between requests
+
+# Requests served on one connection before the worker closes it (GUNICORN_MAX_REQUESTS_PER_CONNECTION, default 100;
+# 0: no limit). gunicorn (27.0) has no setting for it: `keepalive` is an idle timeout, `max_requests` restarts a
+# whole worker, `worker_connections` caps simultaneous clients. A client pipelining many requests on one connection
+# had them served back to back by one greenlet, holding its worker for all of them (issue 28: 20 connections x 50
+# pipelined GET /models stalled everyone for 18 s). The documented pre_request hook below marks the limit's last
+# request to close (gunicorn then answers it with `Connection: close` and drops what was pipelined behind it), and
+# lets the worker's other connections run between a connection's requests. Behind nginx, `keepalive_requests`
+# bounds the client's connection the same way (compose.yaml).
+MAX_REQUESTS_PER_CONNECTION = int(os.environ.get("GUNICORN_MAX_REQUESTS_PER_CONNECTION", "100"))
 
 limit_request_line = 8190
 limit_request_fields = 100
@@ -87,6 +97,18 @@ def post_worker_init(worker) -> None:
     warm = _siblings_warm(worker.pid, expected, deadline=started + WARM_WAIT_SECONDS)
     waited = (time.monotonic() - started) * 1000
     worker.log.info("worker %s accepting: %d of %d workers warm (waited %.0f ms)", worker.pid, warm, expected, waited)
+
+
+def pre_request(worker, req) -> None:
+    """Before each request: a connection's requests after the first wait their turn behind the worker's other
+    connections (time.sleep(0): a greenlet switch under gevent, whose patching makes it one; a thread switch under
+    gthread), and the last one MAX_REQUESTS_PER_CONNECTION allows is answered with `Connection: close`.
+    `req.req_number` is the request's number on its connection (gunicorn counts from 1); a request marked to close
+    is closed after its answer, as one that asked with `Connection: close` itself."""
+    if req.req_number > 1:
+        time.sleep(0)
+    if MAX_REQUESTS_PER_CONNECTION and req.req_number >= MAX_REQUESTS_PER_CONNECTION:
+        req.must_close = True
 
 
 def _marks() -> list[Path]:
