@@ -1,7 +1,8 @@
 """One attempt against one endpoint: build the request, send it through routing.http, and return the
 canonical response or a stream of canonical events. Every failure becomes an UpstreamError, and every
 UpstreamError leaves the attempt scrubbed of the credentials that attempt sent (routing.redact): its text may
-come from the upstream, and it reaches the client, the logs and the generation record."""
+come from the upstream, and it reaches the client, the logs and the generation record. So do the identifiers of
+an answer (its id, model and service tier): kept only when they are short clean tokens."""
 
 import json
 import time
@@ -20,7 +21,7 @@ from routing.errors import ErrorType, UpstreamError
 from routing.providers.base import UpstreamRequest
 from routing.providers.embeddings import EmbeddingRequest, EmbeddingResponse
 from routing.providers.registry import adapter_for
-from routing.redact import request_secrets, scrub_error
+from routing.redact import UPSTREAM_MODEL, request_secrets, scrub_error, scrub_event, scrub_response, scrub_token
 
 MAX_ERROR_BODY = http.MAX_ERROR_BODY
 
@@ -127,8 +128,9 @@ def _send(endpoint: EndpointInfo, upstream: UpstreamRequest, *, stream: bool, ti
 def call(
     *, endpoint: EndpointInfo, upstream: UpstreamRequest, timeouts: http.Timeouts | None = None
 ) -> CanonicalResponse:
-    with _scrubbed(attempt_secrets(upstream)):
-        return _call(endpoint=endpoint, upstream=upstream, timeouts=timeouts)
+    secrets = attempt_secrets(upstream)
+    with _scrubbed(secrets):
+        return scrub_response(_call(endpoint=endpoint, upstream=upstream, timeouts=timeouts), secrets)
 
 
 def embed(
@@ -136,13 +138,15 @@ def embed(
 ) -> EmbeddingResponse:
     """Embeddings for `expected` inputs, like `call` (the adapter's `parse_embeddings` reads the body)."""
     adapter = adapter_for(endpoint.adapter)
-    with _scrubbed(attempt_secrets(upstream)):
-        return _call(
+    secrets = attempt_secrets(upstream)
+    with _scrubbed(secrets):
+        response = _call(
             endpoint=endpoint,
             upstream=upstream,
             timeouts=timeouts,
             parse=lambda body: adapter.parse_embeddings(body, expected=expected),
         )
+    return replace(response, model=scrub_token(response.model, secrets, shape=UPSTREAM_MODEL))
 
 
 def _call(*, endpoint: EndpointInfo, upstream: UpstreamRequest, timeouts: http.Timeouts | None, parse=None):
@@ -193,7 +197,8 @@ class UpstreamStream:
                 try:
                     chunks = http.iter_body(self.response, limit=settings.UPSTREAM_MAX_STREAM_BYTES)
                     self._decoded = decoded = adapter.decode(chunks)
-                    yield from adapter.stream_events(decoded)
+                    for event in adapter.stream_events(decoded):
+                        yield scrub_event(event, self.secrets)
                     http.finish(self.response, chunks)  # the closing chunk: keep the connection for the next call
                 except http.TransportError as exc:
                     raise transport_error(exc) from exc

@@ -1,0 +1,133 @@
+"""Credentials out of upstream text in the forms an upstream may echo them: base64 (standard and URL-safe, padded
+or not, at each of the three byte alignments inside a longer base64 string), hex, percent-encoding, and split by
+whitespace or separators; and upstream identifiers (its response id, model, service tier) stored and shown only
+when they are short tokens that carry no credential."""
+
+import base64
+import binascii
+import re
+from urllib.parse import quote, unquote
+
+import pytest
+
+from routing.redact import MAX_MESSAGE, MAX_SCAN, REDACTED, scrub, scrub_token
+
+SECRET = "sk-proj-Q7vT2mXw9LkR4pZs8NcY1bHd6FgJ3qUe"
+WINDOW = 12  # no run of this many bytes of the secret may survive, in any form
+
+
+def windows(secret: str) -> set[bytes]:
+    raw = secret.encode()
+    return {raw[i : i + WINDOW] for i in range(len(raw) - WINDOW + 1)}
+
+
+def decodings(text: str) -> list[bytes]:
+    """Everything the text could be read as: itself, percent-decoded, without separators, and the base64 and
+    hex decodings of its runs at every offset."""
+    out = [text.encode(), unquote(text).encode(), re.sub(r"[\s.\-]", "", text).encode()]
+    for run in re.findall(r"[A-Za-z0-9+/_\-=]{8,}", text):
+        for shift in range(4):
+            part = run[shift:].rstrip("=")
+            part = part[: len(part) - len(part) % 4]
+            for alphabet in (None, b"-_"):
+                try:
+                    out.append(base64.b64decode(part, altchars=alphabet))
+                except (binascii.Error, ValueError):
+                    pass
+    for run in re.findall(r"[0-9A-Fa-f]{8,}", text):
+        for shift in range(2):
+            part = run[shift:]
+            out.append(bytes.fromhex(part[: len(part) - len(part) % 2]))
+    return out
+
+
+def leaks(text: str, secret: str = SECRET) -> bool:
+    pieces = windows(secret) | windows(re.sub(r"[\s.\-]", "", secret))
+    return any(piece in decoded for decoded in decodings(text) for piece in pieces)
+
+
+def b64(data: bytes, *, urlsafe: bool = False, padded: bool = True) -> str:
+    encoded = (base64.urlsafe_b64encode if urlsafe else base64.b64encode)(data).decode()
+    return encoded if padded else encoded.rstrip("=")
+
+
+def spaced(secret: str, separator: str, every: int) -> str:
+    return separator.join(secret[i : i + every] for i in range(0, len(secret), every))
+
+
+ECHOES = {
+    "base64": b64(SECRET.encode()),
+    "base64 unpadded": b64(SECRET.encode(), padded=False),
+    "base64 urlsafe": b64(SECRET.encode(), urlsafe=True),
+    "base64 urlsafe unpadded": b64(SECRET.encode(), urlsafe=True, padded=False),
+    # inside a longer base64 string (a Basic header, a JSON blob), at each of the three byte alignments
+    **{
+        f"base64 inside, alignment {k}": b64(b"Authorization: Bearer "[: 20 + k] + SECRET.encode() + b'"}trailer')
+        for k in range(3)
+    },
+    **{
+        f"base64 urlsafe inside, alignment {k}": b64(b'{"api_key": "'[: 11 + k] + SECRET.encode() + b"..", urlsafe=True)
+        for k in range(3)
+    },
+    "hex": SECRET.encode().hex(),
+    "HEX": SECRET.encode().hex().upper(),
+    "percent, every byte": "".join(f"%{b:02X}" for b in SECRET.encode()),
+    "percent, lower case": "".join(f"%{b:02x}" for b in SECRET.encode()),
+    "percent, mixed": quote(SECRET[:10], safe="") + "".join(f"%{b:02X}" for b in SECRET[10:].encode()),
+    "spaces every 4": spaced(SECRET, " ", 4),
+    "newlines every 8": spaced(SECRET, "\n", 8),
+    "dashes between characters": "-".join(SECRET),
+    "dots every 5": spaced(SECRET, ".", 5),
+    "mixed separators": spaced(SECRET[:20], " - ", 3) + "\n" + spaced(SECRET[20:], ". ", 4),
+}
+
+
+@pytest.mark.parametrize("form", ECHOES)
+def test_an_encoded_echo_of_a_credential_is_scrubbed(form):
+    # Given an upstream error that echoes the key it was sent, encoded
+    echoed = ECHOES[form]
+    assert leaks(echoed), "the test's own decoder must see the key in the echo"
+    text = f"Invalid credentials (received {echoed}); check your configuration."
+    # When it is scrubbed of the attempt's secrets
+    scrubbed = scrub(text, [SECRET])
+    # Then no run of the key is left in any of its forms, and the prose around it is
+    assert not leaks(scrubbed), scrubbed
+    assert REDACTED in scrubbed
+    assert scrubbed.startswith("Invalid credentials (received ") and scrubbed.endswith("check your configuration.")
+
+
+def test_prose_and_unrelated_encodings_are_left_alone():
+    image = b64(bytes(range(256)) * 4)
+    text = f"The model is over capacity - please retry. Data: {image} id 0a1b2c3d4e5f60718293a4b5c6d7e8f9 ok."
+    assert scrub(text, [SECRET]) == text[:MAX_MESSAGE]
+
+
+def test_the_work_is_bounded_to_a_prefix_of_the_text():
+    # A huge text (near-matches everywhere: the secret's characters with separators, its base64 alphabet) is
+    # scrubbed from its first MAX_SCAN characters only: what the message keeps lies within them.
+    huge = ("s-k-p r o.j " + SECRET[:9] + "-" + b64(SECRET.encode()[:20]) + " ") * (4 * MAX_SCAN // 60)
+    assert len(huge) > 3 * MAX_SCAN
+    assert scrub(huge, [SECRET]) == scrub(huge[:MAX_SCAN], [SECRET])
+    assert len(scrub(huge, [SECRET])) <= MAX_MESSAGE
+
+
+@pytest.mark.parametrize(
+    ("value", "kept"),
+    [
+        ("chatcmpl-9xYz012345abcdef", True),
+        ("msg_01XFDUDYJgAACzvnptvVoYEL", True),
+        ("resp_67cc:eu.1", True),
+        (SECRET, False),  # the credential itself
+        ("x" + SECRET[3:20], False),  # a run of it
+        (b64(SECRET.encode(), urlsafe=True, padded=False), False),  # encoded
+        ("sk-ant-api03-abcdefghijklmnop", False),  # shaped like a key
+        ("a" * 129, False),  # too long
+        ("id\nSet-Cookie: x", False),  # not a token
+        ("<script>alert(1)</script>", False),
+        ("", False),
+        (None, False),
+        (12345, False),
+    ],
+)
+def test_an_upstream_identifier_is_kept_only_as_a_short_clean_token(value, kept):
+    assert scrub_token(value, [SECRET]) == (value if kept else None)
