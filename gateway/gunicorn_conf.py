@@ -4,7 +4,8 @@ scripts/run.sh and the live tests (tests/live.py) both start gunicorn with this 
 loads it when gunicorn starts without -c; command-line flags override it. Each worker warms up before it
 accepts, and waits for its siblings to be warm too (post_worker_init below). Environment: WEB_CONCURRENCY
 (worker processes), GUNICORN_WORKER_CLASS (gevent, the default, or gthread), GUNICORN_WORKER_CONNECTIONS
-(connections per gevent worker), GUNICORN_THREADS (threads per gthread worker).
+(connections per gevent worker), GUNICORN_THREADS (threads per gthread worker), GUNICORN_MAX_REQUESTS_PER_CONNECTION
+(requests one connection may send before it is closed; 100).
 
 gevent serves each connection in a greenlet on one thread per worker: a stream waiting for its provider costs
 no thread, and switching between requests costs no thread wake-up. In one run of benchmarks/run.sh (2 cores):
