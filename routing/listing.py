@@ -24,9 +24,9 @@ from routing.selectors import models_list
 from routing.serializers import model_record
 from routing.snapshot import CatalogSnapshot
 
-# Rendered plain listings kept per snapshot (accounts x distinct limits); past it they are dropped and rendered
-# again, so many accounts cannot grow a process without bound.
-RENDERED_MAX_ENTRIES = 1024
+# Bytes of rendered plain listings kept per snapshot (about 1 KB per model per account and limits); past it they
+# are dropped and rendered again, so many accounts cannot grow a process without bound.
+RENDERED_MAX_BYTES = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,15 +104,24 @@ class RenderedListings:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._bodies: dict[tuple, bytes] = {}
+        self._size = 0
 
     def get(self, key: tuple) -> bytes | None:
         return self._bodies.get(key)
 
     def put(self, key: tuple, body: bytes) -> None:
+        if len(body) > RENDERED_MAX_BYTES:
+            return  # rendered per request
         with self._lock:
-            if len(self._bodies) >= RENDERED_MAX_ENTRIES:
+            if self._size + len(body) > RENDERED_MAX_BYTES:
                 self._bodies.clear()
+                self._size = 0
+            previous = self._bodies.get(key)
+            self._size += len(body) - (len(previous) if previous is not None else 0)
             self._bodies[key] = body
+
+    def __len__(self) -> int:
+        return len(self._bodies)
 
 
 def rendered_listings(*, snapshot: CatalogSnapshot) -> RenderedListings:

@@ -114,3 +114,15 @@ def test_each_account_gets_its_own_view_of_the_cached_listing(catalog, alice, bo
     # And a query string is filtered from the same listing, for the caller too
     assert "openai/gpt-4o" not in ids(bob.client().get("/api/v1/models", {"q": "gpt"}).json())
     assert "openai/gpt-4o" in ids(alice.client().get("/api/v1/models", {"q": "gpt"}).json())
+
+
+def test_the_rendered_listings_kept_are_bounded_in_bytes(monkeypatch):
+    from routing import listing
+
+    monkeypatch.setattr(listing, "RENDERED_MAX_BYTES", 100)
+    kept = listing.RenderedListings()
+    for account in range(4):
+        kept.put(("/api/v1/models", account, ()), b"x" * 40)
+    assert len(kept) == 2  # the third did not fit: the two before it were dropped
+    kept.put(("/api/v1/models", "big", ()), b"x" * 101)  # larger than the whole bound: not kept
+    assert kept.get(("/api/v1/models", "big", ())) is None and len(kept) == 2
