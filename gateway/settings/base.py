@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
@@ -10,7 +11,19 @@ env = environ.Env()
 environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
 
 DEBUG = env.bool("DEBUG", default=False)
-SECRET_KEY = env.str("SECRET_KEY", default="dev-only-insecure-secret-key-change-me-0123456789")
+# Sessions, CSRF tokens and end-user id hashes are keyed with it. With DEBUG off there is no default: a key anyone
+# can read in the source (or a placeholder) would let them forge a staff session, so the gateway refuses to start.
+DEV_SECRET_KEY = "dev-only-insecure-secret-key-change-me-0123456789"  # DEBUG on, no key set: local development only
+PLACEHOLDER_SECRET_KEYS = frozenset({"", "change-me", "changeme", DEV_SECRET_KEY})
+SECRET_KEY = env.str("SECRET_KEY", default="")
+if SECRET_KEY.strip().lower() in PLACEHOLDER_SECRET_KEYS:
+    if not DEBUG:
+        raise ImproperlyConfigured(
+            "SECRET_KEY is not set (or is a placeholder) and DEBUG is off: set SECRET_KEY to a long random value, "
+            "the same on every instance (python -c 'import secrets; print(secrets.token_urlsafe(50))'). "
+            "`make run` generates one in .run/secrets.env; DEBUG=true (local development only) uses a development key."
+        )
+    SECRET_KEY = SECRET_KEY.strip() or DEV_SECRET_KEY
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 

@@ -1,7 +1,14 @@
 """Test overrides: fast hashing, a deterministic keyring, no throttle unless a test sets one."""
 
-from .base import *  # noqa: F403
-from .base import DATABASES
+import os
+
+# A fixed key of the tests' own (base.py refuses to start without one while DEBUG is off), set in the environment
+# so that the server processes tests start (gunicorn, manage.py) have it too.
+if not os.environ.get("SECRET_KEY", "").strip():
+    os.environ["SECRET_KEY"] = "test-only-secret-key-not-for-deployment-" + "5Zq8kX2vL9mN4wR7tY1u"
+
+from .base import *  # noqa: E402, F403
+from .base import DATABASES  # noqa: E402
 
 HEALTH_WRITE_BEHIND = False  # tests read what they just recorded (tests/routing/test_health.py covers it on)
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

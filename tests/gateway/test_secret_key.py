@@ -1,0 +1,53 @@
+"""SECRET_KEY: with DEBUG off the gateway refuses to start without one of its own (unset, empty, or a known
+placeholder such as the former hard-coded default), rather than signing sessions and hashing end-user ids with
+a key anyone can read in the source. DEBUG on (local development) keeps a development default."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+GOOD_KEY = "Zq8kX2vL9mN4wR7tY1uI5oP3aS6dF0gH" + "x7Pq2Lm9Vb4Nc8"
+# The settings module loaded on its own, as gunicorn and manage.py load it (with the environment's DEBUG).
+LOAD = "import gateway.settings.base as s; print('loaded', s.DEBUG, len(s.SECRET_KEY))"
+
+
+def load_settings(**variables: str | None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("SECRET_KEY", "DEBUG", "DJANGO_SETTINGS_MODULE")}
+    env.update({name: value for name, value in variables.items() if value is not None})
+    return subprocess.run([sys.executable, "-c", LOAD], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize(
+    "key",
+    [None, "", "   ", "change-me", "dev-only-insecure-secret-key-change-me-0123456789"],
+    ids=["unset", "empty", "blank", "placeholder", "former-default"],
+)
+def test_without_a_real_key_and_debug_off_the_settings_refuse_to_load(key):
+    result = load_settings(SECRET_KEY=key, DEBUG="false")
+    assert result.returncode != 0 and "loaded" not in result.stdout
+    assert "ImproperlyConfigured" in result.stderr
+    assert "SECRET_KEY" in result.stderr and "DEBUG" in result.stderr  # what to set, in the message
+
+
+def test_debug_off_is_the_default_so_an_unset_key_is_refused_without_debug_set():
+    result = load_settings(SECRET_KEY=None, DEBUG=None)
+    assert result.returncode != 0 and "ImproperlyConfigured" in result.stderr
+
+
+def test_a_real_key_loads_and_debug_keeps_a_development_default():
+    assert load_settings(SECRET_KEY=GOOD_KEY, DEBUG="false").stdout.strip() == f"loaded False {len(GOOD_KEY)}"
+    debug = load_settings(SECRET_KEY=None, DEBUG="true")
+    assert debug.returncode == 0 and debug.stdout.startswith("loaded True"), debug.stderr
+
+
+def test_the_test_settings_bring_a_key_of_their_own_that_servers_they_start_inherit():
+    from django.conf import settings
+
+    from gateway.settings.base import PLACEHOLDER_SECRET_KEYS
+
+    assert settings.SECRET_KEY.strip().lower() not in PLACEHOLDER_SECRET_KEYS
+    assert os.environ["SECRET_KEY"] == settings.SECRET_KEY
