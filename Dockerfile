@@ -2,6 +2,9 @@
 #   docker build -t model-gateway .
 #   docker run --env-file .env -p 8000:8000 model-gateway
 # Configuration is the environment (.env.example); migrations run once per release (compose.yaml: `migrate`).
+# Run the stale-hold sweep every few minutes from one place, with the same image and environment (compose.yaml:
+# `holds`; elsewhere cron or a scheduled job), e.g.
+#   */5 * * * *  docker run --rm --env-file .env model-gateway python manage.py release_stale_reservations
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
