@@ -145,6 +145,7 @@ class Fold:
         self.model: str | None = None
         self.usage = Usage()
         self.finished: Finished | None = None
+        self.cut = False  # ended by the gateway at the request's output bound (routing.output_bound)
 
     def add(self, event: StreamEvent) -> list[FoldStep]:
         match event:
@@ -287,6 +288,7 @@ class Fold:
             upstream_id=self.upstream_id,
             model=self.model,
             service_tier=finished.service_tier,
+            output_cut=self.cut,
         )
 
 

@@ -330,8 +330,7 @@ class AttemptStream:
         bounded = budget.event(event)
         steps = fold.add(bounded) if bounded is not None else []
         if budget.exhausted:  # the answer ends here, as if the provider had stopped at the maximum
-            self.cut = True
-            fold.add(UsageReported(budget.cut_usage(fold.usage)))
+            self.cut = fold.cut = True
             fold.add(Finished(status="incomplete", incomplete_reason=CUT_REASON))
         return steps
 

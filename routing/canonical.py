@@ -213,6 +213,7 @@ class CanonicalResponse:
     upstream_id: str | None = None
     model: str | None = None
     service_tier: str | None = None
+    output_cut: bool = False  # the gateway cut it at the request's output bound (routing.output_bound)
 
 
 # ---- stream events -----------------------------------------------------------------------------

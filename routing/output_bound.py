@@ -8,7 +8,8 @@ model writes: message text and refusals, reasoning (summary and content), functi
 and the provider's annotations. The tokens allowed are the request's `max_output_tokens`, else the endpoint's
 maximum completion tokens, else its context length (as the credit hold and the usage bounds assume), plus the
 thinking budget a reasoning request adds upstream. An answer that reaches the bound is cut there (a stream stops
-being read) and ends incomplete for `max_output_tokens`, as a provider's own cut at the maximum does."""
+being read) and ends incomplete for `max_output_tokens`, as a provider's own cut at the maximum does, marked
+`output_cut` (its usage is then billed as the most the request allowed: responses_api.service)."""
 
 import json
 from dataclasses import replace
@@ -28,7 +29,6 @@ from routing.canonical import (
     TokenLogprob,
     ToolCallDelta,
     ToolCallStarted,
-    Usage,
 )
 from routing.catalog import EndpointInfo
 from routing.providers.anthropic.request import EFFORT_BUDGET, MIN_THINKING_BUDGET
@@ -68,10 +68,9 @@ class OutputBudget:
     """The bytes of output an answer has left. `take` spends them; once a text does not fit, the budget is
     `exhausted` and the answer must end there."""
 
-    __slots__ = ("tokens", "left", "exhausted")
+    __slots__ = ("left", "exhausted")
 
-    def __init__(self, tokens: int) -> None:
-        self.tokens = tokens  # the output tokens allowed
+    def __init__(self, tokens: int) -> None:  # the output tokens the request allows
         self.left = output_byte_limit(tokens)
         self.exhausted = False
 
@@ -111,13 +110,6 @@ class OutputBudget:
                 self.left -= size
         return event
 
-    def cut_usage(self, usage: Usage) -> Usage:
-        """A cut answer's usage: it wrote at least what was allowed. A usage reported in part (the input known
-        from the stream's start) is raised to that; none reported stays none, for the caller's estimate."""
-        if usage.output_tokens <= 0:
-            return usage
-        return replace(usage, output_tokens=max(usage.output_tokens, self.tokens))
-
     # ---- whole answers ----
     def response(self, response: CanonicalResponse) -> CanonicalResponse:
         """A complete answer within the budget: its items as far as they fit, incomplete when cut."""
@@ -136,7 +128,7 @@ class OutputBudget:
             output=tuple(kept),
             status="incomplete",
             incomplete_reason=CUT_REASON,
-            usage=self.cut_usage(response.usage),
+            output_cut=True,
         )
 
     def _item(self, item: OutputItem) -> OutputItem:
