@@ -55,6 +55,7 @@ USAGE_FIELDS = (
     "reasoning_tokens",
     "web_search_requests",
 )
+MSG_FAR_LONGER = "output text far longer than the reported output_tokens"
 MSG_PROMPT_NOT_FOUND = "Prompt {id} not found: this gateway stores no prompt templates"
 
 
@@ -219,21 +220,22 @@ class ResponseRun:
         prepared = prepared or self.prepared
         bounds = usage_bounds(prepared=prepared, endpoint=candidate.endpoint)
         bounded, reasons = clamp_usage(usage, bounds)
-        if bounded.output_tokens <= 0:
+        if response.output_cut and bounded.output_tokens < bounds.held_output_tokens:
+            # The gateway cut it at its output bound (routing.output_bound): it wrote at least the most allowed.
+            reasons += [MSG_FAR_LONGER, "output cut at the request's output bound"]
+            input_tokens = bounded.input_tokens or prepared.estimated_input_tokens  # (a cut stream's came later)
+            bounded = replace(bounded, output_tokens=bounds.held_output_tokens, input_tokens=input_tokens)
+        elif bounded.output_tokens <= 0:
             estimated = usage_or_estimate(
                 replace(response, usage=bounded), estimated_input=prepared.estimated_input_tokens
             )
-            if estimated is not bounded and response.incomplete_reason == "max_output_tokens":
-                # It stopped at the most it was allowed (where routing.output_bound cuts): billed no more than that.
-                allowed = bounds.output_tokens - USAGE_OUTPUT_MARGIN
-                estimated = replace(estimated, output_tokens=min(estimated.output_tokens, allowed))
             if estimated is not bounded:
                 reasons.append("output_tokens not reported: estimated from the text generated")
                 bounded, more = clamp_usage(estimated, bounds)
                 reasons += more
         elif bounded.output_tokens < bounds.held_output_tokens and _text_tokens(response) > 2 * bounds.output_tokens:
             # Far more text than the request allowed, reported as little: billed as the most the request allowed.
-            reasons.append("output text far longer than the reported output_tokens")
+            reasons.append(MSG_FAR_LONGER)
             bounded = replace(bounded, output_tokens=bounds.held_output_tokens)
         if reasons:
             self.usage_anomaly = {
