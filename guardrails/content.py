@@ -3,30 +3,46 @@
 Every pattern, the user's and the builtins' candidate finders alike, runs on RE2 (google-re2): its matching time is
 linear in the input whatever the pattern, so no filter can hang a worker (no backtracking, so no ReDoS). A scan
 matches on the folded view of the text (guardrails.textview: look-alike spellings folded) and starts with a combined
-program of all the patterns that lists the windows where any of them matches (`_windows`); only the patterns an
-RE2::Set names in a window are then run there for spans, and the builtins confirm their candidates with the
-library that knows the format (libphonenumber, the Luhn check, the stdlib `ipaddress`). `person-name` and
-`address` have no such library: they are found by a configured catalog model (`GUARDRAILS_ENTITY_MODEL`), whose
-answer the caller passes to `ContentPolicy.scan` as spans.
+program of the patterns (one per group of them whose program stays small: guardrails.scanning, which also bounds
+the bytes a request scans and yields to other greenlets between RE2 calls) that lists the windows where any of them
+matches (`match_windows`); only the patterns an RE2::Set names in a window are then run there for spans, and the
+builtins confirm their candidates with the library that knows the format (libphonenumber, the Luhn check, the
+stdlib `ipaddress`). `person-name` and `address` have no such library: they are found by a configured catalog
+model (`GUARDRAILS_ENTITY_MODEL`), whose answer the caller passes to `ContentPolicy.scan` as spans.
 
 On overlapping matches the strongest action wins: block beats redact beats flag (`Scan.regions`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import ipaddress
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple, cast
+from typing import Any, Literal, NamedTuple
 
 import phonenumbers
 import re2
 from django.conf import settings
 
-from guardrails.textview import first_span, text_views
+from guardrails.scanning import (
+    GROUP_MAX_PROGRAM,
+    SLOW_CHECK_BYTES,
+    CharOffsets,
+    Group,
+    Stopwatch,
+    char_end,
+    char_start,
+    group_of,
+    groups_for,
+    match_windows,
+    scan_pace,
+    set_match,
+    spans_in,
+    too_slow,
+)
+from guardrails.textview import text_views
 
 Action = Literal["block", "redact", "flag"]
 ACTIONS: tuple[Action, ...] = ("block", "redact", "flag")
@@ -38,8 +54,6 @@ MAX_PATTERN_CHARS = 4096
 # RE2's memory budget for one compiled pattern (its DFA cache included); a pattern whose program does not fit is
 # refused by `pattern_problem` ("pattern too large").
 PATTERN_MAX_MEM = 8 << 20
-# The combined prefilter of a policy holds up to every filter of several guardrails at once.
-COMBINED_MAX_MEM = 64 << 20
 
 BUILTIN_SLUGS: tuple[str, ...] = (
     "email",
@@ -440,7 +454,14 @@ class ContentPolicy:
                 raise ValueError(f"content filter {rule.label!r}: {_reason(exc)}") from exc
             detectors.append(_Detector(rule, regexp, confirm, max_checks))
         self._detectors = tuple(detectors)
-        self._any, self._spans, self._which = _combined(tuple(detector.rule for detector in detectors))
+        # The text is read once per group, not once per pattern (guardrails.scanning: why groups stay small).
+        self.groups = groups_for(
+            [self._pattern(index) for index in range(len(detectors))],
+            [detector.regexp.programsize for detector in detectors],
+            [detector.rule.label for detector in detectors],
+        )
+        self.group_limit = GROUP_MAX_PROGRAM
+        self._tried: set[int] = set()  # the groups timed on the start of a text (`_try_groups`), by id
         self.entity_rules: tuple[Rule, ...] = tuple(
             rule for rule in rules if rule.kind == "builtin" and rule.source in ENTITY_SLUGS
         )
@@ -478,49 +499,100 @@ class ContentPolicy:
                 matches.append(found._replace(start=start, end=end))
         return Scan(text, tuple(dict.fromkeys(matches)))
 
+    def _pattern(self, index: int) -> str:
+        """The pattern of detector `index` (a builtin's candidate pattern)."""
+        rule = self._detectors[index].rule
+        return BUILTINS[rule.source].candidate if rule.kind == "builtin" else rule.source
+
+    @property
+    def scans_text(self) -> bool:
+        """Whether the policy's filters read the text (entity builtins alone send it to the model instead)."""
+        return bool(self._detectors)
+
     def _find(self, text: str, data: bytes) -> list[Match]:
-        """The matches in one text: each detector runs only over the windows where some pattern matches."""
-        windows = _windows(self._spans, data) if self._spans is not None else None
-        if windows is not None and not windows:
-            return []
-        if windows is None:  # too many places to look at one by one, or no combined program: whole passes
-            first = self._any.search(data) if self._any is not None else None
-            if self._any is not None and first is None:
-                return []
-            windows = [(first.start() if first is not None else 0, len(data))]
-            detectors = [self._candidates(self._which.Match(data) if self._which is not None else None)]
-        else:
-            detectors = [self._candidates(self._which_in(data, start, end)) for start, end in windows]
-        if any(self._blocks_for_sure(found) for found in detectors):
+        """The matches in one text: each group's detectors run only over the windows where one of them matches."""
+        if len(data) >= SLOW_CHECK_BYTES:
+            self._try_groups(data)
+        plans = [plan for group in self.groups if (plan := self._plan(group, data)) is not None]
+        if any(self._blocks_for_sure(found) for _, detectors in plans for found in detectors):
             # Locating costs a pass per detector: when a block filter that needs no confirmation matches, only
             # the block filters are located (the request is refused; its redactions and flags no longer matter).
-            detectors = [[detector for detector in found if detector.rule.action == "block"] for found in detectors]
+            plans = [
+                (places, [[detector for detector in found if detector.rule.action == "block"] for found in detectors])
+                for places, detectors in plans
+            ]
         counts: dict[int, int] = {}
         matches: list[Match] = []
-        base = (0, 0)  # a byte offset and its character offset
-        for (start, end), found in zip(windows, detectors, strict=True):
-            to_chars = _CharOffsets(text, data, start, base)
-            base = (start, to_chars(start))
-            for detector in found:
-                matches.extend(_locate(detector, text, data, start, end, to_chars, counts))
+        for places, detectors in plans:
+            base = (0, 0)  # a byte offset and its character offset
+            for (start, end), found in zip(places, detectors, strict=True):
+                to_chars = CharOffsets(text, data, start, base)
+                base = (start, to_chars(start))
+                for detector in found:
+                    matches.extend(_locate(detector, text, data, start, end, to_chars, counts))
         return matches
 
-    def _which_in(self, data: bytes, start: int, end: int) -> list[int] | None:
-        """The detectors matching in data[start:end], from the RE2::Set run on it with one character of context
-        on either side (for \\b and line anchors): it may name one more, never one fewer."""
-        if self._which is None:
-            return None
-        before = _char_start(data, start - 1) if start > 0 else 0
-        after = _char_end(data, end) if end < len(data) else end
-        return cast(list[int] | None, self._which.Match(data[before:after]))
+    def _try_groups(self, data: bytes) -> None:
+        """Each combined group is timed once on the start of a large text before it reads all of it: one whose
+        union proves slow there is split first (`_plan` still times every group on every large text)."""
+        for group in self.groups:
+            if len(group.members) < 2 or group.spans is None or id(group) in self._tried:
+                continue
+            self._tried.add(id(group))
+            watch = Stopwatch()
+            match_windows(group.spans, data[:SLOW_CHECK_BYTES], watch)
+            if too_slow(watch, SLOW_CHECK_BYTES):
+                self._split(group)
 
-    def _candidates(self, which: list[int] | None) -> list[_Detector]:
-        """The detectors RE2::Set names; all of them if it cannot say (it has no fallback when its DFA runs out of
-        memory and then reports no match at all, while the combined search, which falls back to the NFA, saw one).
-        """
+    def _plan(self, group: Group, data: bytes) -> tuple[list[tuple[int, int]], list[list[_Detector]]] | None:
+        """Where a group's patterns can match in the text, and which detectors to run in each place (None: none)."""
+        watch = Stopwatch()
+        try:
+            return self._plan_timed(group, data, watch)
+        finally:
+            if len(group.members) > 1 and too_slow(watch, len(data)):
+                self._split(group)
+
+    def _plan_timed(
+        self, group: Group, data: bytes, watch: Stopwatch
+    ) -> tuple[list[tuple[int, int]], list[list[_Detector]]] | None:
+        found_windows = match_windows(group.spans, data, watch) if group.spans is not None else None
+        if found_windows is not None and not found_windows:
+            return None
+        if found_windows is not None:
+            return found_windows, [
+                self._candidates(group, _which_in(group, data, s, e, watch)) for s, e in found_windows
+            ]
+        # Too many places to look at one by one, or no combined program: whole passes.
+        first = None
+        if group.search is not None:
+            with watch:
+                first = group.search.search(data)
+            scan_pace(first.end() if first is not None else len(data))
+            if first is None:
+                return None
+        which = set_match(group.which, data, watch) if group.which is not None else None
+        return [(first.start() if first is not None else 0, len(data))], [self._candidates(group, which)]
+
+    def _split(self, group: Group) -> None:
+        """A group whose combined programs proved slow: its patterns are scanned each alone from now on (the
+        policy is cached per definition, so once per process). Swapping the tuple is safe for scans under way."""
+        if group not in self.groups:
+            return
+        alone = [
+            group_of((member,), [self._pattern(member)], [label])
+            for member, label in zip(group.members, group.labels, strict=True)
+        ]
+        at = self.groups.index(group)
+        self.groups = (*self.groups[:at], *alone, *self.groups[at + 1 :])
+
+    def _candidates(self, group: Group, which: list[int] | None) -> list[_Detector]:
+        """The detectors of the group RE2::Set names; all of them if it cannot say (it has no fallback when its DFA
+        runs out of memory and then reports no match at all, while the combined search, which falls back to the
+        NFA, saw one)."""
         if not which:
-            return list(self._detectors)
-        return [self._detectors[index] for index in sorted(which)]
+            return [self._detectors[index] for index in group.members]
+        return [self._detectors[group.members[index]] for index in sorted(which)]
 
     @staticmethod
     def _blocks_for_sure(detectors: list[_Detector]) -> bool:
@@ -535,8 +607,18 @@ class ContentPolicy:
                     yield Match(span.start, span.end, rule.label, rule.action)
 
 
+def _which_in(group: Group, data: bytes, start: int, end: int, watch: Stopwatch) -> list[int] | None:
+    """The detectors matching in data[start:end], from the RE2::Set run on it with one character of context
+    on either side (for \\b and line anchors): it may name one more, never one fewer."""
+    if group.which is None:
+        return None
+    before = char_start(data, start - 1) if start > 0 else 0
+    after = char_end(data, end) if end < len(data) else end
+    return set_match(group.which, data[before:after], watch)
+
+
 def _locate(
-    detector: _Detector, text: str, data: bytes, start: int, end: int, to_chars: _CharOffsets, counts: dict[int, int]
+    detector: _Detector, text: str, data: bytes, start: int, end: int, to_chars: CharOffsets, counts: dict[int, int]
 ) -> Iterator[Match]:
     """The confirmed matches of one detector in data[start:end], in order (`counts`: its candidates so far).
 
@@ -546,7 +628,7 @@ def _locate(
     """
     rule = detector.rule
     key = id(detector)
-    for byte_start, byte_end in _spans_in(detector.regexp, data, start, end):
+    for byte_start, byte_end in spans_in(detector.regexp, data, start, end):
         count = counts.get(key, 0)
         counts[key] = count + 1
         match_start, match_end = to_chars(byte_start), to_chars(byte_end)
@@ -559,124 +641,6 @@ def _locate(
             continue
         for span_start, span_end in detector.confirm(text, match_start, match_end):
             yield Match(span_start, span_end, rule.label, rule.action)
-
-
-# How many places the combined program may be asked about one by one (`_windows`) before a scan falls back to whole
-# passes per detector: each costs a call from Python, and a text with that many is costly either way.
-MAX_WINDOW_SEARCHES = 96
-
-
-def _windows(spans: Any, data: bytes) -> list[tuple[int, int]] | None:
-    """The byte ranges outside which no pattern of the policy matches; None when there are too many to list.
-
-    `spans` is every pattern in one program with leftmost-longest semantics, so a search from any position gives
-    the first place some pattern starts to match and the end of the longest match there. Every position where a
-    pattern's match starts is found this way (searching again from one past each start), and a pattern's match
-    found by its own search never ends after the longest one at its start. So the ranges [start, longest end),
-    merged, hold every match: a pattern searched only inside them (RE2 still reads the text around a range for
-    \\b and $) finds exactly what it finds in the whole text, at the cost of the ranges instead of the text.
-    """
-    windows: list[tuple[int, int]] = []
-    position = 0
-    for _ in range(MAX_WINDOW_SEARCHES):
-        found = first_span(spans, data, position, len(data))
-        if found is None:
-            return windows
-        start, end = found
-        if windows and start <= windows[-1][1]:
-            windows[-1] = (windows[-1][0], max(windows[-1][1], end))
-        else:
-            windows.append((start, end))
-        position = start + 1
-        while position < len(data) and 0x80 <= data[position] < 0xC0:  # the next character, not a continuation
-            position += 1
-        if position > len(data):
-            return windows
-    return None
-
-
-def _spans_in(regexp: Any, data: bytes, start: int, end: int) -> Iterator[tuple[int, int]]:
-    """The spans of `regexp`'s non-empty matches in data[start:end], as `finditer` gives them."""
-    while start <= end:
-        span = first_span(regexp, data, start, end)
-        if span is None:
-            return
-        if span[0] == span[1]:
-            start = span[1] + 1
-            continue
-        yield span
-        start = span[1]
-
-
-def _char_start(data: bytes, offset: int) -> int:
-    """The start of the UTF-8 character that holds byte `offset`."""
-    while offset > 0 and 0x80 <= data[offset] < 0xC0:
-        offset -= 1
-    return offset
-
-
-def _char_end(data: bytes, offset: int) -> int:
-    """The end of the UTF-8 character starting at byte `offset`."""
-    offset += 1
-    while offset < len(data) and 0x80 <= data[offset] < 0xC0:
-        offset += 1
-    return offset
-
-
-class _CharOffsets:
-    """UTF-8 byte offsets (what RE2 reports on bytes) to character offsets, from byte `base` on.
-
-    RE2 reports one pattern's offsets in increasing order, so each answer decodes only the bytes since the last
-    one: converting all the matches of a pattern in a window costs one decode of the window, not one per match.
-    """
-
-    def __init__(self, text: str, data: bytes, base: int = 0, known: tuple[int, int] = (0, 0)) -> None:
-        """`known`: a byte offset at or before `base` and its character offset."""
-        self._data = data
-        self._ascii = len(data) == len(text)
-        self._base_byte = base
-        self._base_char = base if self._ascii else known[1] + len(data[known[0] : base].decode("utf-8", "replace"))
-        self._byte = base
-        self._char = self._base_char
-
-    def __call__(self, offset: int) -> int:
-        if self._ascii:
-            return offset
-        if offset < self._byte:
-            self._byte, self._char = self._base_byte, self._base_char
-        self._char += len(self._data[self._byte : offset].decode("utf-8", errors="replace"))
-        self._byte = offset
-        return self._char
-
-
-def _combined(rules: tuple[Rule, ...]) -> tuple[Any, Any, Any]:
-    """The one-pass programs over all patterns: a search (any match?), the same with leftmost-longest semantics
-    (where do matches start, and how far can one reach: `_windows`) and an RE2::Set (which ones?).
-
-    None for any of them when RE2 cannot build it within the memory bound; the scan then runs each pattern alone.
-    """
-    if not rules:
-        return None, None, None
-    patterns = [BUILTINS[rule.source].candidate if rule.kind == "builtin" else rule.source for rule in rules]
-    union = "|".join(f"(?:{pattern})" for pattern in patterns).encode()
-    search, spans = None, None
-    options = _options(COMBINED_MAX_MEM)
-    options.never_capture = True
-    with contextlib.suppress(re2.error):
-        search = re2.compile(union, options)
-    longest = _options(COMBINED_MAX_MEM)
-    longest.never_capture = True
-    longest.longest_match = True
-    with contextlib.suppress(re2.error):
-        spans = re2.compile(union, longest)
-    which = re2.Set.SearchSet(options)
-    try:
-        for pattern in patterns:
-            which.Add(pattern.encode())
-        which.Compile()
-    except re2.error:
-        return search, spans, None
-    return search, spans, which
 
 
 # --- Building policies from guardrail definitions (cached) ---------------------------------------------------------

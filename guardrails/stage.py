@@ -40,6 +40,7 @@ from guardrails.content import (
     policy_for,
 )
 from guardrails.filetext import file_text
+from guardrails.scanning import scan_budget_check
 from guardrails.selectors import GuardrailRule, guardrail_generations, guardrails_for_caller, period_bounds
 from routing.attempts import AttemptSequence, AttemptsFailed
 from routing.canonical import (
@@ -127,6 +128,9 @@ class GuardrailStage:
                 except SpendCapExceeded as spent:
                     return Block(spent.message, status=403)
             texts = list(_texts(request))
+        # Never a partial scan: text over a guardrail's or the request's scanned-bytes budget is a 413 before any.
+        scanning = [rule.name for rule, policy in zip(rules, policies, strict=True) if policy.scans_text]
+        scan_budget_check(texts=[text.text for text in texts], guardrails=scanning)
         entities: dict[int, tuple[EntitySpan, ...]] = {}
         cost = Decimal(0)
         if policy_combine(policies).entity_slugs:

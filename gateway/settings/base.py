@@ -156,6 +156,10 @@ HEALTH_WRITE_BEHIND = env.bool("HEALTH_WRITE_BEHIND", default=True)
 # national phone number forms the `phone` builtin knows.
 GUARDRAILS_ENTITY_MODEL = env.str("GUARDRAILS_ENTITY_MODEL", default="")
 GUARDRAILS_PHONE_REGION = env.str("GUARDRAILS_PHONE_REGION", default="US")
+# The bytes (UTF-8) of request text one guardrail's content filters scan at most, and a request's guardrails in all
+# (the text's bytes times the guardrails that scan it); over either: 413, never a partial scan (guardrails/scanning.py).
+GUARDRAILS_SCAN_MAX_BYTES_PER_GUARDRAIL = env.int("GUARDRAILS_SCAN_MAX_BYTES_PER_GUARDRAIL", default=4 * 1024 * 1024)
+GUARDRAILS_SCAN_MAX_BYTES_PER_REQUEST = env.int("GUARDRAILS_SCAN_MAX_BYTES_PER_REQUEST", default=8 * 1024 * 1024)
 # The moderation plugin (plugins/moderation.py): the catalog model that moderates ("" = none: a request asking
 # for moderation is refused with 400) and how it is called: `openai-moderations` (POST <provider>/moderations)
 # or `llama-guard` (a guard model over Chat Completions, answering safe / unsafe + categories).

@@ -1,6 +1,8 @@
 """The content engine: pattern validation, ReDoS-shaped patterns, overlaps (block > redact > flag), exact redaction,
 labels, offsets on non-ASCII text, policy caching and combining, the entity-model side."""
 
+import dataclasses
+
 import pytest
 
 from guardrails import content
@@ -215,13 +217,16 @@ def test_bad_definitions_are_refused_when_compiled():
 
 def test_when_the_set_cannot_say_which_pattern_matched_every_pattern_runs(monkeypatch):
     """RE2::Set reports nothing when its DFA runs out of memory; the scan must not read that as 'no match'."""
-    policy = content.ContentPolicy((content.Rule("pattern", "needle", "block", "n"),))
+    policy = content.ContentPolicy(
+        (content.Rule("pattern", "needle", "block", "n"), content.Rule("pattern", "thread", "flag", "t"))
+    )
 
     class SilentSet:
         def Match(self, data):  # noqa: N802 -- RE2's name
             return None
 
-    monkeypatch.setattr(policy, "_which", SilentSet())
+    (group,) = policy.groups
+    monkeypatch.setattr(policy, "groups", (dataclasses.replace(group, which=SilentSet()),))
     assert policy.scan("hay needle hay").patterns("block") == ("n",)
 
 

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from guardrails import content, textview
+from guardrails import scanning, textview
 from guardrails.content import policy_for
 from guardrails.textview import text_view
 
@@ -122,7 +122,7 @@ PIECES = [
 
 def whole_passes(policy, text, monkeypatch):
     with monkeypatch.context() as patch:
-        patch.setattr(content, "MAX_WINDOW_SEARCHES", 0)
+        patch.setattr(scanning, "MAX_WINDOW_SEARCHES", 0)
         return policy.scan(text)
 
 

@@ -1,0 +1,306 @@
+"""The scanning engine under guardrails.content: how much text a request's guardrails may scan, how their patterns
+are combined into RE2 programs, where a scan gives other greenlets their turn, and the byte-level helpers.
+
+- Budget (`scan_budget_check`): a request's guardrails scan at most GUARDRAILS_SCAN_MAX_BYTES_PER_GUARDRAIL bytes
+  (UTF-8) of text each, and GUARDRAILS_SCAN_MAX_BYTES_PER_REQUEST bytes in all (the text's bytes times the guardrails
+  whose filters scan it). Over either: 413 naming the limit, before anything is scanned or sent. Never a truncated
+  scan: text the filters did not read must not reach the model.
+- Groups (`groups_for`): a guardrail's patterns are combined into as few programs as keep each program small, and
+  the text is read once per group (a combined search, then an RE2::Set naming the patterns to locate), not once per
+  pattern. Small matters: some patterns that are cheap alone (counted repetitions such as `.{0,1000}secret`) make a
+  union whose automaton has too many states for its memory; an RE2::Set never falls back from its DFA to the NFA as
+  a single program does, so it rebuilds states on nearly every byte (about 30 s of CPU per MiB for seven such
+  patterns, where each alone costs under 0.1 s). A group's program stays under GROUP_MAX_PROGRAM instructions, so
+  the usual filters and every builtin are still one group (one pass) while such patterns run in small groups.
+- Yielding (`scan_pace`): every RE2 call of a scan reports the bytes it read; each SCAN_YIELD_BYTES of them, under
+  gevent (a monkey-patched worker), the scan lets the other greenlets of the worker run (`gevent.sleep(0)`). A
+  call itself cannot be cut: one RE2 search runs to its end. The scan is split only where results cannot change:
+  between texts (each text part is scanned on its own anyway), between groups, between the searches that list the
+  windows where matches are, and between the passes that locate each pattern in them. Cutting one text into
+  chunks would miss a match that crosses a cut (a pattern's matches have no length bound: `(?s)BEGIN.*END`), and
+  overlapping chunks only help a pattern with a known longest match, which RE2 does not say.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+import re2
+from django.conf import settings
+
+from gateway.errors import GatewayError
+from guardrails.textview import first_span
+
+MSG_SCAN_TOO_LARGE_GUARDRAIL = (
+    "This request has {size} bytes of text for guardrail {name} to scan, and a guardrail scans at most {limit} "
+    "(GUARDRAILS_SCAN_MAX_BYTES_PER_GUARDRAIL): the request was refused, not sent partly unscanned"
+)
+MSG_SCAN_TOO_LARGE_REQUEST = (
+    "This request has {size} bytes of text for each of its {count} guardrails to scan, {total} in all, and a "
+    "request's guardrails scan at most {limit} (GUARDRAILS_SCAN_MAX_BYTES_PER_REQUEST): the request was refused, "
+    "not sent partly unscanned"
+)
+
+# A group's combined program, in RE2 instructions (`programsize`): the 20 filters of benchmarks/guardrails_cost.py
+# and every builtin together make about 2,450 (one group), seven patterns with counted repetitions about 23,000.
+GROUP_MAX_PROGRAM = 3000
+# The combined programs of a group hold up to every filter of several guardrails at once.
+COMBINED_MAX_MEM = 64 << 20
+# How many bytes RE2 reads between two turns of the other greenlets: ~0.1-1 ms of CPU with ordinary patterns.
+SCAN_YIELD_BYTES = 64 * 1024
+
+
+class ScanTooLarge(GatewayError):
+    status = 413
+
+
+def text_bytes(texts: Sequence[str]) -> int:
+    """The UTF-8 size of the texts (an ASCII text's length is its size: no encoding needed)."""
+    return sum(len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass")) for text in texts)
+
+
+def scan_budget_check(*, texts: Sequence[str], guardrails: Sequence[str]) -> None:
+    """Refuse (413) a request whose text is over a guardrail's or the request's scanned-bytes budget.
+
+    `guardrails`: the names of the request's guardrails whose filters scan the text (each reads all of it).
+    """
+    if not guardrails:
+        return
+    size = text_bytes(texts)
+    per_guardrail = int(settings.GUARDRAILS_SCAN_MAX_BYTES_PER_GUARDRAIL)
+    if size > per_guardrail:
+        raise ScanTooLarge(
+            MSG_SCAN_TOO_LARGE_GUARDRAIL.format(size=size, name=guardrails[0], limit=per_guardrail),
+            metadata={"limit": per_guardrail, "bytes": size, "setting": "GUARDRAILS_SCAN_MAX_BYTES_PER_GUARDRAIL"},
+        )
+    per_request = int(settings.GUARDRAILS_SCAN_MAX_BYTES_PER_REQUEST)
+    total = size * len(guardrails)
+    if total > per_request:
+        raise ScanTooLarge(
+            MSG_SCAN_TOO_LARGE_REQUEST.format(size=size, count=len(guardrails), total=total, limit=per_request),
+            metadata={"limit": per_request, "bytes": total, "setting": "GUARDRAILS_SCAN_MAX_BYTES_PER_REQUEST"},
+        )
+
+
+# --- Yielding ---------------------------------------------------------------------------------------------------
+
+_unyielded = 0  # bytes read since the last turn given; one counter per process (a gevent worker is one thread)
+
+
+def scan_pace(read: int) -> None:
+    """Count `read` bytes scanned; each SCAN_YIELD_BYTES, let the worker's other greenlets run (under gevent)."""
+    global _unyielded
+    _unyielded += read
+    if _unyielded < SCAN_YIELD_BYTES:
+        return
+    _unyielded = 0
+    if _under_gevent():
+        import gevent  # imported only where gevent already runs the process
+
+        gevent.sleep(0)
+
+
+def _under_gevent() -> bool:
+    """True in a gevent worker (gunicorn's gevent worker monkey-patches the process first). Elsewhere (a gthread
+    worker, tests, management commands) nothing is done: `gevent.sleep` would create a hub in the thread."""
+    monkey = sys.modules.get("gevent.monkey")
+    return monkey is not None and bool(monkey.is_module_patched("socket"))
+
+
+# --- Groups of patterns and their combined programs -------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    """Patterns scanned together: `members` index the policy's detectors. `search` (any match?), `spans` (the same
+    with leftmost-longest semantics: `windows`) and `which` (an RE2::Set: which ones?) are None when RE2 cannot build
+    them within the memory bound, or (`which`) when the group has one member."""
+
+    members: tuple[int, ...]
+    labels: tuple[str, ...]
+    program_size: int
+    search: Any
+    spans: Any
+    which: Any
+
+
+def _options(max_mem: int, *, longest: bool = False) -> re2.Options:
+    options = re2.Options()
+    options.max_mem = max_mem
+    options.log_errors = False
+    options.never_capture = True
+    options.longest_match = longest
+    return options
+
+
+def groups_for(patterns: Sequence[str], sizes: Sequence[int], labels: Sequence[str]) -> tuple[Group, ...]:
+    """The patterns in order, in groups whose programs together stay under GROUP_MAX_PROGRAM instructions (a pattern
+    over it alone is a group of one), each with its combined programs."""
+    groups: list[Group] = []
+    members: list[int] = []
+    total = 0
+    for index, size in enumerate(sizes):
+        if members and total + size > GROUP_MAX_PROGRAM:
+            groups.append(_group_at(members, patterns, labels))
+            members, total = [], 0
+        members.append(index)
+        total += size
+    if members:
+        groups.append(_group_at(members, patterns, labels))
+    return tuple(groups)
+
+
+def _group_at(members: list[int], patterns: Sequence[str], labels: Sequence[str]) -> Group:
+    return group_of(tuple(members), [patterns[index] for index in members], [labels[index] for index in members])
+
+
+def group_of(members: tuple[int, ...], own: Sequence[str], labels: Sequence[str]) -> Group:
+    """The group of the detectors `members`, whose patterns are `own` and labels `labels`, with its programs."""
+    union = "|".join(f"(?:{pattern})" for pattern in own).encode()
+    search, spans, which = None, None, None
+    with contextlib.suppress(re2.error):
+        search = re2.compile(union, _options(COMBINED_MAX_MEM))
+    with contextlib.suppress(re2.error):
+        spans = re2.compile(union, _options(COMBINED_MAX_MEM, longest=True))
+    if len(own) > 1:
+        which = re2.Set.SearchSet(_options(COMBINED_MAX_MEM))
+        try:
+            for pattern in own:
+                which.Add(pattern.encode())
+            which.Compile()
+        except re2.error:
+            which = None
+    size = search.programsize if search is not None else 0
+    return Group(members, tuple(labels), size, search, spans, which)
+
+
+class Stopwatch:
+    """The CPU time of the RE2 calls made inside `with watch:` blocks (the calling thread's: a gevent worker's other
+    greenlets cannot run inside one C call, so they are not counted; `scan_pace` runs outside the blocks)."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._started = 0.0
+
+    def __enter__(self) -> None:
+        self._started = time.thread_time()
+
+    def __exit__(self, *exc: object) -> None:
+        self.seconds += time.thread_time() - self._started
+
+
+# A group whose combined programs read a text of at least SLOW_CHECK_BYTES slower than SLOW_NS_PER_BYTE is split
+# into its patterns for the scans after (`ContentPolicy`): a usual group reads 2-10 ns a byte, a group whose union
+# has too many states 250-1,300 ns, and its patterns alone 5-45 ns together. Results do not depend on it: groups
+# of any shape find the same matches; only the cost does.
+SLOW_CHECK_BYTES = 32 * 1024
+SLOW_NS_PER_BYTE = 40
+
+
+def too_slow(watch: Stopwatch, size: int) -> bool:
+    return size >= SLOW_CHECK_BYTES and watch.seconds * 1e9 > SLOW_NS_PER_BYTE * size
+
+
+# --- Searching, with each call's bytes counted --------------------------------------------------------------------
+
+# How many places the combined program may be asked about one by one (`match_windows`) before a scan falls back to whole
+# passes per detector: each costs a call from Python, and a text with that many is costly either way.
+MAX_WINDOW_SEARCHES = 96
+
+
+def match_windows(spans: Any, data: bytes, watch: Stopwatch) -> list[tuple[int, int]] | None:
+    """The byte ranges outside which no pattern of the group matches; None when there are too many to list.
+
+    `spans` is every pattern in one program with leftmost-longest semantics, so a search from any position gives
+    the first place some pattern starts to match and the end of the longest match there. Every position where a
+    pattern's match starts is found this way (searching again from one past each start), and a pattern's match
+    found by its own search never ends after the longest one at its start. So the ranges [start, longest end),
+    merged, hold every match: a pattern searched only inside them (RE2 still reads the text around a range for
+    \\b and $) finds exactly what it finds in the whole text, at the cost of the ranges instead of the text.
+    """
+    found_windows: list[tuple[int, int]] = []
+    position = 0
+    for _ in range(MAX_WINDOW_SEARCHES):
+        with watch:
+            found = first_span(spans, data, position, len(data))
+        scan_pace((found[1] if found is not None else len(data)) - position)
+        if found is None:
+            return found_windows
+        start, end = found
+        if found_windows and start <= found_windows[-1][1]:
+            found_windows[-1] = (found_windows[-1][0], max(found_windows[-1][1], end))
+        else:
+            found_windows.append((start, end))
+        position = start + 1
+        while position < len(data) and 0x80 <= data[position] < 0xC0:  # the next character, not a continuation
+            position += 1
+        if position > len(data):
+            return found_windows
+    return None
+
+
+def spans_in(regexp: Any, data: bytes, start: int, end: int) -> Iterator[tuple[int, int]]:
+    """The spans of `regexp`'s non-empty matches in data[start:end], as `finditer` gives them."""
+    while start <= end:
+        span = first_span(regexp, data, start, end)
+        scan_pace((span[1] if span is not None else end) - start)
+        if span is None:
+            return
+        if span[0] == span[1]:
+            start = span[1] + 1
+            continue
+        yield span
+        start = span[1]
+
+
+def set_match(which: Any, data: bytes, watch: Stopwatch) -> list[int] | None:
+    """The indexes of the patterns of an RE2::Set that match in `data` (None or [] when it cannot say)."""
+    scan_pace(len(data))
+    with watch:
+        return cast(list[int] | None, which.Match(data))
+
+
+def char_start(data: bytes, offset: int) -> int:
+    """The start of the UTF-8 character that holds byte `offset`."""
+    while offset > 0 and 0x80 <= data[offset] < 0xC0:
+        offset -= 1
+    return offset
+
+
+def char_end(data: bytes, offset: int) -> int:
+    """The end of the UTF-8 character starting at byte `offset`."""
+    offset += 1
+    while offset < len(data) and 0x80 <= data[offset] < 0xC0:
+        offset += 1
+    return offset
+
+
+class CharOffsets:
+    """UTF-8 byte offsets (what RE2 reports on bytes) to character offsets, from byte `base` on.
+
+    RE2 reports one pattern's offsets in increasing order, so each answer decodes only the bytes since the last
+    one: converting all the matches of a pattern in a window costs one decode of the window, not one per match.
+    """
+
+    def __init__(self, text: str, data: bytes, base: int = 0, known: tuple[int, int] = (0, 0)) -> None:
+        """`known`: a byte offset at or before `base` and its character offset."""
+        self._data = data
+        self._ascii = len(data) == len(text)
+        self._base_byte = base
+        self._base_char = base if self._ascii else known[1] + len(data[known[0] : base].decode("utf-8", "replace"))
+        self._byte = base
+        self._char = self._base_char
+
+    def __call__(self, offset: int) -> int:
+        if self._ascii:
+            return offset
+        if offset < self._byte:
+            self._byte, self._char = self._base_byte, self._base_char
+        self._char += len(self._data[self._byte : offset].decode("utf-8", errors="replace"))
+        self._byte = offset
+        return self._char

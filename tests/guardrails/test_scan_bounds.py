@@ -1,0 +1,192 @@
+"""Guardrail scans are bounded (issue 28 item 3): a request's text is scanned up to a byte budget per guardrail
+and per request (over it: 413 naming the limit, nothing sent; never a truncated scan), costly combinations of
+patterns are scanned in groups (results as when each pattern runs alone), and under gevent a scan gives other
+greenlets their turn between chunks of its work."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gateway.accounts.models import Member
+from gateway.accounts.services import api_key_create
+from guardrails.content import ContentPolicy, Rule, policy_for
+from guardrails.scanning import MSG_SCAN_TOO_LARGE_GUARDRAIL, MSG_SCAN_TOO_LARGE_REQUEST
+from tests.guardrails.test_enforcement import METADATA, guardrail, upstream_calls
+from tests.support import assert_error_envelope
+
+ROOT = Path(__file__).resolve().parents[2]
+REDACT = {"content_filters": [{"pattern": r"ACME-\d{4}", "action": "redact", "label": "project-code"}]}
+
+
+def text_of(size: int) -> str:
+    """About `size` bytes of prose with a project code in it (and a two-byte character: bytes are counted)."""
+    return ("caf\u00e9 ACME-1234 " + "lorem ipsum dolor sit amet " * (size // 27 + 1))[:size]
+
+
+def ask_with(client, text: str):
+    payload = {"model": "standin/echo", "input": text, "provider": {"sort": "price"}}
+    return client.post("/api/v1/responses", payload, format="json", **METADATA)
+
+
+def test_a_guardrail_scans_at_most_its_byte_budget(alice, standin_catalog, settings):
+    # Given a guardrail with a redact filter, and a per-guardrail budget of 4,000 bytes
+    settings.GUARDRAILS_SCAN_MAX_BYTES_PER_GUARDRAIL = 4000
+    guardrail(alice, **REDACT)
+    # When the request's text is over it: 413 naming the limit, and nothing reaches the provider
+    over = ask_with(alice.client(), text_of(4500))
+    body = assert_error_envelope(over, 413)
+    assert body["error"]["message"] == MSG_SCAN_TOO_LARGE_GUARDRAIL.format(
+        name="Team policy", size=len(text_of(4500).encode()), limit=4000
+    )
+    assert "GUARDRAILS_SCAN_MAX_BYTES_PER_GUARDRAIL" in body["error"]["message"]
+    assert upstream_calls(standin_catalog) == []
+    # When it is under it: scanned and redacted as before
+    under = ask_with(alice.client(), text_of(3500))
+    assert under.status_code == 200, under.content
+    (sent,) = upstream_calls(standin_catalog)
+    assert "ACME-1234" not in str(sent["body"]) and "[REDACTED:project-code]" in str(sent["body"])
+
+
+def test_a_request_scans_at_most_its_byte_budget_across_guardrails(alice, standin_catalog, settings):
+    # Given a key guarded twice (its own guardrail and its creator's), each guardrail may scan 4,000 bytes and a
+    # request 6,000 in all
+    settings.GUARDRAILS_SCAN_MAX_BYTES_PER_GUARDRAIL = 4000
+    settings.GUARDRAILS_SCAN_MAX_BYTES_PER_REQUEST = 6000
+    Member.objects.create(account_id=alice.account_id, user_id="user_a")
+    issued = api_key_create(account_id=alice.account_id, name="guarded twice", creator_user_id="user_a")
+    by_key = guardrail(alice, assign=False, **REDACT)
+    management = alice.client(management=True)
+    assigned = management.post(
+        f"/api/v1/guardrails/{by_key['id']}/assignments/keys", {"key_hashes": [issued.key.hash]}, format="json"
+    )
+    assert assigned.status_code == 200, assigned.content
+    by_member = management.post(
+        "/api/v1/guardrails",
+        {"name": "Member policy", "content_filters": [{"pattern": "lorem", "action": "flag"}]},
+        format="json",
+    ).json()["data"]
+    management.post(
+        f"/api/v1/guardrails/{by_member['id']}/assignments/members", {"member_user_ids": ["user_a"]}, format="json"
+    )
+    client = alice.client()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {issued.plaintext}")
+    # When 3,500 bytes are scanned by two guardrails (7,000 bytes): 413 naming the request's limit
+    over = ask_with(client, text_of(3500))
+    body = assert_error_envelope(over, 413)
+    assert body["error"]["message"] == MSG_SCAN_TOO_LARGE_REQUEST.format(
+        size=len(text_of(3500).encode()), count=2, total=2 * len(text_of(3500).encode()), limit=6000
+    )
+    assert upstream_calls(standin_catalog) == []
+    # When 2,500 bytes are (5,000 in all): both guardrails scan it as before
+    under = ask_with(client, text_of(2500))
+    assert under.status_code == 200, under.content
+    (sent,) = upstream_calls(standin_catalog)
+    assert "[REDACTED:project-code]" in str(sent["body"])
+    pipeline = under.json()["gateway_metadata"]["pipeline"]
+    assert [(entry["name"], entry["summary"]) for entry in pipeline if entry["type"] == "guardrail"] == [
+        ("Team policy", "redacted"),
+        ("Member policy", "flagged"),
+    ]
+
+
+# Patterns each cheap alone whose union is not: counted repetitions make the combined automaton's states multiply
+# (an RE2::Set never falls back from its DFA, so it rebuilds states on every byte: ~30 s of CPU per MiB here).
+HOSTILE = [
+    r"[a-q][^u-z]{13}x",
+    r"(?s).{0,1000}secret",
+    r"\w{20,1000}@",
+    r"(?i)(a|b|c|d|e)*a(a|b|c|d|e){12}z",
+    r"(x+x+)+y",
+    r"[a-z ]{1,500}q{3}",
+    r"(?:\w+\s+){1,50}password",
+]
+
+
+def hostile_text(size: int) -> str:
+    letters = "abcdefghijklmnopqrstuvwxyz     xyz0123"
+    state = 12345
+    out = []
+    for _ in range(size):
+        state = (state * 1103515245 + 12345) % (1 << 31)
+        out.append(letters[state % len(letters)])
+    return "".join(out) + " qqq the secret password x@"
+
+
+def test_costly_pattern_unions_are_scanned_in_groups_with_the_same_results():
+    # Given a guardrail whose patterns are cheap alone but whose union is a large program
+    rules = tuple(Rule("pattern", pattern, "flag", f"p{number}") for number, pattern in enumerate(HOSTILE))
+    policy = ContentPolicy(rules)
+    # Then they are combined only in groups whose programs stay small, each pattern in exactly one
+    groups = policy.groups
+    assert len(groups) > 1
+    assert sorted(label for group in groups for label in group.labels) == sorted(rule.label for rule in rules)
+    assert all(group.program_size <= policy.group_limit or len(group.labels) == 1 for group in groups)
+    # And a scan finds exactly what each pattern finds alone
+    text = hostile_text(20_000)
+    alone = {match for rule in rules for match in ContentPolicy((rule,)).scan(text).matches}
+    assert set(policy.scan(text).matches) == alone
+    assert alone  # the text has matches of several patterns to compare
+    assert len({match.label for match in alone}) >= 4
+
+
+def test_the_usual_builtins_and_filters_stay_one_group():
+    builtins = [{"slug": slug, "action": "redact"} for slug in ("email", "phone", "ssn", "credit-card", "ip-address")]
+    policy = policy_for([{"pattern": r"ACME-\d{4}", "action": "block"}], builtins)
+    assert len(policy.groups) == 1
+
+
+GEVENT_SCAN = """
+from gevent import monkey
+
+monkey.patch_all()
+
+import django
+import gevent
+
+django.setup()
+
+from guardrails.content import policy_for
+
+filters = [{"pattern": p, "action": "redact", "label": f"f{n}"} for n, p in enumerate(%(patterns)r)]
+policy = policy_for(filters, [])
+text = ("lorem ipsum dolor sit amet " * 200 + "ACME-1234 ") * 500 + "x" * 300_000 + " INV-2026 "
+ticks = []
+
+def ticker():
+    while True:
+        ticks.append(1)
+        gevent.sleep(0)
+
+other = gevent.spawn(ticker)
+scan = policy.scan(text)  # no explicit yield before or after: the other greenlet runs only if the scan yields
+during = len(ticks)
+other.kill()
+print(json.dumps({"ticks": during, "matches": len(scan.matches), "bytes": len(text)}))
+"""
+
+
+def test_a_large_scan_lets_other_greenlets_run_under_gevent():
+    # Given a gevent process (monkey-patched, as the gevent workers are) scanning ~3 MB of text with findings
+    patterns = [r"ACME-\d{4}", r"INV-\d{4}", r"(?i)confidential"]
+    script = "import json\n" + GEVENT_SCAN % {"patterns": patterns}
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "gateway.settings.test"}
+    env.pop("DATABASE_URL", None)
+    env.pop("REDIS_URL", None)
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    # Then the scan found everything, and another greenlet ran many times while it did (one turn per chunk)
+    assert result["matches"] == 501
+    assert result["ticks"] >= result["bytes"] // (1 << 20)
+
+
+@pytest.mark.parametrize("size", [0, 1])
+def test_empty_and_tiny_texts_are_scanned_as_before(size):
+    policy = policy_for([{"pattern": "a", "action": "flag"}], [])
+    assert [match.label for match in policy.scan("a" * size).matches] == ["filter-1"] * size
