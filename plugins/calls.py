@@ -1,37 +1,93 @@
 """The plugins' own model calls (a fusion panel and its analysis, the auto-router's classifier, Llama Guard): their
-reported usage bounded as the request's own is (responses_api.service.clamp_usage), so that a provider reporting a
-billion tokens cannot have the caller's whole balance."""
+reported usage billed at most at the call's own worst case, what was sent and its output limit, which is what the
+call's hold counts (a fusion panel's: fusion.worst_cost), so that a provider reporting a billion tokens can neither
+have the caller's whole balance nor cost more than was held for the call."""
 
+import json
 from collections.abc import Callable
 
-from routing.canonical import CanonicalRequest, CanonicalResponse, Usage
+from routing.canonical import (
+    CanonicalRequest,
+    CanonicalResponse,
+    FunctionCall,
+    FunctionCallOutput,
+    ImagePart,
+    Message,
+    TextPart,
+    Usage,
+)
 from routing.catalog import EndpointInfo
 from routing.providers.anthropic.request import EFFORT_BUDGET
 from routing.selection import Candidate
 
 DEFAULT_OUTPUT_TOKENS = 4096  # a call's output bound when it sets no max_output_tokens
-USAGE_MARGIN = 64  # output tokens a call may report beyond its limit (as responses_api.service allows)
+CHARS_PER_TOKEN = 4  # the gateway's input estimate (as responses_api.normalize's)
+IMAGE_TOKENS = 1000  # an image's share of it (as responses_api.normalize's)
+# What a provider counts beyond the text (its chat template: role markers, tool formatting), which a short call's
+# estimate would otherwise leave out: an honest provider's count of a one-word call is billed, not clamped.
+CALL_OVERHEAD_TOKENS = 64
 UNKNOWN_CONTEXT_TOKENS = 2_000_000  # the input bound on an endpoint of unknown context
 COUNTS = ("input_tokens", "cached_tokens", "cache_write_tokens", "output_tokens", "reasoning_tokens")
 
 
-def bounded_usage(usage: Usage, request: CanonicalRequest, endpoint: EndpointInfo) -> Usage:
-    """A plugin call's reported usage as billed: counts that are no non-negative integers are 0, the
-    output at most the call's limit (and a thinking budget; the margin the request's own bounds allow), the input at
-    most the endpoint's context, parts at most their whole; no provider-run searches (none were sent). A provider
-    reporting a billion tokens would otherwise have the caller's whole balance."""
-    counts = {name: value if type(value := getattr(usage, name, 0)) is int and value >= 0 else 0 for name in COUNTS}
+def sent_tokens(request: CanonicalRequest) -> int:
+    """The input tokens a call sends, as the gateway estimates every input (4 characters a token, 1,000 an
+    image): its instructions, its messages, function calls and results, and its tools' declarations, plus the
+    provider's own formatting (CALL_OVERHEAD_TOKENS)."""
+    chars = len(request.instructions or "")
+    if request.tools:
+        chars += len(json.dumps([(t.name, t.description, t.parameters) for t in request.tools]))
+    for item in request.input:
+        if isinstance(item, Message):
+            for part in item.content:
+                if isinstance(part, TextPart):
+                    chars += len(part.text)
+                elif isinstance(part, ImagePart):
+                    chars += IMAGE_TOKENS * CHARS_PER_TOKEN
+                else:  # a document's base64: a rough share (as the request's own estimate)
+                    chars += len(getattr(part, "file_data", "") or "") // 3
+        elif isinstance(item, FunctionCall):
+            chars += len(item.arguments) + len(item.name)
+        elif isinstance(item, FunctionCallOutput):
+            chars += len(item.output)
+    return chars // CHARS_PER_TOKEN + CALL_OVERHEAD_TOKENS
+
+
+def output_bound(request: CanonicalRequest, endpoint: EndpointInfo) -> int:
+    """The most output tokens a call may bill on this endpoint: its limit (the endpoint's maximum when lower),
+    plus a thinking budget when it asks for reasoning (the adapters that think raise the upstream limit by it)."""
     output = min(request.max_output_tokens or DEFAULT_OUTPUT_TOKENS, endpoint.max_completion_tokens or 1 << 62)
     if request.reasoning is not None and request.reasoning.enabled is not False:
         output += max(request.reasoning.max_tokens or 0, max(EFFORT_BUDGET.values()))
-    counts["output_tokens"] = min(counts["output_tokens"], output + USAGE_MARGIN)
-    counts["input_tokens"] = min(counts["input_tokens"], endpoint.context_length or UNKNOWN_CONTEXT_TOKENS)
+    return output
+
+
+def input_bound(input_tokens: int, endpoint: EndpointInfo) -> int:
+    """A call's input worst case on this endpoint: what was sent, at most the endpoint's context."""
+    return min(input_tokens, endpoint.context_length or UNKNOWN_CONTEXT_TOKENS)
+
+
+def bounded_usage(
+    usage: Usage, request: CanonicalRequest, endpoint: EndpointInfo, *, input_tokens: int | None = None
+) -> Usage:
+    """A plugin call's reported usage as billed: counts that are no non-negative integers are 0, the output at
+    most the call's output bound, the input at most what was sent (`input_tokens`: what the call's hold counted
+    for it, else sent_tokens), parts at most their whole; no provider-run searches (none were sent). The hold of
+    the call counts exactly these bounds, so no call costs more than was held for it."""
+    counts = {name: value if type(value := getattr(usage, name, 0)) is int and value >= 0 else 0 for name in COUNTS}
+    sent = sent_tokens(request) if input_tokens is None else input_tokens
+    counts["output_tokens"] = min(counts["output_tokens"], output_bound(request, endpoint))
+    counts["input_tokens"] = min(counts["input_tokens"], input_bound(sent, endpoint))
     counts["cached_tokens"] = min(counts["cached_tokens"], counts["input_tokens"])
     counts["cache_write_tokens"] = min(counts["cache_write_tokens"], counts["input_tokens"] - counts["cached_tokens"])
     counts["reasoning_tokens"] = min(counts["reasoning_tokens"], counts["output_tokens"])
     return Usage(**counts)
 
 
-def bound_for(request: CanonicalRequest) -> Callable[[CanonicalResponse, Candidate], Usage]:
-    """The attempt engine's `bound_usage` for a call of `request`."""
-    return lambda response, candidate: bounded_usage(response.usage, request, candidate.endpoint)
+def bound_for(
+    request: CanonicalRequest, *, input_tokens: int | None = None
+) -> Callable[[CanonicalResponse, Candidate], Usage]:
+    """The attempt engine's `bound_usage` for a call of `request` (`input_tokens`: as bounded_usage's)."""
+    return lambda response, candidate: bounded_usage(
+        response.usage, request, candidate.endpoint, input_tokens=input_tokens
+    )

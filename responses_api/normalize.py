@@ -3,13 +3,12 @@
 import hashlib
 import hmac
 import json
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 
 from django.conf import settings
 
-from gateway.billing.services import SpendCap
+from gateway.billing.services import ReservationHandle, SpendCap
 from responses_api.validation.request import MAX_TOOL_CALLS
 from responses_api.validation.tools import server_function_name, server_tool_kind
 from routing.canonical import (
@@ -52,7 +51,7 @@ class Prepared:
     record: dict = field(default_factory=dict)  # pre-stages' figures for the generation record
     strategy: str = "direct"  # how the models were chosen (a router pre-stage: auto, pareto, fusion)
     server_rounds: int = 1  # the most model calls the server-tool loop may make (1: the request has no server tool)
-    releases: tuple[Callable[[], object], ...] = ()  # pre-stages' holds to give back once the request's own is taken
+    holds: tuple[ReservationHandle, ...] = ()  # pre-stages' holds (a fusion panel's): the request's own takes them over
 
 
 def server_functions(tools: list[dict]) -> tuple[FunctionTool, ...]:

@@ -7,7 +7,7 @@ one fallback loop) -> post-stages (response plugins, server-tool loop) -> settle
 generation_settle, one transaction) -> render (responses_api.render for JSON, responses_api.streaming for SSE).
 """
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import cast
 
@@ -66,27 +66,17 @@ def prepare_run(*, ctx: RequestContext, data: dict) -> ResponseRun:
         prepared = response_normalize(ctx=ctx, data=data)
         ctx = replace(ctx, models=tuple(prepared.models), suffix=prepared.suffix)
         prepared, ran = pre_stages(prepared, ctx)
-        ctx = replace(ctx, models=tuple(prepared.models), request=prepared.canonical)
+        ctx = replace(ctx, models=tuple(prepared.models), request=prepared.canonical, caps=prepared.caps)
         try:
             plan = response_plan(ctx=ctx, prepared=prepared)
             planned.append(plan)
+            # the request's own hold takes over the pre-stages' (a fusion panel's) in the same transaction
             run = response_hold(ctx=ctx, prepared=prepared, plan=plan)
-        except GatewayError:  # nothing routable, or no credits: the paid checks that ran are still charged
-            release(prepared.releases)
+        except BaseException:  # nothing routable, or no credits: the paid calls that ran are still charged
             response_charge_checks(ctx=ctx, prepared=prepared, cost=prepared.stage_cost)
             raise
-        except BaseException:
-            release(prepared.releases)
-            raise
-        release(prepared.releases)  # the request's own hold now covers what the stages spent
     run.pipeline += ran + stages.post_stage_notes(ctx)
     return run
-
-
-def release(releases: Sequence[Callable[[], object]]) -> None:
-    """Give back the holds pre-stages took (Staged.releases)."""
-    for give_back in releases:
-        give_back()
 
 
 def pre_stages(
@@ -100,15 +90,15 @@ def pre_stages(
     for stage in stages.PRE_STAGES if configured is None else configured:
         try:
             result = stage(prepared.canonical, ctx)
-        except BaseException:
-            release(prepared.releases)
+        except BaseException:  # what earlier stages' calls cost is charged (out of their holds), as on a block
+            response_charge_checks(ctx=ctx, prepared=prepared, cost=prepared.stage_cost)
             raise
         if isinstance(result, Block):
-            release(prepared.releases)  # an earlier stage's hold (a fusion panel's): its cost is charged below
             ran += result.entries or (StageEntry(type=stage.type, name=stage.name, outcome="blocked"),)
             error = result.error()
             error.pipeline = [entry.as_dict() for entry in ran]
-            # The checks that ran before the refusal (an entity model, a moderation engine) cost money: charged.
+            # The checks that ran before the refusal (an entity model, a moderation engine) cost money: charged,
+            # out of the earlier stages' holds (a fusion panel's).
             response_charge_checks(ctx=ctx, prepared=prepared, cost=prepared.stage_cost + result.cost_usd)
             raise error
         if isinstance(result, Staged):
@@ -118,6 +108,8 @@ def pre_stages(
             if result.models:  # a router chose: later stages and the plan see its models
                 prepared = replace(prepared, models=list(result.models), strategy=result.strategy or "direct")
                 ctx = replace(ctx, models=result.models)
+            if result.caps:  # later stages' own model calls hold against the budgets too (a fusion panel)
+                ctx = replace(ctx, caps=ctx.caps + result.caps)
             prepared = replace(
                 reestimated(prepared, result.request),
                 limits=prepared.limits + result.limits,
@@ -125,7 +117,7 @@ def pre_stages(
                 stage_cost=prepared.stage_cost + result.cost_usd,
                 stage_usage=usage_add(prepared.stage_usage, result.usage),
                 record=stages.record_merge(prepared.record, result.record),
-                releases=prepared.releases + result.releases,
+                holds=prepared.holds + result.holds,
             )
             continue
         outcome = "passed" if result is prepared.canonical else "changed"

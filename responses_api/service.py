@@ -4,7 +4,7 @@ the request's state across them (`ResponseRun`: its attempt sequence, pricing, a
 import logging
 import math
 import time
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Generator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
@@ -94,7 +94,8 @@ class ResponseRun:
         self.rounds: list[Served] = []
         self.tool_cost = Decimal(0)  # the server tools' own costs (web searches, fusion panels)
         self.tool_usage = Usage()  # the tokens of the server tools' own model calls (fusion panels)
-        self.tool_holds: list[Callable[[], object]] = []  # tools' own holds, given back once the request settles
+        # tools' own holds (a gateway:fusion panel's): given back by the settlement that charges what they covered
+        self.tool_holds: list[credits.ReservationHandle] = []
         if self.prepared.server_rounds > 1:
             loop = ToolLoop(
                 data=self.prepared.data,
@@ -311,6 +312,7 @@ class ResponseRun:
         try:
             charged = credits.generation_settle(
                 reservation=self.reservation,
+                replacing=tuple(self.tool_holds),
                 charge=served is not None or stage_cost > 0,
                 record=self._record(
                     status=status,
@@ -325,9 +327,9 @@ class ResponseRun:
                     cancelled=cancelled,
                 ),
             )
-        finally:  # what the tools spent is charged now (or never will be): their holds are given back
-            for give_back in self.tool_holds:
-                give_back()
+        finally:  # the settlement gave the tools' holds back; a failed one did not: given back now (once)
+            for held in self.tool_holds:
+                credits.hold_drop(held)
         self.settled = Settled(charged=charged, list_cost=list_cost)
         return self.settled
 
@@ -511,27 +513,39 @@ def response_hold(*, ctx: RequestContext, prepared: Prepared, plan: RoutePlan) -
         else None,
         requested_model=plan.requested,
         workspace_id=ctx.caller.workspace_id,
+        replacing=prepared.holds,  # what the pre-stages' calls spent is in `amount`: their holds are given back
     )
     return ResponseRun(ctx=ctx, prepared=prepared, plan=plan, reservation=reservation)
 
 
 def response_charge_checks(*, ctx: RequestContext, prepared: Prepared, cost: Decimal) -> None:
-    """A request a pre-stage refused after paid checks ran (an entity model, a moderation engine): their cost is
-    charged and recorded as a failed generation (error_type `blocked`). When the balance cannot cover it, the
-    refusal stands and the gateway absorbs the cost (logged)."""
-    if cost <= 0:
-        return
-    try:
-        reservation = credits.credits_reserve(
-            account_id=ctx.caller.account_id,
-            amount=cost,
-            api_key_id=ctx.caller.key_id,
-            key_has_limit=False,
-            requested_model=",".join(prepared.models)[:256],
-            workspace_id=ctx.caller.workspace_id,
-        )
-    except GatewayError:
-        logger.warning("the checks of a refused request (%s USD) could not be charged: balance too low", cost)
+    """A request refused after paid calls ran (an entity model, a moderation engine, a fusion panel): their cost is
+    charged and recorded as a failed generation (error_type `blocked`), out of the holds the pre-stages took for
+    them (Prepared.holds, within the budgets and the balance when taken: the charge takes them over, so it needs no
+    more room), given back whatever happens. When the balance cannot cover a cost no hold covered, the refusal
+    stands and the gateway absorbs the cost (logged)."""
+    held = sum((hold.amount for hold in prepared.holds), Decimal(0))
+    reservation = None
+    for amount in dict.fromkeys((cost, min(cost, held))):  # all of it, else what the holds covered
+        if amount <= 0:
+            break
+        try:
+            reservation = credits.credits_reserve(
+                account_id=ctx.caller.account_id,
+                amount=amount,
+                api_key_id=ctx.caller.key_id,
+                key_has_limit=False,
+                requested_model=",".join(prepared.models)[:256],
+                workspace_id=ctx.caller.workspace_id,
+                replacing=prepared.holds,
+            )
+            cost = amount
+            break
+        except GatewayError:
+            logger.warning("the checks of a refused request (%s USD) could not all be charged: balance too low", cost)
+    for hold in prepared.holds:  # taken over above, else given back (hold_drop: once)
+        credits.hold_drop(hold)
+    if reservation is None:
         return
     record = GenerationRecord(
         id=reservation.id,

@@ -12,7 +12,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Literal, Protocol, TypeAlias
 
 from gateway.accounts.authentication import Caller
-from gateway.billing.services import SpendCap
+from gateway.billing.services import ReservationHandle, SpendCap
 from gateway.errors import GatewayError
 from routing.accumulate import FoldStep
 from routing.canonical import CanonicalRequest, CanonicalResponse, FunctionTool, Usage
@@ -79,8 +79,9 @@ class ToolLoop:
     first: "Callable[[], Candidate | None]"
     charge: Callable[[Decimal, Usage], None]
     stream: "Callable[[CanonicalRequest], Generator[list[FoldStep] | _Waiting, None, Served]] | None" = None
-    # A hold a tool took for its own spending (a gateway:fusion panel's): given back once the request is settled.
-    keep: Callable[[Callable[[], object]], None] | None = None
+    # A hold a tool took for its own model calls (a gateway:fusion panel's): given back by the request's settlement,
+    # in the same transaction that charges what they cost.
+    keep: Callable[[ReservationHandle], None] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +128,9 @@ class RequestContext:
     tool_loop: ToolLoop | None = None  # the server-tool loop's access to the run (post-stages only)
     suffix: str | None = None  # the first requested model's routing suffix (":nitro" -> "nitro"; a router sees it)
     provider: dict | None = None  # the request's provider preferences: a plugin's own model calls honour them too
+    # The budgets (guardrails) the request's holds must fit in, once the guardrail stage set them: every hold of a
+    # model call made for the request (a fusion panel's) checks them, with the credits, before the call.
+    caps: tuple[SpendCap, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,9 +196,9 @@ class Staged:
     models: tuple[str, ...] = ()  # a router's choice: the models to plan instead of the requested ones, in order
     strategy: str = ""  # how they were chosen (gateway_metadata.strategy: auto, pareto, fusion), with `models`
     usage: Usage = field(default_factory=Usage)  # the tokens of the stage's own model calls (added to the usage)
-    # Holds the stage took to cover `cost_usd` before it was spent (a fusion panel's): given back once the request's
-    # own hold covers that cost, or when the request is refused.
-    releases: tuple[Callable[[], object], ...] = ()
+    # Holds the stage took to cover `cost_usd` before it was spent (a fusion panel's): the request's own hold takes
+    # them over (billing's credits_reserve `replacing`); a refused request is charged `cost_usd` out of them.
+    holds: tuple[ReservationHandle, ...] = ()
 
     def adds_nothing(self) -> bool:
         """Nothing besides the request (a stage with nothing to do for it, as most are for most requests)."""
@@ -206,7 +210,7 @@ class Staged:
             or self.record
             or self.models
             or self.strategy
-            or self.releases
+            or self.holds
             or self.usage != NO_USAGE
         )
 

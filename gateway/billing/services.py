@@ -145,10 +145,14 @@ def credits_reserve(
     workspace_id: UUID | None = None,
     caps: tuple[SpendCap, ...] = (),
     cap_amount: Decimal | None = None,
+    replacing: tuple[ReservationHandle, ...] = (),
 ) -> ReservationHandle:
     """Hold `amount` before an upstream call by opening the request's generation record (a new id unless given);
-    402 when the spendable balance (or the key's limit) cannot cover it. A 402 first expires the account's stale
-    holds and tries once more, so a killed worker's holds never block an account, cron or not."""
+    402 when the spendable balance (or the key's limit) cannot cover it, 403 (SpendCapExceeded) when a cap cannot.
+    A 402 first expires the account's stale holds and tries once more, so a killed worker's holds never block an
+    account, cron or not. `replacing`: holds this one takes over (the side calls' a request made before its own
+    hold: a fusion panel's), given back in the same transaction, so the new hold is checked without them and no
+    other request can take what they held in between; refused, they stay open."""
     hold: dict[str, Any] = {
         "id": generation_id or generation_id_new(),
         "account": account_id,
@@ -163,21 +167,28 @@ def credits_reserve(
         raise PaymentRequired(MSG_INSUFFICIENT, metadata={"required": float(hold["amount"])})
     check_limit = api_key_id is not None and key_has_limit
     try:
-        _hold_within(caps, hold, check_limit=check_limit, cap_hold=cap_hold)
+        _hold_within(caps, hold, check_limit=check_limit, cap_hold=cap_hold, replacing=replacing)
     except PaymentRequired:
         if not holds_expire(older_than_seconds=STALE_HOLD_SECONDS, account_id=account_id):
             raise
-        _hold_within(caps, hold, check_limit=check_limit, cap_hold=cap_hold)
+        _hold_within(caps, hold, check_limit=check_limit, cap_hold=cap_hold, replacing=replacing)
     return ReservationHandle(id=hold["id"], account_id=account_id, api_key_id=api_key_id, amount=hold["amount"])
 
 
 def _hold_within(
-    caps: tuple[SpendCap, ...], hold: dict[str, Any], *, check_limit: bool, cap_hold: Decimal | None = None
+    caps: tuple[SpendCap, ...],
+    hold: dict[str, Any],
+    *,
+    check_limit: bool,
+    cap_hold: Decimal | None = None,
+    replacing: tuple[ReservationHandle, ...] = (),
 ) -> None:
     """The hold, inside the caller's spend caps when it has any: then one transaction that first locks the rows
     the caps are counted under (the key's; a member's), so concurrent requests of one assignee check in turn and
-    together never pass a cap by more than one request's hold... which the check includes: they never pass it."""
-    if not caps:
+    together never pass a cap by more than one request's hold... which the check includes: they never pass it.
+    The holds it replaces are given back after those locks (the lock order of every hold: key, then the generation
+    rows, then the account), before anything is counted."""
+    if not caps and not replacing:
         _hold(hold, check_limit=check_limit)
         return
     with transaction.atomic():
@@ -190,6 +201,9 @@ def _hold_within(
             if cap.pool_workspace_id is not None:
                 pool = Workspace.objects.filter(pk=cap.pool_workspace_id)
                 pool.select_for_update(no_key=True).values_list("pk").first()
+        for replaced in replacing:
+            hold_drop(replaced)
+        for cap in caps:
             spent = _cap_spend(cap, account_id=hold["account"], api_key_id=hold["key"])
             amount = cap_hold if cap.include_byok and cap_hold is not None else hold["amount"]
             if spent + amount > cap.limit:
@@ -357,14 +371,29 @@ def _check_key_limit(*, api_key_id: int, amount: Decimal) -> None:
 SETTLED_OBSERVERS: list[Callable[[GenerationRecord, Decimal | None], None]] = []
 
 
-def generation_settle(*, reservation: ReservationHandle, record: GenerationRecord, charge: bool) -> Decimal:
+def generation_settle(
+    *,
+    reservation: ReservationHandle,
+    record: GenerationRecord,
+    charge: bool,
+    replacing: tuple[ReservationHandle, ...] = (),
+) -> Decimal:
     """The one way a request's billing ends (JSON or stream, served, failed, cut or cancelled): complete its
     generation row with `record`, close its hold and charge `record.cost` (`charge`) or nothing: one statement on
     PostgreSQL, one ledger row at most (none for a failure or a zero cost). Once: a second settlement, or one after
     the hold expired, changes nothing and returns 0. Returns what was charged: a cost above the balance the hold
-    can reach (the spendable balance plus the hold) is charged down to it, never below 0."""
+    can reach (the spendable balance plus the hold) is charged down to it, never below 0. `replacing`: holds taken
+    for the request's own side calls (a gateway:fusion panel's), given back in the same transaction, so that the
+    cost they covered is charged in full, never down to what the balance had left beside them."""
     if record.id != reservation.id:
         raise ValueError(f"the record {record.id} is not the hold {reservation.id}")
+    if replacing:
+        with transaction.atomic():
+            # The request's row first, then the side holds' rows, then the account: the order of every settlement.
+            Generation.objects.select_for_update(no_key=True).filter(pk=reservation.id).values_list("pk").first()
+            for held in replacing:
+                hold_drop(held)
+            return generation_settle(reservation=reservation, record=record, charge=charge)
     cost = _usd(record.cost) if charge else Decimal(0)
     outcome = generation_outcome(record=record)
     try:

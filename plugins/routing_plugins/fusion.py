@@ -26,27 +26,28 @@ from collections.abc import Callable, Generator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
+from functools import partial
 from typing import TypeVar
 
 from django.conf import settings
 from django.db import connection
 
-from gateway.billing.services import ReservationHandle, credits_reserve, hold_drop
+from gateway.billing.services import ReservationHandle, SpendCapExceeded, credits_reserve, hold_drop
 from gateway.errors import GatewayError, PaymentRequired
 from plugins import web_engines
-from plugins.calls import bound_for
+from plugins.calls import CHARS_PER_TOKEN, bounded_usage, input_bound, output_bound, sent_tokens
 from plugins.healing import repair_bounded
 from plugins.hosted_tools import capable_endpoints
 from plugins.routing_plugins.candidates import caller_limits, caller_prefs, request_params
 from plugins.server_tools import Loop, drain, kind_of, usage_sum
 from plugins.tools import RUNNERS, ToolContext, ToolResult, as_json, new_item_id
 from routing.attempts import AttemptSequence, AttemptsFailed, Served
-from routing.canonical import CanonicalRequest, Message, OutputMessage, TextPart, Usage
+from routing.canonical import CanonicalRequest, CanonicalResponse, Message, OutputMessage, TextPart, Usage
 from routing.errors import ErrorType, UpstreamError
 from routing.limits import RoutingLimit
 from routing.preferences import Preferences
 from routing.pricing import max_cost, usage_cost
-from routing.selection import RoutePlan, endpoints_for_request
+from routing.selection import Candidate, RoutePlan, endpoints_for_request
 from routing.stages import (
     SERVER_TOOL_RESULT_TOKENS,
     Block,
@@ -70,6 +71,7 @@ DEFAULT_PRESET = "general-high"
 PANEL_TOOLS = ("gateway:web_search", "gateway:web_fetch", "gateway:datetime", "gateway:search_models")
 DEFAULT_MAX_TOOL_CALLS = 4  # per panel member (the spec: 1-16)
 MAX_ANSWER_CHARS = 20_000  # of each panel answer, in the analyst's and the writer's prompt
+ANSWER_HEADER_TOKENS = 32  # a panel answer's header in the analyst's prompt ("--- Panelist 2 (model) ---")
 ANALYSIS_KEYS = ("consensus", "contradictions", "partial_coverage", "unique_insights", "blind_spots")
 MSG_CREDITS = (
     "Insufficient credits for the fusion panel, analysis and final answer: they can cost up to {cost:.6f} USD; add "
@@ -289,22 +291,35 @@ def _plan(
 
 
 def _call(
-    model: str, request: CanonicalRequest, plan: RoutePlan | GatewayError, panel: Panel | None, meter: Meter
+    model: str,
+    request: CanonicalRequest,
+    plan: RoutePlan | GatewayError,
+    panel: Panel | None,
+    meter: Meter,
+    input_tokens: int | None = None,
 ) -> PanelAnswer:
     """One model, with its own endpoint fallback, through the server-tool loop when `panel` gives it tools (every
     round and tool cost counted on the answer and the run's meter, a later round's failure too); never raises: a
-    failure is the answer's status."""
+    failure is the answer's status. Each round's usage is billed at most at what worst_cost held for it (its input:
+    `input_tokens`, else what the first round sent, grown by a round's output and tool result per round)."""
     started = time.monotonic()
     if isinstance(plan, GatewayError):
         return PanelAnswer(model, "failed", error=plan.message, status_code=plan.status)
     answer = PanelAnswer(model, "failed")
+    first = sent_tokens(request) if input_tokens is None else input_tokens
+
+    def bound(round_request: CanonicalRequest, done: int, response: CanonicalResponse, candidate: Candidate) -> Usage:
+        held = _round_input(first, done, output_bound(round_request, candidate.endpoint))
+        sent = min(sent_tokens(round_request), held)
+        return bounded_usage(response.usage, round_request, candidate.endpoint, input_tokens=sent)
 
     def call(round_request: CanonicalRequest) -> Served:
+        done = answer.rounds
         try:
             served = AttemptSequence(
                 candidates=plan.candidates,
                 request_for=lambda c: replace(round_request, model=c.endpoint.upstream_model),
-                bound_usage=bound_for(round_request),
+                bound_usage=lambda response, candidate: bound(round_request, done, response, candidate),
             ).call()
         except AttemptsFailed as failed:
             raise failed.error or UpstreamError(
@@ -360,14 +375,7 @@ def fuse(
     """The panel in parallel (each member's events as it finishes; None: time for a keep-alive), then the
     analysis when any member answered; what each call spends is added to `meter` as it ends."""
     started = time.monotonic()
-    member_request = replace(
-        request,
-        stream=False,
-        tools=tuple(server_function(kind_of(tool)) for tool in panel.tools),
-        tool_choice=None,
-        parallel_tool_calls=None,
-        max_output_tokens=request.max_output_tokens or DEFAULT_OUTPUT_TOKENS,  # what worst_cost assumed
-    )
+    member_request = _member_request(request, panel)
     answers: dict[int, PanelAnswer] = {}
     with ThreadPoolExecutor(max_workers=len(panel.models), thread_name_prefix="fusion-panel") as pool:
         futures: dict[Future, int] = {
@@ -387,25 +395,16 @@ def fuse(
     fused = Fused(answers=[answers[index] for index in range(len(panel.models))], panel_ms=_ms(started))
     if not fused.served:
         return fused
-    analysis_request = CanonicalRequest(
-        model="",
-        instructions=ANALYST_INSTRUCTIONS,
-        input=(
-            Message(
-                role="user",
-                content=(TextPart(f"Request:\n{_question(request)}\n\nAnswers:\n{_answers_block(fused.served)}"),),
-            ),
-        ),
-        text_format={"type": "json_object"},
-        temperature=0,
-        max_output_tokens=request.max_output_tokens or DEFAULT_OUTPUT_TOKENS,
-    )
+    analysis_request = _analysis_request(request, fused.served)
+    analysis_input = _analysis_input(request, len(panel.models))  # what worst_cost held for it
     yield {
         "type": "response.fusion_call.analysis.in_progress",
         "analyst_model": panel.analyst,
         "judge_model": panel.analyst,
     }
-    review = yield from _waiting(lambda: _call(panel.analyst, analysis_request, plans[panel.analyst], None, meter))
+    review = yield from _waiting(
+        lambda: _call(panel.analyst, analysis_request, plans[panel.analyst], None, meter, analysis_input)
+    )
     fused.review = review
     fused.analysis = analysis_parse(review.text) if review.status == "completed" else None
     fused.analysis_status = "completed" if fused.analysis is not None else review.status if review.error else "unparsed"
@@ -419,39 +418,88 @@ def worst_cost(
     plans: list[RoutePlan | GatewayError],
     analyst: RoutePlan | GatewayError,
     *,
-    panel: Panel | None = None,
+    panel: Panel,
     final_answer: bool = True,
 ) -> Decimal:
-    """The most the run can cost: each call's (panel, analysis, final answer) dearest candidate for its input
-    (roughly 4 characters a token; the analyst also reads every panel answer) and its output limit; a member with
-    tools makes up to `max_tool_calls` more rounds, each reading a tool result more, each call a search at the
-    dearest engine's price."""
-    tool_calls = panel.max_tool_calls if panel is not None and panel.tools else 0
-    searching = panel is not None and any(kind_of(tool) == "gateway:web_search" for tool in panel.tools)
+    """The most the run can cost: each call's (panel, analysis, final answer) dearest candidate for what it sends
+    (plugins.calls: the input as the gateway estimates it; the analyst also reads every panel answer, each at most
+    the output a member may bill) and its output bound; a member with tools makes up to `max_tool_calls` more
+    rounds, each reading its last output and a tool result more, each call a search at the dearest engine's
+    price. Each call is billed at most what is counted for it here (_call), so the run never costs more."""
+    tool_calls = panel.max_tool_calls if panel.tools else 0
+    searching = any(kind_of(tool) == "gateway:web_search" for tool in panel.tools)
     search_price = max(map(web_engines.engine_price, web_engines.configured_engines()), default=Decimal(0))
-    chars = len(request.instructions or "") + len(_question(request))
-    output = request.max_output_tokens or DEFAULT_OUTPUT_TOKENS
-    calls = []
-    for plan in plans:
-        calls += [
-            (plan, chars // 4 + 1 + done * (output + SERVER_TOOL_RESULT_TOKENS)) for done in range(tool_calls + 1)
-        ]
-    calls.append((analyst, chars // 4 + 1 + output * len(plans)))  # the analysis
-    if final_answer:  # the request's own hold
-        calls.append((analyst, chars // 4 + 1 + output * (len(plans) + 1)))
+    member = _member_request(request, panel)
+    first = sent_tokens(member)
+    analysis = _analysis_input(request, len(plans))
     total = len(plans) * tool_calls * search_price if searching else Decimal(0)
-    for plan, tokens in calls:
-        if isinstance(plan, GatewayError):
-            continue
-        total += max(
-            max_cost(
-                endpoint=c.endpoint,
-                input_tokens=tokens,
-                max_output_tokens=min(output, c.endpoint.max_completion_tokens or output),
-            )
-            for c in plan.candidates
-        )
+    for plan in plans:
+        for done in range(tool_calls + 1):
+            total += _dearest(plan, member, partial(_round_input, first, done))
+    total += _dearest(analyst, _analysis_request(request, []), lambda out: analysis)
+    if final_answer and not isinstance(analyst, GatewayError):
+        # the request's own hold (responses_api holds it, taking this one over): its input the panel answers and
+        # the analysis, its output limit the endpoint's maximum when the request sets none, as that hold counts it
+        limit = request.max_output_tokens or max(c.endpoint.max_completion_tokens or 0 for c in analyst.candidates)
+        final = replace(member, max_output_tokens=limit or DEFAULT_OUTPUT_TOKENS)
+        total += _dearest(analyst, final, lambda out: analysis + out)
     return total
+
+
+def _dearest(plan: RoutePlan | GatewayError, request: CanonicalRequest, input_tokens: Callable[[int], int]) -> Decimal:
+    """A call's worst case: its dearest candidate, billed its input bound (`input_tokens` of the call's output
+    bound) and its output bound."""
+    if isinstance(plan, GatewayError):
+        return Decimal(0)
+    return max(
+        max_cost(
+            endpoint=c.endpoint,
+            input_tokens=input_bound(input_tokens(output_bound(request, c.endpoint)), c.endpoint),
+            max_output_tokens=output_bound(request, c.endpoint),
+        )
+        for c in plan.candidates
+    )
+
+
+def _round_input(first: int, done: int, output: int) -> int:
+    """A member's input in its round after `done` rounds: what it first sent, plus each round's output and tool
+    result (the server-tool loop sends them back)."""
+    return first + done * (output + SERVER_TOOL_RESULT_TOKENS)
+
+
+def _member_request(request: CanonicalRequest, panel: Panel) -> CanonicalRequest:
+    """What each panel member is sent: the request, its panel tools declared, not streamed."""
+    return replace(
+        request,
+        stream=False,
+        tools=tuple(server_function(kind_of(tool)) for tool in panel.tools),
+        tool_choice=None,
+        parallel_tool_calls=None,
+        max_output_tokens=request.max_output_tokens or DEFAULT_OUTPUT_TOKENS,  # what worst_cost assumed
+    )
+
+
+def _analysis_request(request: CanonicalRequest, served: list[PanelAnswer]) -> CanonicalRequest:
+    return CanonicalRequest(
+        model="",
+        instructions=ANALYST_INSTRUCTIONS,
+        input=(
+            Message(
+                role="user",
+                content=(TextPart(f"Request:\n{_question(request)}\n\nAnswers:\n{_answers_block(served)}"),),
+            ),
+        ),
+        text_format={"type": "json_object"},
+        temperature=0,
+        max_output_tokens=request.max_output_tokens or DEFAULT_OUTPUT_TOKENS,
+    )
+
+
+def _analysis_input(request: CanonicalRequest, members: int) -> int:
+    """The analyst's input bound: its instructions and the question, and each member's answer at most what the
+    member may bill as output (and at most MAX_ANSWER_CHARS), with its header."""
+    answer = min(request.max_output_tokens or DEFAULT_OUTPUT_TOKENS, MAX_ANSWER_CHARS // CHARS_PER_TOKEN)
+    return sent_tokens(_analysis_request(request, [])) + members * (answer + ANSWER_HEADER_TOKENS)
 
 
 def _ms(started: float) -> int:
@@ -532,20 +580,24 @@ def analysis_parse(text: str) -> dict | None:
 # ---- the model slug gateway/fusion -------------------------------------------------------------------------
 
 
-def panel_hold(ctx: RequestContext, worst: Decimal, *, label: str) -> ReservationHandle | None:
-    """A fusion panel's worst case held before it runs (a hold of its own: billing.hold_drop gives it back), so
-    two requests, or two runs in one, cannot spend the same credits; None when the credits cannot cover it."""
+def panel_hold(ctx: RequestContext, worst: Decimal, *, label: str) -> ReservationHandle | GatewayError:
+    """A fusion panel's worst case held before it runs (a hold of its own, which the request's hold or its
+    settlement takes over), against the credits, the key's limit and every budget the caller's guardrails set
+    (ctx.caps), as the request's own hold is: two requests, or two runs in one, cannot spend the same credits or
+    the same budget, and a panel the budget cannot cover never runs. The refusal (402, or 403 naming the budget)
+    when they cannot cover it."""
     try:
         return credits_reserve(
             account_id=ctx.caller.account_id,
             amount=worst,
             api_key_id=ctx.caller.key_id,
-            key_has_limit=False,
+            key_has_limit=ctx.caller.has_limit,
+            caps=ctx.caps,
             requested_model=label,
             workspace_id=ctx.caller.workspace_id,
         )
-    except PaymentRequired:
-        return None
+    except (PaymentRequired, SpendCapExceeded) as refused:
+        return refused
 
 
 def fusion_stage(
@@ -578,12 +630,13 @@ def fusion_stage(
     # `tools` search), the final answer runs them
     panel_request = replace(request, tools=(), tool_choice=None, hosted_tools=())
     worst = worst_cost(panel_request, [plans[model] for model in panel.models], analyst_plan, panel=panel)
-    # The panel runs before the request's own hold: its worst case is held first, given back once the request's
-    # hold covers what the panel spent.
+    # The panel runs before the request's own hold: its worst case (the final answer's included) is held first;
+    # the request's hold takes it over (the pipeline), or a refused request's charge does.
     hold = panel_hold(ctx, worst, label="gateway/fusion (panel)")
-    if hold is None:
+    if isinstance(hold, SpendCapExceeded):
+        return Block(hold.message, status=403)
+    if isinstance(hold, GatewayError):
         return Block(MSG_CREDITS.format(cost=worst), status=402)
-    releases = (lambda: hold_drop(hold),)
     try:
         fused = drain(fuse(panel_request, panel, plans, Meter()))
     except BaseException:
@@ -602,7 +655,7 @@ def fusion_stage(
             cost_usd=cost,
             usage=usage,
             record={"router": fused.record(panel.analyst)},
-            releases=releases,
+            holds=(hold,),
         )
     analysis_text = (
         json.dumps(fused.analysis, ensure_ascii=False) if fused.analysis is not None else "(no analysis available)"
@@ -622,7 +675,7 @@ def fusion_stage(
         cost_usd=cost,
         usage=usage,
         record={"router": fused.record(panel.analyst)},
-        releases=releases,
+        holds=(hold,),
     )
 
 
@@ -657,12 +710,15 @@ def fusion_tool_run(args: dict, parameters: dict, tools: ToolContext) -> Generat
             kind, f"analyst {panel.analyst}: {analyst_plan.message}", failure_reason="invalid_model"
         )
     worst = worst_cost(request, [plans[m] for m in panel.models], analyst_plan, panel=panel, final_answer=False)
-    # The panel's worst case is held until the request settles and charges what it spent.
+    # The panel's worst case is held (credits, key limit, budgets) until the request's settlement takes it over,
+    # charging what it spent.
     hold = panel_hold(ctx, worst, label="gateway:fusion (panel)")
-    if hold is None:
+    if isinstance(hold, SpendCapExceeded):
+        return ToolResult.failed(kind, hold.message, failure_reason="budget_exceeded")
+    if isinstance(hold, GatewayError):
         return ToolResult.failed(kind, MSG_TOOL_CREDITS.format(cost=worst), failure_reason="insufficient_credits")
     if tools.keep is not None:
-        tools.keep(lambda: hold_drop(hold))
+        tools.keep(hold)
     yield {"type": "response.fusion_call.in_progress"}
     meter = Meter()
     try:

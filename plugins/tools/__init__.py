@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from decimal import Decimal
 
+from gateway.billing.services import ReservationHandle
 from plugins import web_engines
 from routing.canonical import FunctionTool, Usage
 from routing.selectors import models_list
@@ -52,9 +53,9 @@ class ToolContext:
     found: list[FunctionTool] = field(default_factory=list)
     uses: dict[str, int] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)  # the pages searched or fetched: url -> title
-    # Keeps a hold a tool took (a gateway:fusion panel's) until the request settles (ToolLoop.keep); None: the tool
-    # gives it back itself once it ran (a fusion member's loop, charged by its run).
-    keep: Callable[[Callable[[], object]], None] | None = None
+    # Keeps a hold a tool took (a gateway:fusion panel's) for the request's settlement to take over (ToolLoop.keep);
+    # None: the tool gives it back itself once it ran (a fusion member's loop, charged by its run).
+    keep: Callable[[ReservationHandle], None] | None = None
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,153 @@
+"""Every model call the gateway makes for a request (a fusion panel's members and analyst, the gateway:fusion tool's
+panel) is covered by a hold that checks the credits AND every guardrail budget before the call, and is billed at
+most that call's own worst case (what was sent and its output limit). Before, the panel was held against the
+credits only and ran before the request's own hold: with a tiny budget every concurrent fusion request ran its
+panel, was refused with 403, and was charged for the panel anyway (past the budget); with a tiny balance the
+panel's cost was written off (charged down to what the balance could still pay)."""
+
+import json
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from decimal import Decimal
+
+import pytest
+from django.db import connection, connections
+from django.db.models import Sum
+
+from gateway.accounts.models import Account
+from gateway.billing.models import Generation, LedgerEntry
+from gateway.billing.provisioning import account_provision
+from routing.canonical import Usage
+from routing.catalog import endpoint_info
+from routing.models import Endpoint
+from routing.pricing import usage_cost
+from tests.billing.books import assert_books
+from tests.guardrails.test_enforcement import guardrail
+from tests.plugins.test_routers_catalog import routers_catalog
+from tests.support import Persona
+
+PANEL = ["acme/alpha", "acme/beta", "bolt/gamma"]
+ANALYST = "bolt/delta"
+CALLER = "corp/epsilon"  # the model that calls the gateway:fusion tool
+INPUT_TOKENS, OUTPUT_TOKENS = 30, 20  # what every call reports (within every call's bounds: billed as reported)
+MAX_OUTPUT = 64
+BUDGET = Decimal("0.004")  # alice's guardrail: a few fusion runs' worth
+BALANCE = Decimal("0.004")  # carol's whole balance
+REQUESTS = 200
+CONCURRENCY = 16  # threads in this process, each with its own database connection (the server allows 100)
+
+
+def catalog(standin) -> None:
+    usage = f"input_tokens={INPUT_TOKENS},output_tokens={OUTPUT_TOKENS}"
+    scripts = {model: f"latency_ms=30,text=Answer from {model.split('/')[1]},{usage}" for model in PANEL}
+    scripts[ANALYST] = f'text={{"consensus": ["short names win"]}},{usage}'
+    scripts[CALLER] = usage
+    routers_catalog(standin, scripts=scripts)
+
+
+def fusion_slug(persona: Persona):
+    plugin = {"id": "fusion", "analysis_models": PANEL, "model": ANALYST, "tools": []}
+    payload = {"model": "gateway/fusion", "input": "Name a cat", "max_output_tokens": MAX_OUTPUT, "plugins": [plugin]}
+    return persona.client().post("/api/v1/responses", payload, format="json")
+
+
+def fusion_tool(persona: Persona):
+    script = json.dumps({"tool_call": "gateway_fusion,", "tool_arguments": json.dumps({"prompt": "Name a cat"})})
+    parameters = {"analysis_models": PANEL, "model": ANALYST, "tools": [], "max_completion_tokens": MAX_OUTPUT}
+    payload = {
+        "model": CALLER,
+        "input": f"Help me name my cat <<standin {script}>>",
+        "tools": [{"type": "gateway:fusion", "parameters": parameters}],
+        "max_output_tokens": MAX_OUTPUT,
+    }
+    return persona.client().post("/api/v1/responses", payload, format="json")
+
+
+def plain(persona: Persona):
+    payload = {"model": ANALYST, "input": "Name a cat", "max_output_tokens": MAX_OUTPUT}
+    return persona.client().post("/api/v1/responses", payload, format="json")
+
+
+def list_price_of_every_call(standin) -> Decimal:
+    """What every call the stand-in answered costs at its list price (usage as the stand-in reports it)."""
+    endpoints = {e.upstream_model: endpoint_info(e) for e in Endpoint.objects.select_related("provider", "model").all()}
+    calls = standin.requests_for("/chat/completions")
+    assert len(calls) < standin.received.maxlen  # every call is still in the stand-in's record
+    total = Decimal(0)
+    for call in calls:
+        usage = Usage(input_tokens=INPUT_TOKENS, output_tokens=OUTPUT_TOKENS)
+        total += usage_cost(endpoint=endpoints[call["body"]["model"]], usage=usage)
+    return total
+
+
+def charged(persona: Persona) -> Decimal:
+    charges = LedgerEntry.objects.filter(account_id=persona.account_id, kind="charge")
+    return -(charges.aggregate(total=Sum("amount"))["total"] or Decimal(0))
+
+
+@pytest.mark.skipif(
+    "connections['default'].vendor != 'postgresql'", reason="concurrent holds and budgets need PostgreSQL"
+)
+def test_budgets_and_balances_hold_under_concurrent_fusion_requests(alice, transactional_db, standin):
+    """Given alice with a tiny USD budget (a guardrail on her key) and carol with a tiny balance, when 200 mixed
+    requests (the gateway/fusion slug, a model calling the gateway:fusion tool, a plain request) run 16 at a time,
+    then alice's spend stays within her budget, carol's balance never goes negative, no hold is left open, and
+    every call any model answered is charged in full (nothing written off)."""
+    catalog(standin)
+    guardrail(alice, limit_usd=float(BUDGET))
+    carol = Persona(account_provision(name="carol", plan="payg", credits=BALANCE))
+    kinds = (fusion_slug, fusion_tool, plain)
+    statuses: list[int] = []
+    lock = threading.Lock()
+
+    def one(index: int) -> None:
+        try:
+            response = kinds[index % 3](alice if index % 2 else carol)
+            with lock:
+                statuses.append(response.status_code)
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(max_workers=CONCURRENCY) as pool:
+        list(pool.map(one, range(REQUESTS)))
+    connections.close_all()
+
+    assert set(statuses) <= {200, 402, 403}, statuses  # refused with the spec's codes, never a 500
+    assert statuses.count(200) >= 2  # some ran: the budget and the balance were used, not refused outright
+    assert not Generation.objects.filter(status="in_progress").exists()  # every hold settled or given back
+    alice_account, carol_account = assert_books(alice.account_id), assert_books(carol.account_id)
+    assert charged(alice) <= BUDGET
+    assert carol_account.balance >= 0 and alice_account.balance >= 0
+    # Nothing written off: every call a model answered for either account was charged, at its list price.
+    assert charged(alice) + charged(carol) == pytest.approx(list_price_of_every_call(standin), abs=Decimal("1e-9"))
+    assert Account.objects.get(pk=carol.account_id).reserved == 0
+
+
+def test_a_member_reporting_absurd_usage_is_billed_at_most_its_calls_worst_case(alice, db, standin):
+    """Given a panel member whose upstream reports a million input and output tokens for a one-line question,
+    when the panel runs, then that member is billed as what was sent and its output limit (not the model's
+    context), and the whole run costs no more than the hold taken for it before it ran."""
+    from plugins.calls import sent_tokens
+    from plugins.routing_plugins import fusion
+    from routing.canonical import CanonicalRequest, Message, TextPart
+
+    catalog(standin)
+    hostile = "text=Answer,input_tokens=1000000,output_tokens=1000000"
+    routers_catalog(standin, scripts={**{m: f"text=Answer from {m.split('/')[1]}" for m in PANEL}, PANEL[0]: hostile})
+    panel = fusion.panel_settings({"analysis_models": PANEL, "model": ANALYST, "tools": []})
+    assert isinstance(panel, fusion.Panel)
+    question = CanonicalRequest(
+        model="", input=(Message(role="user", content=(TextPart("Name a cat"),)),), max_output_tokens=MAX_OUTPUT
+    )
+    plans = {model: fusion._plan(model, ()) for model in (*panel.models, panel.analyst)}
+    held = fusion.worst_cost(question, [plans[m] for m in panel.models], plans[ANALYST], panel=panel)
+
+    fused = fusion.drain(fusion.fuse(question, panel, plans, fusion.Meter()))
+
+    [member] = [answer for answer in fused.answers if answer.model == PANEL[0]]
+    sent = sent_tokens(fusion._member_request(question, panel))
+    assert member.status == "completed"
+    assert (member.usage.input_tokens, member.usage.output_tokens) == (sent, MAX_OUTPUT)  # not 32,768 and 128
+    endpoint = endpoint_info(Endpoint.objects.select_related("provider", "model").get(model_id=PANEL[0]))
+    assert member.cost == usage_cost(endpoint=endpoint, usage=Usage(input_tokens=sent, output_tokens=MAX_OUTPUT))
+    assert 0 < fused.cost <= held
