@@ -195,11 +195,12 @@ class Stopwatch:
 
 
 # A group whose combined programs read a text of at least SLOW_CHECK_BYTES slower than SLOW_NS_PER_BYTE is split
-# into its patterns for the scans after (`ContentPolicy`): a usual group reads 2-10 ns a byte, a group whose union
-# has too many states 250-1,300 ns, and its patterns alone 5-45 ns together. Results do not depend on it: groups
-# of any shape find the same matches; only the cost does.
+# into its patterns for the scans after (`ContentPolicy`): a usual group reads 1-10 ns a byte (up to ~40 where
+# matches are dense: each of the many short searches costs a call), a group whose union has too many states
+# 250-1,300 ns, and its patterns alone 5-45 ns together. Results do not depend on it: groups of any shape find the
+# same matches; only the cost does.
 SLOW_CHECK_BYTES = 32 * 1024
-SLOW_NS_PER_BYTE = 40
+SLOW_NS_PER_BYTE = 100
 
 
 def too_slow(watch: Stopwatch, size: int) -> bool:

@@ -133,6 +133,20 @@ def test_costly_pattern_unions_are_scanned_in_groups_with_the_same_results():
     assert len({match.label for match in alone}) >= 4
 
 
+def test_a_group_found_slow_is_split_into_its_patterns_with_the_same_results():
+    # Given a combined group of two patterns (whether it is slow is timed on real texts: not asserted here)
+    rules = (Rule("pattern", HOSTILE[6], "flag", "words"), Rule("pattern", r"(?s).{0,50}secret", "flag", "secret"))
+    policy = ContentPolicy(rules)
+    (group,) = policy.groups
+    text = hostile_text(5000)
+    before = set(policy.scan(text).matches)
+    # When it is split, each pattern is a group of its own, and a scan finds the same
+    policy._split(group)
+    assert [g.labels for g in policy.groups] == [("words",), ("secret",)]
+    assert set(policy.scan(text).matches) == before
+    assert {match.label for match in before} == {"words", "secret"}
+
+
 def test_the_usual_builtins_and_filters_stay_one_group():
     builtins = [{"slug": slug, "action": "redact"} for slug in ("email", "phone", "ssn", "credit-card", "ip-address")]
     policy = policy_for([{"pattern": r"ACME-\d{4}", "action": "block"}], builtins)
