@@ -22,6 +22,7 @@ from gateway.billing.services import (
     ReservationHandle,
     credits_reserve,
     generation_settle,
+    hold_drop,
     longest_request_seconds,
     stale_hold_seconds,
 )
@@ -157,6 +158,20 @@ def test_the_first_settlement_of_a_request_is_the_one_retried(alice, retries):
     # Then the usage is charged (the release changes nothing)
     assert Generation.objects.get(pk=hold.id).status == "completed" and charges(hold.id) == 1
     assert assert_books(alice.account_id).balance == Decimal("9.5")
+
+
+def test_a_side_calls_hold_the_database_did_not_drop_is_dropped_once_it_answers(alice, retries):
+    queue, clock = retries
+    # Given a fusion panel's hold (a hold of its own, not a request), its drop failing: the database is down
+    panel = credits_reserve(account_id=alice.account_id, amount=Decimal("1.5"))
+    with database_down(), pytest.raises(OperationalError):
+        hold_drop(panel)
+    assert assert_books(alice.account_id).reserved == Decimal("1.5")
+    # When the database answers again, then the hold is given back and its row removed
+    clock.now += 10
+    queue.run_due()
+    assert not Generation.objects.filter(pk=panel.id).exists()
+    assert assert_books(alice.account_id).reserved == 0
 
 
 def test_retries_stop_after_their_window_and_leave_the_hold_to_the_sweep(alice, retries):
