@@ -1,11 +1,16 @@
-"""The plugins' own model calls (a fusion panel and its analysis, the auto-router's classifier, Llama Guard): their
-reported usage billed at most at the call's own worst case, what was sent and its output limit, which is what the
-call's hold counts (a fusion panel's: fusion.worst_cost), so that a provider reporting a billion tokens can neither
-have the caller's whole balance nor cost more than was held for the call."""
+"""The plugins' own model calls (a fusion panel and its analysis, the auto-router's classifier, the moderation
+engine): each held before it runs (`call_hold`: the credits, the key's limit and every guardrail budget, as the
+request's own hold; the request's hold takes it over, or a refused request's charge), its reported usage billed at
+most at the call's own worst case, what was sent and its output limit, which is what the hold counts (`call_worst`;
+a fusion panel's: fusion.worst_cost), so that a provider reporting a billion tokens can neither have the caller's
+whole balance nor cost more than was held for the call."""
 
 import json
 from collections.abc import Callable
+from decimal import Decimal
 
+from gateway.billing.services import ReservationHandle, SpendCapExceeded, credits_reserve
+from gateway.errors import GatewayError, PaymentRequired
 from routing.canonical import (
     CanonicalRequest,
     CanonicalResponse,
@@ -17,8 +22,10 @@ from routing.canonical import (
     Usage,
 )
 from routing.catalog import EndpointInfo
+from routing.pricing import max_cost
 from routing.providers.anthropic.request import EFFORT_BUDGET
-from routing.selection import Candidate
+from routing.selection import Candidate, RoutePlan
+from routing.stages import RequestContext
 
 DEFAULT_OUTPUT_TOKENS = 4096  # a call's output bound when it sets no max_output_tokens
 CHARS_PER_TOKEN = 4  # the gateway's input estimate (as responses_api.normalize's)
@@ -91,3 +98,39 @@ def bound_for(
     return lambda response, candidate: bounded_usage(
         response.usage, request, candidate.endpoint, input_tokens=input_tokens
     )
+
+
+def call_worst(plan: RoutePlan, request: CanonicalRequest) -> Decimal:
+    """The most a call of `request` can cost: its dearest candidate, billed what bounded_usage allows."""
+    sent = sent_tokens(request)
+    return max(
+        (
+            max_cost(
+                endpoint=c.endpoint,
+                input_tokens=input_bound(sent, c.endpoint),
+                max_output_tokens=output_bound(request, c.endpoint),
+            )
+            for c in plan.candidates
+        ),
+        default=Decimal(0),
+    )
+
+
+def call_hold(ctx: RequestContext, worst: Decimal, *, label: str) -> ReservationHandle | GatewayError:
+    """A model call's worst case held before it runs, a hold of its own (`label` its requested model), against the
+    credits, the key's limit and every budget the caller's guardrails set (ctx.caps), as the request's own hold
+    is: concurrent requests cannot spend the same credits or budget twice, and a call the budget cannot cover never
+    runs. The refusal (402, or 403 naming the budget) when they cannot cover it. A pre-stage hands the hold on
+    (Staged.holds / Block.holds): the request's own hold, or a refused request's charge, takes it over."""
+    try:
+        return credits_reserve(
+            account_id=ctx.caller.account_id,
+            amount=worst,
+            api_key_id=ctx.caller.key_id,
+            key_has_limit=ctx.caller.has_limit,
+            caps=ctx.caps,
+            requested_model=label,
+            workspace_id=ctx.caller.workspace_id,
+        )
+    except (PaymentRequired, SpendCapExceeded) as refused:
+        return refused

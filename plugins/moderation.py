@@ -10,14 +10,17 @@ alike (a stream is refused before it starts).
   what tools brought in); images and files are not read as text. At most MAX_TEXT_CHARS characters: a longer
   input is refused (413) rather than moderated in part.
 The pipeline entry names the engine and its latency (also `moderation_latency` on the generation record) and
-what the engine's call cost, charged with the request."""
+what the engine's call cost, charged with the request. The call is held before it runs (plugins.calls.call_hold:
+the credits, the key's limit and the guardrail budgets; refused: 402 / 403, the engine never called)."""
 
 import time
 from decimal import Decimal
 
+from gateway.billing.services import ReservationHandle, hold_drop
 from gateway.errors import GatewayError
+from plugins.calls import call_hold
 from plugins.config import plugin_settings
-from plugins.moderation_engines import EngineUnavailable, Verdict, engine_config, moderate
+from plugins.moderation_engines import EngineUnavailable, Verdict, engine_config, moderate, moderation_worst
 from routing.canonical import CanonicalRequest, FunctionCallOutput, Message, TextPart
 from routing.errors import ErrorType
 from routing.limits import limits_for
@@ -56,14 +59,28 @@ class ModerationStage:
             entry = StageEntry(type=self.type, name=self.name, outcome="passed", data={"engine": config.kind})
             return Staged(request=request, entries=(entry,))
         started = time.monotonic()
+        holds: tuple[ReservationHandle, ...] = ()
         try:
+            # the engine's call is held first (credits, key limit, budgets): one they cannot cover never runs
+            hold = call_hold(ctx, moderation_worst(config, texts, limits_for(ctx.caller)), label="moderation")
+            if isinstance(hold, GatewayError):
+                return Block(hold.message, status=hold.status, metadata=hold.metadata or None)
+            holds = (hold,)
             verdict = moderate(config, texts, limits_for(ctx.caller))
         except EngineUnavailable as unavailable:
             return Block(
-                MSG_UNAVAILABLE.format(reason=unavailable), status=503, error_type=ErrorType.PROVIDER_UNAVAILABLE
+                MSG_UNAVAILABLE.format(reason=unavailable),
+                status=503,
+                error_type=ErrorType.PROVIDER_UNAVAILABLE,
+                holds=holds,
             )
         except GatewayError as error:  # the caller's guardrails allow the engine no endpoint (403): a Block, so
-            return Block(error.message, status=error.status, metadata=error.metadata or None)  # earlier costs count
+            # earlier costs count
+            return Block(error.message, status=error.status, metadata=error.metadata or None, holds=holds)
+        except BaseException:
+            for held in holds:
+                hold_drop(held)
+            raise
         latency_ms = int((time.monotonic() - started) * 1000)
         entry = _entry(config.kind, verdict, latency_ms, sum(map(len, texts)))
         if verdict.flagged:
@@ -79,6 +96,7 @@ class ModerationStage:
                 error_type=ErrorType.CONTENT_POLICY_VIOLATION,
                 entries=(entry,),
                 cost_usd=verdict.cost_usd or Decimal(0),  # the engine's call ran: charged with the refusal
+                holds=holds,  # out of its hold
             )
         figures = {
             "engine": config.kind,
@@ -92,6 +110,7 @@ class ModerationStage:
             entries=(entry,),
             cost_usd=verdict.cost_usd,
             record={"moderation_latency": latency_ms, "plugins": {PLUGIN_ID: figures}},
+            holds=holds,  # the request's own hold takes it over
         )
 
 

@@ -18,7 +18,7 @@ from decimal import Decimal
 from django.conf import settings
 
 from gateway.errors import GatewayError
-from plugins.calls import bound_for
+from plugins.calls import bound_for, call_worst
 from routing import http, jsonsafe, upstream
 from routing.attempts import AttemptSequence, AttemptsFailed
 from routing.canonical import CanonicalRequest, Message, TextPart, Usage
@@ -90,6 +90,17 @@ def moderate(config: EngineConfig, texts: list[str], limits: tuple[RoutingLimit,
     return check(config.model, texts, _plan(config.model, limits))
 
 
+def moderation_worst(config: EngineConfig, texts: list[str], limits: tuple[RoutingLimit, ...]) -> Decimal:
+    """The most the engine's call for `texts` can cost (its hold: plugins.calls.call_hold), billed as `moderate`
+    bills it: the moderations API at its input estimate, a guard model at most what was sent and its output limit.
+    Raises as `moderate` does when the engine has no endpoint."""
+    plan = _plan(config.model, limits)
+    if config.kind == LLAMA_GUARD:
+        return call_worst(plan, _guard_probe(texts))
+    usage = _moderations_usage(texts)
+    return max((usage_cost(endpoint=c.endpoint, usage=usage) for c in plan.candidates), default=Decimal(0))
+
+
 def _plan(model: str, limits: tuple[RoutingLimit, ...]) -> RoutePlan:
     """The engine's endpoints, within the caller's guardrail limits (the text goes only where the caller's may)."""
     try:
@@ -109,7 +120,7 @@ class _ModerationCalls(AttemptSequence):
     reuses."""
 
     def post(self, send: Callable[[Candidate, UpstreamRequest], dict]) -> tuple[Candidate, dict]:
-        candidate, _, answer, started = self._attempt(send)
+        candidate, _, answer, started, _ = self._attempt(send)
         self.record(candidate, started, None)
         self.served = candidate
         return candidate, answer
@@ -203,7 +214,7 @@ def openai_moderations(model: str, texts: list[str], plan: RoutePlan) -> Verdict
             str(name) for _, result in flagged for name, hit in (result.get("categories") or {}).items() if hit is True
         )
     )
-    usage = Usage(input_tokens=sum(len(text) for text in texts) // 4)  # the API reports no usage
+    usage = _moderations_usage(texts)
     return Verdict(
         flagged=bool(flagged),
         reasons=reasons or (("flagged",) if flagged else ()),
@@ -233,11 +244,20 @@ def guard_verdict(said: str) -> tuple[bool, tuple[str, ...]]:
     return True, reasons or ("unsafe",)
 
 
-def llama_guard(model: str, texts: list[str], plan: RoutePlan) -> Verdict:
+def _moderations_usage(texts: list[str]) -> Usage:
+    return Usage(input_tokens=sum(len(text) for text in texts) // 4)  # the API reports no usage
+
+
+def _guard_probe(texts: list[str]) -> CanonicalRequest:
     joined = "\n\n".join(texts)
-    probe = CanonicalRequest(
+    return CanonicalRequest(
         model="", input=(Message(role="user", content=(TextPart(joined),)),), temperature=0, max_output_tokens=64
     )
+
+
+def llama_guard(model: str, texts: list[str], plan: RoutePlan) -> Verdict:
+    probe = _guard_probe(texts)
+    joined = "\n\n".join(texts)
     sequence = AttemptSequence(
         candidates=plan.candidates,
         request_for=lambda candidate: replace(probe, model=candidate.endpoint.upstream_model),

@@ -95,6 +95,7 @@ def _auto(request: CanonicalRequest, ctx: RequestContext, slug: str, plugin_id: 
         entries=(entry,),
         cost_usd=cost,
         record={"router": {"strategy": "auto", "plugin": plugin_id, **record, "cost_usd": float(cost)}},
+        holds=classified.holds,  # the classifier call's: the request's own hold takes it over
     )
 
 

@@ -98,8 +98,9 @@ def pre_stages(
             error = result.error()
             error.pipeline = [entry.as_dict() for entry in ran]
             # The checks that ran before the refusal (an entity model, a moderation engine) cost money: charged,
-            # out of the earlier stages' holds (a fusion panel's).
-            response_charge_checks(ctx=ctx, prepared=prepared, cost=prepared.stage_cost + result.cost_usd)
+            # out of the holds taken for them (the stage's own, earlier stages': a fusion panel's).
+            refused = replace(prepared, holds=prepared.holds + result.holds)
+            response_charge_checks(ctx=ctx, prepared=refused, cost=prepared.stage_cost + result.cost_usd)
             raise error
         if isinstance(result, Staged):
             if result.request is prepared.canonical and result.adds_nothing():

@@ -143,6 +143,7 @@ class Block:
     error_type: ErrorType = ErrorType.INVALID_REQUEST  # a stream refused after its 200: the failed event's
     entries: tuple["StageEntry", ...] = ()  # the stage's own pipeline entries (else one "blocked" entry)
     cost_usd: Decimal = Decimal(0)  # what the stage's own checks cost before it refused (charged: they ran)
+    holds: tuple[ReservationHandle, ...] = ()  # the holds it took for them: the refusal's charge takes them over
 
     def error(self) -> "StageBlocked":
         return StageBlocked(self.message, status=self.status, metadata=self.metadata, error_type=self.error_type)

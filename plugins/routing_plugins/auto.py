@@ -65,16 +65,16 @@ def pinned_model(ctx: RequestContext, slug: str, request: CanonicalRequest) -> s
 
 def auto_route(request: CanonicalRequest, ctx: RequestContext, *, slug: str, options: dict, limits) -> AutoChoice:
     _, has_image = latest_user_text(request)
-    classified = classify(request, limits=limits, prefs=caller_prefs(ctx))
-    task = classified.task_type
     estimated = sum(len(getattr(p, "text", "") or "") for i in request.input for p in getattr(i, "content", ())) // 4
     models = restricted(
         chat_models(ctx, estimated_tokens=estimated, needs_image=has_image, params=request_params(request)),
         allowed=options.get("allowed_models"),
         excluded=options.get("excluded_models"),
     )
-    if not models:
+    if not models:  # refused before the classifier (a paid call) runs
         raise NoModels(MSG_NO_MODELS)
+    classified = classify(request, limits=limits, prefs=caller_prefs(ctx), ctx=ctx)
+    task = classified.task_type
     shares = usage_shares(task) if ranking() == "usage" else {}
 
     def quality(m: ModelChoice) -> tuple[float, float]:

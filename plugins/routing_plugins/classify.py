@@ -8,8 +8,9 @@ from decimal import Decimal
 
 from django.conf import settings
 
+from gateway.billing.services import ReservationHandle
 from gateway.errors import GatewayError
-from plugins.calls import bound_for
+from plugins.calls import bound_for, call_hold, call_worst
 from routing.attempts import AttemptSequence, AttemptsFailed
 from routing.canonical import CanonicalRequest, ImagePart, Message, TextPart
 from routing.limits import RoutingLimit
@@ -17,6 +18,7 @@ from routing.models import TASK_TYPES
 from routing.preferences import Preferences
 from routing.pricing import usage_cost
 from routing.selection import endpoints_for_request
+from routing.stages import RequestContext
 
 MAX_CLASSIFIED_CHARS = 4000  # the end of the latest user turn is what is classified (bounded work, bounded cost)
 CLASSIFIER_INSTRUCTIONS = (
@@ -256,6 +258,7 @@ class Classified:
     classifier: str  # "heuristic" or "model:<id>"
     cost_usd: Decimal = Decimal(0)
     note: str = ""  # why the heuristic ran when a classifier model is configured
+    holds: tuple[ReservationHandle, ...] = ()  # the classifier call's hold (the request's own takes it over)
 
 
 def latest_user_text(request: CanonicalRequest) -> tuple[str, bool]:
@@ -288,14 +291,21 @@ def classifier_model() -> str:
 
 
 def classify(
-    request: CanonicalRequest, *, limits: tuple[RoutingLimit, ...], prefs: Preferences | None = None
+    request: CanonicalRequest,
+    *,
+    limits: tuple[RoutingLimit, ...],
+    prefs: Preferences | None = None,
+    ctx: RequestContext | None = None,
 ) -> Classified:
     """The configured classifier model (billed), else the heuristic; a model that fails or answers something
-    that is not a task type falls back to the heuristic, and says so."""
+    that is not a task type falls back to the heuristic, and says so. With `ctx`, the model's call is held first
+    (plugins.calls.call_hold: the credits, the key's limit, the guardrail budgets); refused, the heuristic runs
+    (free) and the request's own hold decides."""
     text, has_image = latest_user_text(request)
     model = classifier_model()
     if not model:
         return Classified(task_type=heuristic(text, has_image=has_image), classifier="heuristic")
+    holds: tuple[ReservationHandle, ...] = ()
     try:
         # the text goes only where the caller's may: its limits and its request's provider preferences
         plan = endpoints_for_request(models=[model], limits=limits, prefs=prefs)
@@ -306,6 +316,12 @@ def classify(
             temperature=0,
             max_output_tokens=16,
         )
+        if ctx is not None:
+            hold = call_hold(ctx, call_worst(plan, probe), label="auto-router classifier")
+            if isinstance(hold, GatewayError):
+                note = f"classifier model {model} not run ({hold.message})"
+                return Classified(task_type=heuristic(text, has_image=has_image), classifier="heuristic", note=note)
+            holds = (hold,)
         served = AttemptSequence(
             candidates=plan.candidates,
             request_for=lambda c: replace(probe, model=c.endpoint.upstream_model),
@@ -313,13 +329,20 @@ def classify(
         ).call()
     except (GatewayError, AttemptsFailed) as error:
         note = f"classifier model {model} unavailable ({getattr(error, 'message', None) or type(error).__name__})"
-        return Classified(task_type=heuristic(text, has_image=has_image), classifier="heuristic", note=note)
+        return Classified(
+            task_type=heuristic(text, has_image=has_image), classifier="heuristic", note=note, holds=holds
+        )
     cost = usage_cost(endpoint=served.candidate.endpoint, usage=served.response.usage)
     said = "".join(getattr(item, "text", "") or "" for item in served.response.output).strip().lower()
     found = next((task for task in TASK_TYPES if re.search(rf"\b{task}\b", said.replace(" ", "_"))), None)
     if found is None:
         note = f"classifier model {model} answered no task type"
         return Classified(
-            task_type=heuristic(text, has_image=has_image), classifier="heuristic", cost_usd=cost, note=note
+            task_type=heuristic(text, has_image=has_image),
+            classifier="heuristic",
+            cost_usd=cost,
+            note=note,
+            holds=holds,
         )
-    return Classified(task_type=found, classifier=f"model:{served.candidate.endpoint.model_id}", cost_usd=cost)
+    model_id = served.candidate.endpoint.model_id
+    return Classified(task_type=found, classifier=f"model:{model_id}", cost_usd=cost, holds=holds)

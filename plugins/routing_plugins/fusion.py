@@ -32,10 +32,10 @@ from typing import TypeVar
 from django.conf import settings
 from django.db import connection
 
-from gateway.billing.services import ReservationHandle, SpendCapExceeded, credits_reserve, hold_drop
-from gateway.errors import GatewayError, PaymentRequired
+from gateway.billing.services import ReservationHandle, SpendCapExceeded, hold_drop
+from gateway.errors import GatewayError
 from plugins import web_engines
-from plugins.calls import CHARS_PER_TOKEN, bounded_usage, input_bound, output_bound, sent_tokens
+from plugins.calls import CHARS_PER_TOKEN, bounded_usage, call_hold, input_bound, output_bound, sent_tokens
 from plugins.healing import repair_bounded
 from plugins.hosted_tools import capable_endpoints
 from plugins.routing_plugins.candidates import caller_limits, caller_prefs, request_params
@@ -581,23 +581,10 @@ def analysis_parse(text: str) -> dict | None:
 
 
 def panel_hold(ctx: RequestContext, worst: Decimal, *, label: str) -> ReservationHandle | GatewayError:
-    """A fusion panel's worst case held before it runs (a hold of its own, which the request's hold or its
-    settlement takes over), against the credits, the key's limit and every budget the caller's guardrails set
-    (ctx.caps), as the request's own hold is: two requests, or two runs in one, cannot spend the same credits or
-    the same budget, and a panel the budget cannot cover never runs. The refusal (402, or 403 naming the budget)
-    when they cannot cover it."""
-    try:
-        return credits_reserve(
-            account_id=ctx.caller.account_id,
-            amount=worst,
-            api_key_id=ctx.caller.key_id,
-            key_has_limit=ctx.caller.has_limit,
-            caps=ctx.caps,
-            requested_model=label,
-            workspace_id=ctx.caller.workspace_id,
-        )
-    except (PaymentRequired, SpendCapExceeded) as refused:
-        return refused
+    """A fusion panel's worst case (worst_cost) held before it runs (plugins.calls.call_hold: the credits, the key's
+    limit and every guardrail budget): two requests, or two runs in one, cannot spend the same credits or budget,
+    and a panel they cannot cover never runs. The request's hold or its settlement takes it over."""
+    return call_hold(ctx, worst, label=label)
 
 
 def fusion_stage(

@@ -151,3 +151,25 @@ def test_a_member_reporting_absurd_usage_is_billed_at_most_its_calls_worst_case(
     endpoint = endpoint_info(Endpoint.objects.select_related("provider", "model").get(model_id=PANEL[0]))
     assert member.cost == usage_cost(endpoint=endpoint, usage=Usage(input_tokens=sent, output_tokens=MAX_OUTPUT))
     assert 0 < fused.cost <= held
+
+
+def test_a_moderation_call_is_held_within_the_budget_before_it_runs(alice, standin_catalog, settings):
+    """Given a budget smaller than a request's own hold (every request is refused with 403) but larger than a few
+    moderation calls, when requests asking for moderation keep coming, then each engine call is held against the
+    budget before it runs and charged out of that hold: the spend stops at the budget. Before, each request passed
+    the "anything left?" check, ran the engine, was refused, and was charged for the engine past the budget."""
+    from tests.guardrails.test_enforcement import one_request_costs, spent_and_held
+    from tests.plugins.test_moderation import moderations_engine
+
+    held, _ = one_request_costs(alice)
+    moderations_engine(settings, standin_catalog)  # 0.0002 USD a call
+    limit = min(held / 2, Decimal("0.0009"))  # not a whole number of calls: the last one would pass it
+    guardrail(alice, limit_usd=float(limit))
+    payload = {"model": "standin/echo", "input": "A pleasant question", "plugins": [{"id": "moderation"}]}
+
+    statuses = [alice.client().post("/api/v1/responses", payload, format="json").status_code for _ in range(12)]
+
+    assert set(statuses) == {403}
+    assert 0 < spent_and_held(alice) <= limit
+    assert len(standin_catalog.requests_for("/moderations")) == int(limit / Decimal("0.0002"))
+    assert_books(alice.account_id)
