@@ -128,6 +128,8 @@ class GuardrailStage:
                 except SpendCapExceeded as spent:
                     return Block(spent.message, status=403)
             texts = list(_texts(request))
+            if block := _prompt_block(rules, policies, ctx):
+                return block
         # Never a partial scan: text over a guardrail's or the request's scanned-bytes budget is a 413 before any.
         scanning = [rule.name for rule, policy in zip(rules, policies, strict=True) if policy.scans_text]
         scan_budget_check(texts=[text.text for text in texts], guardrails=scanning)
@@ -208,6 +210,25 @@ def _block(
                 entries=entries,
             )
     return None
+
+
+def _prompt_block(rules: list[GuardrailRule], policies: list[ContentPolicy], ctx: RequestContext) -> Block | None:
+    """A block in the `search_prompt` of the request's web plugin entry refuses before the search is paid for. Its
+    redactions and flags are the second pass's: the prompt reaches the model in the web results' text part."""
+    prompts = [
+        _Text(entry["search_prompt"], _unchanged)
+        for entry in ctx.plugins
+        if entry.get("id") == "web" and isinstance(entry.get("search_prompt"), str) and entry["search_prompt"]
+    ]
+    if not prompts:
+        return None
+    scans = [[_scan(policy, prompt) for prompt in prompts] for policy in policies]
+    blocks = [[scan for scan in rule_scans if scan.action == "block"] for rule_scans in scans]
+    return _block(rules, policies, blocks, prompts) if any(blocks) else None
+
+
+def _unchanged(request: CanonicalRequest, new: str) -> CanonicalRequest:
+    return request
 
 
 def _scan(policy: ContentPolicy, text: _Text, entities: tuple[EntitySpan, ...] = ()) -> Scan:

@@ -115,9 +115,10 @@ def test_the_text_of_a_parsed_file_is_redacted_before_the_model_reads_it(alice, 
     assert "jane.doe@example.com" not in raw and "write to [REDACTED:email]" in raw
 
 
-def test_a_file_sent_to_the_provider_as_it_is_is_scanned(alice, standin_catalog):
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_file_sent_to_the_provider_as_it_is_is_scanned(alice, standin_catalog, stream):
     guardrail(alice, **BLOCK)
-    refused(ask(alice, input_file("the plan for ACME-1234")), "responses")
+    refused(ask(alice, input_file("the plan for ACME-1234"), stream=stream), "responses")
     assert upstream_calls(standin_catalog) == []
 
 
@@ -172,7 +173,17 @@ def test_the_web_search_prompt_is_scanned(alice, searxng):  # noqa: F811
     guardrail(alice, **BLOCK)
     plugins = [{"id": "web", "search_prompt": "Results about ACME-1234 as of {date}:"}]
     refused(ask(alice, "What happened at the launch?", plugins=plugins), "responses")
-    assert upstream_calls(searxng) == []
+    assert upstream_calls(searxng) == [] and searxng.requests_for("/search") == []  # refused before the paid search
+
+
+def test_a_redaction_in_the_web_search_prompt_is_what_the_model_reads(alice, searxng):  # noqa: F811
+    guardrail(alice, **REDACT_EMAIL)
+    plugins = [{"id": "web", "search_prompt": "Sources (questions to jane.doe@example.com):"}]
+    response = ask(alice, "What happened at the launch?", plugins=plugins)
+    assert response.status_code == 200, response.content
+    (sent,) = upstream_calls(searxng)
+    raw = json.dumps(sent["body"])
+    assert "jane.doe@example.com" not in raw and "Sources (questions to [REDACTED:email]):" in raw
 
 
 def split_message(*texts: str) -> list[dict]:
