@@ -35,13 +35,15 @@ def persona(name: str) -> Persona:
     return Persona(account_provision(name=name, plan="payg", credits=Decimal("5")))
 
 
-def ask(gateway: LiveGateway, who: Persona, directive: dict) -> requests.Response:
-    return requests.post(
+def ask(gateway: LiveGateway, who: Persona, directive: dict, *, stream: bool = False) -> requests.Response:
+    response = requests.post(
         f"{gateway.api}/responses",
-        json={"model": "standin/echo", "input": f"Hi <<standin {json.dumps(directive)}>>"},
+        json={"model": "standin/echo", "input": f"Hi <<standin {json.dumps(directive)}>>", "stream": stream},
         timeout=60,
         headers={"Authorization": f"Bearer {who.api_key}"},
     )
+    response.content  # noqa: B018  # read whole (a stream: to its end)
+    return response
 
 
 def wait_for(found: Callable[[], T | None], *, timeout: float = 30) -> T:
@@ -75,17 +77,22 @@ def outage(transactional_db, standin_catalog) -> Iterator[tuple[TcpProxy, LiveGa
         proxy.close()
 
 
-def test_a_settlement_that_failed_in_an_outage_is_charged_once_the_database_is_back(outage):
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+def test_a_settlement_that_failed_in_an_outage_is_charged_once_the_database_is_back(outage, stream):
     proxy, gateway = outage
     mia = persona("mia")
     # Given a request whose hold is open (its upstream answers in 2 s) when the database goes down
     with ThreadPoolExecutor(1) as pool:
-        answer = pool.submit(ask, gateway, mia, {"latency_ms": 2000, "output_tokens": 7})
+        answer = pool.submit(ask, gateway, mia, {"latency_ms": 2000, "output_tokens": 7}, stream=stream)
         hold = wait_for(lambda: open_hold(mia))
         proxy.cut()
         response = answer.result()
-    # Then its settlement cannot be written: 503, the hold still open
-    assert response.status_code == 503, response.text
+    # Then its settlement cannot be written: 503 (a stream: its answer was sent, then the error), the hold open
+    if stream:
+        assert response.status_code == 200 and b"response.output_text.delta" in response.content
+        assert b"event: response.completed" not in response.content
+    else:
+        assert response.status_code == 503, response.text
     assert Generation.objects.get(pk=hold.id).status == IN_PROGRESS
     # When the database is back
     proxy.restore()
