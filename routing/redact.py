@@ -9,7 +9,7 @@ whitespace or separators; its first characters at the end of a cut text), and so
 Ordinary prose is left alone. The work is linear in the text, and only its first MAX_SCAN characters are read
 (the message keeps fewer)."""
 
-import base64
+import binascii
 import re
 from collections.abc import Iterable
 from dataclasses import replace
@@ -50,6 +50,15 @@ _SHAPES = (
     (re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]*"), REDACTED),  # JWTs
     (re.compile(r"\b(?:gh[pousr]|github_pat|glpat|xox[abprs]|hf)_[A-Za-z0-9_\-]{16,}"), REDACTED),
 )
+# Any of them, for a yes/no search (each alternative with its own flags).
+_ANY_SHAPE = re.compile(
+    "|".join(
+        f"(?{'s' if p.flags & re.DOTALL else ''}{'i' if p.flags & re.IGNORECASE else ''}:{p.pattern})"
+        if p.flags & (re.DOTALL | re.IGNORECASE)
+        else f"(?:{p.pattern})"
+        for p, _ in _SHAPES
+    )
+)
 # A long token (with at least one digit, so words are not mistaken for it) after a credential word.
 _AFTER_WORD = re.compile(
     r"(?i)\b((?:api[-_ ]?)?keys?|tokens?|secrets?|passwords?|signatures?|credentials?|authorization|auth)"
@@ -74,22 +83,69 @@ def request_secrets(*, url: str, headers: dict, extra: Iterable[str] = ()) -> tu
     for name, value in parse_qsl(urlsplit(url).query, keep_blank_values=False):
         if _CREDENTIAL_PARAM.search(name):
             values.add(value)
-    return tuple(sorted({v for v in values if isinstance(v, str) and v.strip()}, key=len, reverse=True))
+    return Secrets(sorted({v for v in values if isinstance(v, str) and v.strip()}, key=len, reverse=True))
+
+
+class Secrets(tuple[str, ...]):
+    """An attempt's secrets, with what scrubbing looks for built once from them (`forms`): an attempt scrubs its
+    answer's identifiers and each of its stream's events with the same Secrets. Its repr shows none of them."""
+
+    _forms: "_Forms | None" = None
+
+    def __repr__(self) -> str:
+        return f"Secrets(<{len(self)} masked>)"
+
+    @property
+    def forms(self) -> "_Forms":
+        if self._forms is None:
+            self._forms = _Forms(self)
+        return self._forms
+
+
+class _Forms:
+    """The encoded forms of the long secrets (case-sensitive, and lower-case) and the FRAGMENT-character runs of
+    the long secrets' pieces, all with separators left out."""
+
+    __slots__ = ("exact", "folded", "grams", "quoted")
+
+    def __init__(self, secrets: tuple[str, ...]):
+        # The plain view decodes percent-escapes byte by byte: the percent-encoded form of a short or non-ASCII
+        # secret is replaced as a string of its own.
+        self.quoted = tuple(
+            quote(secret, safe="", errors="replace") if len(secret) < MIN_ENCODED or not secret.isascii() else ""
+            for secret in secrets
+        )
+        long_secrets = [secret for secret in secrets if len(secret) >= MIN_ENCODED]
+        # A secret holding another ("Bearer <key>") adds no form: every echo of it holds one of the other's.
+        distinct = [s for s in long_secrets if not any(other != s and other in s for other in long_secrets)]
+        self.exact: list[str] = []
+        self.folded: list[str] = []
+        for secret in distinct:
+            exact, folded = encoded_forms(secret)
+            self.exact += exact
+            self.folded += folded
+        pieces = {_SEPARATOR_RUN.sub("", piece).lower() for secret in distinct for piece in _PIECE_SPLIT.split(secret)}
+        self.grams = frozenset(
+            piece[i : i + FRAGMENT]
+            for piece in pieces
+            if len(piece) >= MIN_FRAGMENT_SECRET
+            for i in range(len(piece) - FRAGMENT + 1)
+        )
 
 
 def scrub(text: str, secrets: Iterable[str] = ()) -> str:
     if not text:
         return text
     text = text[:MAX_SCAN]
-    secrets = tuple(secrets)
-    text = _cut_secrets(text, secrets)
-    for secret in secrets:
+    if not isinstance(secrets, Secrets):
+        secrets = Secrets(secrets)
+    text = _cut_secrets(text, secrets.forms)
+    for secret, quoted in zip(secrets, secrets.forms.quoted, strict=True):
         if len(secret) < MIN_EXACT:
             text = re.sub(rf"(?<![A-Za-z0-9_\-]){re.escape(secret)}(?![A-Za-z0-9_\-])", REDACTED, text)
             continue
         text = text.replace(secret, REDACTED)
-        quoted = quote(secret, safe="", errors="replace")
-        if quoted != secret:
+        if quoted and quoted != secret:
             text = text.replace(quoted, REDACTED)
         text = _cut_tail(text, secret)
     for pattern, replacement in _SHAPES:
@@ -104,21 +160,23 @@ def encoded_forms(secret: str) -> tuple[list[str], list[str]]:
     alignments it may have inside a longer base64 string (padding is never among them). Separators are left out
     of every form, as they are of the text they are looked for in."""
     raw = secret.encode(errors="surrogatepass")  # a lone surrogate (a key that could not be sent) must not raise
-    exact = [secret]
+    forms = [_SEPARATOR_RUN.sub("", secret)]
     for offset in range(3):
-        encoded = base64.b64encode(b"\0" * offset + raw + b"\0\0").decode()
+        encoded = binascii.b2a_base64(b"\0" * offset + raw + b"\0\0", newline=False).decode()
         # character i holds bits [6i, 6i + 6): it depends on the secret alone when they lie within its bits
         core = encoded[-(-8 * offset // 6) : 8 * (offset + len(raw)) // 6]
-        exact += [core, core.translate(_URLSAFE)]
-    forms = ["".join(c for c in form if c not in SEPARATORS) for form in exact]
+        forms += [core, core.translate(_URLSAFE).replace("-", "")]  # '-' is a separator, '+' and '/' are not
     return [form for form in forms if len(form) >= MIN_ENCODED], [raw.hex()]
 
 
 _URLSAFE = str.maketrans("+/", "-_")
-_HEX = frozenset("0123456789abcdefABCDEF")
+_PIECE_SPLIT = re.compile(r"[/\s]+")
+_SEPARATOR_RUN = re.compile(r"[ \t\r\n\f\v.:,\-]+")  # SEPARATORS, as a pattern
+# A percent-escape, a run of characters that are neither separators nor '%', or a lone '%' (separators match none).
+_VIEW = re.compile(r"%[0-9A-Fa-f]{2}|[^% \t\r\n\f\v.:,\-]+|%")
 
 
-def _cut_secrets(text: str, secrets: tuple[str, ...]) -> str:
+def _cut_secrets(text: str, forms: "_Forms") -> str:
     """Read with its separators skipped and its percent-escapes decoded ("s k-p r", "sk%2Dpr"), the text loses:
     - every credential at least MIN_ENCODED long, in any of its `encoded_forms` ("c2stcHJ", "736b2d70");
     - any run of FRAGMENT or more characters (any case) of a long credential, wherever it is: an upstream that
@@ -126,8 +184,7 @@ def _cut_secrets(text: str, secrets: tuple[str, ...]) -> str:
       and whitespace first, so the non-secret parts of structured values (a SigV4 scope: date, region,
       service) are not used.
     Each form is found with str.find and each run with a set lookup per position: linear in the text."""
-    long_secrets = [secret for secret in secrets if len(secret) >= MIN_ENCODED]
-    if not long_secrets or len(text) < MIN_ENCODED:
+    if not forms.exact or len(text) < MIN_ENCODED:
         return text
     plain, starts, ends = _plain_view(text)
     lowered = plain.lower()
@@ -136,49 +193,38 @@ def _cut_secrets(text: str, secrets: tuple[str, ...]) -> str:
     def cover(begin: int, end: int) -> None:  # plain[begin:end], in the text
         covered[starts[begin] : ends[end - 1]] = b"\x01" * (ends[end - 1] - starts[begin])
 
-    for secret in long_secrets:
-        exact, folded = encoded_forms(secret)
-        for haystack, forms in ((plain, exact), (lowered, folded)):
-            for form in forms:
-                index = haystack.find(form)
-                while index != -1:
-                    cover(index, index + len(form))
-                    index = haystack.find(form, index + 1)
-    pieces = {
-        "".join(c for c in piece if c not in SEPARATORS).lower()
-        for secret in secrets
-        for piece in re.split(r"[/\s]+", secret)
-    }
-    grams = {
-        piece[i : i + FRAGMENT]
-        for piece in pieces
-        if len(piece) >= MIN_FRAGMENT_SECRET
-        for i in range(len(piece) - FRAGMENT + 1)
-    }
-    if grams:
+    for haystack, found in ((plain, forms.exact), (lowered, forms.folded)):
+        for form in found:
+            index = haystack.find(form)
+            while index != -1:
+                cover(index, index + len(form))
+                index = haystack.find(form, index + 1)
+    if forms.grams:
         for start in range(len(lowered) - FRAGMENT + 1):
-            if lowered[start : start + FRAGMENT] in grams:
+            if lowered[start : start + FRAGMENT] in forms.grams:
                 cover(start, start + FRAGMENT)
     return _redact_covered(text, covered)
 
 
 def _plain_view(text: str) -> tuple[str, list[int], list[int]]:
     """The text without separators and with %XX decoded, and for each of its characters where it starts and
-    ends in the text."""
-    chars: list[str] = []
+    ends in the text (runs of plain characters are taken whole: the loop is per run, not per character)."""
+    parts: list[str] = []
     starts: list[int] = []
     ends: list[int] = []
-    index, length = 0, len(text)
-    while index < length:
-        char, step = text[index], 1
-        if char == "%" and index + 3 <= length and _HEX.issuperset(text[index + 1 : index + 3]):
-            char, step = chr(int(text[index + 1 : index + 3], 16)), 3
-        if char not in SEPARATORS:
-            chars.append(char)
-            starts.append(index)
-            ends.append(index + step)
-        index += step
-    return "".join(chars), starts, ends
+    for match in _VIEW.finditer(text):
+        part, begin = match.group(), match.start()
+        if part[0] == "%" and len(part) == 3:
+            part = chr(int(part[1:], 16))
+            if part in SEPARATORS:
+                continue
+            starts.append(begin)
+            ends.append(begin + 3)
+        else:
+            starts.extend(range(begin, begin + len(part)))
+            ends.extend(range(begin + 1, begin + len(part) + 1))
+        parts.append(part)
+    return "".join(parts), starts, ends
 
 
 def _redact_covered(text: str, covered: bytearray) -> str:
@@ -219,7 +265,7 @@ def _redact_token(match: re.Match) -> str:
 
 def scrub_error(error, secrets: Iterable[str]):
     """The UpstreamError with its upstream-derived text scrubbed (in place; returned for `raise`)."""
-    secrets = tuple(secrets)
+    secrets = secrets if isinstance(secrets, Secrets) else Secrets(secrets)
     try:
         error.message = scrub(str(error.message or ""), secrets)
         if error.provider_code:
@@ -235,14 +281,36 @@ def scrub_token(value: Any, secrets: Iterable[str], *, shape: re.Pattern = UPSTR
     if not isinstance(value, str) or not shape.fullmatch(value):
         return None
     try:
-        return value if scrub(value, secrets) == value else None
+        return None if _token_leaks(value, secrets if isinstance(secrets, Secrets) else Secrets(secrets)) else value
     except Exception:  # never let scrubbing fail the request; never keep what could not be checked
         return None
 
 
+def _token_leaks(token: str, secrets: Secrets) -> bool:
+    """Whether `scrub` would change a token (no whitespace, no '%': its plain view is itself without separators),
+    found by searching rather than replacing: an answer's identifiers are checked on every request."""
+    forms = secrets.forms
+    plain = _SEPARATOR_RUN.sub("", token)
+    lowered = plain.lower()
+    if any(form in plain for form in forms.exact) or any(form in lowered for form in forms.folded):
+        return True
+    grams = forms.grams
+    if grams and any(lowered[i : i + FRAGMENT] in grams for i in range(len(lowered) - FRAGMENT + 1)):
+        return True
+    for secret in secrets:
+        if len(secret) < MIN_EXACT:
+            if re.search(rf"(?<![A-Za-z0-9_\-]){re.escape(secret)}(?![A-Za-z0-9_\-])", token):
+                return True
+        elif secret in token or _cut_tail(token, secret) != token:
+            return True
+    if _ANY_SHAPE.search(token):
+        return True
+    return any(_redact_token(match) != match.group(0) for match in _AFTER_WORD.finditer(token))
+
+
 def scrub_response(response: CanonicalResponse, secrets: Iterable[str]) -> CanonicalResponse:
     """The answer with its upstream identifiers kept only when clean (scrub_token)."""
-    secrets = tuple(secrets)
+    secrets = secrets if isinstance(secrets, Secrets) else Secrets(secrets)
     return replace(
         response,
         upstream_id=scrub_token(response.upstream_id, secrets),

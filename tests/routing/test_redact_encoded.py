@@ -10,7 +10,7 @@ from urllib.parse import quote, unquote
 
 import pytest
 
-from routing.redact import MAX_MESSAGE, MAX_SCAN, REDACTED, scrub, scrub_token
+from routing.redact import MAX_MESSAGE, MAX_SCAN, REDACTED, UPSTREAM_ID, scrub, scrub_token
 
 SECRET = "sk-proj-Q7vT2mXw9LkR4pZs8NcY1bHd6FgJ3qUe"
 WINDOW = 12  # no run of this many bytes of the secret may survive, in any form
@@ -131,3 +131,10 @@ def test_the_work_is_bounded_to_a_prefix_of_the_text():
 )
 def test_an_upstream_identifier_is_kept_only_as_a_short_clean_token(value, kept):
     assert scrub_token(value, [SECRET]) == (value if kept else None)
+    if isinstance(value, str) and UPSTREAM_ID.fullmatch(value):  # the token check agrees with scrub
+        assert (scrub(value, [SECRET]) == value) == kept
+
+
+@pytest.mark.parametrize("form", [form for form in ECHOES.values() if UPSTREAM_ID.fullmatch(form)])
+def test_an_identifier_that_is_an_encoded_echo_is_dropped(form):
+    assert scrub_token(form, [SECRET]) is None
