@@ -41,7 +41,7 @@ class NullableFilterField(fields.ListField):
         return list(dict.fromkeys(super().to_internal_value(data)))
 
 
-class ByokFiltersMixin(serializers.Serializer):
+class ByokFiltersMixin(fields.ClosedSerializer):
     allowed_models = NullableFilterField(
         pattern=MODEL_ID,
         pattern_message="each entry must be a model id author/slug",

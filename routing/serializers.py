@@ -220,7 +220,7 @@ def endpoint_record(endpoint) -> dict:
     ).data
 
 
-class AccountRoutingSettingsSerializer(serializers.Serializer):
+class AccountRoutingSettingsSerializer(fields.ClosedSerializer):
     allowed_providers = fields.ListField(
         child=fields.CharField(max_length=128),
         max_length=100,

@@ -107,7 +107,7 @@ def key_limit_field() -> fields.MoneyField:
     )
 
 
-class ApiKeyCreateRequestSerializer(serializers.Serializer):
+class ApiKeyCreateRequestSerializer(fields.ClosedSerializer):
     name = fields.CharField(max_length=200)
     limit = key_limit_field()
     limit_reset = fields.ChoiceField(choices=LimitReset.choices, required=False, allow_null=True)
@@ -122,7 +122,7 @@ class ApiKeyCreateRequestSerializer(serializers.Serializer):
         return value
 
 
-class ApiKeyUpdateRequestSerializer(serializers.Serializer):
+class ApiKeyUpdateRequestSerializer(fields.ClosedSerializer):
     name = fields.CharField(max_length=200, required=False)
     disabled = fields.BooleanField(required=False)
     limit = key_limit_field()
