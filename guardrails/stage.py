@@ -25,7 +25,7 @@ from decimal import Decimal
 from typing import Any
 
 from gateway.accounts.authentication import Caller
-from gateway.billing.services import SpendCap, SpendCapExceeded, spend_caps_check
+from gateway.billing.services import ReservationHandle, SpendCap, SpendCapExceeded, hold_drop, spend_caps_check
 from gateway.errors import GatewayError
 from guardrails.content import (
     ACTION_RANK,
@@ -57,10 +57,12 @@ from routing.errors import ErrorType
 from routing.limits import RoutingLimit
 from routing.pricing import usage_cost
 from routing.selection import endpoints_for_request
+from routing.side_calls import bound_for, call_hold, call_worst
 from routing.stages import Block, RequestContext, Staged, StageEntry
 
 SUMMARY = {"block": "blocked", "redact": "redacted", "flag": "flagged", None: "passed"}
 MAX_ENTITY_TEXT_CHARS = 100_000  # the text sent to the entity model for person names and addresses
+ENTITY_OUTPUT_TOKENS = 4096  # the entity model's answer at most (its JSON lists; a cut one is a 503, never a pass)
 MSG_ENTITY_TOO_LONG = (
     "A guardrail's person-name or address check reads at most {limit} characters of text and this request has more"
 )
@@ -135,16 +137,22 @@ class GuardrailStage:
         scan_budget_check(texts=[text.text for text in texts], guardrails=scanning)
         entities: dict[int, tuple[EntitySpan, ...]] = {}
         cost = Decimal(0)
+        holds: tuple[ReservationHandle, ...] = ()  # the entity model call's (the request's own takes it over)
         if policy_combine(policies).entity_slugs:
             # A block the patterns find refuses before the text goes to the entity model.
             scans = [[_scan(policy, t) for t in texts] for policy in policies]
             if block := _block(rules, policies, scans, texts):
                 return self._own(block)
-            entities, cost = _entities(policy_combine(policies), texts, _limits(rules))
+            # its call is held first, within the budgets of this pass and the ones before (ctx.caps)
+            found = _entities(policy_combine(policies), texts, _limits(rules), replace(ctx, caps=ctx.caps + caps))
+            if isinstance(found, Block):
+                return self._own(found)
+            entities, cost, holds = found
         scans = [[_scan(policy, t, entities.get(i, ())) for i, t in enumerate(texts)] for policy in policies]
         entries = _costed(tuple(map(_entry, rules, policies, scans)), policies, cost)
         if block := _block(rules, policies, scans, texts, entries):
-            return self._own(replace(block, cost_usd=cost))  # the entity model's call ran: charged with the refusal
+            # the entity model's call ran: charged with the refusal, out of its hold
+            return self._own(replace(block, cost_usd=cost, holds=holds))
         if any(_patterns(rule_scans, "redact") for rule_scans in scans):
             # One guardrail: its scans are the combined ones; several: their filters together, once more.
             combined = scans[0] if len(policies) == 1 else None
@@ -154,8 +162,8 @@ class GuardrailStage:
                 request = text.redact(request, scan)
         if self.added:  # the first pass listed every guardrail: this one adds those that found something
             entries = tuple(entry for entry in entries if entry.data["detected"] or entry.cost_usd)
-            return Staged(request, entries=entries, cost_usd=cost)
-        return Staged(request, entries=entries, limits=_limits(rules), caps=caps, cost_usd=cost)
+            return Staged(request, entries=entries, cost_usd=cost, holds=holds)
+        return Staged(request, entries=entries, limits=_limits(rules), caps=caps, cost_usd=cost, holds=holds)
 
     def _own(self, block: Block) -> Block:
         """A block of the second pass lists only the guardrails that found something (the first listed them all)."""
@@ -590,15 +598,17 @@ def _limit(rule: GuardrailRule) -> RoutingLimit | None:
 
 
 def _entities(
-    policy: ContentPolicy, texts: list[_Text], limits: tuple[RoutingLimit, ...]
-) -> tuple[dict[int, tuple[EntitySpan, ...]], Decimal]:
-    """Person names and addresses, found by the configured entity model (one call for all the texts), and what
-    that call cost at the list price of the endpoint that served it ({} and 0 when no guardrail asks for them).
-    A guardrail cannot ask without the model configured (refused at creation), and a request whose entity check
-    cannot run is refused rather than let through unchecked."""
+    policy: ContentPolicy, texts: list[_Text], limits: tuple[RoutingLimit, ...], ctx: RequestContext
+) -> tuple[dict[int, tuple[EntitySpan, ...]], Decimal, tuple[ReservationHandle, ...]] | Block:
+    """Person names and addresses, found by the configured entity model (one call for all the texts), what
+    that call cost at the list price of the endpoint that served it ({} and 0 when no guardrail asks for them), and
+    its hold: the call is held before it runs (routing.side_calls.call_hold: the credits, the key's limit, the
+    budgets in ctx.caps) and billed at most that (what was sent, ENTITY_OUTPUT_TOKENS out). A guardrail cannot ask
+    without the model configured (refused at creation), and a request whose entity check cannot run is refused
+    rather than let through unchecked (a Block: what the call cost is charged out of its hold)."""
     slugs = policy.entity_slugs
     if not slugs or not texts:
-        return {}, Decimal(0)
+        return {}, Decimal(0), ()
     joined = "\n\n".join(text.text for text in texts)
     if len(joined) > MAX_ENTITY_TEXT_CHARS:  # the model would not see the rest: refused, not let through unchecked
         raise GatewayError(MSG_ENTITY_TOO_LONG.format(limit=MAX_ENTITY_TEXT_CHARS), status=413)
@@ -613,15 +623,25 @@ def _entities(
         instructions=entity_instructions(slugs),
         input=(Message(role="user", content=(TextPart(joined),)),),
         temperature=0,
+        max_output_tokens=ENTITY_OUTPUT_TOKENS,
     )
+    hold = call_hold(ctx, call_worst(plan, probe), label="guardrail entity model")
+    if isinstance(hold, GatewayError):  # the credits or a budget cannot cover it: it never runs
+        return Block(hold.message, status=hold.status, metadata=hold.metadata or None)
     sequence = AttemptSequence(
         candidates=plan.candidates,
         request_for=lambda candidate: replace(probe, model=candidate.endpoint.upstream_model),
+        bound_usage=bound_for(probe),
     )
+    cost = Decimal(0)
     try:
         served = sequence.call()
         said = "".join(getattr(item, "text", "") or "" for item in served.response.output)
         cost = usage_cost(endpoint=served.candidate.endpoint, usage=served.response.usage)
-        return {index: entity_spans(item.text, said, slugs) for index, item in enumerate(texts)}, cost
+        return {index: entity_spans(item.text, said, slugs) for index, item in enumerate(texts)}, cost, (hold,)
     except (AttemptsFailed, ValueError):
-        raise GatewayError(MSG_ENTITY_CHECK.format(model=entity_model()), status=503) from None
+        failed = MSG_ENTITY_CHECK.format(model=entity_model())
+        return Block(failed, status=503, error_type=ErrorType.PROVIDER_UNAVAILABLE, cost_usd=cost, holds=(hold,))
+    except BaseException:
+        hold_drop(hold)
+        raise

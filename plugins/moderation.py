@@ -10,7 +10,7 @@ alike (a stream is refused before it starts).
   what tools brought in); images and files are not read as text. At most MAX_TEXT_CHARS characters: a longer
   input is refused (413) rather than moderated in part.
 The pipeline entry names the engine and its latency (also `moderation_latency` on the generation record) and
-what the engine's call cost, charged with the request. The call is held before it runs (plugins.calls.call_hold:
+what the engine's call cost, charged with the request. The call is held before it runs (routing.side_calls.call_hold:
 the credits, the key's limit and the guardrail budgets; refused: 402 / 403, the engine never called)."""
 
 import time
@@ -18,12 +18,12 @@ from decimal import Decimal
 
 from gateway.billing.services import ReservationHandle, hold_drop
 from gateway.errors import GatewayError
-from plugins.calls import call_hold
 from plugins.config import plugin_settings
 from plugins.moderation_engines import EngineUnavailable, Verdict, engine_config, moderate, moderation_worst
 from routing.canonical import CanonicalRequest, FunctionCallOutput, Message, TextPart
 from routing.errors import ErrorType
 from routing.limits import limits_for
+from routing.side_calls import call_hold
 from routing.stages import Block, RequestContext, Staged, StageEntry
 
 PLUGIN_ID = "moderation"

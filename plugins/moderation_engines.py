@@ -18,7 +18,6 @@ from decimal import Decimal
 from django.conf import settings
 
 from gateway.errors import GatewayError
-from plugins.calls import bound_for, call_worst
 from routing import http, jsonsafe, upstream
 from routing.attempts import AttemptSequence, AttemptsFailed
 from routing.canonical import CanonicalRequest, Message, TextPart, Usage
@@ -29,6 +28,7 @@ from routing.providers.base import UpstreamRequest
 from routing.providers.registry import adapter_for
 from routing.redact import scrub_error
 from routing.selection import Candidate, RoutePlan, endpoints_for_request
+from routing.side_calls import bound_for, call_worst
 
 OPENAI_MODERATIONS, LLAMA_GUARD = "openai-moderations", "llama-guard"
 CHUNK_CHARS = 10_000  # one /moderations input string at most (a longer text goes as overlapping pieces)
@@ -91,7 +91,7 @@ def moderate(config: EngineConfig, texts: list[str], limits: tuple[RoutingLimit,
 
 
 def moderation_worst(config: EngineConfig, texts: list[str], limits: tuple[RoutingLimit, ...]) -> Decimal:
-    """The most the engine's call for `texts` can cost (its hold: plugins.calls.call_hold), billed as `moderate`
+    """The most the engine's call for `texts` can cost (its hold: routing.side_calls.call_hold), billed as `moderate`
     bills it: the moderations API at its input estimate, a guard model at most what was sent and its output limit.
     Raises as `moderate` does when the engine has no endpoint."""
     plan = _plan(config.model, limits)

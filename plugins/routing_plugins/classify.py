@@ -10,7 +10,6 @@ from django.conf import settings
 
 from gateway.billing.services import ReservationHandle
 from gateway.errors import GatewayError
-from plugins.calls import bound_for, call_hold, call_worst
 from routing.attempts import AttemptSequence, AttemptsFailed
 from routing.canonical import CanonicalRequest, ImagePart, Message, TextPart
 from routing.limits import RoutingLimit
@@ -18,6 +17,7 @@ from routing.models import TASK_TYPES
 from routing.preferences import Preferences
 from routing.pricing import usage_cost
 from routing.selection import endpoints_for_request
+from routing.side_calls import bound_for, call_hold, call_worst
 from routing.stages import RequestContext
 
 MAX_CLASSIFIED_CHARS = 4000  # the end of the latest user turn is what is classified (bounded work, bounded cost)
@@ -299,7 +299,7 @@ def classify(
 ) -> Classified:
     """The configured classifier model (billed), else the heuristic; a model that fails or answers something
     that is not a task type falls back to the heuristic, and says so. With `ctx`, the model's call is held first
-    (plugins.calls.call_hold: the credits, the key's limit, the guardrail budgets); refused, the heuristic runs
+    (routing.side_calls.call_hold: the credits, the key's limit, the guardrail budgets); refused, the heuristic runs
     (free) and the request's own hold decides."""
     text, has_image = latest_user_text(request)
     model = classifier_model()

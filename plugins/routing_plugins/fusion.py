@@ -35,7 +35,6 @@ from django.db import connection
 from gateway.billing.services import ReservationHandle, SpendCapExceeded, hold_drop
 from gateway.errors import GatewayError
 from plugins import web_engines
-from plugins.calls import CHARS_PER_TOKEN, bounded_usage, call_hold, input_bound, output_bound, sent_tokens
 from plugins.healing import repair_bounded
 from plugins.hosted_tools import capable_endpoints
 from plugins.routing_plugins.candidates import caller_limits, caller_prefs, request_params
@@ -48,6 +47,7 @@ from routing.limits import RoutingLimit
 from routing.preferences import Preferences
 from routing.pricing import max_cost, usage_cost
 from routing.selection import Candidate, RoutePlan, endpoints_for_request
+from routing.side_calls import CHARS_PER_TOKEN, bounded_usage, call_hold, input_bound, output_bound, sent_tokens
 from routing.stages import (
     SERVER_TOOL_RESULT_TOKENS,
     Block,
@@ -422,7 +422,7 @@ def worst_cost(
     final_answer: bool = True,
 ) -> Decimal:
     """The most the run can cost: each call's (panel, analysis, final answer) dearest candidate for what it sends
-    (plugins.calls: the input as the gateway estimates it; the analyst also reads every panel answer, each at most
+    (routing.side_calls: the input as the gateway estimates it; the analyst also reads every panel answer, each at most
     the output a member may bill) and its output bound; a member with tools makes up to `max_tool_calls` more
     rounds, each reading its last output and a tool result more, each call a search at the dearest engine's
     price. Each call is billed at most what is counted for it here (_call), so the run never costs more."""
@@ -581,9 +581,9 @@ def analysis_parse(text: str) -> dict | None:
 
 
 def panel_hold(ctx: RequestContext, worst: Decimal, *, label: str) -> ReservationHandle | GatewayError:
-    """A fusion panel's worst case (worst_cost) held before it runs (plugins.calls.call_hold: the credits, the key's
-    limit and every guardrail budget): two requests, or two runs in one, cannot spend the same credits or budget,
-    and a panel they cannot cover never runs. The request's hold or its settlement takes it over."""
+    """A fusion panel's worst case (worst_cost) held before it runs (routing.side_calls.call_hold: the credits,
+    the key's limit and every guardrail budget): two requests, or two runs in one, cannot spend the same credits or
+    budget, and a panel they cannot cover never runs. The request's hold or its settlement takes it over."""
     return call_hold(ctx, worst, label=label)
 
 

@@ -5,6 +5,7 @@ credits only and ran before the request's own hold: with a tiny budget every con
 panel, was refused with 403, and was charged for the panel anyway (past the budget); with a tiny balance the
 panel's cost was written off (charged down to what the balance could still pay)."""
 
+import dataclasses
 import json
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -127,9 +128,9 @@ def test_a_member_reporting_absurd_usage_is_billed_at_most_its_calls_worst_case(
     """Given a panel member whose upstream reports a million input and output tokens for a one-line question,
     when the panel runs, then that member is billed as what was sent and its output limit (not the model's
     context), and the whole run costs no more than the hold taken for it before it ran."""
-    from plugins.calls import sent_tokens
     from plugins.routing_plugins import fusion
     from routing.canonical import CanonicalRequest, Message, TextPart
+    from routing.side_calls import sent_tokens
 
     catalog(standin)
     hostile = "text=Answer,input_tokens=1000000,output_tokens=1000000"
@@ -172,4 +173,28 @@ def test_a_moderation_call_is_held_within_the_budget_before_it_runs(alice, stand
     assert set(statuses) == {403}
     assert 0 < spent_and_held(alice) <= limit
     assert len(standin_catalog.requests_for("/moderations")) == int(limit / Decimal("0.0002"))
+    assert_books(alice.account_id)
+
+
+def test_the_entity_model_is_held_within_the_budget_before_it_runs(alice, standin_catalog, settings):
+    """Given a guardrail with a budget smaller than a request's own hold and a person-name check (the entity model:
+    a paid call), when requests keep coming, then the entity model's call is held against the budget before it
+    runs: the spend never passes the budget. Before, each request passed the "anything left?" check, ran the
+    entity model, was refused, and was charged for the entity model past the budget."""
+    from tests.guardrails.test_enforcement import one_request_costs, spent_and_held
+
+    held, _ = one_request_costs(alice)
+    settings.GUARDRAILS_ENTITY_MODEL = "standin/echo"
+    original = standin_catalog.script
+    standin_catalog.script = dataclasses.replace(original, text=json.dumps({"person-name": ["Jane Doe"]}))
+    limit = Decimal("0.00025")  # a few entity calls (0.00007-0.0001 USD each), no request's own hold
+    assert held > limit
+    guardrail(alice, limit_usd=float(limit), content_filter_builtins=[{"slug": "person-name", "action": "redact"}])
+    payload = {"model": "standin/echo", "input": "Please call Jane Doe about the order"}
+
+    statuses = [alice.client().post("/api/v1/responses", payload, format="json").status_code for _ in range(8)]
+
+    standin_catalog.script = original
+    assert set(statuses) == {403}
+    assert spent_and_held(alice) <= limit
     assert_books(alice.account_id)

@@ -1,9 +1,10 @@
-"""The plugins' own model calls (a fusion panel and its analysis, the auto-router's classifier, the moderation
-engine): each held before it runs (`call_hold`: the credits, the key's limit and every guardrail budget, as the
-request's own hold; the request's hold takes it over, or a refused request's charge), its reported usage billed at
-most at the call's own worst case, what was sent and its output limit, which is what the hold counts (`call_worst`;
-a fusion panel's: fusion.worst_cost), so that a provider reporting a billion tokens can neither have the caller's
-whole balance nor cost more than was held for the call."""
+"""The model calls the gateway makes for a request besides its own (a fusion panel and its analysis, the
+auto-router's classifier, the moderation engine, the guardrails' entity model): each held before it runs
+(`call_hold`: the credits, the key's limit and every guardrail budget, as the request's own hold; the request's
+hold takes it over, or a refused request's charge), its reported usage billed at most at the call's own worst case,
+what was sent and its output limit, which is what the hold counts (`call_worst`; a fusion panel's:
+fusion.worst_cost), so that a provider reporting a billion tokens can neither have the caller's whole balance nor
+cost more than was held for the call. Here (routing) so that plugins and guardrails both use it."""
 
 import json
 from collections.abc import Callable
