@@ -51,13 +51,17 @@ def schema_valid_requests_pass_validation(ctx, response, case: Case):
     return None
 
 
+SERVER_ERROR = "ST101"  # the failure code of `not_a_server_error` in the JSON run report
 CHECKS = (
     "not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance,"
     "positive_data_acceptance,negative_data_rejection,schema_valid_requests_pass_validation"
 )
 
 
-def schemathesis_command(api: str, *, max_examples: int, phases: str = "examples,fuzzing") -> list[str]:
+def schemathesis_command(
+    api: str, *, max_examples: int, phases: str = "examples,coverage,fuzzing", report: Path | None = None
+) -> list[str]:
+    reporting = ["--report", "json", "--report-json-path", str(report)] if report is not None else []
     return [
         sys.executable,
         "-m",
@@ -87,4 +91,5 @@ def schemathesis_command(api: str, *, max_examples: int, phases: str = "examples
         "--continue-on-failure",
         "--output-truncate",
         "false",
+        *reporting,
     ]
