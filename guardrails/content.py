@@ -576,15 +576,17 @@ class ContentPolicy:
 
     def _split(self, group: Group) -> None:
         """A group whose combined programs proved slow: its patterns are scanned each alone from now on (the
-        policy is cached per definition, so once per process). Swapping the tuple is safe for scans under way."""
-        if group not in self.groups:
+        policy is cached per definition, so once per process). Swapping the tuple is safe for scans under way;
+        two threads splitting at once may lose one split, which a later scan makes again."""
+        groups = self.groups
+        if group not in groups:
             return
         alone = [
             group_of((member,), [self._pattern(member)], [label])
             for member, label in zip(group.members, group.labels, strict=True)
         ]
-        at = self.groups.index(group)
-        self.groups = (*self.groups[:at], *alone, *self.groups[at + 1 :])
+        at = groups.index(group)
+        self.groups = (*groups[:at], *alone, *groups[at + 1 :])
 
     def _candidates(self, group: Group, which: list[int] | None) -> list[_Detector]:
         """The detectors of the group RE2::Set names; all of them if it cannot say (it has no fallback when its DFA
