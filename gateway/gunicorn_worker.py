@@ -32,6 +32,8 @@ from gunicorn.http.wsgi import Response, default_environ
 from gunicorn.workers.ggevent import GeventWorker
 from gunicorn.workers.gthread import ThreadWorker
 
+from gateway.anthropic_errors import anthropic_error_body, is_anthropic_door
+
 MSG_INTERNAL = "Internal server error"
 
 # (error class, status, reason phrase, message), first match wins: subclasses before their bases.
@@ -93,8 +95,14 @@ def classify(exc: BaseException) -> tuple[int, str, str]:
     return 500, "Internal Server Error", MSG_INTERNAL
 
 
-def error_response_bytes(status: int, reason: str, message: str) -> bytes:
-    body = json.dumps({"error": {"code": status, "message": message}, "user_id": None}).encode()
+def error_response_bytes(status: int, reason: str, message: str, path: str | None = None) -> bytes:
+    """The error in the gateway's body, or in Anthropic's on its door (when the request line named the path)."""
+    error = (
+        anthropic_error_body(status, message)
+        if path and is_anthropic_door(path)
+        else {"error": {"code": status, "message": message}, "user_id": None}
+    )
+    body = json.dumps(error).encode()
     head = (
         f"HTTP/1.1 {status} {reason}\r\nConnection: close\r\nContent-Type: application/json\r\n"
         f"Content-Length: {len(body)}\r\n\r\n"
@@ -236,7 +244,10 @@ class JsonErrors:
             except Exception:
                 self.log.debug("Failed to log the error response.")
         try:
-            util.write_nonblock(client, error_response_bytes(status, reason, message))
+            path = getattr(req, "path", None)  # InvalidRequestLine's `req` is the line itself
+            util.write_nonblock(
+                client, error_response_bytes(status, reason, message, path if isinstance(path, str) else None)
+            )
         except Exception:
             self.log.debug("Failed to send error message.")
 

@@ -13,14 +13,9 @@ from http import HTTPStatus
 
 from django.http import HttpRequest, HttpResponse
 
-from responses_api.messages.render import error_body
+from gateway.anthropic_errors import anthropic_error_body, is_anthropic_door
 
-DOOR = "/api/v1/messages"
 MAX_ERROR_BODY = 64 * 1024  # an error body larger than this is not parsed for its message (ours are small)
-
-
-def is_messages_door(path: str) -> bool:
-    return path == DOOR or path.startswith(DOOR + "/")
 
 
 def anthropic_error(body: object, status: int) -> dict | None:
@@ -31,7 +26,7 @@ def anthropic_error(body: object, status: int) -> dict | None:
     message = error.get("message") if isinstance(error, dict) else None
     if not isinstance(message, str) or not message:
         message = _phrase(status)
-    anthropic = error_body(status, message)
+    anthropic = anthropic_error_body(status, message)
     if isinstance(body, dict) and "gateway_metadata" in body:
         anthropic["gateway_metadata"] = body["gateway_metadata"]
     return anthropic
@@ -50,7 +45,7 @@ class AnthropicErrorMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         response = self.get_response(request)
-        if response.status_code < 400 or response.streaming or not is_messages_door(request.path_info):
+        if response.status_code < 400 or response.streaming or not is_anthropic_door(request.path_info):
             return response
         body: object = None
         if response.get("Content-Type", "").startswith("application/json") and len(response.content) <= MAX_ERROR_BODY:

@@ -1,27 +1,11 @@
 """The answer in the Anthropic Messages shape: a `message` object from the Responses result, Anthropic's SSE event
-stream from the Responses event stream, and Anthropic's error body
-(https://docs.anthropic.com/en/api/messages, /en/api/messages-streaming, /en/api/errors)."""
+stream from the Responses event stream (https://docs.anthropic.com/en/api/messages, /en/api/messages-streaming);
+Anthropic's error body is gateway.anthropic_errors.anthropic_error_body."""
 
 import json
 
 from routing.providers.base import arguments_object
 
-# Anthropic's error type for an HTTP status (its SDK raises by status; the type names the class of error).
-ERROR_TYPES = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    402: "billing_error",
-    403: "permission_error",
-    404: "not_found_error",
-    408: "timeout_error",
-    413: "request_too_large",
-    422: "invalid_request_error",
-    429: "rate_limit_error",
-    503: "overloaded_error",
-    504: "timeout_error",
-    524: "timeout_error",
-    529: "overloaded_error",
-}
 # Canonical error types of a failure after the first byte, as Anthropic's.
 STREAM_ERROR_TYPES = {
     "rate_limit_exceeded": "rate_limit_error",
@@ -33,15 +17,6 @@ STREAM_ERROR_TYPES = {
     "permission_denied": "permission_error",
 }
 INCOMPLETE_STOP = {"max_output_tokens": "max_tokens", "content_filter": "refusal"}
-
-
-def error_type(status: int) -> str:
-    """Anthropic's type for a status; any other client error is an invalid request (api_error means ours)."""
-    return ERROR_TYPES.get(status) or ("invalid_request_error" if 400 <= status < 500 else "api_error")
-
-
-def error_body(status: int, message: str) -> dict:
-    return {"type": "error", "error": {"type": error_type(status), "message": message}}
 
 
 def stop_sequence(result: dict) -> str | None:

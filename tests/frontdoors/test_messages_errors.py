@@ -5,6 +5,7 @@ throttle. Raw HTTP in-process for every status, and the official anthropic SDK a
 raises its typed errors by status and reads error.type."""
 
 import json
+import socket
 from decimal import Decimal
 
 import anthropic
@@ -75,6 +76,16 @@ def test_other_doors_keep_the_gateway_envelope(alice):
     assert response.json()["error"]["code"] == 413 and "type" not in response.json()
 
 
+def raw_http(gateway: LiveGateway, rest: bytes) -> bytes:
+    """POST /api/v1/messages with these header lines and body, over a socket of our own; the whole answer."""
+    with socket.create_connection(("127.0.0.1", gateway.port), timeout=10) as conn:
+        conn.sendall(b"POST " + URL.encode() + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n" + rest)
+        answer = b""
+        while chunk := conn.recv(65536):
+            answer += chunk
+    return answer
+
+
 @pytest.mark.live
 def test_the_anthropic_sdk_raises_its_typed_errors_for_gateway_made_errors(transactional_db, standin_catalog):
     gateway = LiveGateway(workers=1, threads=4, extra_env={"MAX_REQUEST_BODY_BYTES": "4096"})
@@ -102,5 +113,11 @@ def test_the_anthropic_sdk_raises_its_typed_errors_for_gateway_made_errors(trans
         )
         assert raw.status_code == 413 and raw.json()["error"]["type"] == "request_too_large"
         assert raw.json()["type"] == "error"
+        # And a request gunicorn itself refuses (Content-Length together with Transfer-Encoding) on the door
+        refused = raw_http(gateway, b"Content-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n{}")
+        assert refused.startswith(b"HTTP/1.1 400 ")
+        body = json.loads(refused.partition(b"\r\n\r\n")[2])
+        assert body["type"] == "error" and body["error"]["type"] == "invalid_request_error", body
+        assert body["error"]["message"].startswith("Invalid ")  # gunicorn's refusal, named by the worker
     finally:
         gateway.stop()
