@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlsplit
 
-from routing.canonical import CanonicalResponse, Finished, ResponseStarted
+from routing.canonical import CanonicalResponse, Finished, OutputMessage, ResponseStarted
 
 # Request headers whose values are credentials.
 SECRET_HEADERS = frozenset(
@@ -308,25 +308,50 @@ def _token_leaks(token: str, secrets: Secrets) -> bool:
     return any(_redact_token(match) != match.group(0) for match in _AFTER_WORD.finditer(token))
 
 
+def scrub_stop_sequence(value: str | None, secrets: Iterable[str]) -> str | None:
+    """The stop sequence an upstream says ended the answer (meant to be one of the caller's, shown on /messages):
+    None when scrubbing would change it."""
+    if value is None:
+        return None
+    try:
+        return value if len(value) <= MAX_MESSAGE and scrub(value, secrets) == value else None
+    except Exception:  # never let scrubbing fail the request; never keep what could not be checked
+        return None
+
+
 def scrub_response(response: CanonicalResponse, secrets: Iterable[str]) -> CanonicalResponse:
-    """The answer with its upstream identifiers kept only when clean (scrub_token)."""
+    """The answer with its upstream identifiers (and any stop sequence it names) kept only when clean."""
     secrets = secrets if isinstance(secrets, Secrets) else Secrets(secrets)
+    output = response.output
+    if any(isinstance(item, OutputMessage) and item.stop_sequence is not None for item in output):
+        output = tuple(
+            replace(item, stop_sequence=scrub_stop_sequence(item.stop_sequence, secrets))
+            if isinstance(item, OutputMessage) and item.stop_sequence is not None
+            else item
+            for item in output
+        )
     return replace(
         response,
+        output=output,
         upstream_id=scrub_token(response.upstream_id, secrets),
         model=scrub_token(response.model, secrets, shape=UPSTREAM_MODEL),
         service_tier=scrub_token(response.service_tier, secrets),
     )
 
 
-def scrub_event(event: Any, secrets: tuple[str, ...]) -> Any:
-    """A stream event with the upstream identifiers it carries kept only when clean; others as they are."""
+def scrub_event(event: Any, secrets: Iterable[str]) -> Any:
+    """A stream event with the upstream identifiers (and stop sequence) it carries kept only when clean; others as
+    they are."""
     if isinstance(event, ResponseStarted):
         return replace(
             event,
             upstream_id=scrub_token(event.upstream_id, secrets),
             model=scrub_token(event.model, secrets, shape=UPSTREAM_MODEL),
         )
-    if isinstance(event, Finished) and event.service_tier is not None:
-        return replace(event, service_tier=scrub_token(event.service_tier, secrets))
+    if isinstance(event, Finished) and (event.service_tier is not None or event.stop_sequence is not None):
+        return replace(
+            event,
+            service_tier=scrub_token(event.service_tier, secrets),
+            stop_sequence=scrub_stop_sequence(event.stop_sequence, secrets),
+        )
     return event

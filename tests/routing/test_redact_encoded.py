@@ -10,7 +10,18 @@ from urllib.parse import quote, unquote
 
 import pytest
 
-from routing.redact import MAX_MESSAGE, MAX_SCAN, REDACTED, UPSTREAM_ID, scrub, scrub_token
+from routing.canonical import CanonicalResponse, Finished, OutputMessage
+from routing.redact import (
+    MAX_MESSAGE,
+    MAX_SCAN,
+    REDACTED,
+    UPSTREAM_ID,
+    Secrets,
+    scrub,
+    scrub_event,
+    scrub_response,
+    scrub_token,
+)
 
 SECRET = "sk-proj-Q7vT2mXw9LkR4pZs8NcY1bHd6FgJ3qUe"
 WINDOW = 12  # no run of this many bytes of the secret may survive, in any form
@@ -138,3 +149,14 @@ def test_an_upstream_identifier_is_kept_only_as_a_short_clean_token(value, kept)
 @pytest.mark.parametrize("form", [form for form in ECHOES.values() if UPSTREAM_ID.fullmatch(form)])
 def test_an_identifier_that_is_an_encoded_echo_is_dropped(form):
     assert scrub_token(form, [SECRET]) is None
+
+
+def test_a_stop_sequence_the_upstream_names_is_kept_only_without_a_credential():
+    # Given answers whose upstream names the stop sequence that ended them: one of the caller's, or the key
+    clean = CanonicalResponse(output=(OutputMessage(text="Hi", stop_sequence="\n\nUser:"),))
+    echoed = CanonicalResponse(output=(OutputMessage(text="Hi", stop_sequence=f"stop {SECRET}"),))
+    # Then the caller's is kept and the echo dropped, in an answer as in a stream's last event
+    assert scrub_response(clean, [SECRET]).output[0].stop_sequence == "\n\nUser:"
+    assert scrub_response(echoed, [SECRET]).output[0].stop_sequence is None
+    assert scrub_event(Finished(stop_sequence="\n\nUser:"), Secrets([SECRET])).stop_sequence == "\n\nUser:"
+    assert scrub_event(Finished(stop_sequence=b64(SECRET.encode())), Secrets([SECRET])).stop_sequence is None
