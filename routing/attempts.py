@@ -30,7 +30,7 @@ from routing.canonical import (
 from routing.catalog import EndpointInfo
 from routing.errors import ErrorType, UpstreamError
 from routing.health import health_record, sticky_set
-from routing.output_bound import CUT_REASON, OutputBudget, allowed_output_tokens
+from routing.output_bound import CUT_REASON, OutputBudget, output_budget
 from routing.providers.base import UpstreamRequest
 from routing.providers.embeddings import EmbeddingRequest, EmbeddingResponse
 from routing.selection import Candidate
@@ -88,7 +88,7 @@ class _Opened:
     stream: upstream.UpstreamStream
     upstream_body: dict
     started: float
-    output_tokens: int  # what the request allows this endpoint to write (routing.output_bound)
+    budget: OutputBudget  # what the request allows this endpoint to write (routing.output_bound)
 
 
 def release_db_connection() -> None:
@@ -101,8 +101,8 @@ def _unbounded(response: CanonicalResponse, candidate: Candidate) -> Usage:
     return response.usage
 
 
-def _allowed(request: CanonicalRequest | EmbeddingRequest, endpoint: EndpointInfo) -> int:
-    return allowed_output_tokens(request, endpoint) if isinstance(request, CanonicalRequest) else 0
+def _budget(request: CanonicalRequest | EmbeddingRequest, endpoint: EndpointInfo) -> OutputBudget:
+    return output_budget(request, endpoint) if isinstance(request, CanonicalRequest) else OutputBudget(0)
 
 
 class AttemptSequence:
@@ -128,8 +128,8 @@ class AttemptSequence:
     # ---- the loop ----
     def _attempt(
         self, action: Callable[[Candidate, UpstreamRequest], T]
-    ) -> tuple[Candidate, UpstreamRequest, T, float, int]:
-        """The first candidate `action` succeeds with, and the output tokens its request allows; raises
+    ) -> tuple[Candidate, UpstreamRequest, T, float, OutputBudget]:
+        """The first candidate `action` succeeds with, and the output its request allows; raises
         AttemptsFailed when none is left or one failed for good (a non-retryable error: bad input fails the same
         way everywhere)."""
         last_error = None
@@ -142,8 +142,8 @@ class AttemptSequence:
                 request = upstream.build_upstream_request(
                     endpoint=candidate.endpoint, request=canonical, credentials=credentials
                 )
-                tokens = _allowed(canonical, candidate.endpoint)
-                return candidate, request, action(candidate, request), started, tokens
+                budget = _budget(canonical, candidate.endpoint)
+                return candidate, request, action(candidate, request), started, budget
             except UpstreamError as error:
                 self.record(candidate, started, error)
                 last_error = error
@@ -195,10 +195,10 @@ class AttemptSequence:
     # ---- the two ways to call ----
     def call(self) -> Served:
         """A complete response from the first candidate that gives one."""
-        candidate, _, response, started, tokens = self._attempt(
+        candidate, _, response, started, budget = self._attempt(
             lambda candidate, request: upstream.call(endpoint=candidate.endpoint, upstream=request)
         )
-        response = OutputBudget(tokens).response(response)  # an answer longer than allowed ends where it should
+        response = budget.response(response)  # an answer longer than allowed ends where it should
         return Served(candidate=candidate, response=self._succeeded(candidate, started, response))
 
     def embed(self, *, expected: int) -> Embedded:
@@ -213,12 +213,10 @@ class AttemptSequence:
         return Embedded(candidate=candidate, response=response)
 
     def _open(self) -> _Opened:
-        candidate, request, stream, started, tokens = self._attempt(
+        candidate, request, stream, started, budget = self._attempt(
             lambda candidate, request: upstream.open_stream(endpoint=candidate.endpoint, upstream=request)
         )
-        return _Opened(
-            candidate=candidate, stream=stream, upstream_body=request.body, started=started, output_tokens=tokens
-        )
+        return _Opened(candidate=candidate, stream=stream, upstream_body=request.body, started=started, budget=budget)
 
     def open_stream(self, *, keepalive_interval: float, committed: Callable[[], bool] | None = None) -> "AttemptStream":
         """The first candidate that answers with 200, as a stream; raises AttemptsFailed."""
@@ -248,7 +246,7 @@ class AttemptStream:
         self.upstream_body = opened.upstream_body  # the first attempt's body (for debug echo)
         self.candidate: Candidate = opened.candidate  # the attempt under way (or the last one)
         self.fold = Fold()  # the one fold of the current attempt's events
-        self._budget = OutputBudget(opened.output_tokens)
+        self._budget = opened.budget
         self.cut = False  # the answer reached its output bound
         self.first_content_at: float | None = None
         self.response: CanonicalResponse | None = None  # set when the stream completed (usage bounded)
@@ -271,7 +269,7 @@ class AttemptStream:
                     self._opened = None
                     raise (failed.error or error) from None
                 self.candidate = self._opened.candidate
-                self._budget = OutputBudget(self._opened.output_tokens)
+                self._budget = self._opened.budget
 
     def _relay(self, opened: _Opened) -> Iterator[list[FoldStep] | _Waiting]:
         events = opened.stream.events()

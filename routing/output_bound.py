@@ -5,11 +5,13 @@ repeated in every `*.done` event and held in memory until the stream ends.
 The bound is OUTPUT_BYTES_PER_TOKEN UTF-8 bytes per output token the request allows (twice the ~4 bytes of an
 average token), at least MIN_OUTPUT_BYTES (a few long tokens under a tiny maximum), counted over everything the
 model writes: message text and refusals, reasoning (summary and content), function call names and arguments,
-and the provider's annotations. The tokens allowed are the request's `max_output_tokens`, else the endpoint's
-maximum completion tokens, else its context length (as the credit hold and the usage bounds assume), plus the
-thinking budget a reasoning request adds upstream. An answer that reaches the bound is cut there (a stream stops
-being read) and ends incomplete for `max_output_tokens`, as a provider's own cut at the maximum does, marked
-`output_cut` (its usage is then billed as the most the request allowed: responses_api.service)."""
+and the provider's annotations; token logprobs only when the request asked for them, at most twice as many as
+the tokens allowed, each with at most MAX_TOP_LOGPROBS alternatives. The tokens allowed are the request's
+`max_output_tokens`, else the endpoint's maximum completion tokens, else its context length (as the credit hold
+and the usage bounds assume), plus the thinking budget a reasoning request adds upstream. An answer that reaches
+the bound is cut there (a stream stops being read) and ends incomplete for `max_output_tokens`, as a provider's
+own cut at the maximum does, marked `output_cut` (its usage is then billed as the most the request allowed:
+responses_api.service)."""
 
 import json
 from dataclasses import replace
@@ -37,6 +39,7 @@ from routing.providers.hosted import citation_within
 OUTPUT_BYTES_PER_TOKEN = 8
 MIN_OUTPUT_BYTES = 256
 DEFAULT_OUTPUT_TOKENS = 4096  # neither the request nor the catalog names a maximum (as the credit hold)
+MAX_TOP_LOGPROBS = 20  # the most alternatives a token's logprob may come with (OpenAI's maximum top_logprobs)
 CUT_REASON = "max_output_tokens"
 
 
@@ -60,6 +63,11 @@ def output_byte_limit(tokens: int) -> int:
     return max(OUTPUT_BYTES_PER_TOKEN * tokens, MIN_OUTPUT_BYTES)
 
 
+def output_budget(request: CanonicalRequest, endpoint: EndpointInfo) -> "OutputBudget":
+    """The budget of one attempt's answer."""
+    return OutputBudget(allowed_output_tokens(request, endpoint), logprobs=request.logprobs)
+
+
 def _size(text: str) -> int:
     return len(text) if text.isascii() else len(text.encode())
 
@@ -68,11 +76,14 @@ class OutputBudget:
     """The bytes of output an answer has left. `take` spends them; once a text does not fit, the budget is
     `exhausted` and the answer must end there."""
 
-    __slots__ = ("left", "exhausted")
+    __slots__ = ("left", "exhausted", "logprobs", "logprobs_left", "logprob_bytes_left")
 
-    def __init__(self, tokens: int) -> None:  # the output tokens the request allows
+    def __init__(self, tokens: int, *, logprobs: bool = False) -> None:  # the output tokens the request allows
         self.left = output_byte_limit(tokens)
         self.exhausted = False
+        self.logprobs = logprobs  # asked for (else none is kept)
+        self.logprobs_left = 2 * tokens
+        self.logprob_bytes_left = self.left * (1 + MAX_TOP_LOGPROBS)  # a token's text and its alternatives'
 
     def take(self, text: str) -> str:
         """The part of `text` that fits (all of it while there is room; never half a character)."""
@@ -91,9 +102,12 @@ class OutputBudget:
         match event:
             case TextDelta():
                 text = self.take(event.text)
-                if text == event.text:
+                logprobs = self._logprobs(event.logprobs)
+                if text == event.text and logprobs is event.logprobs:
                     return event
-                return TextDelta(text, _logprobs_within(event.logprobs, len(text))) if text else None
+                if text != event.text:
+                    logprobs = _logprobs_within(logprobs, len(text))
+                return TextDelta(text, logprobs) if text or logprobs else None
             case RefusalDelta() | ReasoningDelta():
                 text = self.take(event.text)
                 return event if text == event.text else (replace(event, text=text) if text else None)
@@ -109,6 +123,27 @@ class OutputBudget:
                     return None
                 self.left -= size
         return event
+
+    def _logprobs(self, logprobs: tuple[TokenLogprob, ...]) -> tuple[TokenLogprob, ...]:
+        """The token logprobs that fit (the same tuple when all do); past the budget the answer is cut."""
+        if not logprobs:
+            return logprobs
+        if not self.logprobs:  # not asked for: not kept, not relayed
+            return ()
+        kept, changed = [], False
+        for token in logprobs:
+            alternatives = token.top_logprobs
+            if len(alternatives) > MAX_TOP_LOGPROBS:
+                alternatives, changed = alternatives[:MAX_TOP_LOGPROBS], True
+                token = replace(token, top_logprobs=alternatives)
+            size = _size(token.token) + sum(_size(alternative.token) for alternative in alternatives)
+            if self.logprobs_left < 1 or size > self.logprob_bytes_left:
+                self.exhausted = changed = True
+                break
+            self.logprobs_left -= 1
+            self.logprob_bytes_left -= size
+            kept.append(token)
+        return tuple(kept) if changed else logprobs
 
     # ---- whole answers ----
     def response(self, response: CanonicalResponse) -> CanonicalResponse:
@@ -146,7 +181,7 @@ class OutputBudget:
                     text=text,
                     refusal=refusal or None,
                     annotations=annotations,
-                    logprobs=_logprobs_within(item.logprobs, len(text)),
+                    logprobs=_logprobs_within(self._logprobs(item.logprobs), len(text)),
                 )
             case OutputReasoning():
                 summary = tuple(self.take(text) for text in item.summary)

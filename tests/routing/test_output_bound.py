@@ -43,11 +43,20 @@ def test_a_text_is_cut_between_characters_never_inside_one():
 
 
 def test_a_cut_delta_keeps_the_tokens_within_its_text():
-    budget = OutputBudget(16)
+    budget = OutputBudget(16, logprobs=True)
     budget.take("x" * 250)
     tokens = tuple(TokenLogprob(token=token, logprob=-0.1) for token in ("abc", "def", "ghi"))
     cut = budget.event(TextDelta("abcdefghi", tokens))
     assert cut == TextDelta("abcdef", tokens[:2])
+    assert budget.exhausted
+
+
+def test_token_logprobs_are_kept_only_when_asked_and_bounded_too():
+    tokens = tuple(TokenLogprob(token="a", logprob=-0.1) for _ in range(10))
+    assert OutputBudget(16).event(TextDelta("a" * 10, tokens)) == TextDelta("a" * 10)  # not asked: not relayed
+    # asked: at most twice as many as the tokens allowed, whatever the text (a flood of logprobs on empty deltas)
+    budget = OutputBudget(16, logprobs=True)
+    assert budget.event(TextDelta("", tokens * 4)) == TextDelta("", (tokens * 4)[:32])
     assert budget.exhausted
 
 
