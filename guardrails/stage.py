@@ -25,7 +25,7 @@ from decimal import Decimal
 from typing import Any
 
 from gateway.accounts.authentication import Caller
-from gateway.billing.services import ReservationHandle, SpendCap, SpendCapExceeded, hold_drop, spend_caps_check
+from gateway.billing.services import SpendCap, SpendCapExceeded, spend_caps_check
 from gateway.errors import GatewayError
 from guardrails.content import (
     ACTION_RANK,
@@ -57,12 +57,10 @@ from routing.errors import ErrorType
 from routing.limits import RoutingLimit
 from routing.pricing import usage_cost
 from routing.selection import endpoints_for_request
-from routing.side_calls import bound_for, call_hold, call_worst
 from routing.stages import Block, RequestContext, Staged, StageEntry
 
 SUMMARY = {"block": "blocked", "redact": "redacted", "flag": "flagged", None: "passed"}
 MAX_ENTITY_TEXT_CHARS = 100_000  # the text sent to the entity model for person names and addresses
-ENTITY_OUTPUT_TOKENS = 4096  # the entity model's answer at most (its JSON lists; a cut one is a 503, never a pass)
 MSG_ENTITY_TOO_LONG = (
     "A guardrail's person-name or address check reads at most {limit} characters of text and this request has more"
 )
@@ -137,22 +135,16 @@ class GuardrailStage:
         scan_budget_check(texts=[text.text for text in texts], guardrails=scanning)
         entities: dict[int, tuple[EntitySpan, ...]] = {}
         cost = Decimal(0)
-        holds: tuple[ReservationHandle, ...] = ()  # the entity model call's (the request's own takes it over)
         if policy_combine(policies).entity_slugs:
             # A block the patterns find refuses before the text goes to the entity model.
             scans = [[_scan(policy, t) for t in texts] for policy in policies]
             if block := _block(rules, policies, scans, texts):
                 return self._own(block)
-            # its call is held first, within the budgets of this pass and the ones before (ctx.caps)
-            found = _entities(policy_combine(policies), texts, _limits(rules), replace(ctx, caps=ctx.caps + caps))
-            if isinstance(found, Block):
-                return self._own(found)
-            entities, cost, holds = found
+            entities, cost = _entities(policy_combine(policies), texts, _limits(rules))
         scans = [[_scan(policy, t, entities.get(i, ())) for i, t in enumerate(texts)] for policy in policies]
         entries = _costed(tuple(map(_entry, rules, policies, scans)), policies, cost)
         if block := _block(rules, policies, scans, texts, entries):
-            # the entity model's call ran: charged with the refusal, out of its hold
-            return self._own(replace(block, cost_usd=cost, holds=holds))
+            return self._own(replace(block, cost_usd=cost))  # the entity model's call ran: charged with the refusal
         if any(_patterns(rule_scans, "redact") for rule_scans in scans):
             # One guardrail: its scans are the combined ones; several: their filters together, once more.
             combined = scans[0] if len(policies) == 1 else None
@@ -162,8 +154,8 @@ class GuardrailStage:
                 request = text.redact(request, scan)
         if self.added:  # the first pass listed every guardrail: this one adds those that found something
             entries = tuple(entry for entry in entries if entry.data["detected"] or entry.cost_usd)
-            return Staged(request, entries=entries, cost_usd=cost, holds=holds)
-        return Staged(request, entries=entries, limits=_limits(rules), caps=caps, cost_usd=cost, holds=holds)
+            return Staged(request, entries=entries, cost_usd=cost)
+        return Staged(request, entries=entries, limits=_limits(rules), caps=caps, cost_usd=cost)
 
     def _own(self, block: Block) -> Block:
         """A block of the second pass lists only the guardrails that found something (the first listed them all)."""
@@ -315,8 +307,13 @@ def _message_texts(index: int, message: Message) -> Iterator[_Text]:
             puts = (put for _, put in run)
             yield _Text("".join(text for text, _ in run), run[0][1], tuple(zip(ends, puts, strict=True)))
         run = []
-        if isinstance(part, FilePart) and part.filename:
-            yield _Text(part.filename, _file_setter(index, part_index, "filename"))
+        if isinstance(part, FilePart):
+            if part.filename:
+                yield _Text(part.filename, _file_setter(index, part_index, "filename"))
+            # A text file's text is the caller's: read before any stage does (a router's panel runs before the
+            # file-parser), redacted in the file itself. Files it cannot read are the second pass's.
+            if (read := file_text(part)) is not None and read[0]:
+                yield _Text(read[0], _file_setter(index, part_index, "file_data", read[1]))
     for part_index, part in enumerate(message.content):
         if isinstance(part, TextPart):
             yield from _annotation_texts(index, part_index, part)
@@ -340,20 +337,16 @@ MSG_UNREADABLE_FILE = (
 def _added_texts(request: CanonicalRequest) -> Iterator[_Text]:
     """The texts the pre-stages before the second pass added: a text part of a caller's message that carries an
     annotation (a parsed file's, the web results': the caller's own input_text carries none, only an answer's
-    output_text sent back does, and the first pass read that), and each file that still goes as it is."""
+    output_text sent back does, and the first pass read that). A file that still goes as it is and is not a text
+    file the first pass read raises _Unreadable."""
     for index, item in enumerate(request.input):
         if not isinstance(item, Message):
             continue
         for part_index, part in enumerate(item.content):
             if isinstance(part, TextPart) and part.annotations and part.text and item.role != "assistant":
                 yield _Text(part.text, _part_setter(index, part_index))
-            elif isinstance(part, FilePart):
-                read = file_text(part)
-                if read is None:
-                    raise _Unreadable(part.filename or part.file_url or "input_file")
-                text, encode = read
-                if text:
-                    yield _Text(text, _file_setter(index, part_index, "file_data", encode))
+            elif isinstance(part, FilePart) and file_text(part) is None:  # a text file: the first pass read it
+                raise _Unreadable(part.filename or part.file_url or "input_file")
 
 
 def _unreadable(rules: list[GuardrailRule], policies: list[ContentPolicy], name: str) -> Block:
@@ -598,17 +591,15 @@ def _limit(rule: GuardrailRule) -> RoutingLimit | None:
 
 
 def _entities(
-    policy: ContentPolicy, texts: list[_Text], limits: tuple[RoutingLimit, ...], ctx: RequestContext
-) -> tuple[dict[int, tuple[EntitySpan, ...]], Decimal, tuple[ReservationHandle, ...]] | Block:
-    """Person names and addresses, found by the configured entity model (one call for all the texts), what
-    that call cost at the list price of the endpoint that served it ({} and 0 when no guardrail asks for them), and
-    its hold: the call is held before it runs (routing.side_calls.call_hold: the credits, the key's limit, the
-    budgets in ctx.caps) and billed at most that (what was sent, ENTITY_OUTPUT_TOKENS out). A guardrail cannot ask
-    without the model configured (refused at creation), and a request whose entity check cannot run is refused
-    rather than let through unchecked (a Block: what the call cost is charged out of its hold)."""
+    policy: ContentPolicy, texts: list[_Text], limits: tuple[RoutingLimit, ...]
+) -> tuple[dict[int, tuple[EntitySpan, ...]], Decimal]:
+    """Person names and addresses, found by the configured entity model (one call for all the texts), and what
+    that call cost at the list price of the endpoint that served it ({} and 0 when no guardrail asks for them).
+    A guardrail cannot ask without the model configured (refused at creation), and a request whose entity check
+    cannot run is refused rather than let through unchecked."""
     slugs = policy.entity_slugs
     if not slugs or not texts:
-        return {}, Decimal(0), ()
+        return {}, Decimal(0)
     joined = "\n\n".join(text.text for text in texts)
     if len(joined) > MAX_ENTITY_TEXT_CHARS:  # the model would not see the rest: refused, not let through unchecked
         raise GatewayError(MSG_ENTITY_TOO_LONG.format(limit=MAX_ENTITY_TEXT_CHARS), status=413)
@@ -623,25 +614,15 @@ def _entities(
         instructions=entity_instructions(slugs),
         input=(Message(role="user", content=(TextPart(joined),)),),
         temperature=0,
-        max_output_tokens=ENTITY_OUTPUT_TOKENS,
     )
-    hold = call_hold(ctx, call_worst(plan, probe), label="guardrail entity model")
-    if isinstance(hold, GatewayError):  # the credits or a budget cannot cover it: it never runs
-        return Block(hold.message, status=hold.status, metadata=hold.metadata or None)
     sequence = AttemptSequence(
         candidates=plan.candidates,
         request_for=lambda candidate: replace(probe, model=candidate.endpoint.upstream_model),
-        bound_usage=bound_for(probe),
     )
-    cost = Decimal(0)
     try:
         served = sequence.call()
         said = "".join(getattr(item, "text", "") or "" for item in served.response.output)
         cost = usage_cost(endpoint=served.candidate.endpoint, usage=served.response.usage)
-        return {index: entity_spans(item.text, said, slugs) for index, item in enumerate(texts)}, cost, (hold,)
+        return {index: entity_spans(item.text, said, slugs) for index, item in enumerate(texts)}, cost
     except (AttemptsFailed, ValueError):
-        failed = MSG_ENTITY_CHECK.format(model=entity_model())
-        return Block(failed, status=503, error_type=ErrorType.PROVIDER_UNAVAILABLE, cost_usd=cost, holds=(hold,))
-    except BaseException:
-        hold_drop(hold)
-        raise
+        raise GatewayError(MSG_ENTITY_CHECK.format(model=entity_model()), status=503) from None

@@ -236,3 +236,16 @@ def test_a_look_alike_match_is_redacted_over_the_letters_that_spelled_it():
     text = f"see {CYRILLIC_ACME}, \uff21\u0421\u039c\uff25-\uff11\uff12\uff13\uff14 and ACME-1234 now"
     assert policy.scan(text).redacted() == "see [REDACTED:code], [REDACTED:code] and [REDACTED:code] now"
     assert policy.scan("мой пароль").redacted() == "мой пароль"  # no match: left as it is
+
+
+def test_a_text_file_is_scanned_before_a_router_reads_the_request(alice, db, standin):
+    """The fusion panel runs before the file-parser: a text file's text is the caller's, scanned in the first pass,
+    so a block in it refuses before any panel member is called (and is paid for)."""
+    from tests.plugins.test_fusion import PANEL, fusion_catalog
+
+    fusion_catalog(standin)
+    guardrail(alice, **BLOCK)
+    plugin = {"id": "fusion", "analysis_models": PANEL, "model": "bolt/delta", "tools": []}
+    response = ask(alice, input_file("the plan for ACME-1234"), model="gateway/fusion", plugins=[plugin])
+    refused(response, "responses")
+    assert upstream_calls(standin) == []
