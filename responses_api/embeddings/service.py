@@ -10,7 +10,7 @@ from gateway.errors import GatewayError
 from responses_api import pipeline, stages
 from responses_api.metadata import requested_models
 from responses_api.normalize import CHARS_PER_TOKEN, Prepared, safety_hash
-from responses_api.service import ResponseRun, error_metadata, response_hold, response_plan
+from responses_api.service import ResponseRun, error_metadata, response_charge_checks, response_hold, response_plan
 from routing.attempts import AttemptSequence, AttemptsFailed
 from routing.canonical import CanonicalRequest, Message, TextPart, Usage
 from routing.models import ModelKind
@@ -104,9 +104,13 @@ def embeddings_prepare_run(*, ctx: RequestContext, data: dict) -> tuple[Response
         inputs = _inputs_after_stages(prepared, ran)
         ctx = replace(ctx, request=prepared.canonical)
         longest = max(_estimate(value) for value in inputs)
-        plan = _embedding_plan(response_plan(ctx=ctx, prepared=replace(prepared, estimated_input_tokens=longest)))
-        planned.append(plan)
-        run = response_hold(ctx=ctx, prepared=prepared, plan=plan)
+        try:
+            plan = _embedding_plan(response_plan(ctx=ctx, prepared=replace(prepared, estimated_input_tokens=longest)))
+            planned.append(plan)
+            run = response_hold(ctx=ctx, prepared=prepared, plan=plan)  # it takes over the guardrails' holds
+        except BaseException:  # refused: the entity model's call (if it ran) is charged out of its hold
+            response_charge_checks(ctx=ctx, prepared=prepared, cost=prepared.stage_cost)
+            raise
     run.pipeline += ran
     return run, inputs
 

@@ -198,3 +198,26 @@ def test_the_entity_model_is_held_within_the_budget_before_it_runs(alice, standi
     assert set(statuses) == {403}
     assert spent_and_held(alice) <= limit
     assert_books(alice.account_id)
+
+
+def test_an_embeddings_request_refused_after_its_entity_check_charges_it_out_of_its_hold(
+    alice, standin_catalog, settings
+):
+    """Given a guardrail with a person-name check that allows only the chat model (so /embeddings has no endpoint
+    left), when an embeddings request is refused after the entity model ran, then the entity call is charged out of
+    its hold and no hold is left open (before, the hold would stay reserved until the stale-hold sweep)."""
+    settings.GUARDRAILS_ENTITY_MODEL = "standin/echo"
+    original = standin_catalog.script
+    standin_catalog.script = dataclasses.replace(original, text=json.dumps({"person-name": []}))
+    builtins = [{"slug": "person-name", "action": "redact"}]
+    guardrail(alice, content_filter_builtins=builtins, allowed_models=["standin/echo"])
+    payload = {"model": "standin/embed", "input": "Please call Jane Doe"}
+
+    response = alice.client().post("/api/v1/embeddings", payload, format="json")
+
+    standin_catalog.script = original
+    assert response.status_code == 403, response.content
+    assert not Generation.objects.filter(status="in_progress").exists()
+    [charged] = Generation.objects.filter(account_id=alice.account_id, error_type="blocked")
+    assert charged.cost > 0  # the entity model's call
+    assert_books(alice.account_id)
