@@ -6,7 +6,8 @@ guardrails (the key's, the member's, else the workspace default: guardrails.sele
   an answer sent back carries (the file-parser uses it instead of the file), file names, function call names and
   arguments, tool outputs, tool names, descriptions and schemas, the text of text files: guardrails.filetext);
   then, in a second pass after the web plugin and the file-parser (AddedTextGuardrailStage), the text they added;
-  a file still sent as it is whose text could not be read is refused there (image data is not text). A name cannot be redacted: a redact match in one refuses the request like a block. A
+  a file still sent as it is whose text could not be read is refused there (image data is not text). A name
+  cannot be redacted: a redact match in one refuses the request like a block. A
   `block` anywhere refuses the request with 403 naming the guardrail, its `metadata.patterns` the labels or
   slugs (never the text); otherwise `redact` matches are replaced by `[REDACTED:<label>]` before the request
   leaves (all guardrails' filters together: on one span block beats redact beats flag); `flag` lets it through,
