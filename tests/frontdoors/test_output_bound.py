@@ -150,3 +150,22 @@ def test_a_flooding_messages_stream_stops_with_max_tokens(alice, standin_catalog
     assert events[-1][0] == "message_stop"
     [start] = [data for kind, data in events if kind == "message_start"]
     assert_billed_as_allowed(start["message"]["id"])
+
+
+def test_flooding_json_answers_end_in_each_doors_own_form(alice, standin_catalog):
+    # Chat Completions: finish_reason "length"
+    chat = {"model": "standin/echo", "messages": [{"role": "user", "content": flooding()}], "max_tokens": MAX_TOKENS}
+    body = alice.client().post("/api/v1/chat/completions", {**chat, **CHAT_WIRE}, format="json").json()
+    [choice] = body["choices"]
+    assert len(choice["message"]["content"].encode()) == BOUND and choice["finish_reason"] == "length"
+    assert body["usage"]["completion_tokens"] == MAX_TOKENS
+    assert_billed_as_allowed(body["id"])
+    # Messages: stop_reason "max_tokens"
+    client = APIClient()
+    client.credentials(HTTP_X_API_KEY=alice.api_key)
+    asked = [{"role": "user", "content": flooding()}]
+    messages = {"model": "standin/echo", "max_tokens": MAX_TOKENS, "messages": asked, **ANTHROPIC_WIRE}
+    body = client.post("/api/v1/messages", messages, format="json").json()
+    assert len(body["content"][0]["text"].encode()) == BOUND and body["stop_reason"] == "max_tokens"
+    assert body["usage"]["output_tokens"] == MAX_TOKENS
+    assert_billed_as_allowed(body["id"])
