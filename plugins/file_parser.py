@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 
+from gateway.billing.services import ReservationHandle, hold_drop
 from gateway.errors import GatewayError
 from plugins.config import plugin_mentioned, plugin_settings
 from plugins.files import annotations, sources
@@ -81,7 +82,7 @@ class FileParserStage:
             return _staged(request, _Tally(files=sum(1 for _ in _file_parts(request)), engines=["native"]))
         if engine is None and accepts and all(accepts):
             return Staged(request=request)  # every requested model reads files itself
-        return _parse_all(request, engine, limits_for(ctx.caller))
+        return _parse_all(request, engine, limits_for(ctx.caller), ctx)
 
 
 class FileAnnotationStage:
@@ -122,7 +123,9 @@ def _models_accept_files(models: tuple[str, ...]) -> list[bool]:
     return [model is not None and "file" in (model.input_modalities or ()) for model in found]
 
 
-def _parse_all(request: CanonicalRequest, engine: str | None, limits: tuple[RoutingLimit, ...]) -> Staged | Block:
+def _parse_all(
+    request: CanonicalRequest, engine: str | None, limits: tuple[RoutingLimit, ...], ctx: RequestContext
+) -> Staged | Block:
     tally = _Tally()
     deadline = time.monotonic() + PARSE_SECONDS
     fetch_deadline = time.monotonic() + sources.FETCH_SECONDS
@@ -132,9 +135,9 @@ def _parse_all(request: CanonicalRequest, engine: str | None, limits: tuple[Rout
     ocr = None
     try:
         if engine in OCR_ENGINES:
-            ocr = OcrEngine(ocr_require(engine), limits)
+            ocr = OcrEngine(ocr_require(engine), limits, ctx)
         elif engine is None and ocr_model():
-            ocr = OcrEngine(ocr_model(), limits)
+            ocr = OcrEngine(ocr_model(), limits, ctx)
         for number, (item_index, part_index, part) in enumerate(_file_parts(request), start=1):
             name = file_name(part, number)
             loaded = file_load(part, name=name, fetch_deadline=fetch_deadline)
@@ -150,9 +153,16 @@ def _parse_all(request: CanonicalRequest, engine: str | None, limits: tuple[Rout
             content[part_index] = TextPart(text=f"File: {name}\n\n{text}", annotations=(annotation,))
     except OutOfTime as late:
         message = MSG_OUT_OF_TIME.format(name=late.args[0], seconds=PARSE_SECONDS)
-        return Block(message, status=400, cost_usd=_ocr_cost(ocr))
+        return Block(message, status=400, cost_usd=_ocr_cost(ocr), holds=_ocr_holds(ocr))
     except GatewayError as error:  # the OCR calls made for the files before it ran: charged with the refusal
-        return Block(error.message, status=error.status, metadata=error.metadata or None, cost_usd=_ocr_cost(ocr))
+        metadata = error.metadata or None
+        return Block(
+            error.message, status=error.status, metadata=metadata, cost_usd=_ocr_cost(ocr), holds=_ocr_holds(ocr)
+        )
+    except BaseException:
+        for held in _ocr_holds(ocr):
+            hold_drop(held)
+        raise
     new_input = tuple(
         Message(role=item.role, content=tuple(content)) if isinstance(item, Message) and content is not None else item
         for item, content in zip(request.input, items, strict=True)
@@ -173,6 +183,11 @@ def _parse(loaded: LoadedFile, *, engine: str | None, ocr: OcrEngine | None, dea
 
 def _ocr_cost(ocr: OcrEngine | None) -> Decimal:
     return ocr.cost if ocr is not None else Decimal(0)
+
+
+def _ocr_holds(ocr: OcrEngine | None) -> tuple[ReservationHandle, ...]:
+    """The OCR calls' holds, handed on with the stage's result (the request's hold or a refusal's charge)."""
+    return tuple(ocr.holds) if ocr is not None else ()
 
 
 def _pdf_text(loaded: LoadedFile, read: PdfRead, *, engine: str | None, ocr: OcrEngine | None) -> str:
@@ -213,4 +228,5 @@ def _staged(request: CanonicalRequest, tally: _Tally, ocr: OcrEngine | None = No
         entries=(entry,),
         cost_usd=cost or Decimal(0),
         record={"plugins": {PLUGIN_ID: figures}},
+        holds=_ocr_holds(ocr),
     )

@@ -9,6 +9,7 @@ from decimal import Decimal
 
 from django.conf import settings
 
+from gateway.billing.services import ReservationHandle
 from gateway.errors import GatewayError
 from plugins.files.errors import FileRefused
 from plugins.files.pdf import PdfPage
@@ -17,8 +18,11 @@ from routing.canonical import CanonicalRequest, ImagePart, Message, OutputMessag
 from routing.limits import RoutingLimit
 from routing.pricing import usage_cost
 from routing.selection import endpoints_for_request
+from routing.side_calls import bound_for, call_hold, call_worst
+from routing.stages import RequestContext
 
 MAX_OCR_PAGES = 20  # per request: each page is one model call
+OCR_OUTPUT_TOKENS = 4096  # a page's text at most (a call's output limit, and what its hold counts)
 OCR_INSTRUCTIONS = (
     "You are an OCR engine. Transcribe all the text in the page image(s) exactly, in reading order. Use Markdown "
     "tables for tables. Answer with the transcription only, without comments; answer nothing if there is no text."
@@ -51,13 +55,17 @@ def ocr_require(engine: str) -> str:
 
 
 class OcrEngine:
-    """One request's OCR calls: the pages read and what they cost."""
+    """One request's OCR calls: the pages read, what they cost, and (with `ctx`) each call's hold, taken before it
+    runs (routing.side_calls.call_hold: the credits, the key's limit, the guardrail budgets; refused: the file is
+    not read, 402 / 403) and handed on by the stage (the request's own hold takes them over)."""
 
-    def __init__(self, model: str, limits: tuple[RoutingLimit, ...] = ()):
+    def __init__(self, model: str, limits: tuple[RoutingLimit, ...] = (), ctx: RequestContext | None = None):
         self.model = model
         self.limits = limits  # the caller's guardrails: the pages go only where the caller's text may
+        self.ctx = ctx
         self.pages = 0
         self.cost = Decimal(0)
+        self.holds: list[ReservationHandle] = []
 
     def read(self, page: PdfPage, *, name: str) -> str:
         if not page.images:
@@ -81,10 +89,17 @@ class OcrEngine:
                 ),
             ),
             temperature=0,
+            max_output_tokens=OCR_OUTPUT_TOKENS,
         )
+        if self.ctx is not None:
+            hold = call_hold(self.ctx, call_worst(plan, probe), label="file-parser OCR")
+            if isinstance(hold, GatewayError):  # the credits or a budget cannot cover the page: it is not sent
+                raise hold
+            self.holds.append(hold)
         sequence = AttemptSequence(
             candidates=plan.candidates,
             request_for=lambda candidate: replace(probe, model=candidate.endpoint.upstream_model),
+            bound_usage=bound_for(probe),  # at most what its hold counted
         )
         try:
             served = sequence.call()

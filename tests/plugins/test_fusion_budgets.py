@@ -24,6 +24,7 @@ from routing.models import Endpoint
 from routing.pricing import usage_cost
 from tests.billing.books import assert_books
 from tests.guardrails.test_enforcement import guardrail
+from tests.plugins.test_file_parser import annotating, ocr_model, text_only  # noqa: F401 (fixtures)
 from tests.plugins.test_routers_catalog import routers_catalog
 from tests.support import Persona
 
@@ -220,4 +221,30 @@ def test_an_embeddings_request_refused_after_its_entity_check_charges_it_out_of_
     assert not Generation.objects.filter(status="in_progress").exists()
     [charged] = Generation.objects.filter(account_id=alice.account_id, error_type="blocked")
     assert charged.cost > 0  # the entity model's call
+    assert_books(alice.account_id)
+
+
+def test_an_ocr_call_is_held_within_the_budget_before_it_runs(alice, text_only, ocr_model):  # noqa: F811 (fixtures)
+    """Given a budget smaller than a request's own hold and than an OCR call's worst case, when requests with a
+    scanned PDF keep coming, then the OCR call is held against the budget before it runs, so it never runs: the
+    spend stays within the budget. Before, each request ran the OCR engine, was refused, and was charged past it."""
+    from tests.guardrails.test_enforcement import one_request_costs, spent_and_held
+    from tests.plugins.test_file_parser import ask as ask_with_files
+    from tests.plugins.test_file_parser import file_part, scanned_pdf
+
+    held, _ = one_request_costs(alice)
+    limit = Decimal("0.00025")  # a few OCR calls as the stand-in bills them, no request's own hold
+    assert held > limit
+    guardrail(alice, limit_usd=float(limit))
+    plugins = [{"id": "file-parser", "pdf": {"engine": "mistral-ocr"}}]
+    ocr_model.clear()
+
+    statuses = [
+        ask_with_files(alice, [file_part(scanned_pdf(), filename="scan.pdf")], plugins=plugins).status_code
+        for _ in range(8)
+    ]
+
+    assert set(statuses) == {403}
+    assert spent_and_held(alice) <= limit
+    assert not [call for call in ocr_model.requests_for("/chat/completions") if "OCR engine" in json.dumps(call)]
     assert_books(alice.account_id)
