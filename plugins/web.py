@@ -30,8 +30,12 @@ import re
 import secrets
 from dataclasses import replace
 from datetime import UTC, datetime
+from decimal import Decimal
 from urllib.parse import urlsplit
 
+from gateway.billing.services import hold_drop
+from gateway.errors import GatewayError
+from plugins import web_engines
 from plugins.config import plugin_entry, plugin_settings
 from plugins.hosted_tools import EndpointsLimit, capable_endpoints
 from plugins.web_engines import SearchFailed, SearchOutcome, SearchRefused, search
@@ -46,6 +50,7 @@ from routing.canonical import (
 )
 from routing.providers.base import as_mapping
 from routing.providers.hosted import WEB_SEARCH, capability
+from routing.side_calls import call_hold
 from routing.stages import Block, RequestContext, Restaged, Staged, StageEntry
 
 PLUGIN_ID = "web"
@@ -130,12 +135,19 @@ class WebStage:
                 return Block(
                     MSG_NATIVE.format(models=", ".join(ctx.models), why=native), metadata={"plugin": PLUGIN_ID}
                 )
-        return self._engine_search(request, options)
+        return self._engine_search(request, options, ctx)
 
-    def _engine_search(self, request: CanonicalRequest, options: dict) -> Staged | Block:
-        """A search through the gateway's engine, its results added to the last user message."""
+    def _engine_search(self, request: CanonicalRequest, options: dict, ctx: RequestContext) -> Staged | Block:
+        """A search through the gateway's engine, its results added to the last user message. The search is paid:
+        held first at the dearest configured engine's price (routing.side_calls.call_hold: the credits, the key's
+        limit, the guardrail budgets; refused: 402 / 403, nothing searched), the hold handed on with the result."""
         index = _last_user(request)
         query = _query(request.input[index]) if index is not None else ""  # type: ignore[arg-type]
+        worst = max(map(web_engines.engine_price, web_engines.configured_engines()), default=Decimal(0))
+        hold = call_hold(ctx, worst, label="web search") if worst > 0 else None
+        if isinstance(hold, GatewayError):
+            return Block(hold.message, status=hold.status, metadata={"plugin": PLUGIN_ID})
+        holds = (hold,) if hold is not None else ()
         try:
             outcome = search(
                 query,
@@ -145,7 +157,11 @@ class WebStage:
                 exclude_domains=options.get("exclude_domains") or (),
             )
         except (SearchRefused, SearchFailed) as error:
-            return Block(error.message, status=error.status, metadata={"plugin": PLUGIN_ID})
+            return Block(error.message, status=error.status, metadata={"plugin": PLUGIN_ID}, holds=holds)
+        except BaseException:
+            for held in holds:
+                hold_drop(held)
+            raise
         assert index is not None  # search() refuses an empty query
         message = request.input[index]
         assert isinstance(message, Message)
@@ -169,6 +185,7 @@ class WebStage:
             entries=(entry,),
             cost_usd=outcome.cost_usd,
             record={"plugins": {PLUGIN_ID: figures}},
+            holds=holds,  # the request's own hold takes it over
         )
 
 

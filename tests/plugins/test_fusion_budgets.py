@@ -248,3 +248,30 @@ def test_an_ocr_call_is_held_within_the_budget_before_it_runs(alice, text_only, 
     assert spent_and_held(alice) <= limit
     assert not [call for call in ocr_model.requests_for("/chat/completions") if "OCR engine" in json.dumps(call)]
     assert_books(alice.account_id)
+
+
+def test_a_web_search_is_held_within_the_budget_before_it_runs(alice, standin_catalog, settings):
+    """Given a budget smaller than a request's own hold but holding a few searches, when requests with the web
+    plugin keep coming, then each search is held against the budget before it runs: the spend stops at the
+    budget. Before, each request searched, was refused, and was charged for the search past the budget."""
+    from tests.guardrails.test_enforcement import one_request_costs, spent_and_held
+
+    held, _ = one_request_costs(alice)
+    for engine in ("EXA", "TAVILY", "BRAVE"):
+        setattr(settings, f"WEB_SEARCH_{engine}_API_KEY", "")
+    settings.WEB_SEARCH_SEARXNG_URL = standin_catalog.url
+    settings.WEB_SEARCH_SEARXNG_ALLOW_PRIVATE_NETWORK = True
+    settings.WEB_SEARCH_DEFAULT_ENGINE = "searxng"
+    settings.WEB_SEARCH_PRICES = {"searxng": "0.0002"}
+    limit = Decimal("0.0009")  # four searches and a part: a fifth would pass it
+    assert held > limit
+    guardrail(alice, limit_usd=float(limit))
+    payload = {"model": "standin/echo", "input": "What is new in Rust?", "plugins": [{"id": "web"}]}
+    standin_catalog.clear()
+
+    statuses = [alice.client().post("/api/v1/responses", payload, format="json").status_code for _ in range(8)]
+
+    assert set(statuses) == {403}
+    assert spent_and_held(alice) <= limit
+    assert len(standin_catalog.requests_for("/search")) == 4
+    assert_books(alice.account_id)
