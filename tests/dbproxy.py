@@ -17,6 +17,7 @@ class TcpProxy:
         self.port = self._listener.getsockname()[1]
         self._lock = threading.Lock()
         self._sockets: set[socket.socket] = set()
+        self._unrelayed: set[socket.socket] = set()  # accepted while frozen (a socket takes no attributes)
         self._closed = False
         threading.Thread(target=self._accept, name="dbproxy-accept", daemon=True).start()
 
@@ -30,7 +31,7 @@ class TcpProxy:
     def restore(self) -> None:
         """Relay again; connections accepted while frozen (never relayed) are closed."""
         with self._lock:
-            unrelayed = [sock for sock in self._sockets if getattr(sock, "unrelayed", False)]
+            unrelayed = list(self._unrelayed)
         for sock in unrelayed:
             self._close(sock)
         self.state = OPEN
@@ -51,7 +52,8 @@ class TcpProxy:
                 continue
             self._track(client)
             if self.state == FROZEN:
-                client.unrelayed = True  # type: ignore[attr-defined]
+                with self._lock:
+                    self._unrelayed.add(client)
                 continue
             try:
                 server = socket.create_connection(self.target, timeout=5)
@@ -86,6 +88,7 @@ class TcpProxy:
     def _close(self, sock: socket.socket) -> None:
         with self._lock:
             self._sockets.discard(sock)
+            self._unrelayed.discard(sock)
         try:
             sock.shutdown(socket.SHUT_RDWR)
         except OSError:

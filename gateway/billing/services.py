@@ -167,11 +167,17 @@ def credits_reserve(
         raise PaymentRequired(MSG_INSUFFICIENT, metadata={"required": float(hold["amount"])})
     check_limit = api_key_id is not None and key_has_limit
     try:
-        _hold_within(caps, hold, check_limit=check_limit, cap_hold=cap_hold, replacing=replacing)
-    except PaymentRequired:
-        if not holds_expire(older_than_seconds=STALE_HOLD_SECONDS, account_id=account_id):
-            raise
-        _hold_within(caps, hold, check_limit=check_limit, cap_hold=cap_hold, replacing=replacing)
+        try:
+            _hold_within(caps, hold, check_limit=check_limit, cap_hold=cap_hold, replacing=replacing)
+        except PaymentRequired:
+            if not holds_expire(older_than_seconds=STALE_HOLD_SECONDS, account_id=account_id):
+                raise
+            _hold_within(caps, hold, check_limit=check_limit, cap_hold=cap_hold, replacing=replacing)
+    except DATABASE_UNREACHABLE:
+        # The hold may have been taken without its answer arriving (a statement given up on the client side, its
+        # commit run by the server once it thaws: gateway/pgwait.py): released once the database answers.
+        settle_later(hold["id"], lambda: _expire(hold["id"]))
+        raise
     return ReservationHandle(id=hold["id"], account_id=account_id, api_key_id=api_key_id, amount=hold["amount"])
 
 

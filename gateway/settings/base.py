@@ -86,10 +86,6 @@ TEMPLATES = [
 DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'gateway.sqlite3'}")}
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
-if DATABASES["default"]["ENGINE"].endswith("postgresql"):
-    from gateway import pgwait
-
-    pgwait.install()  # in a gevent worker: psycopg waits on one watcher, not gevent's poll (gateway/pgwait.py)
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     DATABASES["default"]["OPTIONS"] = {"timeout": 20, "transaction_mode": "IMMEDIATE"}
     DATABASES["default"]["CONN_MAX_AGE"] = 0
@@ -117,6 +113,19 @@ if DATABASES["default"]["ENGINE"].endswith("postgresql"):
     _db_options["connect_timeout"] = env.int("DB_CONNECT_TIMEOUT", default=3)
     _statement_ms = int(env.float("DB_STATEMENT_TIMEOUT", default=5.0) * 1000)
     _db_options["options"] = f"{_db_options.get('options', '')} -c statement_timeout={_statement_ms}".strip()
+    # A frozen server (a paused process, a stalled host: connections open, the kernel acknowledging, nothing
+    # answered) never fires its statement_timeout. In a gevent worker psycopg waits in gateway/pgwait.py, which gives
+    # up DB_STATEMENT_GRACE seconds later, closing the connection (503). Elsewhere (gthread) libpq's own wait has no
+    # deadline: a dead peer is found by TCP (tcp_user_timeout: data unacknowledged this long; keepalives: an idle
+    # connection), a frozen one waits for it (README, Limits and hardening).
+    _grace = env.float("DB_STATEMENT_GRACE", default=2.0)
+    from gateway import pgwait
+
+    pgwait.install(statement_deadline=_statement_ms / 1000 + _grace if _statement_ms else None)
+    _tcp_ms = int(env.float("DB_TCP_USER_TIMEOUT", default=10.0) * 1000)
+    _db_options.update(keepalives=1, keepalives_idle=5, keepalives_interval=2, keepalives_count=3)
+    if _tcp_ms:
+        _db_options["tcp_user_timeout"] = _tcp_ms
 if DATABASES["default"]["ENGINE"].endswith("postgresql") and env.bool("DB_PREPARED_STATEMENTS", default=True):
     # The hot path's fixed statements (gateway/dbpool.py prepared_cursor: a request's hold and settlement) are
     # prepared on first use on each connection; the ORM's statements never are (Django binds them on the client).

@@ -174,6 +174,21 @@ def test_a_side_calls_hold_the_database_did_not_drop_is_dropped_once_it_answers(
     assert assert_books(alice.account_id).reserved == 0
 
 
+def test_a_hold_whose_answer_was_lost_is_released_once_the_database_answers(alice, retries):
+    queue, clock = retries
+    # Given a request's hold that the database took but whose answer never came back (a statement the client gave
+    # up on, gateway/pgwait.py, run by the server once it thawed): the request is answered 503, it never settles
+    with database_down(after_running=True), pytest.raises(OperationalError):
+        credits_reserve(account_id=alice.account_id, amount=Decimal("2"), generation_id="lost-hold")
+    # When the database answers again, then the hold is released (had it not been taken, nothing changes)
+    clock.now += 10
+    queue.run_due()
+    assert not Generation.objects.filter(pk="lost-hold", status=IN_PROGRESS).exists() and len(queue) == 0
+    assert charges("lost-hold") == 0
+    account = assert_books(alice.account_id)
+    assert (account.balance, account.reserved) == (Decimal("10"), 0)
+
+
 def test_retries_stop_after_their_window_and_leave_the_hold_to_the_sweep(alice, retries):
     queue, clock = retries
     hold = credits_reserve(account_id=alice.account_id, amount=Decimal("2"))

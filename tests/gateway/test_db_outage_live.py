@@ -35,11 +35,13 @@ def persona(name: str) -> Persona:
     return Persona(account_provision(name=name, plan="payg", credits=Decimal("5")))
 
 
-def ask(gateway: LiveGateway, who: Persona, directive: dict, *, stream: bool = False) -> requests.Response:
+def ask(
+    gateway: LiveGateway, who: Persona, directive: dict, *, stream: bool = False, timeout: float = 60
+) -> requests.Response:
     response = requests.post(
         f"{gateway.api}/responses",
         json={"model": "standin/echo", "input": f"Hi <<standin {json.dumps(directive)}>>", "stream": stream},
-        timeout=60,
+        timeout=timeout,
         headers={"Authorization": f"Bearer {who.api_key}"},
     )
     response.content  # noqa: B018  # read whole (a stream: to its end)
@@ -166,3 +168,31 @@ def test_a_stalled_database_answers_requests_with_503_in_seconds(outage):
     assert not Generation.objects.filter(account_id=omar.account_id, status=IN_PROGRESS).exists()
     assert ask(gateway, omar, {}).status_code == 200
     assert assert_books(omar.account_id).reserved == 0
+
+
+def test_a_frozen_database_on_an_open_connection_answers_503_in_seconds_and_serves_once_it_thaws(outage):
+    proxy, gateway = outage
+    pia = persona("pia")
+    # Given a gateway that served a request, its database connection open and pooled
+    assert ask(gateway, pia, {}).status_code == 200
+    # When the database freezes on that connection (the kernel still acknowledges what is sent, so neither the
+    # server's statement_timeout nor TCP's own timeouts can fire) and a request comes
+    proxy.freeze()
+    try:
+        started = time.monotonic()
+        response = ask(gateway, pia, {}, timeout=30)
+        # Then it is answered 503 (with Retry-After) within seconds (the statement's deadline on the client side),
+        # not when the database answers again
+        assert time.monotonic() - started < 15
+        assert response.status_code == 503 and response.headers["Retry-After"], response.text
+    finally:
+        proxy.restore()
+    # And once the database answers again, requests are served (the connection the frozen statement left in the
+    # middle of its exchange is not handed out again) and nothing stays held: the statement the client gave up on
+    # (held by the proxy, relayed when it thawed) is released if the server ran it, no credit lost
+    wait_for(lambda: True if ask(gateway, pia, {}, timeout=30).status_code == 200 else None)
+    assert ask(gateway, pia, {}).status_code == 200
+    wait_for(lambda: None if open_hold(pia) else True)
+    account = assert_books(pia.account_id)
+    charged = sum(g.cost for g in Generation.objects.filter(account_id=pia.account_id))
+    assert (account.balance, account.reserved) == (Decimal(5) - charged, 0)
