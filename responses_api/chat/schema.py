@@ -5,6 +5,7 @@ from rest_framework import serializers
 
 from responses_api.chat.validation import UNSUPPORTED
 from responses_api.schema import GatewayMetadataSerializer
+from responses_api.validation.common import ClosedObjectSchema
 
 
 class ChatToolCallFunctionSerializer(serializers.Serializer):
@@ -120,3 +121,36 @@ class ChatCompletionCreateRequestSchema(OpenApiSerializerExtension):
             properties[name] = {"description": f"Refused unless null or empty: {why}"}
         schema["additionalProperties"] = False
         return schema
+
+
+# The door's own nested objects take their fields only (the door refuses any other, naming it).
+class ChatStreamOptionsSchema(ClosedObjectSchema):
+    target_class = "responses_api.chat.validation.ChatStreamOptionsSerializer"
+
+
+class ChatToolSchema(ClosedObjectSchema):
+    target_class = "responses_api.chat.validation.ChatToolSerializer"
+
+
+class ChatFunctionSchema(ClosedObjectSchema):
+    target_class = "responses_api.chat.validation.ChatFunctionSerializer"
+
+
+class ChatWebSearchOptionsSchema(ClosedObjectSchema):
+    target_class = "responses_api.chat.validation.ChatWebSearchOptionsSerializer"
+
+
+class ChatUserLocationSchema(ClosedObjectSchema):
+    target_class = "responses_api.chat.validation.ChatUserLocationSerializer"
+
+
+class ChatApproximateLocationSchema(ClosedObjectSchema):
+    target_class = "responses_api.chat.validation.ChatApproximateLocationSerializer"
+
+
+class ChatResponseFormatSchema(ClosedObjectSchema):
+    target_class = "responses_api.chat.validation.ChatResponseFormatSerializer"
+
+
+class ChatJsonSchemaSchema(ClosedObjectSchema):
+    target_class = "responses_api.chat.validation.ChatJsonSchemaSerializer"

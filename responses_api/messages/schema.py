@@ -6,6 +6,7 @@ from rest_framework import serializers
 
 from responses_api.messages.validation import UNSUPPORTED
 from responses_api.schema import GatewayMetadataSerializer
+from responses_api.validation.common import ClosedObjectSchema
 
 
 class AnthropicUsageSerializer(serializers.Serializer):
@@ -88,4 +89,26 @@ class AnthropicThinkingSchema(OpenApiSerializerExtension):
             {"properties": {"type": {"enum": ["disabled", "adaptive"]}}},
             {"required": ["budget_tokens"]},
         ]
+        schema["additionalProperties"] = False
         return schema
+
+
+# The door's own nested objects take their fields only (the door refuses any other, naming it).
+class AnthropicToolSchema(ClosedObjectSchema):
+    target_class = "responses_api.messages.validation.AnthropicToolSerializer"
+
+
+class AnthropicToolChoiceSchema(ClosedObjectSchema):
+    target_class = "responses_api.messages.validation.AnthropicToolChoiceSerializer"
+
+
+class AnthropicOutputConfigSchema(ClosedObjectSchema):
+    target_class = "responses_api.messages.validation.AnthropicOutputConfigSerializer"
+
+
+class AnthropicOutputFormatSchema(ClosedObjectSchema):
+    target_class = "responses_api.messages.validation.AnthropicOutputFormatSerializer"
+
+
+class AnthropicMetadataSchema(ClosedObjectSchema):
+    target_class = "responses_api.messages.validation.AnthropicMetadataSerializer"

@@ -4,6 +4,7 @@ from collections.abc import Mapping
 from typing import ClassVar
 
 from django.core.exceptions import ValidationError as DjangoValidationError
+from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
@@ -196,6 +197,17 @@ class LentFieldsSerializer(LendingSerializer):
 
 
 MSG_UNKNOWN_FIELD = "unknown field: not part of this API, or not one this gateway takes (nothing is ignored)"
+
+
+class ClosedObjectSchema(OpenApiSerializerExtension):
+    """A nested object of a door that refuses unknown fields (`unknown_fields` walks its nested serializers): its
+    schema says `additionalProperties: false` too. Subclass with the serializer's dotted path as `target_class`;
+    only for serializers no lenient operation (POST /responses drops unknown fields) shares."""
+
+    def map_serializer(self, auto_schema, direction):
+        schema = auto_schema._map_serializer(self.target_class, direction, bypass_extensions=True)
+        schema["additionalProperties"] = False
+        return schema
 
 
 def unknown_fields(serializer: serializers.Serializer, data: object, *, known: frozenset[str] = frozenset()) -> dict:
