@@ -77,7 +77,7 @@ def test_live_schema_has_no_server_errors_or_disagreements(live_gateway, fuzzy, 
     # Every phase asked for ran to its end without errors (examples skips: the schema has none), and every other
     # check passed.
     statuses = {name: phase["status"] for name, phase in report["phases"].items() if name in phases.split(",")}
-    assert set(statuses.values()) <= {"success", "skip"}, (statuses, output)
+    assert set(statuses.values()) <= {"success", "skip"}, f"{statuses}\n{output}"
     assert report["complete"] and report["errors"] == [] and report["failures"] == [], output
     assert result.returncode == 0, output
     if "coverage" in phases:
