@@ -1,7 +1,7 @@
 """`plugins`: discriminated by `id`, with every field limit of the spec."""
 
-from drf_spectacular.extensions import OpenApiSerializerExtension
-from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema_field
+from drf_spectacular.extensions import OpenApiSerializerExtension, OpenApiSerializerFieldExtension
+from drf_spectacular.utils import PolymorphicProxySerializer
 from rest_framework import serializers
 
 from gateway import fields
@@ -162,12 +162,11 @@ class FileParserPdfSchema(PluginEntrySchema):
     target_class = FileParserPdfSerializer
 
 
-PLUGINS_FIELD_SCHEMA = PolymorphicProxySerializer(
-    component_name="Plugin", serializers={**PLUGIN_SERIALIZERS}, resource_type_field_name="id", many=True
+PLUGIN_ENTRY_SCHEMA = PolymorphicProxySerializer(
+    component_name="Plugin", serializers={**PLUGIN_SERIALIZERS}, resource_type_field_name="id", many=False
 )
 
 
-@extend_schema_field(PLUGINS_FIELD_SCHEMA)
 class PluginsField(serializers.Field):
     def to_representation(self, value):
         return value
@@ -204,3 +203,14 @@ class PluginsField(serializers.Field):
         if errors:
             raise serializers.ValidationError([errors.get(i, {}) for i in range(len(data))])
         return cleaned
+
+
+class PluginsFieldSchema(OpenApiSerializerFieldExtension):
+    """`plugins`: an array of `Plugin` entries (discriminated by `id`), at most MAX_PLUGINS of them, as
+    PluginsField checks."""
+
+    target_class = PluginsField
+
+    def map_serializer_field(self, auto_schema, direction):
+        entry = auto_schema.resolve_serializer(PLUGIN_ENTRY_SCHEMA, direction)
+        return {"type": "array", "items": entry.ref, "maxItems": MAX_PLUGINS}
