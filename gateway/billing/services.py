@@ -34,6 +34,7 @@ from django.db.models import (
 from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 from psycopg.types.json import Jsonb
+from psycopg_pool import PoolTimeout
 
 from gateway.accounts.models import Account, ApiKey, Member, Workspace
 from gateway.billing.generations import OUTCOME_FIELDS, GenerationRecord, generation_id_new, generation_outcome
@@ -173,10 +174,12 @@ def credits_reserve(
             if not holds_expire(older_than_seconds=STALE_HOLD_SECONDS, account_id=account_id):
                 raise
             _hold_within(caps, hold, check_limit=check_limit, cap_hold=cap_hold, replacing=replacing)
-    except DATABASE_UNREACHABLE:
+    except DATABASE_UNREACHABLE as exc:
         # The hold may have been taken without its answer arriving (a statement given up on the client side, its
-        # commit run by the server once it thaws: gateway/pgwait.py): released once the database answers.
-        settle_later(hold["id"], lambda: _expire(hold["id"]))
+        # commit run by the server once it thaws: gateway/pgwait.py): released once the database answers. Not when
+        # no connection was had (the pool's timeout: nothing ran), which would fill the retries in a long outage.
+        if not isinstance(exc.__cause__, PoolTimeout):
+            settle_later(hold["id"], lambda: _expire(hold["id"]))
         raise
     return ReservationHandle(id=hold["id"], account_id=account_id, api_key_id=api_key_id, amount=hold["amount"])
 

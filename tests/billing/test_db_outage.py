@@ -13,6 +13,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import OperationalError, connection
 from django.utils import timezone
+from psycopg_pool import PoolTimeout
 
 from gateway.billing import settle_retry
 from gateway.billing.generations import GenerationRecord
@@ -187,6 +188,18 @@ def test_a_hold_whose_answer_was_lost_is_released_once_the_database_answers(alic
     assert charges("lost-hold") == 0
     account = assert_books(alice.account_id)
     assert (account.balance, account.reserved) == (Decimal("10"), 0)
+
+
+def test_a_hold_that_got_no_connection_is_not_queued(alice, retries):
+    queue, _ = retries
+
+    def no_connection(execute, sql, params, many, context):
+        raise OperationalError("couldn't get a connection after 5.00 sec") from PoolTimeout("pool timeout")
+
+    # Given a request that got no connection from the pool (its hold never ran), then nothing waits to release it
+    with connection.execute_wrapper(no_connection), pytest.raises(OperationalError):
+        credits_reserve(account_id=alice.account_id, amount=Decimal("2"), generation_id="no-connection")
+    assert len(queue) == 0 and assert_books(alice.account_id).reserved == 0
 
 
 def test_retries_stop_after_their_window_and_leave_the_hold_to_the_sweep(alice, retries):
