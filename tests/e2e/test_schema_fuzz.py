@@ -3,9 +3,10 @@ with a provisioned account: zero server errors and zero disagreements between sc
 
 In the suite (and so in CI): the examples, coverage and fuzzing phases, 20 examples per operation. The coverage
 phase sends the boundary values of every constraint and every kind of invalid value the schema rules out (about
-9,500 requests; the test takes about 75 s on an idle two-core machine, 18 s without that phase); it is what found the 500 on `stop_server_tools_when: [{"type": []}]` that the
-random phases missed. `make fuzz` runs 100 examples per operation. /responses calls reach the stand-in provider at
-most (the catalog is the stand-in's); generated model ids are unknown, a cheap 404 path.
+9,500 requests; the test takes about 75 s on an idle two-core machine, 18 s without that phase); it is what found
+the 500 on `stop_server_tools_when: [{"type": []}]` that the random phases missed. `make fuzz` runs 100 examples
+per operation. /responses calls reach the stand-in provider at most (the catalog is the stand-in's); generated
+model ids are unknown, a cheap 404 path.
 
 The verdict is read from schemathesis's JSON run report (`--report json`): the failures grouped by check, so a
 server error (check `not_a_server_error`, code ST101) is asserted on by name, then every other check.
