@@ -396,21 +396,27 @@ def generation_settle(
     cost they covered is charged in full, never down to what the balance had left beside them."""
     if record.id != reservation.id:
         raise ValueError(f"the record {record.id} is not the hold {reservation.id}")
-    if replacing:
+    cost = _usd(record.cost) if charge else Decimal(0)
+    outcome = generation_outcome(record=record)
+
+    def settle() -> Decimal | None:
+        if not replacing:  # a plain request: one statement, no transaction of its own
+            return _close(reservation, outcome=outcome, cost=cost)
         with transaction.atomic():
             # The request's row first, then the side holds' rows, then the account: the order of every settlement.
             Generation.objects.select_for_update(no_key=True).filter(pk=reservation.id).values_list("pk").first()
             for held in replacing:
-                hold_drop(held)
-            return generation_settle(reservation=reservation, record=record, charge=charge)
-    cost = _usd(record.cost) if charge else Decimal(0)
-    outcome = generation_outcome(record=record)
+                _drop(held)
+            return _close(reservation, outcome=outcome, cost=cost)
+
     try:
-        charged = _close(reservation, outcome=outcome, cost=cost)
+        charged = settle()
     except DATABASE_UNREACHABLE:
         # The database did not answer (down, stalled): the same settlement runs again once it does, charging the
         # usage known now (or releasing the hold), once (settle_retry), rather than the sweep releasing it later.
-        settle_later(reservation.id, lambda: _observed(record, _close(reservation, outcome=outcome, cost=cost)))
+        # With the side holds it takes over, in one transaction again: without them the charge could be cut down to
+        # the balance beside them, and they would stay open. Once: every step changes only a hold still open.
+        settle_later(reservation.id, lambda: _observed(record, settle()))
         raise
     return _observed(record, charged)
 

@@ -247,3 +247,43 @@ def test_the_sweep_refuses_an_age_that_would_release_live_requests(alice):
     with pytest.raises(CommandError, match="would release the holds of live requests"):
         call_command("release_stale_reservations", "--older-than-minutes", "10", stdout=StringIO())
     assert Generation.objects.get(pk=live.id).status == IN_PROGRESS
+
+
+def test_a_settlement_that_takes_over_a_side_calls_hold_is_retried_with_it(alice, retries):
+    queue, clock = retries
+    # Given a request that ran a fusion tool (its panel held 6 of alice's 10 USD) and holds 3 itself, so the
+    # balance beside the two holds is 1 USD; its settlement (7.5 USD: the panel's 5.5 and its own 2, which the two
+    # holds together cover) fails: the database is down
+    panel = credits_reserve(account_id=alice.account_id, amount=Decimal("6"))
+    hold = credits_reserve(account_id=alice.account_id, amount=Decimal("3"))
+    with database_down(), pytest.raises(OperationalError):
+        generation_settle(reservation=hold, record=served(hold, cost="7.5"), charge=True, replacing=(panel,))
+    # When the database answers again and the settlement is retried
+    clock.now += 10
+    queue.run_due()
+    # Then it is charged in full (the panel's hold given back in the same transaction, not charged down to the
+    # balance beside it), and the panel's hold is closed with it
+    assert Generation.objects.get(pk=hold.id).cost == Decimal("7.5") and charges(hold.id) == 1
+    assert not Generation.objects.filter(pk=panel.id).exists() and len(queue) == 0
+    account = assert_books(alice.account_id)
+    assert (account.balance, account.reserved) == (Decimal("2.5"), 0)
+    # And settling again (a late settlement, a second retry) charges and gives back nothing more
+    assert generation_settle(reservation=hold, record=served(hold, cost="7.5"), charge=True, replacing=(panel,)) == 0
+    queue.run_due()
+    assert charges(hold.id) == 1
+    assert (assert_books(alice.account_id).balance, assert_books(alice.account_id).reserved) == (Decimal("2.5"), 0)
+
+
+def test_a_side_calls_settlement_whose_answer_was_lost_is_not_repeated(alice, retries):
+    queue, clock = retries
+    # Given a settlement taking over a panel's hold that ran, but whose answer never came back
+    panel = credits_reserve(account_id=alice.account_id, amount=Decimal("6"))
+    hold = credits_reserve(account_id=alice.account_id, amount=Decimal("3"))
+    with database_down(after_running=True), pytest.raises(OperationalError):
+        generation_settle(reservation=hold, record=served(hold, cost="7.5"), charge=True, replacing=(panel,))
+    # When its retry runs, then it is charged once, in full, and nothing is given back twice
+    clock.now += 10
+    queue.run_due()
+    assert charges(hold.id) == 1 and len(queue) == 0
+    account = assert_books(alice.account_id)
+    assert (account.balance, account.reserved) == (Decimal("2.5"), 0)
