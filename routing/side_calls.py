@@ -7,10 +7,18 @@ fusion.worst_cost), so that a provider reporting a billion tokens can neither ha
 cost more than was held for the call. Here (routing) so that plugins and guardrails both use it."""
 
 import json
+import logging
 from collections.abc import Callable
 from decimal import Decimal
 
-from gateway.billing.services import ReservationHandle, SpendCapExceeded, credits_reserve
+from gateway.billing.generations import GenerationRecord
+from gateway.billing.services import (
+    ReservationHandle,
+    SpendCapExceeded,
+    credits_reserve,
+    generation_settle,
+    hold_drop,
+)
 from gateway.errors import GatewayError, PaymentRequired
 from routing.canonical import (
     CanonicalRequest,
@@ -23,10 +31,13 @@ from routing.canonical import (
     Usage,
 )
 from routing.catalog import EndpointInfo
+from routing.errors import ErrorType
 from routing.pricing import max_cost
 from routing.providers.anthropic.request import EFFORT_BUDGET
 from routing.selection import Candidate, RoutePlan
 from routing.stages import RequestContext
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_OUTPUT_TOKENS = 4096  # a call's output bound when it sets no max_output_tokens
 CHARS_PER_TOKEN = 4  # the gateway's input estimate (as responses_api.normalize's)
@@ -135,3 +146,34 @@ def call_hold(ctx: RequestContext, worst: Decimal, *, label: str) -> Reservation
         )
     except (PaymentRequired, SpendCapExceeded) as refused:
         return refused
+
+
+def call_charge(ctx: RequestContext, hold: ReservationHandle, *, cost: Decimal, usage: Usage) -> None:
+    """Close a side call's hold that nothing takes over (the stage that took it failed unexpectedly midway): what
+    its calls that ran spent (`cost`, at most the hold: each is billed at most its own worst case) is charged out
+    of it, recorded as a failed generation of its own under the hold's label; the rest is given back. Nothing
+    spent: the hold is dropped. Never raises (it runs while another error is on its way up): a database that does
+    not answer settles it later (settle_retry)."""
+    record = GenerationRecord(
+        id=hold.id,
+        account_id=hold.account_id,
+        api_key_id=hold.api_key_id,
+        workspace_id=ctx.caller.workspace_id,
+        requested_model="",
+        status="failed",
+        error_type=ErrorType.SERVER,
+        tokens_input=usage.input_tokens,
+        tokens_cached=usage.cached_tokens,
+        tokens_cache_write=usage.cache_write_tokens,
+        tokens_output=usage.output_tokens,
+        tokens_reasoning=usage.reasoning_tokens,
+        cost=cost,
+        session_id=ctx.session_id,
+    )
+    try:
+        if cost > 0:
+            generation_settle(reservation=hold, record=record, charge=True)
+        else:
+            hold_drop(hold)
+    except Exception:
+        logger.exception("the side calls' hold %s could not be closed (%s USD spent)", hold.id, cost)

@@ -47,7 +47,15 @@ from routing.limits import RoutingLimit
 from routing.preferences import Preferences
 from routing.pricing import max_cost, usage_cost
 from routing.selection import Candidate, RoutePlan, endpoints_for_request
-from routing.side_calls import CHARS_PER_TOKEN, bounded_usage, call_hold, input_bound, output_bound, sent_tokens
+from routing.side_calls import (
+    CHARS_PER_TOKEN,
+    bounded_usage,
+    call_charge,
+    call_hold,
+    input_bound,
+    output_bound,
+    sent_tokens,
+)
 from routing.stages import (
     SERVER_TOOL_RESULT_TOKENS,
     Block,
@@ -624,10 +632,13 @@ def fusion_stage(
         return Block(hold.message, status=403)
     if isinstance(hold, GatewayError):
         return Block(MSG_CREDITS.format(cost=worst), status=402)
+    meter = Meter()
     try:
-        fused = drain(fuse(panel_request, panel, plans, Meter()))
+        fused = drain(fuse(panel_request, panel, plans, meter))
     except BaseException:
-        hold_drop(hold)
+        # Failed midway (a bug, not a model's failure: those are answers): what the calls that ran spent is charged
+        # out of the hold (each at most what the hold counted for it), the rest given back.
+        call_charge(ctx, hold, cost=meter.cost, usage=meter.usage)
         raise
     data = fused.data(panel)
     cost, usage = fused.cost, fused.usage

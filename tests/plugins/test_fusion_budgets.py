@@ -275,3 +275,31 @@ def test_a_web_search_is_held_within_the_budget_before_it_runs(alice, standin_ca
     assert spent_and_held(alice) <= limit
     assert len(standin_catalog.requests_for("/search")) == 4
     assert_books(alice.account_id)
+
+
+def test_a_fusion_panel_that_fails_unexpectedly_is_charged_what_it_spent(alice, db, standin, monkeypatch):
+    """Given a fusion run whose panel and analyst answered, when the stage then fails unexpectedly (a bug: the
+    analysis' parser raises), then the request fails, what the calls that ran cost is charged out of the panel's
+    hold (each at its list price, as reported: within its bounds) and the rest of the hold is given back. Before,
+    the whole hold was given back and the calls that ran were written off."""
+    from plugins.routing_plugins import fusion
+
+    catalog(standin)
+
+    def broken(text: str) -> dict | None:
+        raise RuntimeError("a bug in the analysis' parser")
+
+    monkeypatch.setattr(fusion, "analysis_parse", broken)
+    client = alice.client()
+    client.raise_request_exception = False
+    plugin = {"id": "fusion", "analysis_models": PANEL, "model": ANALYST, "tools": []}
+    payload = {"model": "gateway/fusion", "input": "Name a cat", "max_output_tokens": MAX_OUTPUT, "plugins": [plugin]}
+
+    response = client.post("/api/v1/responses", payload, format="json")
+
+    assert response.status_code == 500
+    assert len(standin.requests_for("/chat/completions")) == len(PANEL) + 1  # the members and the analyst ran
+    assert charged(alice) == pytest.approx(list_price_of_every_call(standin), abs=Decimal("1e-9"))
+    assert charged(alice) > 0
+    assert not Generation.objects.filter(status="in_progress").exists()
+    assert assert_books(alice.account_id).reserved == 0
