@@ -26,7 +26,7 @@ from decimal import Decimal
 from typing import Any
 
 from gateway.accounts.authentication import Caller
-from gateway.billing.services import SpendCap, SpendCapExceeded, spend_caps_check
+from gateway.billing.services import ReservationHandle, SpendCap, SpendCapExceeded, hold_drop, spend_caps_check
 from gateway.errors import GatewayError
 from guardrails.content import (
     ACTION_RANK,
@@ -43,6 +43,7 @@ from guardrails.content import (
 from guardrails.filetext import file_text
 from guardrails.scanning import scan_budget_check
 from guardrails.selectors import GuardrailRule, guardrail_generations, guardrails_for_caller, period_bounds
+from guardrails.textview import text_views
 from routing.attempts import AttemptSequence, AttemptsFailed
 from routing.canonical import (
     CanonicalRequest,
@@ -58,10 +59,17 @@ from routing.errors import ErrorType
 from routing.limits import RoutingLimit
 from routing.pricing import usage_cost
 from routing.selection import endpoints_for_request
-from routing.stages import Block, RequestContext, Staged, StageEntry
+from routing.side_calls import bound_for, call_hold, call_worst
+from routing.stages import Block, RequestContext, Staged, StageEntry, ToolResultScan
 
 SUMMARY = {"block": "blocked", "redact": "redacted", "flag": "flagged", None: "passed"}
+# The routers whose model calls read the request as it is, files included, before the file-parser and the second
+# pass run (the fusion panel: plugins.routing_plugins.fusion). With content filters in force, a file the first pass
+# cannot read is refused before them. The auto-router's classifier reads only the text parts (scanned in the first
+# pass), the pareto router calls no model.
+PANEL_ROUTERS = frozenset({"gateway/fusion"})
 MAX_ENTITY_TEXT_CHARS = 100_000  # the text sent to the entity model for person names and addresses
+ENTITY_OUTPUT_TOKENS = 4096  # the entity model's answer at most (its JSON lists; a cut one is a 503, never a pass)
 MSG_ENTITY_TOO_LONG = (
     "A guardrail's person-name or address check reads at most {limit} characters of text and this request has more"
 )
@@ -116,7 +124,7 @@ class GuardrailStage:
             if not policy_combine(policies).rules:  # no content filters: nothing to read
                 return Staged(request)
             try:
-                texts = list(_added_texts(request))
+                texts = list(self.collect(request))
             except _Unreadable as file:
                 return _unreadable(rules, policies, file.name)
             if not texts:
@@ -131,21 +139,30 @@ class GuardrailStage:
             texts = list(_texts(request))
             if block := _prompt_block(rules, policies, ctx):
                 return block
+            if ctx.models and ctx.models[0] in PANEL_ROUTERS and policy_combine(policies).rules:
+                if (unread := _unreadable_file(request)) is not None:  # the panel would read it unscanned
+                    return _unreadable(rules, policies, unread, MSG_UNREADABLE_FOR_PANEL)
         # Never a partial scan: text over a guardrail's or the request's scanned-bytes budget is a 413 before any.
         scanning = [rule.name for rule, policy in zip(rules, policies, strict=True) if policy.scans_text]
-        scan_budget_check(texts=[text.text for text in texts], guardrails=scanning)
+        scan_budget_check(texts=list(_scanned(texts)), guardrails=scanning)
         entities: dict[int, tuple[EntitySpan, ...]] = {}
         cost = Decimal(0)
+        holds: tuple[ReservationHandle, ...] = ()  # the entity model call's (the request's own takes it over)
         if policy_combine(policies).entity_slugs:
             # A block the patterns find refuses before the text goes to the entity model.
             scans = [[_scan(policy, t) for t in texts] for policy in policies]
             if block := _block(rules, policies, scans, texts):
                 return self._own(block)
-            entities, cost = _entities(policy_combine(policies), texts, _limits(rules))
+            # its call is held first, within the budgets of this pass and the ones before (ctx.caps)
+            found = _entities(policy_combine(policies), texts, _limits(rules), replace(ctx, caps=ctx.caps + caps))
+            if isinstance(found, Block):
+                return self._own(found)
+            entities, cost, holds = found
         scans = [[_scan(policy, t, entities.get(i, ())) for i, t in enumerate(texts)] for policy in policies]
         entries = _costed(tuple(map(_entry, rules, policies, scans)), policies, cost)
         if block := _block(rules, policies, scans, texts, entries):
-            return self._own(replace(block, cost_usd=cost))  # the entity model's call ran: charged with the refusal
+            # the entity model's call ran: charged with the refusal, out of its hold
+            return self._own(replace(block, cost_usd=cost, holds=holds))
         if any(_patterns(rule_scans, "redact") for rule_scans in scans):
             # One guardrail: its scans are the combined ones; several: their filters together, once more.
             combined = scans[0] if len(policies) == 1 else None
@@ -155,14 +172,31 @@ class GuardrailStage:
                 request = text.redact(request, scan)
         if self.added:  # the first pass listed every guardrail: this one adds those that found something
             entries = tuple(entry for entry in entries if entry.data["detected"] or entry.cost_usd)
-            return Staged(request, entries=entries, cost_usd=cost)
-        return Staged(request, entries=entries, limits=_limits(rules), caps=caps, cost_usd=cost)
+            return Staged(request, entries=entries, cost_usd=cost, holds=holds)
+        return Staged(request, entries=entries, limits=_limits(rules), caps=caps, cost_usd=cost, holds=holds)
 
     def _own(self, block: Block) -> Block:
         """A block of the second pass lists only the guardrails that found something (the first listed them all)."""
         if not self.added:
             return block
         return replace(block, entries=tuple(entry for entry in block.entries if entry.data["detected"]))
+
+    @staticmethod
+    def collect(request: CanonicalRequest) -> Iterator["_Text"]:
+        """The texts a pass after the first reads (the first reads every text: _texts)."""
+        return _added_texts(request)
+
+    def tool_results(self, ctx: RequestContext) -> ToolResultScan | None:
+        """The scan of what the server-tool loop hands the model in a later round (responses_api gives it to the
+        loop: plugins do not import guardrails), None when no content filter applies: ToolResultGuardrailStage
+        with the request's context (its budgets for an entity model's hold)."""
+        if self.added:
+            return None
+        policies = [policy_for(*rule.policy_inputs()) for rule in _rules(ctx.caller)]
+        if not policy_combine(policies).rules:
+            return None
+        scan = ToolResultGuardrailStage()
+        return lambda request: scan(request, ctx)
 
 
 class AddedTextGuardrailStage(GuardrailStage):
@@ -175,6 +209,21 @@ class AddedTextGuardrailStage(GuardrailStage):
 
     name = "guardrails (added text)"
     added = True
+
+
+class ToolResultGuardrailStage(GuardrailStage):
+    """What a server tool's call hands the model in the loop's next round (plugins.server_tools): its result (a
+    fetched page, search results, a fusion panel's answers, the definitions tool_search found) and the tools it
+    found, declared from then on. Scanned like the caller's text before the round is sent: a block refuses the
+    request (nothing more goes upstream), a redaction is what the model reads, a redact match in a found tool's
+    name refuses."""
+
+    name = "guardrails (server tool results)"
+    added = True
+
+    @staticmethod
+    def collect(request: CanonicalRequest) -> Iterator["_Text"]:
+        return _texts(request)
 
 
 def _costed(entries: tuple[StageEntry, ...], policies: list[ContentPolicy], cost: Decimal) -> tuple[StageEntry, ...]:
@@ -201,7 +250,10 @@ def _block(
         if blocked or in_names:
             why = f"the input matched {', '.join(blocked)}" if blocked else ""
             if in_names:
-                named = f"a tool or function name matched {', '.join(in_names)}, and a name cannot be redacted"
+                named = (
+                    f"a tool or function name or a hosted tool's definition matched {', '.join(in_names)}, "
+                    "and neither can be redacted"
+                )
                 why = f"{why}; {named}" if why else named
             return Block(
                 f"Request blocked by guardrail {rule.name}: {why}",
@@ -335,6 +387,40 @@ MSG_UNREADABLE_FILE = (
 )
 
 
+MSG_UNREADABLE_FOR_PANEL = (
+    "Request blocked by guardrail {guardrail}: the file '{name}' would reach the router's panel as it is, before "
+    "the file-parser, where its content filters cannot read it; send its text, or ask a model by name to have the "
+    "file-parser read it"
+)
+
+
+def _unreadable_file(request: CanonicalRequest) -> str | None:
+    """The name of the first file that goes to the provider as it is and whose text the gateway cannot read."""
+    try:
+        for _ in _added_texts(request):
+            pass
+    except _Unreadable as file:
+        return file.name
+    return None
+
+
+def _scanned(texts: list[_Text]) -> Iterator[str]:
+    """What the filters read, for the scanned-bytes budget: each view of each text (guardrails.textview: a text
+    with look-alike letters is read in two views, and a folded view may be longer than the text), and a run of
+    text parts once more, part by part (_scan reads it joined and part by part)."""
+    for text in texts:
+        pieces = [text.text]
+        start = 0
+        for end, _ in text.run:
+            pieces.append(text.text[start:end])
+            start = end
+        for piece in pieces:
+            if piece.isascii():  # one view: the text itself
+                yield piece
+            else:
+                yield from (view.text for view, _ in text_views(piece))
+
+
 def _added_texts(request: CanonicalRequest) -> Iterator[_Text]:
     """The texts the pre-stages before the second pass added: a text part of a caller's message that carries an
     annotation (a parsed file's, the web results': the caller's own input_text carries none, only an answer's
@@ -350,10 +436,12 @@ def _added_texts(request: CanonicalRequest) -> Iterator[_Text]:
                 raise _Unreadable(part.filename or part.file_url or "input_file")
 
 
-def _unreadable(rules: list[GuardrailRule], policies: list[ContentPolicy], name: str) -> Block:
+def _unreadable(
+    rules: list[GuardrailRule], policies: list[ContentPolicy], name: str, message: str = MSG_UNREADABLE_FILE
+) -> Block:
     rule = next(rule for rule, policy in zip(rules, policies, strict=True) if policy.rules)
     return Block(
-        MSG_UNREADABLE_FILE.format(guardrail=rule.name, name=name[:200]),
+        message.format(guardrail=rule.name, name=name[:200]),
         status=403,
         error_type=ErrorType.CONTENT_POLICY_VIOLATION,
     )
@@ -404,13 +492,24 @@ def _annotation_setter(index: int, part_index: int, path: tuple) -> Callable[[Ca
 
 def _tool_texts(request: CanonicalRequest) -> Iterator[_Text]:
     """Tool definitions are text the model reads: each name and description, and the strings and property names
-    of each parameter schema."""
+    of each parameter schema; and each string of a hosted tool's definition (an MCP server's label and
+    description, allowed tool names, ...), which cannot be redacted: the provider acts on the definition, and a
+    changed one is another tool (a redact match refuses, like one in a name)."""
     for index, tool in enumerate(request.tools):
         yield _Text(tool.name, None)
         if tool.description:
             yield _Text(tool.description, _tool_setter(index, ()))
         for path, text in _strings(tool.parameters, ()):
             yield _Text(text, _tool_setter(index, path))
+    for hosted in request.hosted_tools:
+        for key, value in hosted.spec.items():
+            if key not in HOSTED_UNREAD:
+                yield from (_Text(text, None) for _, text in _strings(value, ()))
+
+
+# What of a hosted tool's definition is not scanned: its type (the vocabulary), and the credentials the provider
+# sends to an MCP server (the model never reads them; a guardrail pattern matching a token would refuse the tool).
+HOSTED_UNREAD = frozenset({"type", "headers", "authorization"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -592,15 +691,17 @@ def _limit(rule: GuardrailRule) -> RoutingLimit | None:
 
 
 def _entities(
-    policy: ContentPolicy, texts: list[_Text], limits: tuple[RoutingLimit, ...]
-) -> tuple[dict[int, tuple[EntitySpan, ...]], Decimal]:
-    """Person names and addresses, found by the configured entity model (one call for all the texts), and what
-    that call cost at the list price of the endpoint that served it ({} and 0 when no guardrail asks for them).
-    A guardrail cannot ask without the model configured (refused at creation), and a request whose entity check
-    cannot run is refused rather than let through unchecked."""
+    policy: ContentPolicy, texts: list[_Text], limits: tuple[RoutingLimit, ...], ctx: RequestContext
+) -> tuple[dict[int, tuple[EntitySpan, ...]], Decimal, tuple[ReservationHandle, ...]] | Block:
+    """Person names and addresses, found by the configured entity model (one call for all the texts), what
+    that call cost at the list price of the endpoint that served it ({} and 0 when no guardrail asks for them), and
+    its hold: the call is held before it runs (routing.side_calls.call_hold: the credits, the key's limit, the
+    budgets in ctx.caps) and billed at most that (what was sent, ENTITY_OUTPUT_TOKENS out). A guardrail cannot ask
+    without the model configured (refused at creation), and a request whose entity check cannot run is refused
+    rather than let through unchecked (a Block: what the call cost is charged out of its hold)."""
     slugs = policy.entity_slugs
     if not slugs or not texts:
-        return {}, Decimal(0)
+        return {}, Decimal(0), ()
     joined = "\n\n".join(text.text for text in texts)
     if len(joined) > MAX_ENTITY_TEXT_CHARS:  # the model would not see the rest: refused, not let through unchecked
         raise GatewayError(MSG_ENTITY_TOO_LONG.format(limit=MAX_ENTITY_TEXT_CHARS), status=413)
@@ -615,15 +716,25 @@ def _entities(
         instructions=entity_instructions(slugs),
         input=(Message(role="user", content=(TextPart(joined),)),),
         temperature=0,
+        max_output_tokens=ENTITY_OUTPUT_TOKENS,
     )
+    hold = call_hold(ctx, call_worst(plan, probe), label="guardrail entity model")
+    if isinstance(hold, GatewayError):  # the credits or a budget cannot cover it: it never runs
+        return Block(hold.message, status=hold.status, metadata=hold.metadata or None)
     sequence = AttemptSequence(
         candidates=plan.candidates,
         request_for=lambda candidate: replace(probe, model=candidate.endpoint.upstream_model),
+        bound_usage=bound_for(probe),
     )
+    cost = Decimal(0)
     try:
         served = sequence.call()
         said = "".join(getattr(item, "text", "") or "" for item in served.response.output)
         cost = usage_cost(endpoint=served.candidate.endpoint, usage=served.response.usage)
-        return {index: entity_spans(item.text, said, slugs) for index, item in enumerate(texts)}, cost
+        return {index: entity_spans(item.text, said, slugs) for index, item in enumerate(texts)}, cost, (hold,)
     except (AttemptsFailed, ValueError):
-        raise GatewayError(MSG_ENTITY_CHECK.format(model=entity_model()), status=503) from None
+        failed = MSG_ENTITY_CHECK.format(model=entity_model())
+        return Block(failed, status=503, error_type=ErrorType.PROVIDER_UNAVAILABLE, cost_usd=cost, holds=(hold,))
+    except BaseException:
+        hold_drop(hold)
+        raise

@@ -32,6 +32,7 @@ from routing.canonical import (
     CanonicalResponse,
     FunctionCall,
     FunctionCallOutput,
+    FunctionTool,
     Item,
     Message,
     OutputFunctionCall,
@@ -53,6 +54,16 @@ from routing.stages import (
     ToolEvent,
     ToolLoop,
 )
+
+
+class Refused(Exception):
+    """The caller's guardrails refused what a server tool would hand the model (ToolLoop.scan): the loop ends and
+    the request is refused with the guardrail's Block (a JSON answer), or fails in band (a stream)."""
+
+    def __init__(self, block: Block):
+        super().__init__(block.message)
+        self.block = block
+
 
 T = TypeVar("T")
 MAX_TOOL_CALLS = 30  # the spec's default and maximum of `max_tool_calls` (stop conditions stop it sooner)
@@ -214,6 +225,8 @@ class ServerToolsStage:
         assert loop is not None and request is not None
         try:
             return Loop(loop, request, ctx).run(response)
+        except Refused as refused:
+            return refused.block
         except UpstreamError as error:  # a later round found no candidate: the request fails as a first would
             status = error.status if error.status and 400 <= error.status < 600 else 502
             kind = error.error_type if error.error_type in ErrorType.__members__.values() else ErrorType.SERVER
@@ -221,10 +234,14 @@ class ServerToolsStage:
 
     def live(self, first: AttemptStream, ctx: RequestContext) -> Generator[LoopEvent, None, Restaged]:
         """The loop while the stream is relayed (see the module); a later round's failure is raised
-        (UpstreamError: the stream fails in band)."""
+        (UpstreamError: the stream fails in band), and so is a guardrail's refusal of a tool's result
+        (StageBlocked)."""
         loop, request = ctx.tool_loop, ctx.request
         assert loop is not None and request is not None
-        return Loop(loop, request, ctx).live(first)
+        try:
+            return (yield from Loop(loop, request, ctx).live(first))
+        except Refused as refused:  # the answer has started: it fails in band with the guardrail's words
+            raise refused.block.error() from None
 
 
 class Relay:
@@ -350,8 +367,9 @@ class Loop:
             else:
                 ran, outputs = yield from self._run_calls(server_calls)
                 output += ran
+                outputs, found = self._scanned(outputs, self._found(request))
                 conversation += as_input(response.output) + outputs
-                request = self._next_request(request, conversation)
+                request = self._next_request(request, conversation, found)
                 if self.state.total_calls >= self.limit:
                     stopped = "max_tool_calls"
                     request = self._without_server_tools(request, conversation)
@@ -421,11 +439,35 @@ class Loop:
         finally:
             running.close()
 
-    def _next_request(self, request: CanonicalRequest, conversation: list[Item]) -> CanonicalRequest:
+    def _found(self, request: CanonicalRequest) -> tuple[FunctionTool, ...]:
+        """The deferred tools tool_search found that the request does not declare yet."""
+        known = {tool.name for tool in request.tools}
+        return tuple(tool for tool in self.tools.found if tool.name not in known)
+
+    def _scanned(
+        self, outputs: list[Item], found: tuple[FunctionTool, ...]
+    ) -> tuple[list[Item], tuple[FunctionTool, ...]]:
+        """The round's results and the tools found, as the caller's guardrails let the model read them (ToolLoop.
+        scan: redacted, or Refused). What the scan's own checks cost (an entity model) is charged with the request
+        and their holds given back by its settlement, refused or not."""
+        if self.loop.scan is None or not (outputs or found):
+            return outputs, found
+        scanned = self.loop.scan(CanonicalRequest(model="", input=tuple(outputs), tools=found))
+        if scanned.cost_usd:
+            self.loop.charge(scanned.cost_usd, Usage())
+        for hold in scanned.holds:
+            if self.loop.keep is not None:
+                self.loop.keep(hold)
+        if isinstance(scanned, Block):
+            raise Refused(scanned)
+        self.entries.extend(scanned.entries)
+        return list(scanned.request.input), scanned.request.tools
+
+    def _next_request(
+        self, request: CanonicalRequest, conversation: list[Item], found: tuple[FunctionTool, ...]
+    ) -> CanonicalRequest:
         """The next round: the conversation so far, the deferred tools tool_search found declared, and a forced
         tool choice (required, a named tool) relaxed to auto after the first round."""
-        known = {tool.name for tool in request.tools}
-        found = tuple(tool for tool in self.tools.found if tool.name not in known)
         choice = request.tool_choice
         if choice not in (None, "auto", "none"):
             choice = "auto"

@@ -104,6 +104,7 @@ class ResponseRun:
                 charge=self.tool_charge,
                 stream=self.tool_round_stream if self.stream else None,
                 keep=self.tool_holds.append,
+                scan=stages.tool_result_scan(self.ctx),  # the guardrails read each round's tool results first
             )
             self.ctx = replace(self.ctx, tool_loop=loop)
 

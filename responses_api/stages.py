@@ -8,7 +8,7 @@ from django.utils.module_loading import import_string
 from gateway.errors import GatewayError
 from routing.canonical import CanonicalResponse
 from routing.providers.hosted import CAPABILITIES, capability, tool_problem
-from routing.stages import Block, PostStage, PreStage, RequestContext, Restaged, StageEntry
+from routing.stages import Block, PostStage, PreStage, RequestContext, Restaged, StageEntry, ToolResultScan
 
 PRE_STAGES: list[PreStage] = [import_string(path)() for path in settings.PIPELINE_PRE_STAGES]
 POST_STAGES: list[PostStage] = [import_string(path)() for path in settings.PIPELINE_POST_STAGES]
@@ -86,6 +86,17 @@ def refuse_unhonoured_tools(tools: list[dict]) -> None:
                 status=400,
                 metadata={"param": f"tools[{index}].type"},
             )
+
+
+def tool_result_scan(ctx: RequestContext) -> ToolResultScan | None:
+    """The scan a configured pre-stage offers (`tool_results(ctx)`, optional: the guardrails') for what the
+    server-tool loop hands the model in later rounds, so that no round sends the model text the caller's
+    guardrails did not read; None when no stage scans for this caller."""
+    for stage in PRE_STAGES:
+        offer = getattr(stage, "tool_results", None)
+        if offer is not None and (scan := offer(ctx)) is not None:
+            return scan
+    return None
 
 
 def wanted_post_stages(ctx: RequestContext) -> list[PostStage]:

@@ -57,8 +57,12 @@ def _stream_body(run: ResponseRun, stream: AttemptStream, renderer: StreamRender
         shell = run.shell.render(status="in_progress")
         opening.append(renderer.lifecycles(("response.created", "response.in_progress"), shell))
         yield b"".join(opening)
+        refused: StageBlocked | None = None
         try:
             yield from _relay(run, stream, renderer)
+        except StageBlocked as blocked:  # the guardrails refused a server tool's result (plugins.server_tools)
+            refused = blocked
+            outcome = StreamOutcome(error=UpstreamError(blocked.error_type, blocked.message, retryable=False))
         except UpstreamError as error:
             outcome = StreamOutcome(error=error)
         except Exception:  # our own failure mid-stream: still end the stream properly
@@ -66,7 +70,9 @@ def _stream_body(run: ResponseRun, stream: AttemptStream, renderer: StreamRender
             outcome = StreamOutcome(
                 error=UpstreamError(error_type=ErrorType.SERVER, message="Internal server error", retryable=False)
             )
-        if outcome.error is not None:
+        if refused is not None:
+            yield from _blocked_in_band(run, renderer, refused)
+        elif outcome.error is not None:
             yield from _fail_in_band(run, stream, renderer, outcome.error)
         yield DONE
     except GeneratorExit:

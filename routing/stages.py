@@ -82,6 +82,8 @@ class ToolLoop:
     # A hold a tool took for its own model calls (a gateway:fusion panel's): given back by the request's settlement,
     # in the same transaction that charges what they cost.
     keep: Callable[[ReservationHandle], None] | None = None
+    # What the loop hands the model in a later round, scanned by the caller's guardrails first (ToolResultScan).
+    scan: "ToolResultScan | None" = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,6 +216,12 @@ class Staged:
             or self.holds
             or self.usage != NO_USAGE
         )
+
+
+# The guardrails' scan of what the server-tool loop adds to a later round (the tools' results as function_call_output
+# items in `input`, the tools tool_search found in `tools`): a Staged (the request with its redactions, what the
+# scan's checks cost and their holds) or a Block. The guardrails build it; responses_api hands it to the loop.
+ToolResultScan: TypeAlias = Callable[[CanonicalRequest], Staged | Block]
 
 
 @dataclass(frozen=True, slots=True)
