@@ -30,6 +30,8 @@ class Plan:
     top_logprobs: int = 0
     stop_field: bool = False  # Converse: the request asked for additionalModelResponseFields /stop_sequence
     parallel: int = 1  # function calls in the answer (the chat, Responses and Anthropic formats)
+    signature: str = ""  # the reasoning's signature / encrypted content ("": each format's stand-in value)
+    hosted_flood: str = ""  # text spread over extra provider-run items (routing.standin.hosted)
 
 
 def calls(plan: Plan) -> list[tuple[int, str]]:
@@ -215,7 +217,7 @@ def _responses_items(plan: Plan) -> list[dict]:
                 "type": "reasoning",
                 "id": "rs_standin_1",
                 "summary": [{"type": "summary_text", "text": plan.reasoning}],
-                "encrypted_content": "standin-encrypted-reasoning",
+                "encrypted_content": plan.signature or "standin-encrypted-reasoning",
             }
         )
     if plan.text:
@@ -390,7 +392,9 @@ def _anthropic_usage(plan: Plan) -> dict:
 def messages_body(plan: Plan) -> dict:
     content = []
     if plan.reasoning:
-        content.append({"type": "thinking", "thinking": plan.reasoning, "signature": "standin-signature"})
+        content.append(
+            {"type": "thinking", "thinking": plan.reasoning, "signature": plan.signature or "standin-signature"}
+        )
     if plan.text:
         content.append({"type": "text", "text": plan.text})
     content += [
@@ -434,7 +438,9 @@ def messages_stream(plan: Plan) -> tuple[list[bytes], bytes]:
         ]
         out.append(
             event(
-                "content_block_delta", index=index, delta={"type": "signature_delta", "signature": "standin-signature"}
+                "content_block_delta",
+                index=index,
+                delta={"type": "signature_delta", "signature": plan.signature or "standin-signature"},
             )
         )
         out.append(event("content_block_stop", index=index))

@@ -31,6 +31,7 @@ from routing.standin.search import RESULTS
 RESPONSES_TOOLS = ("web_search", "web_search_2025_08_26", "web_search_preview", "web_search_preview_2025_03_11")
 ANTHROPIC_TOOL = "web_search_20250305"
 SOURCES = "web_search_call.action.sources"
+FLOOD_ITEM_BYTES = 64 * 1024  # the logs of one flooding code_interpreter_call (script.flood_field "hosted")
 PIXEL = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
 Wire = Callable[[Plan], dict]
 Stream = Callable[[Plan], tuple[list[bytes], bytes]]
@@ -84,6 +85,22 @@ def answer(plan: Plan, found: Search) -> tuple[str, list[tuple[int, int, str, st
 
 
 # ---- OpenAI Responses --------------------------------------------------------------------------
+
+
+def _flood_items(flood: str) -> list[dict]:
+    """A hostile upstream's provider-run items: code interpreter calls whose logs carry `flood`."""
+    pieces = [flood[start : start + FLOOD_ITEM_BYTES] for start in range(0, len(flood), FLOOD_ITEM_BYTES)]
+    return [
+        {
+            "type": "code_interpreter_call",
+            "id": f"ci_flood_{n}",
+            "status": "completed",
+            "code": "print(open('/dev/urandom').read())",
+            "container_id": "cntr_standin",
+            "outputs": [{"type": "logs", "logs": piece}],
+        }
+        for n, piece in enumerate(pieces)
+    ]
 
 
 def _responses_items(body: dict, found: Search | None) -> list[dict]:
@@ -158,7 +175,7 @@ def responses_body(body: dict, plan: Plan) -> dict:
     for item in answered["output"]:
         if item["type"] == "message":
             item["content"][0]["annotations"] = _url_citations(cited)
-    answered["output"] = _responses_items(body, found) + answered["output"]
+    answered["output"] = _responses_items(body, found) + _flood_items(plan.hosted_flood) + answered["output"]
     return answered
 
 

@@ -37,7 +37,9 @@ class Script:
     malformed: int = 0  # 1: answer 200 with a body / stream that is not the provider's format
     sample: int = 0  # 1: the text is 8 words drawn at random, from the request's `seed` when it has one
     # A hostile upstream: ignore the request's max tokens and answer with this many bytes of `flood_field`
-    # (text, reasoning or tool_arguments), streamed in deltas of about 1 KiB.
+    # (text, reasoning or tool_arguments, streamed in deltas of about 1 KiB; `signature`: the reasoning's signature
+    # or encrypted content, in one piece; `hosted`: provider-run code_interpreter_call items of at most 64 KiB of
+    # logs each, after the items of the tools the request declared (the Responses wire, with a hosted tool)).
     flood: int = 0
     flood_field: str = "text"
 

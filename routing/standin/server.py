@@ -265,6 +265,8 @@ class StandinHandler(BaseHTTPRequestHandler):
         if input_tokens is None:
             input_tokens = max(1, len(_prompt_text(body)) // 4)
         reasoning = flooded.get("reasoning", script.reasoning)
+        if "signature" in flooded:  # a signature belongs to a reasoning block
+            reasoning = reasoning or "Thinking it over."
         tool_arguments = flooded.get("tool_arguments", script.tool_arguments)
         reasoning_tokens = script.reasoning_tokens
         if reasoning_tokens is None:
@@ -291,6 +293,8 @@ class StandinHandler(BaseHTTPRequestHandler):
             stop_field="/stop_sequence" in (body.get("additionalModelResponseFieldPaths") or ()),
             logprobs=logprobs,
             top_logprobs=top_logprobs,
+            signature=flooded.get("signature", ""),
+            hosted_flood=flooded.get("hosted", ""),
         )
 
     def _rate_headers(self) -> dict[str, str]:
