@@ -27,9 +27,9 @@ from routing.canonical import CanonicalRequest, CanonicalResponse, FilePart, Mes
 from routing.catalog import EndpointInfo
 from routing.errors import ErrorType, UpstreamError
 from routing.health import sticky_get, sticky_key
+from routing.output_bound import output_allowance
 from routing.preferences import account_defaults, preferences_build, split_model_suffix
 from routing.pricing import max_cost, usage_cost, usage_cost_split
-from routing.providers.anthropic.request import EFFORT_BUDGET, MIN_THINKING_BUDGET
 from routing.providers.base import as_mapping
 from routing.providers.hosted import searches_bound
 from routing.selection import Candidate, RoutePlan, RoutingCaller, endpoints_for_request
@@ -38,11 +38,11 @@ from routing.snapshot import current_snapshot
 from routing.stages import SERVER_TOOL_RESULT_TOKENS, RequestContext, StageEntry, ToolLoop
 
 logger = logging.getLogger(__name__)
-DEFAULT_RESERVED_OUTPUT_TOKENS = 4096
-# Reported usage is billed as reported while plausible: output tokens at most the request's maximum (plus a
-# thinking budget some adapters add, plus this margin), input tokens at most the input estimate times this
-# factor plus this slack (a tokenizer can count 2 tokens per character; images, documents and the provider's
-# own tool prompts are estimated roughly). Beyond that the usage is clamped to what the hold assumed.
+# Reported usage is billed as reported while plausible: output tokens at most what the request allows
+# (routing.output_bound.output_allowance: its maximum plus a thinking budget some adapters add) plus this margin,
+# input tokens at most the input estimate times this factor plus this slack (a tokenizer can count 2 tokens per
+# character; images, documents and the provider's own tool prompts are estimated roughly). Beyond that the usage
+# is clamped to what the hold assumed.
 USAGE_OUTPUT_MARGIN = 64
 USAGE_INPUT_FACTOR = 8
 USAGE_INPUT_SLACK = 4096
@@ -223,7 +223,8 @@ class ResponseRun:
         bounds = usage_bounds(prepared=prepared, endpoint=candidate.endpoint)
         bounded, reasons = clamp_usage(usage, bounds)
         if response.output_cut and bounded.output_tokens < bounds.held_output_tokens:
-            # The gateway cut it at its output bound (routing.output_bound): it wrote at least the most allowed.
+            # The gateway cut it at its output bound (routing.output_bound): it wrote at least the tokens allowed,
+            # which the hold covers (with a reasoning request's thinking budget).
             reasons += [MSG_FAR_LONGER, "output cut at the request's output bound"]
             input_tokens = bounded.input_tokens or prepared.estimated_input_tokens  # (a cut stream's came later)
             bounded = replace(bounded, output_tokens=bounds.held_output_tokens, input_tokens=input_tokens)
@@ -572,9 +573,7 @@ def _reservation_amount(*, plan: RoutePlan, prepared: Prepared, caller: Caller, 
     worst = Decimal(0)
     for candidate in plan.candidates:
         endpoint = candidate.endpoint
-        output = (
-            prepared.data.get("max_output_tokens") or endpoint.max_completion_tokens or DEFAULT_RESERVED_OUTPUT_TOKENS
-        )
+        output = output_allowance(prepared.canonical, endpoint).held  # a cut answer is billed as much
         cost = max_cost(endpoint=endpoint, input_tokens=prepared.estimated_input_tokens, max_output_tokens=output)
         # The provider's own web searches: the most each call may make (the provider is told), every round.
         cost += searches_bound(prepared.canonical.hosted_tools) * endpoint.price_web_search * prepared.server_rounds
@@ -628,17 +627,7 @@ class UsageBounds:
 
 
 def usage_bounds(*, prepared: Prepared, endpoint) -> UsageBounds:
-    requested_max = prepared.data.get("max_output_tokens") or endpoint.max_completion_tokens
-    held_output = requested_max or DEFAULT_RESERVED_OUTPUT_TOKENS  # as _reservation_amount
-    output = requested_max or endpoint.context_length or DEFAULT_RESERVED_OUTPUT_TOKENS
-    reasoning = prepared.canonical.reasoning
-    if reasoning is not None and reasoning.enabled is not False and reasoning.effort != "none":
-        # Anthropic and Bedrock requests raise the upstream maximum by the thinking budget.
-        output += max(
-            MIN_THINKING_BUDGET,
-            reasoning.max_tokens or 0,
-            EFFORT_BUDGET.get(reasoning.effort or "medium", max(EFFORT_BUDGET.values())),
-        )
+    allowed = output_allowance(prepared.canonical, endpoint)  # as the output bound and the hold
     estimated = prepared.estimated_input_tokens
     plausible_input = estimated * USAGE_INPUT_FACTOR + USAGE_INPUT_SLACK
     if _has_referenced_documents(prepared):  # a document by URL or file id can be any size up to the context
@@ -647,9 +636,9 @@ def usage_bounds(*, prepared: Prepared, endpoint) -> UsageBounds:
         plausible_input = min(plausible_input, max(endpoint.context_length, estimated) + USAGE_INPUT_SLACK)
     return UsageBounds(
         input_tokens=plausible_input,
-        output_tokens=output + USAGE_OUTPUT_MARGIN,
+        output_tokens=allowed.tokens + USAGE_OUTPUT_MARGIN,
         held_input_tokens=estimated,
-        held_output_tokens=held_output,
+        held_output_tokens=allowed.held,
         web_searches=searches_bound(prepared.canonical.hosted_tools),
     )
 

@@ -10,20 +10,29 @@ the tokens allowed, each with at most MAX_TOP_LOGPROBS alternatives. The tokens 
 `max_output_tokens`, else the endpoint's maximum completion tokens, else its context length (as the credit hold
 and the usage bounds assume), plus the thinking budget a reasoning request adds upstream. An answer that reaches
 the bound is cut there (a stream stops being read) and ends incomplete for `max_output_tokens`, as a provider's
-own cut at the maximum does, marked `output_cut` (its usage is then billed as the most the request allowed:
-responses_api.service)."""
+own cut at the maximum does, marked `output_cut` (its usage is then billed as the tokens the request allowed,
+which the credit hold covers: responses_api.service).
+
+What the token bound does not measure has its own: the items of tools the provider ran itself (web_search_call,
+code interpreter output, image generation results, MCP call outputs, ...) and reasoning signatures and encrypted
+content share OPAQUE_OUTPUT_BYTES per answer (IMAGE_OUTPUT_BYTES when the request offers image generation: an
+image is megabytes of base64), each counted at least OPAQUE_ITEM_MIN_BYTES (what a small item costs in memory), so
+a hostile upstream cannot flood through them either; one that does not fit is left out and the answer cut."""
 
 import json
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from routing.canonical import (
     CanonicalRequest,
     CanonicalResponse,
+    HostedToolCall,
     OutputFunctionCall,
+    OutputHostedTool,
     OutputItem,
     OutputMessage,
     OutputReasoning,
     ReasoningDelta,
+    ReasoningSealed,
     RefusalDelta,
     StreamEvent,
     TextAnnotated,
@@ -34,29 +43,49 @@ from routing.canonical import (
 )
 from routing.catalog import EndpointInfo
 from routing.providers.anthropic.request import EFFORT_BUDGET, MIN_THINKING_BUDGET
-from routing.providers.hosted import citation_within
+from routing.providers.hosted import IMAGE_GENERATION, capability, citation_within
 
 OUTPUT_BYTES_PER_TOKEN = 8
 MIN_OUTPUT_BYTES = 256
-DEFAULT_OUTPUT_TOKENS = 4096  # neither the request nor the catalog names a maximum (as the credit hold)
+DEFAULT_OUTPUT_TOKENS = 4096  # what the credit hold assumes when neither the request nor the catalog names a maximum
 MAX_TOP_LOGPROBS = 20  # the most alternatives a token's logprob may come with (OpenAI's maximum top_logprobs)
 CUT_REASON = "max_output_tokens"
+OPAQUE_OUTPUT_BYTES = 1024 * 1024  # provider-run items and reasoning seals, per answer
+IMAGE_OUTPUT_BYTES = 8 * 1024 * 1024  # the same when the request offers image generation (a 1536x1024 PNG: ~4 MB)
+OPAQUE_ITEM_MIN_BYTES = 1024  # the least one provider-run item counts (a parsed item's memory, not its JSON)
 
 
-def allowed_output_tokens(request: CanonicalRequest, endpoint: EndpointInfo) -> int:
-    """The output tokens the upstream may legitimately write for `request` (what usage bounds allow too)."""
-    tokens = (
-        request.max_output_tokens or endpoint.max_completion_tokens or endpoint.context_length or DEFAULT_OUTPUT_TOKENS
+@dataclass(frozen=True, slots=True)
+class OutputAllowance:
+    """The output tokens a request allows on an endpoint: the one rule for the output bound, the credit hold and
+    the usage bounds (responses_api.service)."""
+
+    tokens: int  # the most the upstream may legitimately write: the output bound and the most usage plausible
+    held: int  # what the credit hold covers, and a cut answer is billed: `tokens`, unless no maximum is named
+
+
+def output_allowance(request: CanonicalRequest, endpoint: EndpointInfo) -> OutputAllowance:
+    """The request's `max_output_tokens`, else the endpoint's maximum completion tokens, else its context length
+    (held: DEFAULT_OUTPUT_TOKENS, the gateway's assumption), plus the thinking budget a reasoning request may add."""
+    named = request.max_output_tokens or endpoint.max_completion_tokens
+    thinking = _thinking_budget(request)
+    return OutputAllowance(
+        tokens=(named or endpoint.context_length or DEFAULT_OUTPUT_TOKENS) + thinking,
+        held=(named or DEFAULT_OUTPUT_TOKENS) + thinking,
     )
+
+
+def _thinking_budget(request: CanonicalRequest) -> int:
+    """The tokens a reasoning request's thinking may add upstream: Anthropic and Bedrock requests raise the
+    maximum by it (routing.providers.anthropic.request, bedrock.request); the most either adapter adds."""
     reasoning = request.reasoning
-    if reasoning is not None and reasoning.enabled is not False and reasoning.effort != "none":
-        # Anthropic and Bedrock requests raise the upstream maximum by the thinking budget.
-        tokens += max(
-            MIN_THINKING_BUDGET,
-            reasoning.max_tokens or 0,
-            EFFORT_BUDGET.get(reasoning.effort or "medium", max(EFFORT_BUDGET.values())),
-        )
-    return tokens
+    if reasoning is None or reasoning.enabled is False or reasoning.effort == "none":
+        return 0
+    return max(
+        MIN_THINKING_BUDGET,
+        reasoning.max_tokens or 0,
+        EFFORT_BUDGET.get(reasoning.effort or "medium", max(EFFORT_BUDGET.values())),
+    )
 
 
 def output_byte_limit(tokens: int) -> int:
@@ -65,7 +94,9 @@ def output_byte_limit(tokens: int) -> int:
 
 def output_budget(request: CanonicalRequest, endpoint: EndpointInfo) -> "OutputBudget":
     """The budget of one attempt's answer."""
-    return OutputBudget(allowed_output_tokens(request, endpoint), logprobs=request.logprobs)
+    images = any(capability(str(tool.spec.get("type"))) == IMAGE_GENERATION for tool in request.hosted_tools)
+    opaque = IMAGE_OUTPUT_BYTES if images else OPAQUE_OUTPUT_BYTES
+    return OutputBudget(output_allowance(request, endpoint).tokens, logprobs=request.logprobs, opaque=opaque)
 
 
 def _size(text: str) -> int:
@@ -76,10 +107,11 @@ class OutputBudget:
     """The bytes of output an answer has left. `take` spends them; once a text does not fit, the budget is
     `exhausted` and the answer must end there."""
 
-    __slots__ = ("left", "exhausted", "logprobs", "logprobs_left", "logprob_bytes_left")
+    __slots__ = ("left", "exhausted", "logprobs", "logprobs_left", "logprob_bytes_left", "opaque_left")
 
-    def __init__(self, tokens: int, *, logprobs: bool = False) -> None:  # the output tokens the request allows
-        self.left = output_byte_limit(tokens)
+    def __init__(self, tokens: int, *, logprobs: bool = False, opaque: int = OPAQUE_OUTPUT_BYTES) -> None:
+        self.left = output_byte_limit(tokens)  # for the output tokens the request allows
+        self.opaque_left = opaque  # for provider-run items and reasoning seals
         self.exhausted = False
         self.logprobs = logprobs  # asked for (else none is kept)
         self.logprobs_left = 2 * tokens
@@ -116,6 +148,11 @@ class OutputBudget:
                 if arguments == event.arguments:
                     return event
                 return ToolCallDelta(event.index, arguments) if arguments else None
+            case HostedToolCall():  # an item the provider ran: whole or not at all
+                return event if self._opaque(_item_size(event.call)) else None
+            case ReasoningSealed():  # a signature or encrypted content: whole or not at all
+                sealed = _size(event.signature or "") + _size(event.encrypted_content or "")
+                return event if self._opaque(sealed) else None
             case ToolCallStarted() | TextAnnotated():  # a call cut in its name, or a cut annotation: none of it
                 size = _size(event.name) if isinstance(event, ToolCallStarted) else _size(json.dumps(event.annotation))
                 if size > self.left:
@@ -123,6 +160,14 @@ class OutputBudget:
                     return None
                 self.left -= size
         return event
+
+    def _opaque(self, size: int) -> bool:
+        """Whether `size` bytes of provider-run items or reasoning seals fit (spent when they do; cut when not)."""
+        if size > self.opaque_left:
+            self.opaque_left, self.exhausted = 0, True
+            return False
+        self.opaque_left -= size
+        return True
 
     def _logprobs(self, logprobs: tuple[TokenLogprob, ...]) -> tuple[TokenLogprob, ...]:
         """The token logprobs that fit (the same tuple when all do); past the budget the answer is cut."""
@@ -149,12 +194,13 @@ class OutputBudget:
     def response(self, response: CanonicalResponse) -> CanonicalResponse:
         """A complete answer within the budget: its items as far as they fit, incomplete when cut."""
         kept: list[OutputItem] = []
-        for item in response.output:
-            item = self._item(item)
+        for whole in response.output:
+            item = self._item(whole)
             if self.exhausted:
-                if _has_output(item):
+                if item is not None and _has_output(item):
                     kept.append(item)
                 break
+            assert item is not None  # (left out only when the budget is spent)
             kept.append(item)
         if not self.exhausted:
             return response
@@ -166,7 +212,8 @@ class OutputBudget:
             output_cut=True,
         )
 
-    def _item(self, item: OutputItem) -> OutputItem:
+    def _item(self, item: OutputItem) -> OutputItem | None:
+        """The item as far as it fits (None: left out)."""
         match item:
             case OutputMessage():
                 text = self.take(item.text)
@@ -186,12 +233,22 @@ class OutputBudget:
             case OutputReasoning():
                 summary = tuple(self.take(text) for text in item.summary)
                 content = tuple(self.take(text) for text in item.content)
+                sealed = self.event(ReasoningSealed(item.signature, item.encrypted_content, item.format))
+                if sealed is None:  # its seal does not fit: the thinking is kept, its signature not
+                    return replace(item, summary=summary, content=content, signature=None, encrypted_content=None)
                 return replace(item, summary=summary, content=content)
             case OutputFunctionCall():
                 if self.event(ToolCallStarted(0, item.call_id, item.name)) is None:
                     return replace(item, name="", arguments="")  # not even its name fits: left out
                 return replace(item, arguments=self.take(item.arguments))
+            case OutputHostedTool():
+                return item if self._opaque(_item_size(item)) else None
         return item
+
+
+def _item_size(call: OutputHostedTool) -> int:
+    """A provider-run item's bytes as relayed (its JSON; at least OPAQUE_ITEM_MIN_BYTES)."""
+    return max(len(json.dumps(call.item, ensure_ascii=False).encode()), OPAQUE_ITEM_MIN_BYTES)
 
 
 def _has_output(item: OutputItem) -> bool:

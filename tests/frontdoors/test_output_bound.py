@@ -4,11 +4,15 @@ ends incomplete for max_output_tokens in each door's own form, is billed as what
 `*.done` payload repeats more than was relayed. JSON answers are bounded the same way."""
 
 import json
+from pathlib import Path
 
 import pytest
+from django.core.management import call_command
 from rest_framework.test import APIClient
 
 from gateway.billing.models import Generation
+from routing.output_bound import OPAQUE_OUTPUT_BYTES
+from tests.golden import FIXTURES
 from tests.support import sse_events
 
 MAX_TOKENS = 16
@@ -30,6 +34,14 @@ def assert_billed_as_allowed(generation_id: str, tokens: int = MAX_TOKENS) -> Ge
     assert record.tokens_output == tokens  # what the request allowed, not the upstream's 250,000
     assert record.cost > 0
     return record
+
+
+@pytest.fixture
+def hosted_catalog(standin_catalog):
+    """standin/search: the Responses wire runs the provider-run tools (tests/fixtures/web/hosted_catalog.yaml)."""
+    with open("/dev/null", "w") as quiet:
+        call_command("load_catalog", str(Path(FIXTURES) / "web" / "hosted_catalog.yaml"), stdout=quiet)
+    return standin_catalog
 
 
 # ---- POST /responses ----------------------------------------------------------------------------------------
@@ -96,6 +108,79 @@ def test_a_flooding_json_answer_is_cut_at_the_bound(alice, standin_catalog):
     assert result["status"] == "incomplete" and result["incomplete_details"] == {"reason": "max_output_tokens"}
     assert result["usage"]["output_tokens"] == MAX_TOKENS
     assert_billed_as_allowed(response["X-Generation-Id"])
+
+
+def test_a_cut_reasoning_answer_is_billed_the_tokens_its_bound_allowed(alice, standin_catalog):
+    # Given a reasoning request (low effort: Anthropic's thinking budget of 2,048 tokens on top of the 16 asked)
+    allowed = MAX_TOKENS + 2048
+    body = {
+        "model": "standin/echo",
+        "input": flooding(),
+        "max_output_tokens": MAX_TOKENS,
+        "reasoning": {"effort": "low"},
+        "stream": True,
+        **ANTHROPIC_WIRE,
+    }
+    # When the upstream floods it
+    response = alice.client().post("/api/v1/responses", body, format="json")
+    events, _ = sse_events(response)
+    relayed = "".join(event["delta"] for event in events if event["type"] == "response.output_text.delta")
+    # Then it is cut at the bound of the tokens allowed with the thinking budget, and billed exactly those tokens,
+    # which the hold covered (never more than was held)
+    assert len(relayed.encode()) == 8 * allowed
+    assert events[-1]["response"]["usage"]["output_tokens"] == allowed
+    record = assert_billed_as_allowed(response["X-Generation-Id"], allowed)
+    assert record.cost <= record.held
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_a_flood_of_provider_run_items_is_cut_at_their_bound(alice, hosted_catalog, stream):
+    # Given a request offering the code interpreter, and an upstream answering with 2 MiB of provider-run items
+    flood = 2 * 1024 * 1024
+    body = {
+        "model": "standin/search",
+        "input": f'Run it <<standin {{"flood": {flood}, "flood_field": "hosted"}}>>',
+        "max_output_tokens": MAX_TOKENS,
+        "tools": [{"type": "code_interpreter", "container": {"type": "auto"}}],
+        "stream": stream,
+        **RESPONSES_WIRE,
+    }
+    response = alice.client().post("/api/v1/responses", body, format="json")
+    assert response.status_code == 200
+    if stream:
+        events, raw = sse_events(response)
+        items = [event["item"] for event in events if event["type"] == "response.output_item.done"]
+        result = events[-1]["response"]
+        assert events[-1]["type"] == "response.incomplete"
+        assert len(raw) < 3 * OPAQUE_OUTPUT_BYTES  # each item in its done event and the final response
+    else:
+        result = response.json()
+        items = result["output"]
+    # Then the items relayed stay within the provider-run bound, and the answer ends incomplete, cut
+    assert 0 < len(json.dumps(items)) <= OPAQUE_OUTPUT_BYTES + 64 * 1024
+    assert len(json.dumps(result["output"])) <= OPAQUE_OUTPUT_BYTES + 64 * 1024
+    assert result["status"] == "incomplete" and result["incomplete_details"] == {"reason": "max_output_tokens"}
+    assert Generation.objects.get(id=response["X-Generation-Id"]).status == "incomplete"
+
+
+def test_a_flooding_reasoning_signature_is_cut(alice, standin_catalog):
+    # Given an upstream whose reasoning block comes with a 2 MiB signature
+    flood = 2 * 1024 * 1024
+    body = {
+        "model": "standin/echo",
+        "input": f'Think <<standin {{"flood": {flood}, "flood_field": "signature"}}>>',
+        "max_output_tokens": MAX_TOKENS,
+        "reasoning": {"effort": "low"},
+        "include": ["reasoning.encrypted_content"],
+        "stream": True,
+        **ANTHROPIC_WIRE,
+    }
+    response = alice.client().post("/api/v1/responses", body, format="json")
+    events, raw = sse_events(response)
+    # Then the signature is not relayed (nor kept), and the answer ends incomplete at the bound
+    assert len(raw) < OPAQUE_OUTPUT_BYTES
+    assert events[-1]["type"] == "response.incomplete"
+    assert_billed_as_allowed(response["X-Generation-Id"], MAX_TOKENS + 2048)
 
 
 # ---- POST /chat/completions -----------------------------------------------------------------------------------

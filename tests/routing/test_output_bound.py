@@ -4,16 +4,29 @@ passes them is cut (whole characters, tokens within the text kept, later items l
 from routing.canonical import (
     CanonicalRequest,
     CanonicalResponse,
+    HostedTool,
+    HostedToolCall,
     OutputFunctionCall,
+    OutputHostedTool,
     OutputMessage,
     OutputReasoning,
     ReasoningConfig,
+    ReasoningSealed,
     TextDelta,
     TokenLogprob,
     ToolCallStarted,
     Usage,
 )
-from routing.output_bound import OutputBudget, allowed_output_tokens, output_byte_limit
+from routing.output_bound import (
+    IMAGE_OUTPUT_BYTES,
+    OPAQUE_ITEM_MIN_BYTES,
+    OPAQUE_OUTPUT_BYTES,
+    OutputAllowance,
+    OutputBudget,
+    output_allowance,
+    output_budget,
+    output_byte_limit,
+)
 from tests.support import standin_endpoint
 
 
@@ -25,13 +38,15 @@ ENDPOINT = standin_endpoint(_Server(), adapter="openai_chat")  # max completion 
 
 
 def test_the_tokens_allowed_come_from_the_request_else_the_catalog():
-    assert allowed_output_tokens(CanonicalRequest(model="m", input=(), max_output_tokens=16), ENDPOINT) == 16
-    assert allowed_output_tokens(CanonicalRequest(model="m", input=()), ENDPOINT) == 4096
+    assert output_allowance(CanonicalRequest(model="m", input=(), max_output_tokens=16), ENDPOINT).tokens == 16
+    assert output_allowance(CanonicalRequest(model="m", input=()), ENDPOINT) == OutputAllowance(4096, held=4096)
+    # no maximum anywhere: the bound is the context, the hold (and a cut's bill) the gateway's default
     unlimited = standin_endpoint(_Server(), adapter="openai_chat", max_completion_tokens=None)
-    assert allowed_output_tokens(CanonicalRequest(model="m", input=()), unlimited) == 32768
-    # a reasoning request: the thinking budget an adapter may add upstream on top (as the usage bounds allow)
+    assert output_allowance(CanonicalRequest(model="m", input=()), unlimited) == OutputAllowance(32768, held=4096)
+    # a reasoning request: the thinking budget an adapter may add upstream on top, in the bound and the hold alike
     thinking = CanonicalRequest(model="m", input=(), max_output_tokens=100, reasoning=ReasoningConfig(effort="xhigh"))
-    assert allowed_output_tokens(thinking, ENDPOINT) == 100 + 32768
+    assert output_allowance(thinking, ENDPOINT) == OutputAllowance(100 + 32768, held=100 + 32768)
+    assert output_allowance(thinking, unlimited) == OutputAllowance(100 + 32768, held=100 + 32768)
     assert output_byte_limit(16) == 256 and output_byte_limit(1000) == 8000
 
 
@@ -85,3 +100,55 @@ def test_a_whole_answer_past_the_bound_keeps_what_fits_and_ends_incomplete():
 def test_an_answer_within_the_bound_is_untouched():
     answer = CanonicalResponse(output=(OutputMessage(text="Hello"),))
     assert OutputBudget(16).response(answer) is answer
+
+
+def code_call(number: int, logs: str) -> OutputHostedTool:
+    return OutputHostedTool(item={"type": "code_interpreter_call", "id": f"ci_{number}", "outputs": [{"logs": logs}]})
+
+
+def test_provider_run_items_count_against_their_own_bound():
+    # Given a request allowing 16 tokens (256 bytes of text) and an upstream sending 64 KiB provider-run items
+    budget = OutputBudget(16)
+    relayed = [budget.event(HostedToolCall(code_call(n, "x" * 65_000))) for n in range(40)]
+    # Then items are relayed while the provider-run bound (1 MiB) has room, the next one is left out and cut
+    kept = [event for event in relayed if event is not None]
+    assert 0 < len(kept) * 65_000 <= OPAQUE_OUTPUT_BYTES < (len(kept) + 1) * 65_000
+    assert relayed[len(kept)] is None and budget.exhausted
+    # And each item counts at least OPAQUE_ITEM_MIN_BYTES, so a flood of tiny items is bounded too
+    tiny = OutputBudget(16)
+    count = sum(1 for n in range(5000) if tiny.event(HostedToolCall(code_call(n, ""))) is not None)
+    assert count == OPAQUE_OUTPUT_BYTES // OPAQUE_ITEM_MIN_BYTES and tiny.exhausted
+
+
+def test_a_request_offering_image_generation_allows_an_image_s_bytes():
+    image = HostedTool(spec={"type": "image_generation"}, source="tools[0]")
+    request = CanonicalRequest(model="m", input=(), max_output_tokens=16, hosted_tools=(image,))
+    png = OutputHostedTool(item={"type": "image_generation_call", "id": "ig_1", "result": "A" * 3_000_000})
+    assert output_budget(request, ENDPOINT).event(HostedToolCall(png)) is not None
+    assert OutputBudget(16).event(HostedToolCall(png)) is None  # 3 MB on a request that asked for no image
+    assert IMAGE_OUTPUT_BYTES > 3_000_000 > OPAQUE_OUTPUT_BYTES
+
+
+def test_a_reasoning_seal_counts_against_the_same_bound():
+    sealed = ReasoningSealed(signature="s" * 500, encrypted_content=None, format="anthropic-claude-v1")
+    assert OutputBudget(16).event(sealed) is sealed  # an ordinary signature passes as it is
+    budget = OutputBudget(16)
+    assert budget.event(ReasoningSealed(encrypted_content="e" * (OPAQUE_OUTPUT_BYTES + 1))) is None
+    assert budget.exhausted
+
+
+def test_a_whole_answer_s_provider_run_items_and_seals_are_bounded():
+    answer = CanonicalResponse(
+        output=(
+            OutputReasoning(summary=("thought",), signature="s" * 600_000),
+            code_call(1, "x" * 300_000),
+            code_call(2, "x" * 300_000),
+            OutputMessage(text="The answer."),
+        ),
+    )
+    cut = OutputBudget(16).response(answer)
+    assert cut.output == answer.output[:2]  # the second call would pass 1 MiB: it and what follows are left out
+    assert cut.status == "incomplete" and cut.output_cut
+    # an answer with ordinary items is untouched
+    ordinary = CanonicalResponse(output=(OutputReasoning(signature="sig"), code_call(1, "42"), OutputMessage("Hi")))
+    assert OutputBudget(16).response(ordinary) is ordinary
