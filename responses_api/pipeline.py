@@ -9,6 +9,7 @@ generation_settle, one transaction) -> render (responses_api.render for JSON, re
 
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
+from functools import partial
 from typing import cast
 
 from rest_framework.request import Request
@@ -18,6 +19,7 @@ from gateway.errors import GatewayError
 from responses_api import stages
 from responses_api.metadata import metadata_requested
 from responses_api.normalize import Prepared, reestimated
+from responses_api.own_hold import response_own_hold
 from responses_api.render import output_items
 from responses_api.service import (
     ResponseRun,
@@ -65,6 +67,7 @@ def prepare_run(*, ctx: RequestContext, data: dict) -> ResponseRun:
         stages.refuse_unhonoured_tools(data.get("tools") or [])
         prepared = response_normalize(ctx=ctx, data=data)
         ctx = replace(ctx, models=tuple(prepared.models), suffix=prepared.suffix)
+        ctx = replace(ctx, own_hold=partial(response_own_hold, ctx=ctx, prepared=prepared))  # asked by a fusion panel
         prepared, ran = pre_stages(prepared, ctx)
         ctx = replace(ctx, models=tuple(prepared.models), request=prepared.canonical, caps=prepared.caps)
         try:

@@ -133,6 +133,10 @@ class RequestContext:
     # The budgets (guardrails) the request's holds must fit in, once the guardrail stage set them: every hold of a
     # model call made for the request (a fusion panel's) checks them, with the credits, before the call.
     caps: tuple[SpendCap, ...] = ()
+    # What the request's own hold will need were it this request routed to these models, its input estimated this
+    # many tokens more (the pipeline's responses_api.own_hold; None outside it): a stage whose paid calls run before
+    # that hold (a fusion panel) holds it up front too, so that hold is never refused after they ran.
+    own_hold: Callable[[CanonicalRequest, tuple[str, ...], int], Decimal] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -79,6 +79,10 @@ DEFAULT_PRESET = "general-high"
 PANEL_TOOLS = ("gateway:web_search", "gateway:web_fetch", "gateway:datetime", "gateway:search_models")
 DEFAULT_MAX_TOOL_CALLS = 4  # per panel member (the spec: 1-16)
 MAX_ANSWER_CHARS = 20_000  # of each panel answer, in the analyst's and the writer's prompt
+# And at most this many characters per output token the call may bill (its text is cut there): an honest answer
+# has 3-5 a token, and the final answer's hold, taken before the panel runs, counts the writer's prompt at this.
+ANSWER_CHARS_PER_TOKEN = 8
+NO_ANALYSIS = "(no analysis available)"
 ANSWER_HEADER_TOKENS = 32  # a panel answer's header in the analyst's prompt ("--- Panelist 2 (model) ---")
 ANALYSIS_KEYS = ("consensus", "contradictions", "partial_coverage", "unique_insights", "blind_spots")
 MSG_CREDITS = (
@@ -494,7 +498,7 @@ def _analysis_request(request: CanonicalRequest, served: list[PanelAnswer]) -> C
         input=(
             Message(
                 role="user",
-                content=(TextPart(f"Request:\n{_question(request)}\n\nAnswers:\n{_answers_block(served)}"),),
+                content=(TextPart(f"Request:\n{_question(request)}\n\nAnswers:\n{_answers_block(served, request)}"),),
             ),
         ),
         text_format={"type": "json_object"},
@@ -523,10 +527,36 @@ def _question(request: CanonicalRequest) -> str:
     return "\n\n".join(texts)[-MAX_ANSWER_CHARS:]
 
 
-def _answers_block(answers: list[PanelAnswer]) -> str:
+def _shown_chars(request: CanonicalRequest) -> int:
+    """The most characters of a panel answer (or of the analysis) the analyst and the writer read."""
+    return min(MAX_ANSWER_CHARS, (request.max_output_tokens or DEFAULT_OUTPUT_TOKENS) * ANSWER_CHARS_PER_TOKEN)
+
+
+def _answers_block(answers: list[PanelAnswer], request: CanonicalRequest) -> str:
+    shown = _shown_chars(request)
     return "\n\n".join(
-        f"--- Panelist {index} ({a.model}) ---\n{a.text[:MAX_ANSWER_CHARS]}" for index, a in enumerate(answers, start=1)
+        f"--- Panelist {index} ({a.model}) ---\n{a.text[:shown]}" for index, a in enumerate(answers, start=1)
     )
+
+
+def _writer_instructions(request: CanonicalRequest, served: list[PanelAnswer], analysis: dict | None) -> str:
+    """The final answer's instructions: the request's, then the panel answers and the analysis for the writer."""
+    analysis_text = (
+        json.dumps(analysis, ensure_ascii=False)[: _shown_chars(request)] if analysis is not None else NO_ANALYSIS
+    )
+    return (f"{request.instructions}\n\n" if request.instructions else "") + (
+        f"{WRITER_INSTRUCTIONS}\n\nPanel answers:\n{_answers_block(served, request)}\n\n"
+        f"Analysis (JSON):\n{analysis_text}"
+    )
+
+
+def _writer_tokens(request: CanonicalRequest, panel: Panel) -> int:
+    """The most input tokens the writer's instructions add to the request, as the request's own hold estimates its
+    input (4 characters a token): every member answering at most what _answers_block shows, the analysis too."""
+    shown = _shown_chars(request)
+    answers = [PanelAnswer(model, "completed", text="x" * shown) for model in panel.models]
+    longest = _writer_instructions(request, answers, {"consensus": ["x" * (shown + len(NO_ANALYSIS))]})
+    return (len(longest) - len(request.instructions or "")) // CHARS_PER_TOKEN + 1
 
 
 # ---- the analysis ------------------------------------------------------------------------------------------
@@ -595,6 +625,25 @@ def panel_hold(ctx: RequestContext, worst: Decimal, *, label: str) -> Reservatio
     return call_hold(ctx, worst, label=label)
 
 
+def _final_hold(request: CanonicalRequest, ctx: RequestContext, panel: Panel) -> Decimal | GatewayError | None:
+    """What the request's own hold will need once the panel ran, by that hold's own estimate (ctx.own_hold): the
+    analyst writing the final answer, its input the request and the writer's instructions at their longest; or,
+    when every member fails, the request sent to the first member as it is. The panel's hold covers it, so that
+    hold, taking the panel's over, is never refused after the panel ran. The refusal when the analyst cannot take
+    that input; None without a pipeline (worst_cost's own estimate of the final answer then)."""
+    if ctx.own_hold is None:
+        return None
+    try:
+        final = ctx.own_hold(request, (panel.analyst,), _writer_tokens(request, panel))
+    except GatewayError as error:
+        return error
+    try:
+        plain = ctx.own_hold(request, (panel.models[0],), 0)
+    except GatewayError:  # that plain request then fails as one would: the panel held nothing for it
+        plain = Decimal(0)
+    return max(final, plain)
+
+
 def fusion_stage(
     request: CanonicalRequest, ctx: RequestContext, *, options: dict, limits: tuple[RoutingLimit, ...]
 ) -> Staged | Block:
@@ -624,7 +673,11 @@ def fusion_stage(
     # the members answer without the provider-run tools (their endpoints were not chosen for them; the panel's own
     # `tools` search), the final answer runs them
     panel_request = replace(request, tools=(), tool_choice=None, hosted_tools=())
-    worst = worst_cost(panel_request, [plans[model] for model in panel.models], analyst_plan, panel=panel)
+    final = _final_hold(request, ctx, panel)
+    if isinstance(final, GatewayError):  # the final answer could not be routed: refused before any paid call
+        return Block(final.message, status=final.status, metadata=final.metadata or None)
+    members = [plans[model] for model in panel.models]
+    worst = worst_cost(panel_request, members, analyst_plan, panel=panel, final_answer=final is None) + (final or 0)
     # The panel runs before the request's own hold: its worst case (the final answer's included) is held first;
     # the request's hold takes it over (the pipeline), or a refused request's charge does.
     hold = panel_hold(ctx, worst, label="gateway/fusion (panel)")
@@ -655,12 +708,7 @@ def fusion_stage(
             record={"router": fused.record(panel.analyst)},
             holds=(hold,),
         )
-    analysis_text = (
-        json.dumps(fused.analysis, ensure_ascii=False) if fused.analysis is not None else "(no analysis available)"
-    )
-    instructions = (f"{request.instructions}\n\n" if request.instructions else "") + (
-        f"{WRITER_INSTRUCTIONS}\n\nPanel answers:\n{_answers_block(fused.served)}\n\nAnalysis (JSON):\n{analysis_text}"
-    )
+    instructions = _writer_instructions(request, fused.served, fused.analysis)
     failed = len(fused.answers) - len(fused.served)
     summary = f"{len(fused.served)} of {len(fused.answers)} panel answers" + (f" ({failed} failed)" if failed else "")
     outcome = summary + f"; final answer by {panel.analyst}"

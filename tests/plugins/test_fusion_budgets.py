@@ -303,3 +303,70 @@ def test_a_fusion_panel_that_fails_unexpectedly_is_charged_what_it_spent(alice, 
     assert charged(alice) > 0
     assert not Generation.objects.filter(status="in_progress").exists()
     assert assert_books(alice.account_id).reserved == 0
+
+
+def test_a_fusion_request_its_own_hold_cannot_follow_is_refused_before_the_panel_runs(db, standin):
+    """Given carol, whose balance covers the panel, its analysis and a final answer reading 10,000 tokens, models
+    that bill every call its worst case, and a gateway/fusion request of about 20,000 tokens (the final answer
+    reads all of it: the request's own hold counts it), when she sends it, then she is refused with 402 before any
+    panel member runs: nothing is charged, no hold stays open. Before, the panel's hold counted the final answer as
+    reading the question's last 20,000 characters only: the panel ran, the request's own hold was refused (402),
+    and the panel was charged."""
+    from plugins.routing_plugins import fusion
+    from routing.canonical import CanonicalRequest, Message, TextPart
+    from routing.pricing import max_cost
+
+    absurd = "input_tokens=1000000,output_tokens=1000000"  # every call billed its worst case: what was sent
+    scripts = {model: f"text=Answer from {model.split('/')[1]},{absurd}" for model in PANEL}
+    routers_catalog(standin, scripts={**scripts, ANALYST: f'text={{"consensus": ["short names win"]}},{absurd}'})
+    text = "Name a cat. " * 6_700  # about 80,000 characters: 20,000 tokens, within every model's context
+    question = CanonicalRequest(
+        model="", input=(Message(role="user", content=(TextPart(text),)),), max_output_tokens=MAX_OUTPUT
+    )
+    panel = fusion.panel_settings({"analysis_models": PANEL, "model": ANALYST, "tools": []})
+    assert isinstance(panel, fusion.Panel)
+    plans = {model: fusion._plan(model, ()) for model in (*panel.models, panel.analyst)}
+    panel_and_analysis = fusion.worst_cost(
+        question, [plans[m] for m in panel.models], plans[ANALYST], panel=panel, final_answer=False
+    )
+    analyst = endpoint_info(Endpoint.objects.select_related("provider", "model").get(model_id=ANALYST))
+    balance = panel_and_analysis + max_cost(endpoint=analyst, input_tokens=10_000, max_output_tokens=MAX_OUTPUT)
+    carol = Persona(account_provision(name="carol", plan="payg", credits=balance))
+    plugin = {"id": "fusion", "analysis_models": PANEL, "model": ANALYST, "tools": []}
+    payload = {"model": "gateway/fusion", "input": text, "max_output_tokens": MAX_OUTPUT, "plugins": [plugin]}
+
+    response = carol.client().post("/api/v1/responses", payload, format="json")
+
+    assert response.status_code == 402, response.content
+    assert standin.requests_for("/chat/completions") == []  # no panel member, no analyst ran
+    assert charged(carol) == 0
+    assert not Generation.objects.filter(status="in_progress").exists()
+    assert assert_books(carol.account_id).reserved == 0
+
+
+def test_the_final_answer_reads_no_more_than_the_panels_hold_counted_for_it(alice, db, standin):
+    """Given panel members that answer 100 kB each while reporting 20 output tokens, when a gateway/fusion request
+    asking for 64 output tokens runs, then the writer's prompt carries each answer cut at what 64 tokens can
+    honestly hold, never more than the panel's hold counted for the final answer (fusion._writer_tokens: the
+    estimate and the prompt it bounds cannot drift apart). The output bound (routing.output_bound) cuts such an
+    answer at the same length already; the writer's prompt does not rely on it."""
+    from plugins.routing_plugins import fusion
+    from routing.canonical import CanonicalRequest, Message, TextPart
+    from routing.side_calls import CHARS_PER_TOKEN
+
+    flood = f"flood=100000,input_tokens={INPUT_TOKENS},output_tokens={OUTPUT_TOKENS}"
+    analyst = f'text={{"consensus": ["short names win"]}},input_tokens={INPUT_TOKENS},output_tokens={OUTPUT_TOKENS}'
+    routers_catalog(standin, scripts={**{model: flood for model in PANEL}, ANALYST: analyst})
+    question = CanonicalRequest(
+        model="", input=(Message(role="user", content=(TextPart("Name a cat"),)),), max_output_tokens=MAX_OUTPUT
+    )
+    panel = fusion.panel_settings({"analysis_models": PANEL, "model": ANALYST, "tools": []})
+    assert isinstance(panel, fusion.Panel)
+
+    response = fusion_slug(alice)
+
+    assert response.status_code == 200, response.content
+    final = standin.requests_for("/chat/completions")[-1]["body"]
+    [instructions] = [m["content"] for m in final["messages"] if m["role"] in ("system", "developer")]
+    assert len(instructions) > len(PANEL) * MAX_OUTPUT  # the answers are there...
+    assert len(instructions) <= fusion._writer_tokens(question, panel) * CHARS_PER_TOKEN  # ...as far as held
