@@ -370,3 +370,22 @@ def test_the_final_answer_reads_no_more_than_the_panels_hold_counted_for_it(alic
     [instructions] = [m["content"] for m in final["messages"] if m["role"] in ("system", "developer")]
     assert len(instructions) > len(PANEL) * MAX_OUTPUT  # the answers are there...
     assert len(instructions) <= fusion._writer_tokens(question, panel) * CHARS_PER_TOKEN  # ...as far as held
+
+
+def test_a_fusion_request_too_long_for_the_analyst_is_refused_before_the_panel_runs(alice, db, standin):
+    """Given a gateway/fusion request of about 35,000 tokens, more than the analyst's context (32,768), when alice
+    sends it, then it is refused as a plain request to the analyst would be (400, the input too long for every
+    endpoint) before any panel member runs, and nothing is charged. Before, the panel ran, the request's own plan
+    found no endpoint for the final answer, and the panel was charged for a refused request."""
+    catalog(standin)
+    plugin = {"id": "fusion", "analysis_models": PANEL, "model": ANALYST, "tools": []}
+    text = "Name a cat. " * 11_700  # about 140,000 characters
+    payload = {"model": "gateway/fusion", "input": text, "max_output_tokens": MAX_OUTPUT, "plugins": [plugin]}
+
+    response = alice.client().post("/api/v1/responses", payload, format="json")
+
+    assert response.status_code == 400, response.content
+    assert "context" in response.json()["error"]["message"]
+    assert standin.requests_for("/chat/completions") == []
+    assert charged(alice) == 0
+    assert not Generation.objects.filter(status="in_progress").exists()
