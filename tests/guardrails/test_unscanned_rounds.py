@@ -6,6 +6,7 @@ text with look-alike letters once per view."""
 
 import base64
 import json
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -67,6 +68,10 @@ def test_a_streamed_loop_ends_refused_when_a_fetched_page_is_blocked(alice, page
     assert "guardrail Team policy" in failed["response"]["error"]["message"], failed
     assert b"STANDIN-ARTICLE-TEXT" not in raw
     assert len(upstream_calls(pages)) == 1
+    from gateway.billing.models import Generation
+
+    (charged,) = Generation.objects.filter(account_id=alice.account_id, api_key__isnull=False)
+    assert charged.status == "failed" and charged.cost > 0  # the round that ran is billed
 
 
 def test_a_redaction_in_a_fetched_page_is_what_the_model_reads(alice, pages):
@@ -85,6 +90,10 @@ def test_web_search_results_are_scanned_before_the_next_round(alice, searxng):  
     body = assert_error_envelope(response, 403)
     assert body["error"]["metadata"]["patterns"] == ["news"]
     assert len(upstream_calls(searxng)) == 1 and len(searxng.requests_for("/search")) == 1
+    from gateway.billing.models import Generation
+
+    (charged,) = Generation.objects.filter(account_id=alice.account_id, api_key__isnull=False)
+    assert charged.cost >= Decimal("0.004")  # the first round and the search ran: charged with the refusal
 
 
 def test_a_tool_that_tool_search_finds_is_scanned_before_it_is_declared(alice, standin_catalog):
