@@ -274,14 +274,16 @@ def test_a_settlement_that_takes_over_a_side_calls_hold_is_retried_with_it(alice
     assert (assert_books(alice.account_id).balance, assert_books(alice.account_id).reserved) == (Decimal("2.5"), 0)
 
 
-def test_a_side_calls_settlement_whose_answer_was_lost_is_not_repeated(alice, retries):
+def test_a_side_calls_settlement_cut_midway_is_retried_whole(alice, retries):
     queue, clock = retries
-    # Given a settlement taking over a panel's hold that ran, but whose answer never came back
+    # Given a settlement taking over a panel's hold whose connection died after its first statement ran (the
+    # transaction rolled back: nothing of it stays, the panel's hold is not given back alone)
     panel = credits_reserve(account_id=alice.account_id, amount=Decimal("6"))
     hold = credits_reserve(account_id=alice.account_id, amount=Decimal("3"))
     with database_down(after_running=True), pytest.raises(OperationalError):
         generation_settle(reservation=hold, record=served(hold, cost="7.5"), charge=True, replacing=(panel,))
-    # When its retry runs, then it is charged once, in full, and nothing is given back twice
+    assert Generation.objects.filter(pk=panel.id, status=IN_PROGRESS).exists()
+    # When its retry runs, then it is charged once, in full, and the panel's hold given back with it
     clock.now += 10
     queue.run_due()
     assert charges(hold.id) == 1 and len(queue) == 0
