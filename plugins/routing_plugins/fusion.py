@@ -555,8 +555,9 @@ def _writer_tokens(request: CanonicalRequest, panel: Panel) -> int:
     input (4 characters a token): every member answering at most what _answers_block shows, the analysis too."""
     shown = _shown_chars(request)
     answers = [PanelAnswer(model, "completed", text="x" * shown) for model in panel.models]
-    longest = _writer_instructions(request, answers, {"consensus": ["x" * (shown + len(NO_ANALYSIS))]})
-    return (len(longest) - len(request.instructions or "")) // CHARS_PER_TOKEN + 1
+    analyses = ({"consensus": ["x" * shown]}, None)  # one cut at `shown`, or none (NO_ANALYSIS: it may be longer)
+    longest = max(len(_writer_instructions(request, answers, analysis)) for analysis in analyses)
+    return (longest - len(request.instructions or "")) // CHARS_PER_TOKEN + 1
 
 
 # ---- the analysis ------------------------------------------------------------------------------------------
