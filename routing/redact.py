@@ -3,14 +3,18 @@ error body, a key in an in-band stream error, its response id), and what it says
 the generation records. routing.upstream scrubs every UpstreamError leaving an attempt with `scrub_error`, and the
 identifiers of its answers (response id, model, service tier) with `scrub_response` / `scrub_event`: each
 credential sent on that attempt is removed verbatim and in the forms an echo may take (base64, standard or
-URL-safe, at any byte alignment inside a longer base64 string; hex; percent-encoded, wholly or in part; split by
-whitespace or separators; its first characters at the end of a cut text), and so is anything shaped like a key
+URL-safe, at any byte alignment inside a longer base64 string; hex; percent-encoded or JSON-escaped, wholly or in
+part; in look-alike characters NFKC folds to it (fullwidth, mathematical letters); split by whitespace, separators
+or invisible characters, or spelled out as an array of its characters; its first characters at the end of a cut
+text), and so is anything shaped like a key
 (`sk-...`, `AKIA...`, `Bearer ...`, a JWT, a PEM private key, a long token after a word like "key" or "token").
 Ordinary prose is left alone. The work is linear in the text, and only its first MAX_SCAN characters are read
 (the message keeps fewer)."""
 
 import binascii
+import functools
 import re
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
@@ -28,8 +32,12 @@ MAX_MESSAGE = 2000  # characters of upstream text kept
 # unless redactions shrink them 16-fold, and a credential cut at the end loses its tail there too (_cut_tail).
 MAX_SCAN = 16 * MAX_MESSAGE
 MIN_ENCODED = 8  # credentials at least this long are also looked for encoded and split by separators
-# Between the characters of an echoed credential: whitespace and the separators people and tools insert.
-SEPARATORS = frozenset(" \t\r\n\f\v-.:,")
+# Between the characters of an echoed credential: whitespace, the separators people and tools insert, and what a
+# JSON or Python array of its characters puts between them (quotes, brackets, backslashes). Also every ASCII control
+# character, and every non-ASCII character that is invisible or blank (Unicode categories C*, Z*, and combining
+# marks: a zero-width space, a soft hyphen, a BOM). The view removes them from the text and from the secrets alike,
+# so a secret's own underscores (or dashes) are no obstacle: "sk_live_x" is looked for as "sklivex".
+SEPARATORS = frozenset(" \t\r\n\f\v-.:,_|\"'[]\\")
 # An upstream's identifiers as the gateway stores and shows them: short tokens of plain characters.
 UPSTREAM_ID = re.compile(r"[A-Za-z0-9_.:\-]{1,128}")
 UPSTREAM_MODEL = re.compile(r"[A-Za-z0-9_.:/@+\-]{1,128}")
@@ -83,7 +91,8 @@ def request_secrets(*, url: str, headers: dict, extra: Iterable[str] = ()) -> tu
     for name, value in parse_qsl(urlsplit(url).query, keep_blank_values=False):
         if _CREDENTIAL_PARAM.search(name):
             values.add(value)
-    return Secrets(sorted({v for v in values if isinstance(v, str) and v.strip()}, key=len, reverse=True))
+    # In a set order (by length, then value): an attempt with the same credentials has the same Secrets (_forms_of).
+    return Secrets(sorted({v for v in values if isinstance(v, str) and v.strip()}, key=lambda v: (-len(v), v)))
 
 
 class Secrets(tuple[str, ...]):
@@ -98,8 +107,20 @@ class Secrets(tuple[str, ...]):
     @property
     def forms(self) -> "_Forms":
         if self._forms is None:
-            self._forms = _Forms(self)
+            self._forms = _forms_of(tuple(self))
         return self._forms
+
+
+# Building the forms costs ~30 us for one long key, and every attempt (with the same few credentials, mostly) builds
+# its Secrets anew. Memoized per process by the exact secrets, in order. This keeps the plaintext of the last
+# FORMS_CACHE_SIZE attempts' credentials (and their encoded forms) in this process's memory after the attempts end:
+# bounded, never written anywhere, and the same process holds those credentials to send them anyway.
+FORMS_CACHE_SIZE = 32
+
+
+@functools.lru_cache(maxsize=FORMS_CACHE_SIZE)
+def _forms_of(secrets: tuple[str, ...]) -> "_Forms":
+    return _Forms(secrets)
 
 
 class _Forms:
@@ -124,7 +145,7 @@ class _Forms:
             exact, folded = encoded_forms(secret)
             self.exact += exact
             self.folded += folded
-        pieces = {_SEPARATOR_RUN.sub("", piece).lower() for secret in distinct for piece in _PIECE_SPLIT.split(secret)}
+        pieces = {_plain(piece)[1] for secret in distinct for piece in _PIECE_SPLIT.split(secret)}
         self.grams = frozenset(
             piece[i : i + FRAGMENT]
             for piece in pieces
@@ -157,27 +178,36 @@ def scrub(text: str, secrets: Iterable[str] = ()) -> str:
 def encoded_forms(secret: str) -> tuple[list[str], list[str]]:
     """(case-sensitive forms, lower-case forms) of a credential as an echo may carry it: itself, its hex, and the
     characters of its base64 (standard and URL-safe) that depend on it alone, for each of the three byte
-    alignments it may have inside a longer base64 string (padding is never among them). Separators are left out
-    of every form, as they are of the text they are looked for in."""
+    alignments it may have inside a longer base64 string (padding is never among them). Each form is read as the
+    text it is looked for in is (`_plain_view`: separators left out, look-alikes folded)."""
     raw = secret.encode(errors="surrogatepass")  # a lone surrogate (a key that could not be sent) must not raise
-    forms = [_SEPARATOR_RUN.sub("", secret)]
+    forms = [_plain(secret)[0]]
     for offset in range(3):
         encoded = binascii.b2a_base64(b"\0" * offset + raw + b"\0\0", newline=False).decode()
         # character i holds bits [6i, 6i + 6): it depends on the secret alone when they lie within its bits
         core = encoded[-(-8 * offset // 6) : 8 * (offset + len(raw)) // 6]
-        forms += [core, core.translate(_URLSAFE).replace("-", "")]  # '-' is a separator, '+' and '/' are not
+        forms += [core, core.translate(_URLSAFE).translate(_DROP_SEPARATORS)]  # '-_' are separators, '+/' not
     return [form for form in forms if len(form) >= MIN_ENCODED], [raw.hex()]
 
 
 _URLSAFE = str.maketrans("+/", "-_")
 _PIECE_SPLIT = re.compile(r"[/\s]+")
-_SEPARATOR_RUN = re.compile(r"[ \t\r\n\f\v.:,\-]+")  # SEPARATORS, as a pattern
-# A percent-escape, a run of characters that are neither separators nor '%', or a lone '%' (separators match none).
-_VIEW = re.compile(r"%[0-9A-Fa-f]{2}|[^% \t\r\n\f\v.:,\-]+|%")
+_ASCII_SEPARATORS = "".join(sorted(SEPARATORS)) + "".join(map(chr, range(32))) + "\x7f"
+_DROP_SEPARATORS = str.maketrans("", "", _ASCII_SEPARATORS)
+_RUN_SEPARATORS = re.escape(_ASCII_SEPARATORS.replace("\\", ""))  # a backslash may start an escape: one at a time
+# What the view reads, in order: a percent-escape; a JSON escape of a character (\u0073) or of whitespace (\n); a run
+# of plain ASCII characters (neither separators nor '%'); a run of ASCII separators, or a backslash; one non-ASCII
+# character; a lone '%'. Every match is a run or at most 6 characters: the loop over them is linear in the text.
+_VIEW = re.compile(
+    r"%[0-9A-Fa-f]{2}|\\u[0-9A-Fa-f]{4}|\\[bfnrt]|"
+    rf"([^%\x80-\U0010ffff{re.escape(_ASCII_SEPARATORS)}]+)|[{_RUN_SEPARATORS}]+|\\|([^\x00-\x7f])|%"
+)
+MAX_FOLD = 4  # characters one character may fold to ("㎏" -> "kg")
+FOLD_CACHE_SIZE = 4096  # distinct non-ASCII characters whose folded form is kept (the view reads one at a time)
 
 
 def _cut_secrets(text: str, forms: "_Forms") -> str:
-    """Read with its separators skipped and its percent-escapes decoded ("s k-p r", "sk%2Dpr"), the text loses:
+    """Read as its characters (`_plain_view`: "s k-p r", "sk%2Dpr", "s\\u006b", "ｓｋ"), the text loses:
     - every credential at least MIN_ENCODED long, in any of its `encoded_forms` ("c2stcHJ", "736b2d70");
     - any run of FRAGMENT or more characters (any case) of a long credential, wherever it is: an upstream that
       echoes half a key ("sk-abc...") or its tail ("...xyz123") leaks part of it. Credentials are split on '/'
@@ -187,7 +217,7 @@ def _cut_secrets(text: str, forms: "_Forms") -> str:
     if not forms.exact or len(text) < MIN_ENCODED:
         return text
     plain, starts, ends = _plain_view(text)
-    lowered = plain.lower()
+    lowered = _lower(plain)
     covered = bytearray(len(text))
 
     def cover(begin: int, end: int) -> None:  # plain[begin:end], in the text
@@ -207,24 +237,68 @@ def _cut_secrets(text: str, forms: "_Forms") -> str:
 
 
 def _plain_view(text: str) -> tuple[str, list[int], list[int]]:
-    """The text without separators and with %XX decoded, and for each of its characters where it starts and
-    ends in the text (runs of plain characters are taken whole: the loop is per run, not per character)."""
+    """The text as its characters read: without separators, with %XX and JSON's \\uXXXX decoded, and each other
+    character folded by NFKC (fullwidth and mathematical letters to ASCII ones); and for each character of that
+    view, where it starts and ends in the text, so a match is removed as it was written. Runs of plain ASCII
+    characters are taken whole (the loop is per run, not per character); a non-ASCII character is folded on its
+    own (NFKC of one character, cached; at most MAX_FOLD characters), so each character of the view has one span."""
     parts: list[str] = []
     starts: list[int] = []
     ends: list[int] = []
     for match in _VIEW.finditer(text):
-        part, begin = match.group(), match.start()
-        if part[0] == "%" and len(part) == 3:
-            part = chr(int(part[1:], 16))
-            if part in SEPARATORS:
-                continue
-            starts.append(begin)
-            ends.append(begin + 3)
-        else:
-            starts.extend(range(begin, begin + len(part)))
-            ends.extend(range(begin + 1, begin + len(part) + 1))
-        parts.append(part)
+        begin, end = match.span()
+        run = match.group(1)
+        if run is not None:
+            starts.extend(range(begin, end))
+            ends.extend(range(begin + 1, end + 1))
+            parts.append(run)
+            continue
+        part = match.group()
+        if match.group(2) is not None:
+            part = _fold(part)
+        elif part[0] == "%" and len(part) == 3:
+            part = _fold(chr(int(part[1:], 16)))
+        elif part[0] == "\\" and len(part) == 6:
+            part = _fold(chr(int(part[2:], 16)))
+        elif part != "%":  # separators, and JSON's escapes of whitespace
+            continue
+        if part:
+            starts.extend([begin] * len(part))
+            ends.extend([end] * len(part))
+            parts.append(part)
     return "".join(parts), starts, ends
+
+
+@functools.lru_cache(maxsize=FOLD_CACHE_SIZE)
+def _fold(char: str) -> str:
+    """One character as the view reads it: NFKC, less separators and invisible characters. A character NFKC spells
+    with more than MAX_FOLD characters (U+FDFA: 18) is no look-alike of a key's: it is kept as it is, so the view
+    is at most MAX_FOLD times the text read."""
+    folded = unicodedata.normalize("NFKC", char)
+    if len(folded) > MAX_FOLD:
+        return char
+    return "".join(c for c in folded if not _is_separator(c))
+
+
+def _is_separator(char: str) -> bool:
+    if char.isascii():
+        return char in _ASCII_SEPARATORS
+    category = unicodedata.category(char)
+    return category[0] in "CZ" or category in ("Mn", "Me")
+
+
+def _lower(plain: str) -> str:
+    """The view in lower case, character for character (str.lower turns some characters into two: "İ")."""
+    lowered = plain.lower()
+    if len(lowered) == len(plain):
+        return lowered
+    return "".join(low if len(low := c.lower()) == 1 else c for c in plain)
+
+
+def _plain(text: str) -> tuple[str, str]:
+    """The view of a secret (or a piece of one), and in lower case."""
+    plain = _plain_view(text)[0]
+    return plain, _lower(plain)
 
 
 def _redact_covered(text: str, covered: bytearray) -> str:
@@ -287,10 +361,10 @@ def scrub_token(value: Any, secrets: Iterable[str], *, shape: re.Pattern = UPSTR
 
 
 def _token_leaks(token: str, secrets: Secrets) -> bool:
-    """Whether `scrub` would change a token (no whitespace, no '%': its plain view is itself without separators),
+    """Whether `scrub` would change a token (ASCII, no '%' or '\\': its plain view is itself without separators),
     found by searching rather than replacing: an answer's identifiers are checked on every request."""
     forms = secrets.forms
-    plain = _SEPARATOR_RUN.sub("", token)
+    plain = token.translate(_DROP_SEPARATORS)
     lowered = plain.lower()
     if any(form in plain for form in forms.exact) or any(form in lowered for form in forms.folded):
         return True
