@@ -688,12 +688,17 @@ def fusion_stage(
         return Block(MSG_CREDITS.format(cost=worst), status=402)
     meter = Meter()
     try:
-        fused = drain(fuse(panel_request, panel, plans, meter))
+        return _fused(request, panel, drain(fuse(panel_request, panel, plans, meter)), hold)
     except BaseException:
         # Failed midway (a bug, not a model's failure: those are answers): what the calls that ran spent is charged
         # out of the hold (each at most what the hold counted for it), the rest given back.
         call_charge(ctx, hold, cost=meter.cost, usage=meter.usage)
         raise
+
+
+def _fused(request: CanonicalRequest, panel: Panel, fused: Fused, hold: ReservationHandle) -> Staged:
+    """The stage's result once the panel ran: the final answer's request (the writer's instructions) for the
+    analyst, or the request as it is for the first member when every member failed; the panel's hold handed on."""
     data = fused.data(panel)
     cost, usage = fused.cost, fused.usage
     if not fused.served:  # as a plain request to the first panel model: its error (or its answer, if it recovered)

@@ -277,19 +277,22 @@ def test_a_web_search_is_held_within_the_budget_before_it_runs(alice, standin_ca
     assert_books(alice.account_id)
 
 
-def test_a_fusion_panel_that_fails_unexpectedly_is_charged_what_it_spent(alice, db, standin, monkeypatch):
+@pytest.mark.parametrize("broken", ["analysis_parse", "Fused.data"])
+def test_a_fusion_panel_that_fails_unexpectedly_is_charged_what_it_spent(alice, db, standin, monkeypatch, broken):
     """Given a fusion run whose panel and analyst answered, when the stage then fails unexpectedly (a bug: the
-    analysis' parser raises), then the request fails, what the calls that ran cost is charged out of the panel's
-    hold (each at its list price, as reported: within its bounds) and the rest of the hold is given back. Before,
-    the whole hold was given back and the calls that ran were written off."""
+    analysis' parser raises, within the run; or the pipeline entry's data, once it ran), then the request fails,
+    what the calls that ran cost is charged out of the panel's hold (each at its list price, as reported: within
+    its bounds) and the rest of the hold is given back. Before, the whole hold was given back (or, after the run,
+    left open until the stale-hold sweep) and the calls that ran were written off."""
     from plugins.routing_plugins import fusion
 
     catalog(standin)
 
-    def broken(text: str) -> dict | None:
-        raise RuntimeError("a bug in the analysis' parser")
+    def bug(*args, **kwargs):
+        raise RuntimeError("a bug")
 
-    monkeypatch.setattr(fusion, "analysis_parse", broken)
+    owner, _, name = broken.rpartition(".")
+    monkeypatch.setattr(getattr(fusion, owner) if owner else fusion, name, bug)
     client = alice.client()
     client.raise_request_exception = False
     plugin = {"id": "fusion", "analysis_models": PANEL, "model": ANALYST, "tools": []}
