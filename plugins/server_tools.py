@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, fields, replace
 from decimal import Decimal
 from typing import TypeVar
 
+from gateway.errors import GatewayError
 from plugins import web_engines
 from plugins.config import plugin_settings
 from plugins.tools import MAX_WEB_USES, RUNNERS, ToolContext, ToolResult, new_item_id, pending_fields, run_tool
@@ -42,7 +43,7 @@ from routing.canonical import (
     TextPart,
     Usage,
 )
-from routing.errors import ErrorType, UpstreamError
+from routing.errors import STATUS_ERROR_TYPES, ErrorType, UpstreamError
 from routing.pricing import usage_cost
 from routing.stages import (
     Block,
@@ -452,11 +453,18 @@ class Loop:
         and their holds given back by its settlement, refused or not."""
         if self.loop.scan is None or not (outputs or found):
             return outputs, found
-        scanned = self.loop.scan(CanonicalRequest(model="", input=tuple(outputs), tools=found))
+        try:
+            scanned = self.loop.scan(CanonicalRequest(model="", input=tuple(outputs), tools=found))
+        except GatewayError as error:  # over a scan budget (413), an entity check that cannot run: refused as well,
+            # so that the request's run settles what ran (an error raised from the loop would leave its hold open)
+            kind = STATUS_ERROR_TYPES.get(error.status, ErrorType.INVALID_REQUEST)
+            raise Refused(
+                Block(error.message, status=error.status, metadata=error.metadata or None, error_type=kind)
+            ) from None
         if scanned.cost_usd:
             self.loop.charge(scanned.cost_usd, Usage())
         for hold in scanned.holds:
-            if self.loop.keep is not None:
+            if self.loop.keep is not None:  # set whenever `scan` is (responses_api.service)
                 self.loop.keep(hold)
         if isinstance(scanned, Block):
             raise Refused(scanned)

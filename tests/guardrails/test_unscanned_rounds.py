@@ -164,3 +164,20 @@ def test_the_scan_budget_counts_each_view_of_a_text_with_look_alike_letters(alic
     body = assert_error_envelope(ask(alice, "\u0410" * 40), 413)
     assert body["error"]["metadata"]["bytes"] == 120
     assert upstream_calls(standin_catalog) == []
+
+
+def test_a_server_tool_result_over_the_scan_budget_is_refused_and_the_rounds_that_ran_are_billed(
+    alice, pages, settings
+):
+    """A result the guardrails may not scan whole ends the loop as a block does: 413, nothing more upstream, the
+    round that ran billed (the request's hold settled, not left open)."""
+    from gateway.billing.models import Generation
+
+    settings.GUARDRAILS_SCAN_MAX_BYTES_PER_GUARDRAIL = 600  # the request's own text fits, the fetched article not
+    guardrail(alice, **MARKER)
+    response = looped(alice, fetch(f"{pages.url}/pages/article.html"), tools=[{"type": "gateway:web_fetch"}])
+    body = assert_error_envelope(response, 413)
+    assert "GUARDRAILS_SCAN_MAX_BYTES_PER_GUARDRAIL" in body["error"]["message"]
+    assert len(upstream_calls(pages)) == 1
+    (charged,) = Generation.objects.filter(account_id=alice.account_id, api_key__isnull=False)
+    assert charged.status != "in_progress" and charged.cost > 0  # settled: billed, the hold closed
