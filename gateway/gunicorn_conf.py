@@ -5,7 +5,7 @@ loads it when gunicorn starts without -c; command-line flags override it. Each w
 accepts, and waits for its siblings to be warm too (post_worker_init below). Environment: WEB_CONCURRENCY
 (worker processes), GUNICORN_WORKER_CLASS (gevent, the default, or gthread), GUNICORN_WORKER_CONNECTIONS
 (connections per gevent worker), GUNICORN_THREADS (threads per gthread worker), GUNICORN_MAX_REQUESTS_PER_CONNECTION
-(requests one connection may send before it is closed; 100).
+(requests one connection may send before it is closed; 100; 0: no limit; a negative value is refused).
 
 gevent serves each connection in a greenlet on one thread per worker: a stream waiting for its provider costs
 no thread, and switching between requests costs no thread wake-up. In one run of benchmarks/run.sh (2 cores):
@@ -50,7 +50,25 @@ keepalive = 5  # seconds a kept-alive connection may sit idle between requests
 # request to close (gunicorn then answers it with `Connection: close` and drops what was pipelined behind it), and
 # lets the worker's other connections run between a connection's requests. Behind nginx, `keepalive_requests`
 # bounds the client's connection the same way (compose.yaml).
-MAX_REQUESTS_PER_CONNECTION = int(os.environ.get("GUNICORN_MAX_REQUESTS_PER_CONNECTION", "100"))
+
+
+def _max_requests_per_connection() -> int:
+    """GUNICORN_MAX_REQUESTS_PER_CONNECTION, a count: a negative one would close every connection after its first
+    request (pre_request: req_number >= limit), so it is refused when gunicorn reads this file (it then exits with
+    "Failed to read config file" and this message), like anything that is not a whole number."""
+    value = os.environ.get("GUNICORN_MAX_REQUESTS_PER_CONNECTION", "100").strip()
+    try:
+        limit = int(value)
+    except ValueError:
+        limit = -1
+    if limit < 0:
+        raise ValueError(
+            f"GUNICORN_MAX_REQUESTS_PER_CONNECTION must be a whole number >= 0 (0: no limit), not {value!r}"
+        )
+    return limit
+
+
+MAX_REQUESTS_PER_CONNECTION = _max_requests_per_connection()
 
 limit_request_line = 8190
 limit_request_fields = 100

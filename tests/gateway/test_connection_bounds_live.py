@@ -2,13 +2,18 @@
 connection after GUNICORN_MAX_REQUESTS_PER_CONNECTION requests, whether they were pipelined or sent one by one
 (gateway/gunicorn_conf.py pre_request)."""
 
+import os
 import re
 import socket
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 pytestmark = pytest.mark.live
 
+ROOT = Path(__file__).resolve().parents[2]
 LIMIT = 5  # GUNICORN_MAX_REQUESTS_PER_CONNECTION of this module's gateway
 
 
@@ -84,3 +89,26 @@ def test_requests_sent_one_by_one_on_a_kept_alive_connection_are_bounded_too(gat
     assert all(answer.startswith(b"HTTP/1.1 200 ") for answer in answers)
     assert connection_headers(b"".join(answers)) == ["keep-alive"] * (LIMIT - 1) + ["close"]
     assert rest == b"" and closed
+
+
+def check_config(limit: str) -> subprocess.CompletedProcess:
+    """gunicorn reading the gateway's configuration with this GUNICORN_MAX_REQUESTS_PER_CONNECTION, as it starts
+    (with the standard library's demo application in place of the gateway's: the configuration is what is checked)."""
+    gunicorn = [sys.executable, "-m", "gunicorn", "-c", "python:gateway.gunicorn_conf", "--check-config"]
+    command = [*gunicorn, "wsgiref.simple_server:demo_app"]
+    env = {**os.environ, "GUNICORN_MAX_REQUESTS_PER_CONNECTION": limit}
+    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("limit", ["-1", "-100", "many"])
+def test_a_limit_that_is_not_a_count_is_refused_at_start(limit):
+    # A negative limit would close every connection after its first request: gunicorn refuses to start, saying why.
+    result = check_config(limit)
+    assert result.returncode != 0
+    assert "GUNICORN_MAX_REQUESTS_PER_CONNECTION" in result.stderr + result.stdout
+
+
+@pytest.mark.parametrize("limit", ["0", "100", " 7 "])
+def test_a_count_or_zero_for_no_limit_is_accepted(limit):
+    result = check_config(limit)
+    assert result.returncode == 0, result.stderr
