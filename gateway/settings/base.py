@@ -1,5 +1,6 @@
 """All settings, driven by the environment (see .env.example)."""
 
+import os
 from pathlib import Path
 
 import environ
@@ -8,7 +9,11 @@ from django.core.exceptions import ImproperlyConfigured
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
 env = environ.Env()
-environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+# The env file read at start (the environment's own variables win): GATEWAY_ENV_FILE, by default .env next to
+# manage.py; empty: none (tests/gateway/test_secret_key.py loads the settings without a checkout's .env).
+ENV_FILE = os.environ.get("GATEWAY_ENV_FILE", str(BASE_DIR / ".env"))
+if ENV_FILE:
+    environ.Env.read_env(ENV_FILE, overwrite=False)
 
 DEBUG = env.bool("DEBUG", default=False)
 # Sessions, CSRF tokens and end-user id hashes are keyed with it. With DEBUG off there is no default: a key anyone
