@@ -330,8 +330,7 @@ class ResponseRun:
                 ),
             )
         finally:  # the settlement gave the tools' holds back; a failed one did not: given back now (once)
-            for held in self.tool_holds:
-                credits.hold_drop(held)
+            credits.holds_drop(self.tool_holds)
         self.settled = Settled(charged=charged, list_cost=list_cost)
         return self.settled
 
@@ -528,25 +527,26 @@ def response_charge_checks(*, ctx: RequestContext, prepared: Prepared, cost: Dec
     stands and the gateway absorbs the cost (logged)."""
     held = sum((hold.amount for hold in prepared.holds), Decimal(0))
     reservation = None
-    for amount in dict.fromkeys((cost, min(cost, held))):  # all of it, else what the holds covered
-        if amount <= 0:
-            break
-        try:
-            reservation = credits.credits_reserve(
-                account_id=ctx.caller.account_id,
-                amount=amount,
-                api_key_id=ctx.caller.key_id,
-                key_has_limit=False,
-                requested_model=",".join(prepared.models)[:256],
-                workspace_id=ctx.caller.workspace_id,
-                replacing=prepared.holds,
-            )
-            cost = amount
-            break
-        except GatewayError:
-            logger.warning("the checks of a refused request (%s USD) could not all be charged: balance too low", cost)
-    for hold in prepared.holds:  # taken over above, else given back (hold_drop: once)
-        credits.hold_drop(hold)
+    try:
+        for amount in dict.fromkeys((cost, min(cost, held))):  # all of it, else what the holds covered
+            if amount <= 0:
+                break
+            try:
+                reservation = credits.credits_reserve(
+                    account_id=ctx.caller.account_id,
+                    amount=amount,
+                    api_key_id=ctx.caller.key_id,
+                    key_has_limit=False,
+                    requested_model=",".join(prepared.models)[:256],
+                    workspace_id=ctx.caller.workspace_id,
+                    replacing=prepared.holds,
+                )
+                cost = amount
+                break
+            except GatewayError:
+                logger.warning("the checks of a refused request (%s USD) could not all be charged: balance low", cost)
+    finally:  # taken over above, else given back (once), also when the database did not answer
+        credits.holds_drop(prepared.holds)
     if reservation is None:
         return
     record = GenerationRecord(

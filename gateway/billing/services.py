@@ -7,7 +7,7 @@ locked across a round trip; elsewhere (SQLite) the same steps run in a transacti
 is a database constraint: no hold or charge overdraws, whatever races happen above it."""
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Context, Decimal
@@ -631,6 +631,19 @@ def hold_drop(reservation: ReservationHandle) -> bool:
     except DATABASE_UNREACHABLE:
         settle_later(reservation.id, lambda: _drop(reservation))
         raise
+
+
+def holds_drop(reservations: Iterable[ReservationHandle]) -> None:
+    """`hold_drop` for each hold: every one the database does not take is queued for when it answers (one failing
+    must not leave the next ones out), then the first such error is raised."""
+    unreachable: Exception | None = None
+    for reservation in reservations:
+        try:
+            hold_drop(reservation)
+        except DATABASE_UNREACHABLE as exc:
+            unreachable = unreachable or exc
+    if unreachable is not None:
+        raise unreachable
 
 
 def _drop(reservation: ReservationHandle) -> bool:

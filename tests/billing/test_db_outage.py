@@ -24,6 +24,7 @@ from gateway.billing.services import (
     credits_reserve,
     generation_settle,
     hold_drop,
+    holds_drop,
     longest_request_seconds,
     stale_hold_seconds,
 )
@@ -172,6 +173,22 @@ def test_a_side_calls_hold_the_database_did_not_drop_is_dropped_once_it_answers(
     clock.now += 10
     queue.run_due()
     assert not Generation.objects.filter(pk=panel.id).exists()
+    assert assert_books(alice.account_id).reserved == 0
+
+
+def test_every_side_hold_the_database_did_not_drop_is_queued_not_only_the_first(alice, retries):
+    queue, clock = retries
+    # Given three side calls' holds of a request (a panel, a moderation engine, an entity model) given back while the
+    # database is down (a settlement's `finally`, a refused request's charge)
+    holds = [credits_reserve(account_id=alice.account_id, amount=Decimal("1")) for _ in range(3)]
+    with database_down(), pytest.raises(OperationalError):
+        holds_drop(holds)
+    # Then every one of them waits for the database, not only the first (the loop went on past its error)
+    assert len(queue) == 3
+    # When it answers again, then all three are given back
+    clock.now += 10
+    queue.run_due()
+    assert not Generation.objects.filter(pk__in=[hold.id for hold in holds]).exists()
     assert assert_books(alice.account_id).reserved == 0
 
 
