@@ -26,6 +26,7 @@ import phonenumbers
 import re2
 from django.conf import settings
 
+from guardrails.pacing import scan_pace
 from guardrails.scanning import (
     GROUP_MAX_PROGRAM,
     SLOW_CHECK_BYTES,
@@ -37,12 +38,11 @@ from guardrails.scanning import (
     group_of,
     groups_for,
     match_windows,
-    scan_pace,
     set_match,
     spans_in,
     too_slow,
+    views_of,
 )
-from guardrails.textview import text_views
 
 Action = Literal["block", "redact", "flag"]
 ACTIONS: tuple[Action, ...] = ("block", "redact", "flag")
@@ -493,7 +493,7 @@ class ContentPolicy:
         matches: list[Match] = list(self._entity_matches(entities))
         if not self._detectors or not text:
             return Scan(text, tuple(matches))
-        for view, data in text_views(text):  # look-alike letters folded in a second view (guardrails.textview)
+        for view, data in views_of(text):  # look-alike letters folded in a second view (guardrails.textview)
             for found in self._find(view.text, data):
                 start, end = view.original(found.start, found.end)
                 matches.append(found._replace(start=start, end=end))

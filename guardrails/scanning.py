@@ -2,9 +2,14 @@
 are combined into RE2 programs, where a scan gives other greenlets their turn, and the byte-level helpers.
 
 - Budget (`scan_budget_check`): a request's guardrails scan at most GUARDRAILS_SCAN_MAX_BYTES_PER_GUARDRAIL bytes
-  (UTF-8) of text each, and GUARDRAILS_SCAN_MAX_BYTES_PER_REQUEST bytes in all (the text's bytes times the guardrails
-  whose filters scan it). Over either: 413 naming the limit, before anything is scanned or sent. Never a truncated
-  scan: text the filters did not read must not reach the model.
+  (UTF-8) of text each, and GUARDRAILS_SCAN_MAX_BYTES_PER_REQUEST bytes in all (the bytes read times the passes:
+  each guardrail whose filters scan the text, and with several one more, their filters together for redactions).
+  The bytes read are those of the folded views the filters match on (guardrails.textview: NFKC can make a text 11
+  times longer), never fewer than the text's own. Over either: 413 naming the limit, before anything is scanned
+  or sent, and folding stops as soon as a view is over. Never a truncated scan: text the filters did not read
+  must not reach the model.
+- Views (`views_of`): a text is folded once for all of a request's scans (the budget check, each guardrail, the
+  entity model's pre-scan, the redaction pass), its views kept in a small bounded cache.
 - Groups (`groups_for`): a guardrail's patterns are combined into as few programs as keep each program small, and
   the text is read once per group (a combined search, then an RE2::Set naming the patterns to locate), not once per
   pattern. Small matters: some patterns that are cheap alone (counted repetitions such as `.{0,1000}secret`) make a
@@ -12,8 +17,9 @@ are combined into RE2 programs, where a scan gives other greenlets their turn, a
   a single program does, so it rebuilds states on nearly every byte (about 30 s of CPU per MiB for seven such
   patterns, where each alone costs under 0.1 s). A group's program stays under GROUP_MAX_PROGRAM instructions, so
   the usual filters and every builtin are still one group (one pass) while such patterns run in small groups.
-- Yielding (`scan_pace`): every RE2 call of a scan reports the bytes it read; each SCAN_YIELD_BYTES of them, under
-  gevent (a monkey-patched worker), the scan lets the other greenlets of the worker run (`gevent.sleep(0)`). A
+- Yielding (guardrails.pacing.scan_pace): every RE2 call of a scan reports the bytes it read, and folding a text
+  the bytes of view it built; each SCAN_YIELD_BYTES of them, under gevent (a monkey-patched worker), the scan lets
+  the other greenlets of the worker run (`gevent.sleep(0)`). A
   call itself cannot be cut: one RE2 search runs to its end. The scan is split only where results cannot change:
   between texts (each text part is scanned on its own anyway), between groups, between the searches that list the
   windows where matches are, and between the passes that locate each pattern in them. Cutting one text into
@@ -24,9 +30,9 @@ are combined into RE2 programs, where a scan gives other greenlets their turn, a
 from __future__ import annotations
 
 import contextlib
-import sys
+import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -34,16 +40,20 @@ import re2
 from django.conf import settings
 
 from gateway.errors import GatewayError
-from guardrails.textview import first_span
+from guardrails import textview
+from guardrails.pacing import scan_pace
+from guardrails.textview import TextView, ViewTooLarge, first_span, text_views
 
 MSG_SCAN_TOO_LARGE_GUARDRAIL = (
-    "This request has {size} bytes of text for guardrail {name} to scan, and a guardrail scans at most {limit} "
-    "(GUARDRAILS_SCAN_MAX_BYTES_PER_GUARDRAIL): the request was refused, not sent partly unscanned"
+    "This request has at least {size} bytes of text for guardrail {name} to scan (folded views included), and a "
+    "guardrail scans at most {limit} (GUARDRAILS_SCAN_MAX_BYTES_PER_GUARDRAIL): the request was refused, not sent "
+    "partly unscanned"
 )
 MSG_SCAN_TOO_LARGE_REQUEST = (
-    "This request has {size} bytes of text for each of its {count} guardrails to scan, {total} in all, and a "
-    "request's guardrails scan at most {limit} (GUARDRAILS_SCAN_MAX_BYTES_PER_REQUEST): the request was refused, "
-    "not sent partly unscanned"
+    "This request has at least {size} bytes of text to scan (folded views included), read by each of its {count} "
+    "guardrails and, with several, once more by their filters together: {total} in all, and a request's guardrails "
+    "scan at most {limit} (GUARDRAILS_SCAN_MAX_BYTES_PER_REQUEST): the request was refused, not sent partly "
+    "unscanned"
 )
 
 # A group's combined program, in RE2 instructions (`programsize`): the 20 filters of benchmarks/guardrails_cost.py
@@ -51,8 +61,6 @@ MSG_SCAN_TOO_LARGE_REQUEST = (
 GROUP_MAX_PROGRAM = 3000
 # The combined programs of a group hold up to every filter of several guardrails at once.
 COMBINED_MAX_MEM = 64 << 20
-# How many bytes RE2 reads between two turns of the other greenlets: ~0.1-1 ms of CPU with ordinary patterns.
-SCAN_YIELD_BYTES = 64 * 1024
 
 
 class ScanTooLarge(GatewayError):
@@ -64,22 +72,47 @@ def text_bytes(texts: Sequence[str]) -> int:
     return sum(len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass")) for text in texts)
 
 
-def scan_budget_check(*, texts: Sequence[str], guardrails: Sequence[str]) -> None:
+def scan_passes(guardrails: int) -> int:
+    """How many times a request's texts are read: once by each guardrail's filters, and with several guardrails
+    once more by all their filters together (the redaction pass: guardrails.stage)."""
+    return guardrails + 1 if guardrails > 1 else guardrails
+
+
+def scan_budget_check(*, texts: Iterable[str], guardrails: Sequence[str]) -> None:
     """Refuse (413) a request whose text is over a guardrail's or the request's scanned-bytes budget.
 
-    `guardrails`: the names of the request's guardrails whose filters scan the text (each reads all of it).
+    `texts`: each text the filters read (a run of parts joined and each part: guardrails.stage); `guardrails`: the
+    names of the request's guardrails whose filters scan them (each reads all of it). A text counts what the
+    filters read, its folded views (`views_of`: a view may be 11 times the text), and never less than its own
+    size (folding reads it). Counting stops at the first text over a budget, and folding one past it: the views
+    of a text over budget are never built whole (20 MiB of U+FDFA would fold into ~230 MB).
     """
     if not guardrails:
         return
-    size = text_bytes(texts)
     per_guardrail = int(settings.GUARDRAILS_SCAN_MAX_BYTES_PER_GUARDRAIL)
+    per_request = int(settings.GUARDRAILS_SCAN_MAX_BYTES_PER_REQUEST)
+    passes = scan_passes(len(guardrails))
+    limit = min(per_guardrail, per_request // passes)
+    size = 0
+    for text in texts:
+        own = text_bytes((text,))
+        if size + own > limit:  # over before folding anything
+            size += own
+            break
+        try:
+            read = sum(len(data) for _, data in views_of(text, limit - size))
+        except ViewTooLarge as over:  # a view alone is over what is left
+            size += over.size
+            break
+        size += max(own, read)
+        if size > limit:
+            break
     if size > per_guardrail:
         raise ScanTooLarge(
             MSG_SCAN_TOO_LARGE_GUARDRAIL.format(size=size, name=guardrails[0], limit=per_guardrail),
             metadata={"limit": per_guardrail, "bytes": size, "setting": "GUARDRAILS_SCAN_MAX_BYTES_PER_GUARDRAIL"},
         )
-    per_request = int(settings.GUARDRAILS_SCAN_MAX_BYTES_PER_REQUEST)
-    total = size * len(guardrails)
+    total = size * passes
     if total > per_request:
         raise ScanTooLarge(
             MSG_SCAN_TOO_LARGE_REQUEST.format(size=size, count=len(guardrails), total=total, limit=per_request),
@@ -87,29 +120,45 @@ def scan_budget_check(*, texts: Sequence[str], guardrails: Sequence[str]) -> Non
         )
 
 
-# --- Yielding ---------------------------------------------------------------------------------------------------
+# --- The texts' views, folded once per text -----------------------------------------------------------------------
 
-_unyielded = 0  # bytes read since the last turn given; one counter per process (a gevent worker is one thread)
-
-
-def scan_pace(read: int) -> None:
-    """Count `read` bytes scanned; each SCAN_YIELD_BYTES, let the worker's other greenlets run (under gevent)."""
-    global _unyielded
-    _unyielded += read
-    if _unyielded < SCAN_YIELD_BYTES:
-        return
-    _unyielded = 0
-    if _under_gevent():
-        import gevent  # imported only where gevent already runs the process
-
-        gevent.sleep(0)
+# A request's texts are read by its budget check, each guardrail, the entity model's pre-scan and the redaction
+# pass: the views of the texts scanned last are kept, so a text is folded once, not once per scan. Bounded (the
+# worker's texts in flight at most, in practice), by the views' bytes and by count; a text that is its own view
+# with no look-alike letters is not kept (it costs only its encoding).
+VIEW_CACHE_BYTES = 32 << 20
+VIEW_CACHE_TEXTS = 256
+Views = tuple[tuple[TextView, bytes], ...]
+_views: dict[tuple[int, str], tuple[Views, int]] = {}  # by the stretch a view was folded in (textview.STRETCH) and text
+_views_bytes = 0
+_views_lock = threading.Lock()
 
 
-def _under_gevent() -> bool:
-    """True in a gevent worker (gunicorn's gevent worker monkey-patches the process first). Elsewhere (a gthread
-    worker, tests, management commands) nothing is done: `gevent.sleep` would create a hub in the thread."""
-    monkey = sys.modules.get("gevent.monkey")
-    return monkey is not None and bool(monkey.is_module_patched("socket"))
+def views_of(text: str, limit: int | None = None) -> Views:
+    """The views a scan matches on (guardrails.textview.text_views), from the cache when the text was just folded.
+    `limit`: folding stops with ViewTooLarge once a view is over that many bytes (nothing is kept)."""
+    global _views_bytes
+    if text.isascii():
+        return ((TextView(text), text.encode()),)
+    key = (textview.STRETCH, text)
+    with _views_lock:
+        kept = _views.get(key)
+    if kept is not None:
+        return kept[0]
+    data = text.encode("utf-8", "surrogatepass")
+    views = tuple(text_views(text, data, limit))
+    if len(views) == 1 and views[0][0].text is text:
+        return views
+    cost = len(text) + sum(len(view_data) for _, view_data in views)
+    if cost > VIEW_CACHE_BYTES // 4:
+        return views
+    with _views_lock:
+        if key not in _views:
+            _views[key] = (views, cost)
+            _views_bytes += cost
+        while _views_bytes > VIEW_CACHE_BYTES or len(_views) > VIEW_CACHE_TEXTS:
+            _views_bytes -= _views.pop(next(iter(_views)))[1]
+    return views
 
 
 # --- Groups of patterns and their combined programs -------------------------------------------------------------

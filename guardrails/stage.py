@@ -43,7 +43,6 @@ from guardrails.content import (
 from guardrails.filetext import file_text
 from guardrails.scanning import scan_budget_check
 from guardrails.selectors import GuardrailRule, guardrail_generations, guardrails_for_caller, period_bounds
-from guardrails.textview import text_views
 from routing.attempts import AttemptSequence, AttemptsFailed
 from routing.canonical import (
     CanonicalRequest,
@@ -144,7 +143,7 @@ class GuardrailStage:
                     return _unreadable(rules, policies, unread, MSG_UNREADABLE_FOR_PANEL)
         # Never a partial scan: text over a guardrail's or the request's scanned-bytes budget is a 413 before any.
         scanning = [rule.name for rule, policy in zip(rules, policies, strict=True) if policy.scans_text]
-        scan_budget_check(texts=list(_scanned(texts)), guardrails=scanning)
+        scan_budget_check(texts=_scanned(texts), guardrails=scanning)
         entities: dict[int, tuple[EntitySpan, ...]] = {}
         cost = Decimal(0)
         holds: tuple[ReservationHandle, ...] = ()  # the entity model call's (the request's own takes it over)
@@ -405,20 +404,15 @@ def _unreadable_file(request: CanonicalRequest) -> str | None:
 
 
 def _scanned(texts: list[_Text]) -> Iterator[str]:
-    """What the filters read, for the scanned-bytes budget: each view of each text (guardrails.textview: a text
-    with look-alike letters is read in two views, and a folded view may be longer than the text), and a run of
-    text parts once more, part by part (_scan reads it joined and part by part)."""
+    """What the filters read, for the scanned-bytes budget: each text, and a run of text parts once more, part by
+    part (_scan reads it joined and part by part). The budget counts each text's folded views (guardrails.scanning:
+    a text with look-alike letters is read in two views, and a folded view may be longer than the text)."""
     for text in texts:
-        pieces = [text.text]
+        yield text.text
         start = 0
         for end, _ in text.run:
-            pieces.append(text.text[start:end])
+            yield text.text[start:end]
             start = end
-        for piece in pieces:
-            if piece.isascii():  # one view: the text itself
-                yield piece
-            else:
-                yield from (view.text for view, _ in text_views(piece))
 
 
 def _added_texts(request: CanonicalRequest) -> Iterator[_Text]:

@@ -36,6 +36,8 @@ from typing import Any
 
 import re2
 
+from guardrails.pacing import scan_pace
+
 # Default_Ignorable_Code_Point (Unicode 15.1 DerivedCoreProperties.txt), unassigned ones included.
 IGNORABLE_CLASS = (
     "\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f\u3164"
@@ -146,12 +148,13 @@ def first_span(regexp: Any, data: bytes, start: int, end: int) -> tuple[int, int
 STRETCH = 256
 
 
-def text_views(text: str, data: bytes | None = None) -> Iterator[tuple[TextView, bytes]]:
+def text_views(text: str, data: bytes | None = None, limit: int | None = None) -> Iterator[tuple[TextView, bytes]]:
     """The views a scan matches on, each with its UTF-8 encoding: the folded view, and when that holds look-alike
     letters of other scripts, the same with them folded to the Latin ones (a pattern in either script then
-    matches its own spelling, and a Latin one the look-alike spelling too). Most texts have one view."""
+    matches its own spelling, and a Latin one the look-alike spelling too). Most texts have one view. `limit`:
+    see `text_view`."""
     data = text.encode() if data is None else data
-    view = text_view(text, data)
+    view = text_view(text, data, limit=limit)
     view_data = data if view.text is text else view.text.encode()
     yield view, view_data
     if not view_data.isascii() and _CONFUSABLE.search(view_data) is not None:
@@ -159,14 +162,22 @@ def text_views(text: str, data: bytes | None = None) -> Iterator[tuple[TextView,
         latin = (
             TextView(text.translate(_CONFUSABLE_TABLE))
             if view.text is text
-            else text_view(text, data, confusables=True)
+            else text_view(text, data, confusables=True, limit=limit)
         )
         yield latin, latin.text.encode()
 
 
-def text_view(text: str, data: bytes | None = None, *, confusables: bool = False) -> TextView:
+class ViewTooLarge(Exception):
+    """A folded view grew past the `limit` asked for: `size` is its UTF-8 bytes when folding stopped."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(size)
+        self.size = size
+
+
+def text_view(text: str, data: bytes | None = None, *, confusables: bool = False, limit: int | None = None) -> TextView:
     """The folded view of `text` (`data`: its UTF-8 encoding, when the caller has it); `confusables`: look-alike
-    letters folded too."""
+    letters folded too. Folding stops with ViewTooLarge once a folded view is over `limit` bytes."""
     if text.isascii():
         return TextView(text)
     data = text.encode() if data is None else data
@@ -174,6 +185,7 @@ def text_view(text: str, data: bytes | None = None, *, confusables: bool = False
         return TextView(text)
     pieces: list[str] = []
     folded: list[bool] = []
+    size = 0
     for offset in range(0, len(text), STRETCH):
         stretch = text[offset : offset + STRETCH]
         view = stretch if stretch.isascii() else unicodedata.normalize("NFKC", _IGNORABLES.sub("", stretch))
@@ -181,6 +193,13 @@ def text_view(text: str, data: bytes | None = None, *, confusables: bool = False
             view = view.translate(_CONFUSABLE_TABLE)
         pieces.append(view)
         folded.append(view != stretch)
+        # NFKC can make text 11 times longer (U+FDFA: 3 bytes, 33 folded), and folding costs more than RE2 reading:
+        # the fold counts its bytes for the scan's turns to other greenlets, and stops past the scan budget.
+        grown = len(view) if view.isascii() else len(view.encode("utf-8", "surrogatepass"))
+        size += grown
+        scan_pace(grown)
+        if limit is not None and size > limit:
+            raise ViewTooLarge(size)
     return TextView("".join(pieces), text, _pieces=pieces, _folded=folded, _confusables=confusables)
 
 

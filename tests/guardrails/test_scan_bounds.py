@@ -13,8 +13,16 @@ import pytest
 
 from gateway.accounts.models import Member
 from gateway.accounts.services import api_key_create
-from guardrails.content import ContentPolicy, Rule, policy_for
-from guardrails.scanning import MSG_SCAN_TOO_LARGE_GUARDRAIL, MSG_SCAN_TOO_LARGE_REQUEST
+from guardrails import scanning
+from guardrails.content import ContentPolicy, Rule, policy_combine, policy_for
+from guardrails.pacing import SCAN_YIELD_BYTES
+from guardrails.scanning import (
+    MSG_SCAN_TOO_LARGE_GUARDRAIL,
+    MSG_SCAN_TOO_LARGE_REQUEST,
+    ScanTooLarge,
+    scan_budget_check,
+)
+from guardrails.textview import STRETCH, text_views
 from tests.guardrails.test_enforcement import METADATA, guardrail, upstream_calls
 from tests.support import assert_error_envelope
 
@@ -74,15 +82,16 @@ def test_a_request_scans_at_most_its_byte_budget_across_guardrails(alice, standi
     )
     client = alice.client()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {issued.plaintext}")
-    # When 3,500 bytes are scanned by two guardrails (7,000 bytes): 413 naming the request's limit
-    over = ask_with(client, text_of(3500))
+    # When 2,500 bytes are scanned by two guardrails and once more by their filters together (for redactions:
+    # 7,500 bytes): 413 naming the request's limit
+    over = ask_with(client, text_of(2500))
     body = assert_error_envelope(over, 413)
     assert body["error"]["message"] == MSG_SCAN_TOO_LARGE_REQUEST.format(
-        size=len(text_of(3500).encode()), count=2, total=2 * len(text_of(3500).encode()), limit=6000
+        size=len(text_of(2500).encode()), count=2, total=3 * len(text_of(2500).encode()), limit=6000
     )
     assert upstream_calls(standin_catalog) == []
-    # When 2,500 bytes are (5,000 in all): both guardrails scan it as before
-    under = ask_with(client, text_of(2500))
+    # When 1,900 bytes are (5,700 in all): both guardrails scan it as before
+    under = ask_with(client, text_of(1900))
     assert under.status_code == 200, under.content
     (sent,) = upstream_calls(standin_catalog)
     assert "[REDACTED:project-code]" in str(sent["body"])
@@ -164,10 +173,11 @@ import gevent
 django.setup()
 
 from guardrails.content import policy_for
+from guardrails.textview import text_views
 
 filters = [{"pattern": p, "action": "redact", "label": f"f{n}"} for n, p in enumerate(%(patterns)r)]
 policy = policy_for(filters, [])
-text = ("lorem ipsum dolor sit amet " * 200 + "ACME-1234 ") * 500 + "x" * 300_000 + " INV-2026 "
+text = %(text)s
 ticks = []
 
 def ticker():
@@ -179,14 +189,14 @@ other = gevent.spawn(ticker)
 scan = policy.scan(text)  # no explicit yield before or after: the other greenlet runs only if the scan yields
 during = len(ticks)
 other.kill()
-print(json.dumps({"ticks": during, "matches": len(scan.matches), "bytes": len(text)}))
+folded = sum(len(data) for _, data in text_views(text))
+print(json.dumps({"ticks": during, "matches": len(scan.matches), "bytes": len(text.encode()), "folded": folded}))
 """
 
 
-def test_a_large_scan_lets_other_greenlets_run_under_gevent():
-    # Given a gevent process (monkey-patched, as the gevent workers are) scanning ~3 MB of text with findings
-    patterns = [r"ACME-\d{4}", r"INV-\d{4}", r"(?i)confidential"]
-    script = "import json\n" + GEVENT_SCAN % {"patterns": patterns}
+def gevent_scan(patterns: list[str], text: str) -> dict:
+    """Scan `text` (a Python expression) in a monkey-patched gevent process, counting another greenlet's turns."""
+    script = "import json\n" + GEVENT_SCAN % {"patterns": patterns, "text": text}
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "gateway.settings.test"}
     env.pop("DATABASE_URL", None)
     env.pop("REDIS_URL", None)
@@ -194,10 +204,82 @@ def test_a_large_scan_lets_other_greenlets_run_under_gevent():
         [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False
     )
     assert done.returncode == 0, done.stderr
-    result = json.loads(done.stdout.strip().splitlines()[-1])
-    # Then the scan found everything, and another greenlet ran many times while it did (one turn per chunk)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_a_large_scan_lets_other_greenlets_run_under_gevent():
+    # Given a gevent process (monkey-patched, as the gevent workers are) scanning ~3 MB of text with findings
+    patterns = [r"ACME-\d{4}", r"INV-\d{4}", r"(?i)confidential"]
+    text = '("lorem ipsum dolor sit amet " * 200 + "ACME-1234 ") * 500 + "x" * 300_000 + " INV-2026 "'
+    result = gevent_scan(patterns, text)
+    # Then the scan found everything, and another greenlet ran about once per SCAN_YIELD_BYTES read (64 KiB)
     assert result["matches"] == 501
-    assert result["ticks"] >= result["bytes"] // (1 << 20)
+    assert result["ticks"] >= result["bytes"] // SCAN_YIELD_BYTES // 2
+
+
+def test_folding_a_text_that_nfkc_expands_lets_other_greenlets_run_under_gevent():
+    # Given 1 MB of U+FDFA, which NFKC folds to 18 characters (3 bytes to 33: an 11 MB view), and a code in it
+    patterns = [r"ACME-\d{4}", r"(?i)confidential"]
+    result = gevent_scan(patterns, '"\\ufdfa" * 350_000 + " ACME-1234 " + "\\ufdfa" * 1000')
+    # Then the scan found it, and another greenlet ran about once per SCAN_YIELD_BYTES of the view built and read
+    assert result["matches"] == 1
+    assert result["folded"] > 10 * result["bytes"]
+    assert result["ticks"] >= result["folded"] // SCAN_YIELD_BYTES // 2
+
+
+EXPANDING = "\ufdfa"  # ARABIC LIGATURE SALLALLAHOU ALAYHE WASALLAM: 3 UTF-8 bytes, 33 once folded (NFKC)
+
+
+def test_a_guardrail_counts_the_folded_view_against_its_byte_budget(alice, standin_catalog, settings):
+    # Given a per-guardrail budget of 40,000 bytes and 2,000 U+FDFA (6,000 bytes; 66,000 once folded)
+    settings.GUARDRAILS_SCAN_MAX_BYTES_PER_GUARDRAIL = 40_000
+    guardrail(alice, **REDACT)
+    # When they are sent: 413 naming the limit, and nothing reaches the provider
+    over = ask_with(alice.client(), EXPANDING * 2000 + " ACME-1234")
+    body = assert_error_envelope(over, 413)
+    assert "GUARDRAILS_SCAN_MAX_BYTES_PER_GUARDRAIL" in body["error"]["message"]
+    assert body["error"]["metadata"]["bytes"] > 40_000
+    assert upstream_calls(standin_catalog) == []
+    # When 1,000 are (33,000 folded): scanned and redacted
+    under = ask_with(alice.client(), EXPANDING * 1000 + " ACME-1234")
+    assert under.status_code == 200, under.content
+    (sent,) = upstream_calls(standin_catalog)
+    assert "ACME-1234" not in str(sent["body"]) and "[REDACTED:project-code]" in str(sent["body"])
+
+
+def test_the_budget_stops_folding_a_text_once_it_is_over(settings):
+    # Given a 1 MiB budget and 300,000 U+FDFA: 900 kB, under it, but a 9.9 MB view. Refused after folding about the
+    # budget's worth, not the whole text (a 20 MiB body would otherwise fold into ~230 MB before the 413)
+    settings.GUARDRAILS_SCAN_MAX_BYTES_PER_GUARDRAIL = 1 << 20
+    with pytest.raises(ScanTooLarge) as refused:
+        scan_budget_check(texts=["a few words", EXPANDING * 300_000], guardrails=["g"])
+    assert "GUARDRAILS_SCAN_MAX_BYTES_PER_GUARDRAIL" in refused.value.message
+    assert (1 << 20) < refused.value.metadata["bytes"] <= (1 << 20) + 33 * STRETCH
+    # And a text over it before folding is refused on its own size, unfolded
+    with pytest.raises(ScanTooLarge) as refused:
+        scan_budget_check(texts=[EXPANDING * 400_000], guardrails=["g"])
+    assert refused.value.metadata["bytes"] == 1_200_000
+
+
+def test_a_text_is_folded_once_for_the_budget_and_every_scan(monkeypatch):
+    # Given a text that folds (fullwidth letters) and two guardrails' policies, the folding counted
+    folds = []
+
+    def counted(text, *args, **kwargs):
+        folds.append(text)
+        return text_views(text, *args, **kwargs)
+
+    monkeypatch.setattr(scanning, "text_views", counted)
+    text = "\uff21\uff23\uff2d\uff25-1234 " + EXPANDING * 50 + " confidential " + str(os.getpid())
+    first = policy_for([{"pattern": r"ACME-\d{4}", "action": "redact"}], [])
+    second = policy_for([{"pattern": "confidential", "action": "flag"}], [])
+    # When the budget is checked and each policy, then both together, scan it
+    scan_budget_check(texts=[text], guardrails=["a", "b"])
+    scans = [policy.scan(text) for policy in (first, second, policy_combine([first, second]))]
+    # Then each found its matches on the folded view, and the text was folded once
+    assert [scan.patterns() for scan in scans] == [("filter-1",), ("filter-1",), ("filter-1",)]
+    assert [scan.action for scan in scans] == ["redact", "flag", "redact"]
+    assert folds == [text]
 
 
 @pytest.mark.parametrize("size", [0, 1])
