@@ -181,3 +181,17 @@ def test_a_server_tool_result_over_the_scan_budget_is_refused_and_the_rounds_tha
     assert len(upstream_calls(pages)) == 1
     (charged,) = Generation.objects.filter(account_id=alice.account_id, api_key__isnull=False)
     assert charged.status != "in_progress" and charged.cost > 0  # settled: billed, the hold closed
+
+
+def test_a_fusion_tool_result_is_scanned_before_the_model_reads_it(alice, db, standin):
+    """gateway:fusion hands the model its panel's answers: a blocked word in one of them refuses the request before
+    the caller's model reads them (the panel and the analyst ran, and are billed)."""
+    from tests.plugins.test_fusion_tools import CALLER, ask as ask_fusion, catalog, sent_to
+
+    catalog(standin)
+    guardrail(alice, content_filters=[{"pattern": "Answer from beta", "action": "block", "label": "beta"}])
+    standin.clear()
+    response = ask_fusion(alice)
+    body = assert_error_envelope(response, 403)
+    assert body["error"]["metadata"]["patterns"] == ["beta"]
+    assert len(sent_to(standin, CALLER.split("/")[1])) == 1  # the caller's model: its first round only
