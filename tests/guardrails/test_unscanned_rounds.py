@@ -186,7 +186,8 @@ def test_a_server_tool_result_over_the_scan_budget_is_refused_and_the_rounds_tha
 def test_a_fusion_tool_result_is_scanned_before_the_model_reads_it(alice, db, standin):
     """gateway:fusion hands the model its panel's answers: a blocked word in one of them refuses the request before
     the caller's model reads them (the panel and the analyst ran, and are billed)."""
-    from tests.plugins.test_fusion_tools import CALLER, ask as ask_fusion, catalog, sent_to
+    from tests.plugins.test_fusion_tools import CALLER, catalog, sent_to
+    from tests.plugins.test_fusion_tools import ask as ask_fusion
 
     catalog(standin)
     guardrail(alice, content_filters=[{"pattern": "Answer from beta", "action": "block", "label": "beta"}])
