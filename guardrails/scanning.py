@@ -3,7 +3,8 @@ are combined into RE2 programs, where a scan gives other greenlets their turn, a
 
 - Budget (`scan_budget_check`): a request's guardrails scan at most GUARDRAILS_SCAN_MAX_BYTES_PER_GUARDRAIL bytes
   (UTF-8) of text each, and GUARDRAILS_SCAN_MAX_BYTES_PER_REQUEST bytes in all (the bytes read times the passes:
-  each guardrail whose filters scan the text, and with several one more, their filters together for redactions).
+  each guardrail whose filters scan the text, twice when the entity model is asked, and with several guardrails
+  one more, their filters together for redactions).
   The bytes read are those of the folded views the filters match on (guardrails.textview: NFKC can make a text 11
   times longer), never fewer than the text's own. Over either: 413 naming the limit, before anything is scanned
   or sent, and folding stops as soon as a view is over. Never a truncated scan: text the filters did not read
@@ -34,7 +35,7 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Generic, TypeVar, cast
 
 import re2
 from django.conf import settings
@@ -45,15 +46,15 @@ from guardrails.pacing import scan_pace
 from guardrails.textview import TextView, ViewTooLarge, first_span, text_views
 
 MSG_SCAN_TOO_LARGE_GUARDRAIL = (
-    "This request has at least {size} bytes of text for guardrail {name} to scan (folded views included), and a "
-    "guardrail scans at most {limit} (GUARDRAILS_SCAN_MAX_BYTES_PER_GUARDRAIL): the request was refused, not sent "
-    "partly unscanned"
+    "This request has at least {size} bytes of text for guardrail {name} to scan (folded views included, twice "
+    "when an entity model is asked), and a guardrail scans at most {limit} (GUARDRAILS_SCAN_MAX_BYTES_PER_GUARDRAIL): "
+    "the request was refused, not sent partly unscanned"
 )
 MSG_SCAN_TOO_LARGE_REQUEST = (
     "This request has at least {size} bytes of text to scan (folded views included), read by each of its {count} "
-    "guardrails and, with several, once more by their filters together: {total} in all, and a request's guardrails "
-    "scan at most {limit} (GUARDRAILS_SCAN_MAX_BYTES_PER_REQUEST): the request was refused, not sent partly "
-    "unscanned"
+    "guardrails (twice when an entity model is asked) and, with several, once more by their filters together: "
+    "{total} in all, and a request's guardrails scan at most {limit} (GUARDRAILS_SCAN_MAX_BYTES_PER_REQUEST): the "
+    "request was refused, not sent partly unscanned"
 )
 
 # A group's combined program, in RE2 instructions (`programsize`): the 20 filters of benchmarks/guardrails_cost.py
@@ -72,27 +73,31 @@ def text_bytes(texts: Sequence[str]) -> int:
     return sum(len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass")) for text in texts)
 
 
-def scan_passes(guardrails: int) -> int:
-    """How many times a request's texts are read: once by each guardrail's filters, and with several guardrails
-    once more by all their filters together (the redaction pass: guardrails.stage)."""
-    return guardrails + 1 if guardrails > 1 else guardrails
+def scan_passes(guardrails: int, *, prescan: bool = False) -> tuple[int, int]:
+    """How many times each guardrail's filters read a request's texts, and how many times they are read in all:
+    once by each guardrail, twice when the entity model is asked (the patterns first, so that a block refuses
+    before the text goes to the model, then with its spans: guardrails.stage), and with several guardrails once
+    more by all their filters together (the redaction pass)."""
+    reads = 2 if prescan else 1
+    return reads, guardrails * reads + (1 if guardrails > 1 else 0)
 
 
-def scan_budget_check(*, texts: Iterable[str], guardrails: Sequence[str]) -> None:
+def scan_budget_check(*, texts: Iterable[str], guardrails: Sequence[str], prescan: bool = False) -> None:
     """Refuse (413) a request whose text is over a guardrail's or the request's scanned-bytes budget.
 
     `texts`: each text the filters read (a run of parts joined and each part: guardrails.stage); `guardrails`: the
-    names of the request's guardrails whose filters scan them (each reads all of it). A text counts what the
-    filters read, its folded views (`views_of`: a view may be 11 times the text), and never less than its own
-    size (folding reads it). Counting stops at the first text over a budget, and folding one past it: the views
-    of a text over budget are never built whole (20 MiB of U+FDFA would fold into ~230 MB).
+    names of the request's guardrails whose filters scan them (each reads all of it); `prescan`: the entity model
+    is asked, so each guardrail reads the texts twice (`scan_passes`). A text counts what the filters read, its
+    folded views (`views_of`: a view may be 11 times the text), and never less than its own size (folding reads
+    it). Counting stops at the first text over a budget, and folding one past it: the views of a text over
+    budget are never built whole (20 MiB of U+FDFA would fold into ~230 MB).
     """
     if not guardrails:
         return
     per_guardrail = int(settings.GUARDRAILS_SCAN_MAX_BYTES_PER_GUARDRAIL)
     per_request = int(settings.GUARDRAILS_SCAN_MAX_BYTES_PER_REQUEST)
-    passes = scan_passes(len(guardrails))
-    limit = min(per_guardrail, per_request // passes)
+    reads, passes = scan_passes(len(guardrails), prescan=prescan)
+    limit = min(per_guardrail // reads, per_request // passes)
     size = 0
     for text in texts:
         own = text_bytes((text,))
@@ -107,10 +112,11 @@ def scan_budget_check(*, texts: Iterable[str], guardrails: Sequence[str]) -> Non
         size += max(own, read)
         if size > limit:
             break
-    if size > per_guardrail:
+    if size * reads > per_guardrail:
+        read = size * reads
         raise ScanTooLarge(
-            MSG_SCAN_TOO_LARGE_GUARDRAIL.format(size=size, name=guardrails[0], limit=per_guardrail),
-            metadata={"limit": per_guardrail, "bytes": size, "setting": "GUARDRAILS_SCAN_MAX_BYTES_PER_GUARDRAIL"},
+            MSG_SCAN_TOO_LARGE_GUARDRAIL.format(size=read, name=guardrails[0], limit=per_guardrail),
+            metadata={"limit": per_guardrail, "bytes": read, "setting": "GUARDRAILS_SCAN_MAX_BYTES_PER_GUARDRAIL"},
         )
     total = size * passes
     if total > per_request:
@@ -120,44 +126,61 @@ def scan_budget_check(*, texts: Iterable[str], guardrails: Sequence[str]) -> Non
         )
 
 
-# --- The texts' views, folded once per text -----------------------------------------------------------------------
+# --- The texts' views and matches, found once per text -----------------------------------------------------------
+
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class Recent(Generic[K, V]):
+    """The values of the last keys put, in at most `max_cost` (what `put` says each costs) and `max_items` entries;
+    the oldest go first. Thread-safe (gthread workers); nothing here yields to other greenlets."""
+
+    def __init__(self, max_cost: int, max_items: int) -> None:
+        self.max_cost = max_cost
+        self.max_items = max_items
+        self._items: dict[K, tuple[V, int]] = {}
+        self._cost = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: K) -> V | None:
+        with self._lock:
+            kept = self._items.get(key)
+        return None if kept is None else kept[0]
+
+    def put(self, key: K, value: V, cost: int) -> None:
+        if cost > self.max_cost // 4:  # one large text would push out every other
+            return
+        with self._lock:
+            if key in self._items:
+                return
+            self._items[key] = (value, cost)
+            self._cost += cost
+            while self._cost > self.max_cost or len(self._items) > self.max_items:
+                self._cost -= self._items.pop(next(iter(self._items)))[1]
+
 
 # A request's texts are read by its budget check, each guardrail, the entity model's pre-scan and the redaction
-# pass: the views of the texts scanned last are kept, so a text is folded once, not once per scan. Bounded (the
-# worker's texts in flight at most, in practice), by the views' bytes and by count; a text that is its own view
-# with no look-alike letters is not kept (it costs only its encoding).
-VIEW_CACHE_BYTES = 32 << 20
-VIEW_CACHE_TEXTS = 256
+# pass: the views of the texts folded last are kept, so a text is folded once, not once per scan (by the stretch
+# a view was folded in, textview.STRETCH, and the text). A text that is its own view with no look-alike letters
+# is not kept: it costs only its encoding.
 Views = tuple[tuple[TextView, bytes], ...]
-_views: dict[tuple[int, str], tuple[Views, int]] = {}  # by the stretch a view was folded in (textview.STRETCH) and text
-_views_bytes = 0
-_views_lock = threading.Lock()
+VIEWS: Recent[tuple[int, str], Views] = Recent(32 << 20, 256)
 
 
 def views_of(text: str, limit: int | None = None) -> Views:
-    """The views a scan matches on (guardrails.textview.text_views), from the cache when the text was just folded.
+    """The views a scan matches on (guardrails.textview.text_views), from VIEWS when the text was just folded.
     `limit`: folding stops with ViewTooLarge once a view is over that many bytes (nothing is kept)."""
-    global _views_bytes
     if text.isascii():
         return ((TextView(text), text.encode()),)
     key = (textview.STRETCH, text)
-    with _views_lock:
-        kept = _views.get(key)
+    kept = VIEWS.get(key)
     if kept is not None:
-        return kept[0]
-    data = text.encode("utf-8", "surrogatepass")
-    views = tuple(text_views(text, data, limit))
-    if len(views) == 1 and views[0][0].text is text:
-        return views
-    cost = len(text) + sum(len(view_data) for _, view_data in views)
-    if cost > VIEW_CACHE_BYTES // 4:
-        return views
-    with _views_lock:
-        if key not in _views:
-            _views[key] = (views, cost)
-            _views_bytes += cost
-        while _views_bytes > VIEW_CACHE_BYTES or len(_views) > VIEW_CACHE_TEXTS:
-            _views_bytes -= _views.pop(next(iter(_views)))[1]
+        return kept
+    views = tuple(text_views(text, text.encode("utf-8", "surrogatepass"), limit))
+    if len(views) > 1 or views[0][0].text is not text:
+        VIEWS.put(key, views, len(text) + sum(len(data) for _, data in views))
     return views
 
 

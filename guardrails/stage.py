@@ -143,7 +143,8 @@ class GuardrailStage:
                     return _unreadable(rules, policies, unread, MSG_UNREADABLE_FOR_PANEL)
         # Never a partial scan: text over a guardrail's or the request's scanned-bytes budget is a 413 before any.
         scanning = [rule.name for rule, policy in zip(rules, policies, strict=True) if policy.scans_text]
-        scan_budget_check(texts=_scanned(texts), guardrails=scanning)
+        prescan = bool(policy_combine(policies).entity_slugs)  # the patterns read the texts before the entity model
+        scan_budget_check(texts=_scanned(texts), guardrails=scanning, prescan=prescan)
         entities: dict[int, tuple[EntitySpan, ...]] = {}
         cost = Decimal(0)
         holds: tuple[ReservationHandle, ...] = ()  # the entity model call's (the request's own takes it over)

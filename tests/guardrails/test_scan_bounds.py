@@ -23,7 +23,7 @@ from guardrails.scanning import (
     scan_budget_check,
 )
 from guardrails.textview import STRETCH, text_views
-from tests.guardrails.test_enforcement import METADATA, guardrail, upstream_calls
+from tests.guardrails.test_enforcement import METADATA, entity_model, guardrail, upstream_calls  # noqa: F401
 from tests.support import assert_error_envelope
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -100,6 +100,26 @@ def test_a_request_scans_at_most_its_byte_budget_across_guardrails(alice, standi
         ("Team policy", "redacted"),
         ("Member policy", "flagged"),
     ]
+
+
+def test_the_entity_models_pre_scan_counts_as_a_second_read(alice, standin_catalog, entity_model, settings):  # noqa: F811
+    # Given a guardrail with a redact filter and the person-name builtin (the entity model is asked, after the
+    # patterns read the text once to refuse a block first, and they read it again with its spans), 4,000 bytes each
+    settings.GUARDRAILS_SCAN_MAX_BYTES_PER_GUARDRAIL = 4000
+    guardrail(alice, **REDACT, content_filter_builtins=[{"slug": "person-name", "action": "redact"}])
+    entity_model(json.dumps({"person-name": []}))
+    # When 2,500 bytes are sent (read twice: 5,000): 413 naming the guardrail's limit, nothing asked or sent
+    over = ask_with(alice.client(), text_of(2500))
+    body = assert_error_envelope(over, 413)
+    assert body["error"]["message"] == MSG_SCAN_TOO_LARGE_GUARDRAIL.format(
+        name="Team policy", size=2 * len(text_of(2500).encode()), limit=4000
+    )
+    assert upstream_calls(standin_catalog) == []
+    # When 1,900 are (3,800): the entity model is asked and the code redacted
+    under = ask_with(alice.client(), text_of(1900))
+    assert under.status_code == 200, under.content
+    sent = [call for call in upstream_calls(standin_catalog) if "You find personal data" not in str(call["body"])]
+    assert len(sent) == 1 and "[REDACTED:project-code]" in str(sent[0]["body"])
 
 
 # Patterns each cheap alone whose union is not: counted repetitions make the combined automaton's states multiply
