@@ -383,7 +383,7 @@ def test_a_model_calling_a_server_tool_three_thousand_times_runs_thirty(alice, h
         "tools": [{"type": "gateway:datetime"}],
         "provider": {"only": ["standin-responses"]},
         "stream": stream,
-        "max_output_tokens": 8000,  # room for 3,000 calls' names and arguments (routing.output_bound: 64,000 bytes)
+        "max_output_tokens": 12000,  # room for 3,000 calls' ids, names, arguments (routing.output_bound: 96,000 bytes)
     }
     response = alice.client().post("/api/v1/responses", payload, format="json")
     assert response.status_code == 200

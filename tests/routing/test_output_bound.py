@@ -14,11 +14,14 @@ from routing.canonical import (
     ReasoningSealed,
     TextDelta,
     TokenLogprob,
+    ToolCallDelta,
     ToolCallStarted,
     Usage,
 )
 from routing.output_bound import (
     IMAGE_OUTPUT_BYTES,
+    ITEM_BYTES,
+    MIN_ITEMS,
     OPAQUE_ITEM_MIN_BYTES,
     OPAQUE_OUTPUT_BYTES,
     OutputAllowance,
@@ -114,10 +117,10 @@ def test_provider_run_items_count_against_their_own_bound():
     kept = [event for event in relayed if event is not None]
     assert 0 < len(kept) * 65_000 <= OPAQUE_OUTPUT_BYTES < (len(kept) + 1) * 65_000
     assert relayed[len(kept)] is None and budget.exhausted
-    # And each item counts at least OPAQUE_ITEM_MIN_BYTES, so a flood of tiny items is bounded too
+    # And each counts at least OPAQUE_ITEM_MIN_BYTES, so a flood of tiny items is bounded by their number too
     tiny = OutputBudget(16)
-    count = sum(1 for n in range(5000) if tiny.event(HostedToolCall(code_call(n, ""))) is not None)
-    assert count == OPAQUE_OUTPUT_BYTES // OPAQUE_ITEM_MIN_BYTES and tiny.exhausted
+    relayed = relayed_until_cut(tiny, [HostedToolCall(code_call(n, "")) for n in range(5000)])
+    assert relayed == OPAQUE_OUTPUT_BYTES // OPAQUE_ITEM_MIN_BYTES
 
 
 def test_a_request_offering_image_generation_allows_an_image_s_bytes():
@@ -152,3 +155,34 @@ def test_a_whole_answer_s_provider_run_items_and_seals_are_bounded():
     # an answer with ordinary items is untouched
     ordinary = CanonicalResponse(output=(OutputReasoning(signature="sig"), code_call(1, "42"), OutputMessage("Hi")))
     assert OutputBudget(16).response(ordinary) is ordinary
+
+
+def relayed_until_cut(budget: OutputBudget, events: list) -> int:
+    """How many events a relay passes before the budget cuts the answer (it reads nothing after)."""
+    relayed = 0
+    for event in events:
+        relayed += budget.event(event) is not None
+        if budget.exhausted:
+            return relayed
+    raise AssertionError("never cut")
+
+
+def test_items_of_a_byte_each_are_bounded_by_their_number():
+    # Given an upstream alternating one-byte text and one-byte call arguments (each a new item in the answer)
+    budget = OutputBudget(1000)  # 8,000 bytes: at most 500 items
+    events = [TextDelta("a"), ToolCallDelta(0, "b")] * 1000
+    # Then at most one item per ITEM_BYTES of the bound opens, then the answer is cut (the relay reads no further)
+    assert relayed_until_cut(budget, events) == 8000 // ITEM_BYTES
+    assert relayed_until_cut(OutputBudget(16), events) == MIN_ITEMS  # a small bound still has room for tens
+    # And within one item, deltas are not items (a normal answer's thousands of deltas pass)
+    one = OutputBudget(1000)
+    assert all(one.event(TextDelta("a")) is not None for _ in range(5000)) and not one.exhausted
+    # A whole answer keeps the items that fit
+    answer = CanonicalResponse(output=tuple(OutputMessage(text="a") for _ in range(600)))
+    cut = OutputBudget(1000).response(answer)
+    assert len(cut.output) == 8000 // ITEM_BYTES and cut.output_cut
+
+
+def test_empty_deltas_and_call_ids_count_too():
+    assert relayed_until_cut(OutputBudget(16), [TextDelta("")] * 1000) == 256  # 256 bytes: one each
+    assert OutputBudget(16).event(ToolCallStarted(0, "c" * 300, "f")) is None  # a 300-byte call id does not fit
