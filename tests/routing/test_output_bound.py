@@ -1,6 +1,11 @@
 """routing.output_bound: the bytes an answer may bring for the tokens its request allows, and how an answer that
 passes them is cut (whole characters, tokens within the text kept, later items left out)."""
 
+import itertools
+import json
+
+import pytest
+
 from routing.canonical import (
     CanonicalRequest,
     CanonicalResponse,
@@ -18,6 +23,7 @@ from routing.canonical import (
     ToolCallStarted,
     Usage,
 )
+from routing.errors import UpstreamError
 from routing.output_bound import (
     IMAGE_OUTPUT_BYTES,
     ITEM_BYTES,
@@ -30,6 +36,9 @@ from routing.output_bound import (
     output_budget,
     output_byte_limit,
 )
+from routing.providers.anthropic import response as anthropic_response
+from routing.providers.anthropic.web_search import SEARCH_HELD_BYTES
+from routing.sse import SSEEvent
 from tests.support import standin_endpoint
 
 
@@ -186,3 +195,46 @@ def test_items_of_a_byte_each_are_bounded_by_their_number():
 def test_empty_deltas_and_call_ids_count_too():
     assert relayed_until_cut(OutputBudget(16), [TextDelta("")] * 1000) == 256  # 256 bytes: one each
     assert OutputBudget(16).event(ToolCallStarted(0, "c" * 300, "f")) is None  # a 300-byte call id does not fit
+
+
+# ---- what an adapter holds before the budget sees it ----------------------------------------------------------
+
+
+def anthropic_events(*payloads: dict, counter: list[int]):
+    """Anthropic stream events as the SSE decoder hands them over, counting how many were read."""
+    for payload in payloads:
+        counter[0] += 1
+        yield SSEEvent(payload["type"], json.dumps(payload))
+
+
+def test_a_flooding_anthropic_signature_is_handed_on_before_it_grows_without_bound():
+    # Given a thinking block whose signature arrives in 1 MiB deltas, without end
+    delta = {"type": "content_block_delta", "index": 0, "delta": {"type": "signature_delta", "signature": "s" * 2**20}}
+    start = {"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": ""}}
+    read = [0]
+    events = anthropic_events(start, *itertools.repeat(delta, 64), counter=read)
+    # Then the adapter hands the seal on once it holds more than PENDING_BYTES, and the budget cuts the answer there
+    sealed = next(event for event in anthropic_response.stream(events) if isinstance(event, ReasoningSealed))
+    assert read[0] <= 2 + anthropic_response.PENDING_BYTES // 2**20
+    budget = OutputBudget(16, opaque=IMAGE_OUTPUT_BYTES)
+    assert budget.event(sealed) is None and budget.exhausted
+
+
+def test_a_flooding_anthropic_search_query_fails_the_attempt_instead_of_growing():
+    # Given a server tool use whose input JSON arrives in 64 KiB deltas, without end
+    start = {
+        "type": "content_block_start",
+        "index": 0,
+        "content_block": {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}},
+    }
+    part = {
+        "type": "content_block_delta",
+        "index": 0,
+        "delta": {"type": "input_json_delta", "partial_json": "q" * 65536},
+    }
+    read = [0]
+    events = anthropic_events(start, *itertools.repeat(part, 1000), counter=read)
+    # Then the attempt fails once the search blocks hold more than their bound: nothing more is read or kept
+    with pytest.raises(UpstreamError):
+        list(anthropic_response.stream(events))
+    assert read[0] <= 2 + SEARCH_HELD_BYTES // 65536

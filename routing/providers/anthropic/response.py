@@ -27,6 +27,10 @@ from routing.providers.anthropic import web_search
 from routing.providers.anthropic.request import FORMAT
 from routing.providers.base import StopMapping, as_mapping, stream_cut_error, token_count
 
+# The most of a reasoning signature this adapter gathers (it arrives in deltas) before handing it on: above any
+# output bound (routing.output_bound), so a signature that passes it is cut there instead of held without end.
+PENDING_BYTES = 8 * 1024 * 1024
+
 STOP: StopMapping = {
     "end_turn": ("completed", None),
     "stop_sequence": ("completed", None),
@@ -122,6 +126,7 @@ def stream(events: Iterable) -> Iterator[StreamEvent]:
     input_usage: Mapping[str, Any] = {}
     tool_index: dict[int, int] = {}  # content block index -> tool call index
     signature: list[str] = []
+    signed = 0  # the signature's characters gathered
     finish: Finished | None = None
     searching = web_search.SearchStream()  # Anthropic's own web search: its blocks and citations
     for event in events:
@@ -149,14 +154,19 @@ def stream(events: Iterable) -> Iterator[StreamEvent]:
             elif delta_type == "thinking_delta":
                 yield ReasoningDelta(text=delta.get("thinking", ""))
             elif delta_type == "signature_delta":
-                signature.append(delta.get("signature", ""))
+                part = str(delta.get("signature") or "")
+                signature.append(part)
+                signed += len(part)
+                if signed > PENDING_BYTES:  # handed on now: the output bound cuts the answer there
+                    yield ReasoningSealed(signature="".join(signature), format=FORMAT)
+                    signature, signed = [], 0
             elif delta_type == "input_json_delta" and delta.get("partial_json"):
                 yield ToolCallDelta(
                     index=tool_index.get(payload.get("index", 0), 0), arguments=delta.get("partial_json", "")
                 )
         elif kind == "content_block_stop" and signature:
             yield ReasoningSealed(signature="".join(signature), format=FORMAT)
-            signature = []
+            signature, signed = [], 0
         elif kind == "message_delta":
             delta = as_mapping(payload.get("delta"))
             stop_reason = delta.get("stop_reason")

@@ -18,9 +18,14 @@ from routing.canonical import (
     StreamEvent,
     TextAnnotated,
 )
+from routing.errors import UpstreamError
 from routing.providers.base import as_mapping
 from routing.providers.hosted import SEARCHES_PER_CALL, WEB_SEARCH, capability, hosted_item, url_citation
 
+# The most a stream's search blocks may hold before the gateway sees them (the search's input JSON, citations
+# waiting for their text block's end, the blocks' ids and queries); past it the attempt fails.
+SEARCH_HELD_BYTES = 1024 * 1024
+BLOCK_BYTES = 64  # what a block's entries count at least
 TOOL_TYPE = "web_search_20250305"
 TOOL_NAME = "web_search"
 LOCATION_FIELDS = ("type", "city", "region", "country", "timezone")
@@ -147,6 +152,16 @@ class SearchStream:
     text_start: dict[int, int] = field(default_factory=dict)  # a text block's start in the message
     cited: dict[int, list[object]] = field(default_factory=dict)
     offset: int = 0  # characters of the message written so far
+    held: int = 0  # bytes the blocks above took in (never given back: SEARCH_HELD_BYTES bounds a stream's)
+
+    def _hold(self, size: int) -> None:
+        self.held += size
+        if self.held > SEARCH_HELD_BYTES:
+            raise UpstreamError(
+                error_type="provider_unavailable",
+                message=f"The provider's web search blocks were longer than {SEARCH_HELD_BYTES} bytes",
+                retryable=True,
+            )
 
     def take(self, kind: str, payload: dict) -> Iterable[StreamEvent] | None:
         """The events for an upstream event this handles (consumed), or None (the adapter's own handling)."""
@@ -156,10 +171,14 @@ class SearchStream:
         delta = as_mapping(payload.get("delta"))
         if kind == "content_block_delta":
             if index in self.server_blocks:
-                self.partial.setdefault(index, []).append(str(delta.get("partial_json") or ""))
+                part = str(delta.get("partial_json") or "")
+                self._hold(len(part) + 1)  # (an empty one is an entry all the same)
+                self.partial.setdefault(index, []).append(part)
                 return []
             if delta.get("type") == "citations_delta":
-                self.cited.setdefault(index, []).append(as_mapping(delta.get("citation")))
+                citation = as_mapping(delta.get("citation"))
+                self._hold(len(json.dumps(citation)))
+                self.cited.setdefault(index, []).append(citation)
                 return []
             if delta.get("type") == "text_delta":
                 self.offset += len(str(delta.get("text") or ""))
@@ -176,14 +195,17 @@ class SearchStream:
     def _start(self, index: int, block: Mapping[str, Any]) -> Iterable[StreamEvent] | None:
         kind = block.get("type")
         if kind == "text":
+            self._hold(BLOCK_BYTES)
             self.text_start[index] = self.offset
             if block.get("citations"):
+                self._hold(len(json.dumps(block["citations"])))
                 self.cited[index] = list(block["citations"])
             return None
         self.offset = 0  # any other block ends the message being written: the next text starts another
         if kind == "server_tool_use":
             self.server_blocks[index] = str(block.get("id") or "")
             self.queries[self.server_blocks[index]] = _query(block)
+            self._hold(BLOCK_BYTES + len(self.server_blocks[index]) + len(self.queries[self.server_blocks[index]]))
             return []
         if kind == "web_search_tool_result":
             call = search_call(block, self.queries.get(str(block.get("tool_use_id")), ""))
