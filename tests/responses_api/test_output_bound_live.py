@@ -2,15 +2,20 @@
 once cost the worker little memory, because each answer is cut at the request's output bound
 (routing.output_bound) and nothing past it is read, kept or repeated in `*.done` events."""
 
+import json
 import threading
 from decimal import Decimal
+from io import StringIO
 from pathlib import Path
 
 import pytest
 import requests
+from django.core.management import call_command
 
 from gateway.billing.models import Generation
 from gateway.billing.provisioning import account_provision
+from routing.output_bound import OPAQUE_OUTPUT_BYTES
+from tests.golden import FIXTURES
 from tests.support import Persona, sse_events
 
 pytestmark = pytest.mark.live
@@ -57,7 +62,7 @@ def status_kb(pid: int, field: str) -> int:
     raise AssertionError(f"no {field} for {pid}")
 
 
-def hostile_stream(gateway, key: str, results: list) -> None:
+def hostile_stream(gateway, key: str, results: list, hosted: bool = False) -> None:
     body = {
         "model": "standin/echo",
         "stream": True,
@@ -65,6 +70,9 @@ def hostile_stream(gateway, key: str, results: list) -> None:
         "input": f'Go <<standin {{"flood": {FLOOD}}}>>',
         "provider": {"only": ["standin-responses"]},
     }
+    if hosted:  # the flood in provider-run code_interpreter_call items (64 KiB each) instead
+        body["model"], body["tools"] = "standin/search", [{"type": "code_interpreter", "container": {"type": "auto"}}]
+        body["input"] = f'Go <<standin {{"flood": {FLOOD}, "flood_field": "hosted"}}>>'
     with requests.post(
         f"{gateway.api}/responses", json=body, headers={"Authorization": f"Bearer {key}"}, stream=True, timeout=120
     ) as response:
@@ -72,26 +80,31 @@ def hostile_stream(gateway, key: str, results: list) -> None:
     results.append((response.headers["X-Generation-Id"], received))
 
 
-def test_six_hostile_streams_leave_the_worker_small(gateway, transactional_db, standin_catalog):
-    gina = Persona(account_provision(name="gina", plan="payg", credits=Decimal("5")))
+def six_at_once(gateway, key: str, hosted: bool = False) -> list:
+    """Six hostile streams at once, after a first one (the worker's code paths loaded, its pools warm); the
+    worker's memory grew by less than 50 MB at its peak, and holds no more afterwards."""
     pid = worker_pid(gateway.process.pid)
-    # Given a worker that served a hostile stream already (its code paths loaded, its pools warm)
-    hostile_stream(gateway, gina.api_key, [])
+    hostile_stream(gateway, key, [], hosted)
     baseline = status_kb(pid, "VmRSS")
     Path(f"/proc/{pid}/clear_refs").write_text("5")  # VmHWM restarts from the current RSS
-    # When six upstreams stream 8 MiB each at once for answers allowed 16 tokens
     results: list = []
-    threads = [threading.Thread(target=hostile_stream, args=(gateway, gina.api_key, results)) for _ in range(STREAMS)]
+    threads = [threading.Thread(target=hostile_stream, args=(gateway, key, results, hosted)) for _ in range(STREAMS)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(180)
     assert len(results) == STREAMS
-    # Then the worker's memory grew by less than 50 MB at its peak, and holds no more afterwards
     peak_growth = status_kb(pid, "VmHWM") - baseline
     after_growth = status_kb(pid, "VmRSS") - baseline
     assert peak_growth < RSS_GROWTH_LIMIT_KB, f"peak RSS grew {peak_growth} kB"
     assert after_growth < RSS_GROWTH_LIMIT_KB, f"RSS grew {after_growth} kB"
+    return results
+
+
+def test_six_hostile_streams_leave_the_worker_small(gateway, transactional_db, standin_catalog):
+    gina = Persona(account_provision(name="gina", plan="payg", credits=Decimal("5")))
+    # When six upstreams stream 8 MiB each at once for answers allowed 16 tokens, the worker stays small
+    results = six_at_once(gateway, gina.api_key)
     # And each answer was cut at the bound, ended incomplete and was billed as the 16 tokens allowed
     for generation_id, received in results:
         events, _ = sse_events(_Streamed(received))
@@ -108,3 +121,17 @@ class _Streamed:
 
     def __init__(self, received: bytes):
         self.streaming_content = [received]
+
+
+def test_six_hostile_provider_run_item_floods_leave_the_worker_small(gateway, transactional_db, standin_catalog):
+    call_command("load_catalog", str(Path(FIXTURES) / "web" / "hosted_catalog.yaml"), stdout=StringIO())
+    hana = Persona(account_provision(name="hana", plan="payg", credits=Decimal("5")))
+    # When six upstreams answer with 8 MiB of code interpreter items each, the worker stays small
+    results = six_at_once(gateway, hana.api_key, hosted=True)
+    # And each answer relays at most the provider-run bound of items, cut and incomplete
+    for generation_id, received in results:
+        events, _ = sse_events(_Streamed(received))
+        items = [event["item"] for event in events if event["type"] == "response.output_item.done"]
+        assert 0 < len(json.dumps(items)) <= OPAQUE_OUTPUT_BYTES
+        assert events[-1]["type"] == "response.incomplete"
+        assert Generation.objects.get(id=generation_id).status == "incomplete"
