@@ -68,6 +68,7 @@ def prepare_run(*, ctx: RequestContext, data: dict) -> ResponseRun:
         prepared = response_normalize(ctx=ctx, data=data)
         ctx = replace(ctx, models=tuple(prepared.models), suffix=prepared.suffix)
         ctx = replace(ctx, own_hold=partial(response_own_hold, ctx=ctx, prepared=prepared))  # asked by a fusion panel
+        ctx = replace(ctx, result_scan=stages.tool_result_scan)  # a fusion panel member's tool results are scanned
         prepared, ran = pre_stages(prepared, ctx)
         ctx = replace(ctx, models=tuple(prepared.models), request=prepared.canonical, caps=prepared.caps)
         try:

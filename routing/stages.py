@@ -137,6 +137,10 @@ class RequestContext:
     # many tokens more (the pipeline's responses_api.own_hold; None outside it): a stage whose paid calls run before
     # that hold (a fusion panel) holds it up front too, so that hold is never refused after they ran.
     own_hold: Callable[[CanonicalRequest, tuple[str, ...], int], Decimal] | None = None
+    # The caller's guardrails' scan of what a server-tool loop hands a model in a later round, for a context (its
+    # budgets hold an entity model's call): set by responses_api (plugins do not import guardrails), so that a fusion
+    # panel member's own loop is scanned as the request's is. None, or returning None: nothing to scan.
+    result_scan: "Callable[[RequestContext], ToolResultScan | None] | None" = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,10 +14,14 @@ FusionAnalysisResult). Two ways in:
 
 The panel may use server tools (`tools`: default web search and web fetch when a search engine is configured, `[]`
 none) up to `max_tool_calls` (1-16, default 4) each: a member runs through the server-tool loop, every round and
-search billed. A member that fails is reported (status, error) and the run goes on; when all fail, the slug's
-request goes to the first panel model as a plain request would (and fails as it would), the tool's call fails. A
-fusion run cannot start another: gateway/fusion is no panel or analyst model, gateway:fusion no panel tool, and
-gateway/fusion is not given the gateway:fusion tool."""
+search billed, and what its tools hand it (search results, pages) is scanned by the caller's guardrails before its
+next round, as the request's own loop is (RequestContext.result_scan): a redaction is what it reads, a block fails
+the whole request with the guardrail's error (a fusion answer built from the other members would hide the refusal):
+no member starts another round, the analysis and the final answer never run, and what ran is charged. A member that
+fails is reported (status, error) and the run goes on; when all fail, the slug's request goes to the first panel
+model as a plain request would (and fails as it would), the tool's call fails. A fusion run cannot start another:
+gateway/fusion is no panel or analyst model, gateway:fusion no panel tool, and gateway/fusion is not given the
+gateway:fusion tool."""
 
 import json
 import threading
@@ -32,13 +36,13 @@ from typing import TypeVar
 from django.conf import settings
 from django.db import connection
 
-from gateway.billing.services import ReservationHandle, SpendCapExceeded, hold_drop
+from gateway.billing.services import ReservationHandle, SpendCapExceeded, holds_drop
 from gateway.errors import GatewayError
 from plugins import web_engines
 from plugins.healing import repair_bounded
 from plugins.hosted_tools import capable_endpoints
 from plugins.routing_plugins.candidates import caller_limits, caller_prefs, request_params
-from plugins.server_tools import Loop, drain, kind_of, usage_sum
+from plugins.server_tools import Loop, Refused, drain, kind_of, usage_sum
 from plugins.tools import RUNNERS, ToolContext, ToolResult, as_json, new_item_id
 from routing.attempts import AttemptSequence, AttemptsFailed, Served
 from routing.canonical import CanonicalRequest, CanonicalResponse, Message, OutputMessage, TextPart, Usage
@@ -64,6 +68,7 @@ from routing.stages import (
     Staged,
     StageEntry,
     ToolLoop,
+    ToolResultScan,
     server_function,
 )
 
@@ -161,11 +166,47 @@ class Meter:
     cost: Decimal = Decimal(0)
     usage: Usage = field(default_factory=Usage)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # The guardrail scans of the members' tool results: what their checks (an entity model) cost, in `cost` too,
+    # each with the hold its call took (closed with the run's: taken over, or charged that cost).
+    scans: list[tuple[ReservationHandle, Decimal]] = field(default_factory=list)
+    scan_cost: Decimal = Decimal(0)
+    refused: Block | None = None  # a guardrail refused what a member's tool would hand it: the run stops
 
     def add(self, cost: Decimal, usage: Usage) -> None:
         with self.lock:
             self.cost += cost
             self.usage = usage_sum((self.usage, usage))
+
+    def refuse(self, block: Block) -> None:
+        with self.lock:
+            self.refused = self.refused or block
+
+    @property
+    def scan_holds(self) -> tuple[ReservationHandle, ...]:
+        return tuple(hold for hold, _ in self.scans)
+
+    def metered(self, scan: ToolResultScan | None) -> ToolResultScan | None:
+        """`scan` with its checks' cost and holds kept here (not on the member's answer: the member's rounds are
+        billed at most what worst_cost held for them, the checks out of their own holds)."""
+        if scan is None:
+            return None
+
+        def metered_scan(request: CanonicalRequest) -> Staged | Block:
+            result = scan(request)
+            with self.lock:
+                self.cost += result.cost_usd
+                self.scan_cost += result.cost_usd
+                for index, hold in enumerate(result.holds):  # one check, one hold: its cost on the first
+                    self.scans.append((hold, result.cost_usd if index == 0 else Decimal(0)))
+            return replace(result, cost_usd=Decimal(0), holds=())
+
+        return metered_scan
+
+    def close_scans(self, ctx: RequestContext) -> None:
+        """The scans' holds closed when nothing takes them over (the run failed unexpectedly): each charged what its
+        check cost."""
+        for hold, cost in self.scans:
+            call_charge(ctx, hold, cost=cost, usage=Usage())
 
 
 @dataclass(frozen=True)
@@ -309,10 +350,12 @@ def _call(
     panel: Panel | None,
     meter: Meter,
     input_tokens: int | None = None,
+    scan: ToolResultScan | None = None,
 ) -> PanelAnswer:
     """One model, with its own endpoint fallback, through the server-tool loop when `panel` gives it tools (every
     round and tool cost counted on the answer and the run's meter, a later round's failure too); never raises: a
-    failure is the answer's status. Each round's usage is billed at most at what worst_cost held for it (its input:
+    failure is the answer's status (a guardrail's refusal of a tool's result too: kept on `meter`, which stops every
+    member before its next round). Each round's usage is billed at most at what worst_cost held for it (its input:
     `input_tokens`, else what the first round sent, grown by a round's output and tool result per round)."""
     started = time.monotonic()
     if isinstance(plan, GatewayError):
@@ -326,6 +369,8 @@ def _call(
         return bounded_usage(response.usage, round_request, candidate.endpoint, input_tokens=sent)
 
     def call(round_request: CanonicalRequest) -> Served:
+        if meter.refused is not None:  # another member's tool result was refused: nothing more goes upstream
+            raise Refused(meter.refused)
         done = answer.rounds
         try:
             served = AttemptSequence(
@@ -352,12 +397,16 @@ def _call(
         output = served.response.output
         if panel is not None and panel.tools:
             data = {"tools": panel.tools, "max_tool_calls": panel.max_tool_calls}
-            loop = Loop(ToolLoop(data=data, call=call, first=lambda: served.candidate, charge=charge), request)
+            tool_loop = ToolLoop(data=data, call=call, first=lambda: served.candidate, charge=charge, scan=scan)
+            loop = Loop(tool_loop, request)
             output = loop.run(served.response).response.output
             answer.tool_calls, answer.sources = loop.state.calls, loop.tools.sources
         answer.text, answer.status = _answer_text(output), "completed"
     except UpstreamError as error:
         answer.error, answer.status_code = error.message or "failed", error.status
+    except Refused as refused:
+        meter.refuse(refused.block)
+        answer.error, answer.status_code = refused.block.message, refused.block.status
     finally:
         answer.latency_ms = _ms(started)
         if connection.connection is not None and not connection.in_atomic_block:
@@ -382,16 +431,22 @@ def panel_event(answer: PanelAnswer) -> dict:
 
 
 def fuse(
-    request: CanonicalRequest, panel: Panel, plans: dict[str, RoutePlan | GatewayError], meter: Meter
+    request: CanonicalRequest,
+    panel: Panel,
+    plans: dict[str, RoutePlan | GatewayError],
+    meter: Meter,
+    scan: ToolResultScan | None = None,
 ) -> Generator[dict | None, None, Fused]:
     """The panel in parallel (each member's events as it finishes; None: time for a keep-alive), then the
-    analysis when any member answered; what each call spends is added to `meter` as it ends."""
+    analysis when any member answered; what each call spends is added to `meter` as it ends. `scan`: the caller's
+    guardrails' scan of what a member's tools hand it; raises Refused (once every member stopped) when it refused."""
     started = time.monotonic()
     member_request = _member_request(request, panel)
     answers: dict[int, PanelAnswer] = {}
+    scan = meter.metered(scan)
     with ThreadPoolExecutor(max_workers=len(panel.models), thread_name_prefix="fusion-panel") as pool:
         futures: dict[Future, int] = {
-            pool.submit(_call, model, member_request, plans[model], panel, meter): index
+            pool.submit(_call, model, member_request, plans[model], panel, meter, None, scan): index
             for index, model in enumerate(panel.models)
         }
         for model in panel.models:
@@ -404,6 +459,8 @@ def fuse(
             for future in sorted(done, key=futures.__getitem__):
                 answers[futures[future]] = answer = future.result()
                 yield panel_event(answer)
+    if meter.refused is not None:  # the whole run fails with the guardrail's refusal: no analysis, no answer
+        raise Refused(meter.refused)
     fused = Fused(answers=[answers[index] for index in range(len(panel.models))], panel_ms=_ms(started))
     if not fused.served:
         return fused
@@ -688,19 +745,40 @@ def fusion_stage(
         return Block(MSG_CREDITS.format(cost=worst), status=402)
     meter = Meter()
     try:
-        return _fused(request, panel, drain(fuse(panel_request, panel, plans, meter)), hold)
+        return _fused(request, panel, drain(fuse(panel_request, panel, plans, meter, _scan(ctx, panel))), meter, hold)
+    except Refused as refused:
+        # A guardrail refused what a member's tool fetched: the request is refused with its error, charged what ran
+        # (the members' rounds and tools, the scans' checks) out of the holds taken for them.
+        holds = (hold, *meter.scan_holds)
+        return replace(refused.block, cost_usd=meter.cost, holds=holds)
     except BaseException:
         # Failed midway (a bug, not a model's failure: those are answers): what the calls that ran spent is charged
         # out of the hold (each at most what the hold counted for it), the rest given back.
-        call_charge(ctx, hold, cost=meter.cost, usage=meter.usage)
+        call_charge(ctx, hold, cost=meter.cost - meter.scan_cost, usage=meter.usage)
+        meter.close_scans(ctx)
         raise
 
 
-def _fused(request: CanonicalRequest, panel: Panel, fused: Fused, hold: ReservationHandle) -> Staged:
+def _scan(ctx: RequestContext, panel: Panel) -> ToolResultScan | None:
+    """The caller's guardrails' scan of what the members' tools hand them: the request's own loop's when the run
+    is its gateway:fusion tool, else the one the pipeline offers for this context (its budgets); None without tools
+    or content filters."""
+    if not panel.tools:
+        return None
+    if ctx.tool_loop is not None and ctx.tool_loop.scan is not None:
+        return ctx.tool_loop.scan
+    return ctx.result_scan(ctx) if ctx.result_scan is not None else None
+
+
+def _fused(request: CanonicalRequest, panel: Panel, fused: Fused, meter: Meter, hold: ReservationHandle) -> Staged:
     """The stage's result once the panel ran: the final answer's request (the writer's instructions) for the
-    analyst, or the request as it is for the first member when every member failed; the panel's hold handed on."""
+    analyst, or the request as it is for the first member when every member failed; the panel's hold (and the
+    holds of the guardrails' checks of the members' tool results) handed on."""
     data = fused.data(panel)
-    cost, usage = fused.cost, fused.usage
+    cost, usage = fused.cost + meter.scan_cost, fused.usage
+    holds = (hold, *meter.scan_holds)
+    if meter.scan_cost:
+        data["guardrail_checks_cost_usd"] = float(meter.scan_cost)
     if not fused.served:  # as a plain request to the first panel model: its error (or its answer, if it recovered)
         data["fallback"] = f"every panel model failed: the request went to {panel.models[0]} as a plain request"
         entry = StageEntry("request_plugin", "fusion", "all panel models failed", data=data, cost_usd=cost)
@@ -712,7 +790,7 @@ def _fused(request: CanonicalRequest, panel: Panel, fused: Fused, hold: Reservat
             cost_usd=cost,
             usage=usage,
             record={"router": fused.record(panel.analyst)},
-            holds=(hold,),
+            holds=holds,
         )
     instructions = _writer_instructions(request, fused.served, fused.analysis)
     failed = len(fused.answers) - len(fused.served)
@@ -727,7 +805,7 @@ def _fused(request: CanonicalRequest, panel: Panel, fused: Fused, hold: Reservat
         cost_usd=cost,
         usage=usage,
         record={"router": fused.record(panel.analyst)},
-        holds=(hold,),
+        holds=holds,
     )
 
 
@@ -774,11 +852,16 @@ def fusion_tool_run(args: dict, parameters: dict, tools: ToolContext) -> Generat
     yield {"type": "response.fusion_call.in_progress"}
     meter = Meter()
     try:
-        fused = yield from fuse(request, panel, plans, meter)
+        # a guardrail's refusal of what a member's tool fetched (Refused) ends the request's loop: the request is
+        # refused with its error, as when the caller's own model's tool result is refused
+        fused = yield from fuse(request, panel, plans, meter, _scan(ctx, panel))
     finally:  # what ran is charged however the run ended (the client left a stream midway, say)
         tools.charge(meter.cost, meter.usage)
-        if tools.keep is None:
-            hold_drop(hold)
+        if tools.keep is not None:
+            for scan_hold in meter.scan_holds:
+                tools.keep(scan_hold)
+        else:
+            holds_drop((hold, *meter.scan_holds))
     yield {"type": "response.fusion_call.completed"}
     failed = [
         {"model": a.model, "error": a.error, **({"status_code": a.status_code} if a.status_code else {})}

@@ -1,0 +1,96 @@
+"""A fusion panel member's own server tools (issue 28 item 4, last gap): what web_search / web_fetch hand a member
+(or a gateway:fusion tool's member) in its next round is scanned by the caller's guardrails first, as the request's
+own loop is. A block fails the whole request with the guardrail's 403 and nothing more is sent upstream (no member's
+next round, no analysis, no final answer); a redaction is what the member reads; what ran is billed, no hold is
+left open. Through HTTP, with the stand-in provider as the models and as the SearXNG engine."""
+
+import json
+from decimal import Decimal
+
+from gateway.billing.models import Generation
+from tests.billing.books import assert_books
+from tests.guardrails.test_enforcement import guardrail
+from tests.plugins.test_fusion_tools import METADATA, PANEL, SEARCH_ONCE, catalog, searxng, sent_to  # noqa: F401
+from tests.plugins.test_fusion_tools import ask as ask_tool
+from tests.support import assert_error_envelope
+
+NEWS = {"content_filters": [{"pattern": "Example News", "action": "block", "label": "news"}]}
+DOCS = {"content_filters": [{"pattern": "Example Docs", "action": "redact", "label": "docs"}]}
+ANALYST = "bolt/delta"
+# A member scripted by its endpoint (its prompt is the caller's model's question): it searches in every round.
+SEARCHING = 'tool_call=gateway_web_search,tool_arguments={"query":"quantum"}'
+
+
+def ask_panel(persona, *, stream: bool = False):
+    """gateway/fusion, its members searching the web (the default with an engine configured), each scripted to
+    search once."""
+    payload = {
+        "model": "gateway/fusion",
+        "input": f"What is new in quantum sensors? <<standin {SEARCH_ONCE}>>",
+        "plugins": [{"id": "fusion", "analysis_models": PANEL, "model": ANALYST}],
+        "stream": stream,
+    }
+    return persona.client().post("/api/v1/responses", payload, format="json", **METADATA)
+
+
+def rounds_of(standin, model: str) -> int:
+    return len(sent_to(standin, model.split("/")[1]))
+
+
+def assert_billed_and_closed(persona) -> None:
+    """What ran (the members' first rounds, their searches) is charged; no hold stays reserved."""
+    assert not Generation.objects.filter(account_id=persona.account_id, status="in_progress").exists()
+    charged = Generation.objects.filter(account_id=persona.account_id).exclude(status="in_progress")
+    assert sum((g.cost for g in charged), Decimal(0)) > 0
+    assert assert_books(persona.account_id).reserved == 0
+
+
+def test_a_blocked_search_result_in_a_panel_members_round_fails_the_whole_request(alice, db, standin, searxng):  # noqa: F811
+    catalog(standin)
+    guardrail(alice, **NEWS)
+    response = ask_panel(alice)
+    body = assert_error_envelope(response, 403)
+    assert body["error"]["metadata"]["patterns"] == ["news"]
+    assert "Example News" not in response.content.decode()
+    # each member's first round ran and searched; none read the results: no second round, no analysis, no answer
+    assert len(standin.requests_for("/search")) == len(PANEL)
+    assert [rounds_of(standin, model) for model in PANEL] == [1] * len(PANEL)
+    assert rounds_of(standin, ANALYST) == 0
+    assert_billed_and_closed(alice)
+
+
+def test_a_streamed_fusion_request_is_refused_before_its_stream_starts(alice, db, standin, searxng):  # noqa: F811
+    """The panel runs before the answer starts: the refusal is the guardrail's 403, not a stream."""
+    catalog(standin)
+    guardrail(alice, **NEWS)
+    response = ask_panel(alice, stream=True)
+    assert_error_envelope(response, 403)
+    assert rounds_of(standin, ANALYST) == 0
+    assert_billed_and_closed(alice)
+
+
+def test_a_redaction_in_a_search_result_is_what_the_panel_member_reads(alice, db, standin, searxng):  # noqa: F811
+    catalog(standin)
+    guardrail(alice, **DOCS)
+    response = ask_panel(alice)
+    assert response.status_code == 200, response.content
+    for model in PANEL:
+        first, second = sent_to(standin, model.split("/")[1])
+        raw = json.dumps(second)
+        assert "Example Docs" not in raw and "[REDACTED:docs]" in raw
+        assert "docs.example.com/guide/intro" in raw  # the rest of the result is read as it was
+
+
+def test_a_fusion_tools_member_reads_search_results_only_after_the_guardrails(alice, db, standin, searxng):  # noqa: F811
+    """gateway:fusion called by the request's model: its panel members search; a blocked result fails the request."""
+    catalog(standin, **{model: SEARCHING for model in PANEL})
+    guardrail(alice, **NEWS)
+    standin.clear()
+    response = ask_tool(alice, {"tools": [{"type": "gateway:web_search"}], "max_tool_calls": 1})
+    body = assert_error_envelope(response, 403)
+    assert body["error"]["metadata"]["patterns"] == ["news"]
+    assert "Example News" not in response.content.decode()
+    assert [rounds_of(standin, model) for model in PANEL] == [1] * len(PANEL)
+    assert rounds_of(standin, ANALYST) == 0
+    assert rounds_of(standin, "corp/epsilon") == 1  # the caller's model: its first round only
+    assert_billed_and_closed(alice)
