@@ -17,13 +17,16 @@ from plugins.serializers import plugin_rules_install
 from responses_api.apis import ResponseCreateApi
 from responses_api.chat.apis import ChatCompletionCreateApi
 from responses_api.embeddings.apis import EmbeddingCreateApi
-from responses_api.messages.apis import MessageCreateApi
+from responses_api.messages.apis import MessageCountTokensApi, MessageCreateApi
 from responses_api.stages import honoured_plugins
 from responses_api.validation.plugins import PLUGIN_SERIALIZERS
 from routing.apis import (
     AccountRoutingSettingsApi,
+    ModelCountApi,
     ModelEndpointsApi,
+    ModelGetApi,
     ModelListApi,
+    ModelRetrieveApi,
     ProviderListApi,
     UserModelListApi,
 )
@@ -50,6 +53,7 @@ api_v1 = [
     path("responses", ResponseCreateApi.as_view(), name="responses"),
     path("chat/completions", ChatCompletionCreateApi.as_view(), name="chat-completions"),
     path("messages", MessageCreateApi.as_view(), name="messages"),
+    path("messages/count_tokens", MessageCountTokensApi.as_view(), name="messages-count-tokens"),
     path("embeddings", EmbeddingCreateApi.as_view(), name="embeddings"),
     path("keys", ApiKeyListCreateApi.as_view(), name="keys"),
     path("keys/<segment:key_hash>", ApiKeyDetailApi.as_view(), name="key-detail"),
@@ -60,6 +64,9 @@ api_v1 = [
     path("models", ModelListApi.as_view(), name="models"),
     path("models/user", UserModelListApi.as_view(), name="models-user"),
     path("models/<segment:author>/<segment:slug>/endpoints", ModelEndpointsApi.as_view(), name="model-endpoints"),
+    path("models/count", ModelCountApi.as_view(), name="models-count"),
+    path("models/<segment:author>/<segment:slug>", ModelRetrieveApi.as_view(), name="model-retrieve"),
+    path("model/<segment:author>/<segment:slug>", ModelGetApi.as_view(), name="model-get"),
     path("providers", ProviderListApi.as_view(), name="providers"),
     path("byok", ByokListCreateApi.as_view(), name="byok"),
     path("byok/<uuid:byok_id>", ByokDetailApi.as_view(), name="byok-detail"),

@@ -29,7 +29,8 @@ class ResponseCreateApi(APIView):
                 str,
                 OpenApiParameter.HEADER,
                 enum=["enabled", "disabled"],
-                description="`enabled` adds gateway_metadata (legacy alias X-Gateway-Experimental-Metadata)",
+                description="`enabled` adds gateway_metadata (aliases: X-OpenRouter-Metadata, as the openrouter SDK "
+                "sends it, and the legacy X-Gateway-Experimental-Metadata; aliases with different values are a 400)",
             ),
             OpenApiParameter(
                 "x-session-id",

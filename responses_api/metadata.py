@@ -4,15 +4,42 @@ results and on every error of POST /responses after authentication."""
 import logging
 
 from gateway.billing.generations import ProviderAttempt
+from gateway.errors import GatewayError
 from routing.selection import Candidate, RoutePlan
 
 logger = logging.getLogger(__name__)
-# The spec's opt-in header and its legacy alias (a request header only: the request body has no such field).
-METADATA_HEADERS = ("HTTP_X_GATEWAY_METADATA", "HTTP_X_GATEWAY_EXPERIMENTAL_METADATA")
+# The spec's opt-in header and its legacy alias (a request header only: the request body has no such field),
+# then the names the openrouter SDK sends for the same option (its `x_open_router_metadata` argument).
+METADATA_HEADERS = (
+    "HTTP_X_GATEWAY_METADATA",
+    "HTTP_X_GATEWAY_EXPERIMENTAL_METADATA",
+    "HTTP_X_OPENROUTER_METADATA",
+    "HTTP_X_OPENROUTER_EXPERIMENTAL_METADATA",
+)
+MSG_METADATA_CONFLICT = (
+    "The metadata opt-in headers disagree: {names} were sent with different values; send one of them "
+    "(X-OpenRouter-Metadata is an alias of X-Gateway-Metadata)"
+)
+
+
+def _header_name(meta_key: str) -> str:
+    return "-".join(part.capitalize() for part in meta_key.removeprefix("HTTP_").split("_")).replace(
+        "Openrouter", "OpenRouter"
+    )
 
 
 def metadata_requested(meta: dict) -> bool:
     return any(str(meta.get(name, "")).strip().lower() == "enabled" for name in METADATA_HEADERS)
+
+
+def metadata_headers_check(meta: dict) -> None:
+    """Aliases that say different things are a 400, not a guess at which one the caller meant."""
+    sent = {name: str(meta[name]).strip().lower() for name in METADATA_HEADERS if name in meta}
+    if len(set(sent.values())) > 1:
+        names = ", ".join(_header_name(name) for name in sent)
+        raise GatewayError(
+            MSG_METADATA_CONFLICT.format(names=names), metadata={"headers": list(map(_header_name, sent))}
+        )
 
 
 def gateway_metadata(*, plan: RoutePlan, attempts: list[ProviderAttempt], served: Candidate | None) -> dict:

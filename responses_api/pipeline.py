@@ -17,7 +17,7 @@ from rest_framework.request import Request
 from gateway.accounts.authentication import Caller
 from gateway.errors import GatewayError
 from responses_api import stages
-from responses_api.metadata import metadata_requested
+from responses_api.metadata import metadata_headers_check, metadata_requested
 from responses_api.normalize import Prepared, reestimated
 from responses_api.own_hold import response_own_hold
 from responses_api.render import output_items
@@ -42,6 +42,7 @@ def authenticate(request: Request, data: dict) -> RequestContext:
     asked for gateway_metadata."""
     session_id = data.get("session_id") or request.META.get("HTTP_X_SESSION_ID", "")[:256]
     caller = cast(Caller, request.user)  # IsInferenceKey let only an inference key's caller through
+    metadata_headers_check(request.META)
     return RequestContext(
         caller=caller,
         session_id=session_id,

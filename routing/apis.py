@@ -9,13 +9,17 @@ from gateway.errors import NotFound
 from routing import selectors
 from routing.limits import RoutingLimit, limits_for
 from routing.listing import ListedModel, listed_models, models_allowed, models_filter, rendered_listings
-from routing.preferences import account_defaults
+from routing.preferences import account_defaults, split_model_suffix
 from routing.serializers import (
     AccountRoutingEnvelopeSerializer,
     AccountRoutingSettingsSerializer,
+    ModelCountQuerySerializer,
+    ModelCountSerializer,
     ModelEndpointsEnvelopeSerializer,
+    ModelEnvelopeSerializer,
     ModelListQuerySerializer,
     ModelListSerializer,
+    ModelRetrieveSerializer,
     ProviderListSerializer,
     ProviderRecordSerializer,
     architecture,
@@ -103,6 +107,76 @@ class UserModelListApi(ModelListApi):
             deny_data_collection=defaults.data_collection == "deny",
         )
         return own + ((account,) if account != RoutingLimit(source=account.source) else ())
+
+
+MODEL_PATH = [
+    OpenApiParameter("author", str, OpenApiParameter.PATH),
+    OpenApiParameter("slug", str, OpenApiParameter.PATH, description="May end in a variant suffix (`:free`, `:nitro`)"),
+]
+
+
+def listed_model(request, author: str, slug: str) -> ListedModel:
+    """The /models entry of `author/slug` as this caller's /models lists it (a variant suffix names its base
+    model); a model the caller's guardrails hide is as unknown here as it is there."""
+    snapshot = current_snapshot()
+    model_id, _suffix = split_model_suffix(f"{author}/{slug}")
+    found = [model for model in listed_models(snapshot=snapshot) if model.id == model_id]
+    if not models_allowed(found, limits=limits_for(request.user), snapshot=snapshot):
+        raise NotFound(MSG_MODEL_NOT_FOUND)
+    return found[0]
+
+
+class ModelRetrieveApi(APIView):
+    """GET /models/{author}/{slug}: the path the openai SDK's `models.retrieve("author/slug")` calls."""
+
+    @extend_schema(
+        operation_id="retrieveModel",
+        tags=["Models"],
+        parameters=MODEL_PATH,
+        responses={200: ModelRetrieveSerializer, **error_responses(401, 404, 429, 500)},
+    )
+    def get(self, request, author: str, slug: str):
+        model = listed_model(request, author, slug)
+        return Response({**model.record, "object": "model", "owned_by": model.id.partition("/")[0]})
+
+
+class ModelGetApi(APIView):
+    """GET /model/{author}/{slug}: the path the openrouter SDK's `models.get` calls (the entry under `data`)."""
+
+    @extend_schema(
+        operation_id="getModel",
+        tags=["Models"],
+        parameters=MODEL_PATH,
+        responses={200: ModelEnvelopeSerializer, **error_responses(401, 404, 429, 500)},
+    )
+    def get(self, request, author: str, slug: str):
+        return Response({"data": listed_model(request, author, slug).record})
+
+
+class ModelCountApi(APIView):
+    """GET /models/count: how many models /models lists for this caller with the same filters."""
+
+    @extend_schema(
+        operation_id="countModels",
+        tags=["Models"],
+        parameters=[ModelCountQuerySerializer],
+        responses={200: ModelCountSerializer, **error_responses(400, 401, 429, 500)},
+    )
+    def get(self, request):
+        query = ModelCountQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        params, as_list = query.validated_data, ModelListQuerySerializer.as_list
+        snapshot = current_snapshot()
+        models = models_filter(
+            listed_models(snapshot=snapshot),
+            q=params.get("q", ""),
+            supported_parameters=as_list(params.get("supported_parameters")),
+            input_modalities=as_list(params.get("input_modalities")),
+            output_modalities=as_list(params.get("output_modalities")),
+            providers=as_list(params.get("providers")),
+        )
+        allowed = models_allowed(models, limits=limits_for(request.user), snapshot=snapshot)
+        return Response({"data": {"count": len(allowed)}})
 
 
 class ModelEndpointsApi(APIView):

@@ -55,6 +55,38 @@ class ModelRecordSerializer(serializers.Serializer):
     links = ModelLinksSerializer()
 
 
+class ModelRetrieveSerializer(ModelRecordSerializer):
+    """GET /models/{author}/{slug}: the /models entry, plus the two fields the openai SDK's `models.retrieve`
+    reads (`object`, `owned_by`)."""
+
+    object = serializers.ChoiceField(choices=["model"])
+    owned_by = serializers.CharField(help_text="The model's author (the id's part before the slash)")
+
+
+class ModelEnvelopeSerializer(serializers.Serializer):
+    """GET /model/{author}/{slug} (the openrouter SDK's `models.get`): the /models entry in `data`."""
+
+    data = ModelRecordSerializer()  # type: ignore[assignment]  # the envelope's field shadows Serializer.data
+
+
+class ModelCountDataSerializer(serializers.Serializer):
+    count = serializers.IntegerField(help_text="How many models /models lists for this caller and these filters")
+
+
+class ModelCountSerializer(serializers.Serializer):
+    data = ModelCountDataSerializer()  # type: ignore[assignment]  # the envelope's field shadows Serializer.data
+
+
+class ModelCountQuerySerializer(serializers.Serializer):
+    """The filters /models takes (no paging: a count has no pages)."""
+
+    q = fields.CharField(required=False, max_length=200, help_text="Search in id, name and description")
+    supported_parameters = fields.CharField(required=False, help_text="Comma list; all must be supported")
+    input_modalities = fields.CharField(required=False, help_text="Comma list")
+    output_modalities = fields.CharField(required=False, help_text="Comma list, or `all`")
+    providers = fields.CharField(required=False, help_text="Comma list of provider slugs")
+
+
 class ListLinksSerializer(serializers.Serializer):
     next = serializers.CharField(allow_null=True)
 

@@ -20,7 +20,8 @@ METADATA_HEADER = OpenApiParameter(
     str,
     OpenApiParameter.HEADER,
     enum=["enabled", "disabled"],
-    description="`enabled` adds gateway_metadata (legacy alias X-Gateway-Experimental-Metadata)",
+    description="`enabled` adds gateway_metadata (aliases: X-OpenRouter-Metadata, as the openrouter SDK sends "
+    "it, and the legacy X-Gateway-Experimental-Metadata; aliases sent with different values are a 400)",
 )
 SESSION_HEADER = OpenApiParameter(
     "x-session-id", str, OpenApiParameter.HEADER, description="Sticky routing key when the body has no session_id"

@@ -1,23 +1,31 @@
+from typing import cast
+
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from gateway.accounts.authentication import Caller
 from gateway.accounts.permissions import IsInferenceKey
+from gateway.errors import NotFound
 from responses_api import pipeline
 from responses_api.chat.apis import METADATA_HEADER, SESSION_HEADER, streaming_response
 from responses_api.chat.events import relay
 from responses_api.embeddings.service import refuse_embedding_models
+from responses_api.messages.count import MessageCountTokensRequestSerializer, message_tokens_count
 from responses_api.messages.errors import anthropic_error
 from responses_api.messages.render import PING, MessageEventTranslator, message
 from responses_api.messages.schema import (
     MessageResultSerializer,
     MessageStreamEventSerializer,
+    MessageTokensCountSerializer,
     anthropic_error_responses,
 )
 from responses_api.messages.translate import responses_data
 from responses_api.messages.validation import MessageCreateRequestSerializer
 from responses_api.metadata import view_error_metadata
+from routing.preferences import split_model_suffix
+from routing.selectors import model_get
 
 
 class MessageCreateApi(APIView):
@@ -64,3 +72,32 @@ class MessageCreateApi(APIView):
         return Response(
             message(result, generation_id=run.generation_id), headers={"X-Generation-Id": run.generation_id}
         )
+
+
+class MessageCountTokensApi(APIView):
+    accepts_x_api_key = True
+    permission_classes = [IsInferenceKey]
+
+    def handle_exception(self, exc):
+        response = super().handle_exception(exc)
+        anthropic = anthropic_error(response.data, response.status_code)
+        if anthropic is not None:
+            response.data = anthropic
+        return response
+
+    @extend_schema(
+        operation_id="countMessageTokens",
+        tags=["Anthropic Messages"],
+        request=MessageCountTokensRequestSerializer,
+        responses={200: MessageTokensCountSerializer, **anthropic_error_responses(400, 401, 404, 413, 429, 500)},
+    )
+    def post(self, request: Request):
+        """Anthropic's `messages.count_tokens`: the prompt's input tokens by the gateway's estimate (the one its
+        credit holds use; no tokenizer is downloaded), free of charge. An unknown model is a 404."""
+        serializer = MessageCountTokensRequestSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        message = serializer.validated_data
+        if model_get(model_id=split_model_suffix(message["model"])[0]) is None:
+            raise NotFound(f"model: {message['model']}")
+        caller = cast(Caller, request.user)  # IsInferenceKey let only an inference key's caller through
+        return Response({"input_tokens": message_tokens_count(message=message, account_id=str(caller.account_id))})

@@ -61,6 +61,12 @@ class AnthropicErrorBodySerializer(serializers.Serializer):
     gateway_metadata = serializers.DictField(required=False)
 
 
+class MessageTokensCountSerializer(serializers.Serializer):
+    input_tokens = serializers.IntegerField(
+        help_text="The gateway's estimate (4 characters a token, 1,000 an image): what its credit hold counts"
+    )
+
+
 def anthropic_error_responses(*codes: int) -> dict[int, OpenApiResponse]:
     return {code: OpenApiResponse(AnthropicErrorBodySerializer, description=f"HTTP {code}") for code in codes}
 

@@ -133,7 +133,7 @@ class MessageCreateRequestSerializer(LentFieldsSerializer):
         if len(names) != len(set(names)):
             raise serializers.ValidationError({"tools": "tool names must be unique"})
         thinking = attrs.get("thinking") or {}
-        if thinking.get("budget_tokens") and thinking["budget_tokens"] >= attrs["max_tokens"]:
+        if thinking.get("budget_tokens") and "max_tokens" in attrs and thinking["budget_tokens"] >= attrs["max_tokens"]:
             raise serializers.ValidationError({"thinking": {"budget_tokens": "must be less than max_tokens"}})
         if thinking.get("type") in ("enabled", "adaptive"):
             check_beside_thinking(attrs)

@@ -48,8 +48,8 @@ def test_errors_made_before_the_view_are_anthropics(alice):
     assert_anthropic_error(post_raw(alice, b"{}", CONTENT_LENGTH="x1"), 400, "invalid_request_error")
     assert_anthropic_error(post_raw(alice, b"{}", HTTP_CONTENT_ENCODING="gzip"), 415, "invalid_request_error")
     assert_anthropic_error(post_raw(alice, b"{}", HTTP_TRANSFER_ENCODING="gzip"), 501, "api_error")
-    # a path under the door that does not exist (Anthropic clients call /v1/messages/count_tokens, /batches)
-    missing = Client().post(f"{URL}/count_tokens", HI, content_type="application/json", HTTP_X_API_KEY=alice.api_key)
+    # a path under the door that does not exist (Anthropic clients call /v1/messages/batches)
+    missing = Client().post(f"{URL}/batches", HI, content_type="application/json", HTTP_X_API_KEY=alice.api_key)
     assert_anthropic_error(missing, 404, "not_found_error")
 
 
@@ -105,7 +105,7 @@ def test_the_anthropic_sdk_raises_its_typed_errors_for_gateway_made_errors(trans
             wrong.messages.create(model="standin/echo", max_tokens=5, messages=[{"role": "user", "content": "Hi"}])
         assert unauthorized.value.type == "authentication_error"
         with pytest.raises(anthropic.NotFoundError) as missing:
-            client.messages.count_tokens(model="standin/echo", messages=[{"role": "user", "content": "Hi"}])
+            client.messages.count_tokens(model="nobody/none", messages=[{"role": "user", "content": "Hi"}])
         assert missing.value.type == "not_found_error"
         # And over raw HTTP, a Content-Length over the limit is refused from the header alone
         raw = requests.post(
