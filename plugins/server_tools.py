@@ -477,7 +477,9 @@ class Loop:
         """The next round: the conversation so far, the deferred tools tool_search found declared, and a forced
         tool choice (required, a named tool) relaxed to auto after the first round."""
         choice = request.tool_choice
-        if choice not in (None, "auto", "none"):
+        if isinstance(choice, dict) and choice.get("type") == "allowed_tools":
+            choice = {**choice, "mode": "auto"}  # still only the allowed tools
+        elif choice not in (None, "auto", "none"):
             choice = "auto"
         return replace(request, input=tuple(conversation), tools=request.tools + found, tool_choice=choice)
 
@@ -487,6 +489,10 @@ class Loop:
         choice = request.tool_choice if tools else None
         if isinstance(choice, dict) and choice.get("name") in self.kinds:
             choice = "auto"
+        if isinstance(choice, dict) and choice.get("type") == "allowed_tools":
+            # the caller's tools among the allowed ones, none when only server tools were allowed
+            kept = [ref for ref in choice["tools"] if ref.get("name") not in self.kinds]
+            choice = {**choice, "mode": "auto", "tools": kept} if kept else "none"
         return replace(request, input=tuple(conversation), tools=tools, tool_choice=choice)
 
     def _figures(self, stopped: str) -> dict:

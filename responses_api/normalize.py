@@ -61,9 +61,11 @@ def server_functions(tools: list[dict]) -> tuple[FunctionTool, ...]:
 
 
 def _tool_choice(choice):
-    """A server tool chosen by type is its declared function."""
+    """A server tool chosen by type is its declared function (in an allowed_tools list too)."""
     if isinstance(choice, dict) and server_tool_kind(str(choice.get("type"))):
         return {"type": "function", "name": server_function_name(choice["type"])}
+    if isinstance(choice, dict) and choice.get("type") == "allowed_tools":
+        return {**choice, "tools": [_tool_choice(reference) for reference in choice["tools"]]}
     return choice
 
 

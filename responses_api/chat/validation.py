@@ -10,6 +10,7 @@ from rest_framework import serializers
 from gateway import fields
 from responses_api.chat.messages import MessagesField
 from responses_api.validation.common import LentFieldsSerializer, unknown_fields
+from responses_api.validation.limits import MAX_TOOLS
 from responses_api.validation.objects import (
     CacheControlSerializer,
     DebugSerializer,
@@ -19,7 +20,7 @@ from responses_api.validation.objects import (
 )
 from responses_api.validation.plugins import PluginsField
 from responses_api.validation.request import MODEL_ID_MAX, SERVICE_TIERS
-from responses_api.validation.tools import FUNCTION_NAME, TOOL_CHOICE_MODES
+from responses_api.validation.tools import FUNCTION_NAME, TOOL_CHOICE_MODES, tool_choice_problem
 
 # Fields of the Chat Completions API that the canonical request cannot carry to every route: refused, with why.
 UNSUPPORTED = {
@@ -96,12 +97,45 @@ class ChatToolChoiceSerializer(serializers.Serializer):
                     },
                 },
             },
+            {
+                "type": "object",
+                "required": ["type", "allowed_tools"],
+                "description": "Only these function tools may be called (auto: may; required: one must be)",
+                "properties": {
+                    "type": {"type": "string", "enum": ["allowed_tools"]},
+                    "allowed_tools": {
+                        "type": "object",
+                        "required": ["mode", "tools"],
+                        "properties": {
+                            "mode": {"type": "string", "enum": ["auto", "required"]},
+                            "tools": {
+                                "type": "array",
+                                "minItems": 1,
+                                "maxItems": MAX_TOOLS,
+                                "items": {
+                                    "type": "object",
+                                    "required": ["type", "function"],
+                                    "properties": {
+                                        "type": {"type": "string", "enum": ["function"]},
+                                        "function": {
+                                            "type": "object",
+                                            "required": ["name"],
+                                            "properties": {"name": {"type": "string", "minLength": 1}},
+                                        },
+                                    },
+                                },
+                            },
+                        },
+                    },
+                },
+            },
         ],
         "nullable": True,
     }
 )
 class ChatToolChoiceField(serializers.Field):
-    """ "none" | "auto" | "required" | {"type": "function", "function": {"name"}} -> the Responses form."""
+    """ "none" | "auto" | "required" | {"type": "function", "function": {"name"}} | {"type": "allowed_tools",
+    "allowed_tools": {"mode", "tools"}} -> the Responses form."""
 
     def to_representation(self, value):
         return value
@@ -111,12 +145,38 @@ class ChatToolChoiceField(serializers.Field):
             if data not in TOOL_CHOICE_MODES:
                 raise serializers.ValidationError(f'"{data}" is not valid; expected one of {list(TOOL_CHOICE_MODES)}')
             return data
+        if isinstance(data, dict) and data.get("type") == "allowed_tools":
+            return chat_allowed_tools(data)
         serializer = ChatToolChoiceSerializer(data=data)
         if not isinstance(data, dict) or not serializer.is_valid():
             raise serializers.ValidationError(
                 serializer.errors if isinstance(data, dict) else "must be auto, none, required or a function choice"
             )
         return {"type": "function", "name": serializer.validated_data["function"]["name"]}
+
+
+def chat_allowed_tools(data: dict) -> dict:
+    """{type: allowed_tools, allowed_tools: {mode: auto|required, tools: [{type: function, function: {name}}]}}
+    (https://platform.openai.com/docs/api-reference/chat/create) -> the Responses form, {type, mode, tools}."""
+    allowed = data.get("allowed_tools")
+    if set(data) != {"type", "allowed_tools"} or not isinstance(allowed, dict) or set(allowed) - {"mode", "tools"}:
+        raise serializers.ValidationError("allowed_tools takes type and allowed_tools: {mode, tools} only")
+    tools = allowed.get("tools")
+    if (
+        allowed.get("mode") not in ("auto", "required")
+        or not isinstance(tools, list)
+        or not 0 < len(tools) <= MAX_TOOLS
+    ):
+        raise serializers.ValidationError({"allowed_tools": f"needs mode auto|required and 1 to {MAX_TOOLS} tools"})
+    names = []
+    for index, tool in enumerate(tools):
+        serializer = ChatToolChoiceSerializer(data=tool)
+        if not isinstance(tool, dict) or set(tool) - {"type", "function"} or not serializer.is_valid():
+            raise serializers.ValidationError(
+                {"allowed_tools": {"tools": {str(index): "must be {type: function, function: {name}}"}}}
+            )
+        names.append(serializer.validated_data["function"]["name"])
+    return {"type": "allowed_tools", "mode": allowed["mode"], "tools": [{"type": "function", "name": n} for n in names]}
 
 
 class ChatJsonSchemaSerializer(serializers.Serializer):
@@ -281,8 +341,8 @@ class ChatCompletionCreateRequestSerializer(LentFieldsSerializer):
         choice = attrs.get("tool_choice")
         if choice == "required" and not names and attrs.get("web_search_options") is None:
             raise serializers.ValidationError({"tool_choice": "required needs tools (or web_search_options) to call"})
-        if isinstance(choice, dict) and choice["name"] not in names:
-            raise serializers.ValidationError({"tool_choice": f'no function tool named "{choice["name"]}"'})
+        if problem := tool_choice_problem(choice, [{"type": "function", "name": name} for name in names]):
+            raise serializers.ValidationError({"tool_choice": problem})
         if attrs.get("service_tier") == "fast":
             attrs["service_tier"] = "priority"
         return attrs

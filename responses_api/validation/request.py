@@ -18,7 +18,7 @@ from responses_api.validation.objects import (
     TraceSerializer,
 )
 from responses_api.validation.plugins import PluginsField
-from responses_api.validation.tools import StopConditionsField, ToolChoiceField, ToolsField
+from responses_api.validation.tools import StopConditionsField, ToolChoiceField, ToolsField, tool_choice_problem
 
 MODEL_ID_MAX = 256
 MAX_TOOL_CALLS = 30
@@ -105,11 +105,8 @@ class ResponseCreateRequestSerializer(LentFieldsSerializer):  # its field tree i
             raise serializers.ValidationError({"model": "model (or models) is required"})
         if not attrs.get("input"):
             raise serializers.ValidationError({"input": "input is required and must not be empty"})
-        choice = attrs.get("tool_choice")
-        if isinstance(choice, dict) and choice.get("type") == "function":
-            names = {tool["name"] for tool in attrs.get("tools") or [] if tool["type"] == "function"}
-            if choice["name"] not in names:
-                raise serializers.ValidationError({"tool_choice": f'no function tool named "{choice["name"]}"'})
+        if problem := tool_choice_problem(attrs.get("tool_choice"), attrs.get("tools") or []):
+            raise serializers.ValidationError({"tool_choice": problem})
         if attrs.get("service_tier") == "fast":
             attrs["service_tier"] = "priority"
         return attrs

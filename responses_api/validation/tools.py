@@ -9,6 +9,7 @@ from rest_framework import serializers
 
 from responses_api.validation.checks import Fields, check_count, raise_indexed
 from responses_api.validation.limits import MAX_TOOLS
+from routing.providers.hosted import capability
 
 FUNCTION_NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 TOOL_SEARCH = "gateway:tool_search"
@@ -383,13 +384,29 @@ TOOL_CHOICE_FIELD_SCHEMA = {
         {
             "type": "object",
             "required": ["type", "tools"],
+            "description": "Only these tools of `tools` may be called (auto: may; required: one must be). Sent as "
+            "such to the Responses wire; elsewhere as the tool list cut to them, with auto or required",
             "properties": {
                 "type": {"type": "string", "enum": ["allowed_tools"]},
                 "mode": {"type": "string", "enum": ["auto", "required"]},
-                "tools": {"type": "array", "maxItems": MAX_TOOLS, "items": {}},
+                "tools": {
+                    "type": "array",
+                    "minItems": 1,
+                    "maxItems": MAX_TOOLS,
+                    "items": {
+                        "type": "object",
+                        "required": ["type"],
+                        "description": "A tool of `tools`: {type: function, name}, or a tool type ({type: mcp, "
+                        "server_label} for one MCP server)",
+                        "properties": {"type": {"type": "string"}, "name": {"type": "string"}},
+                    },
+                },
             },
         },
-        OTHER_TOOL_SCHEMA,
+        {
+            **OTHER_TOOL_SCHEMA,
+            "description": "A tool of `tools` by type, forced (a provider-run tool: only endpoints that run it)",
+        },
     ]
 }
 
@@ -411,15 +428,72 @@ class ToolChoiceField(serializers.Field):
                 raise serializers.ValidationError({"name": "is required for a function tool choice"})
             return {"type": "function", "name": data["name"]}
         if data["type"] == "allowed_tools":
-            if (
-                data.get("mode", "auto") not in ("auto", "required")
-                or not isinstance(data.get("tools"), list)
-                or len(data["tools"]) > MAX_TOOLS
-            ):
-                raise serializers.ValidationError(
-                    f"allowed_tools needs mode auto|required and a tools array (at most {MAX_TOOLS})"
-                )
-            return data
+            return _allowed_tools(data)
         if data["type"] in OTHER_TOOL_TYPES:
             return data
         raise serializers.ValidationError({"type": f'"{data["type"]}" is not a valid tool choice type'})
+
+
+def _allowed_tools(data: dict) -> dict:
+    """{type: allowed_tools, mode: auto|required, tools: [tool references]}: each reference an object with a type
+    (a function's with its name); whether each names a tool of `tools` is checked with the request."""
+    if set(data) - {"type", "mode", "tools"}:
+        raise serializers.ValidationError(
+            f"allowed_tools takes type, mode and tools; not {sorted(set(data) - {'type', 'mode', 'tools'})[0]}"
+        )
+    tools = data.get("tools")
+    if (
+        data.get("mode", "auto") not in ("auto", "required")
+        or not isinstance(tools, list)
+        or not 0 < len(tools) <= MAX_TOOLS
+    ):
+        raise serializers.ValidationError(
+            f"allowed_tools needs mode auto|required and a tools array of 1 to {MAX_TOOLS} tool references"
+        )
+    for index, tool in enumerate(tools):
+        if not isinstance(tool, dict) or not isinstance(tool.get("type"), str):
+            raise serializers.ValidationError({"tools": {str(index): "must be an object with a type"}})
+        if tool["type"] == "function" and (not isinstance(tool.get("name"), str) or not tool["name"]):
+            raise serializers.ValidationError({"tools": {str(index): {"name": "is required for a function tool"}}})
+    return {"type": "allowed_tools", "mode": data.get("mode", "auto"), "tools": [dict(tool) for tool in tools]}
+
+
+def _names_tool(reference: dict, tools: list[dict]) -> bool:
+    """Whether a tool reference (a tool_choice object, an allowed_tools entry) names a tool of the request's `tools`:
+    a function by name, a server tool by its kind (either spelling), a provider-run tool by what it runs (an MCP
+    tool by its server_label when given), any other type by type."""
+    kind = str(reference.get("type"))
+    if kind == "function":
+        return any(tool["type"] == "function" and tool["name"] == reference.get("name") for tool in tools)
+    if server := server_tool_kind(kind):
+        return any(server_tool_kind(tool["type"]) == server for tool in tools)
+    if runs := capability(kind):
+        label = reference.get("server_label")
+        return any(
+            capability(tool["type"]) == runs and (label is None or tool.get("server_label") == label) for tool in tools
+        )
+    return any(tool["type"] == kind and tool.get("name") == reference.get("name") for tool in tools)
+
+
+def tool_choice_problem(choice: object, tools: list[dict]) -> str | None:
+    """Why a tool_choice object cannot be honoured with these tools (None: it can): it must name a tool the request
+    declares (a function by name, a provider-run tool by type, ...); a choice naming none reached the provider as a
+    shape it did not know (a 500 on the Anthropic wire) or was dropped."""
+    if not isinstance(choice, dict):
+        return None
+    if choice["type"] == "allowed_tools":
+        for index, reference in enumerate(choice["tools"]):
+            if not _names_tool(reference, tools):
+                return f"tools[{index}]: the {_described(reference)} is not among the request's tools"
+        return None
+    if choice["type"] == "function" and not _names_tool(choice, tools):
+        return f'no function tool named "{choice["name"]}"'
+    if not _names_tool(choice, tools):
+        return f"the {_described(choice)} is not among the request's tools"
+    return None
+
+
+def _described(reference: dict) -> str:
+    if reference.get("type") == "function":
+        return f'function tool "{reference.get("name")}"'
+    return f"tool type '{reference.get('type')}'"

@@ -4,7 +4,7 @@ import json
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Literal
 
 from byok.credentials import ProviderCredentials
@@ -12,6 +12,7 @@ from routing import jsonsafe
 from routing.canonical import CanonicalRequest, CanonicalResponse, ReasoningConfig, StreamEvent
 from routing.errors import ErrorType, UpstreamError, error_type_for_status, is_retryable, parse_retry_after
 from routing.providers.embeddings import EmbeddingRequest, EmbeddingResponse
+from routing.providers.hosted import capability
 from routing.redact import SECRET_HEADERS
 from routing.sse import SSEEvent, decode_sse
 
@@ -209,4 +210,36 @@ def reasoning_effort(reasoning: ReasoningConfig | None) -> str | None:
 
 
 def forces_tool(choice) -> bool:
-    return choice == "required" or (isinstance(choice, dict) and choice.get("type") == "function")
+    """Whether a tool choice makes the model call a tool: required, one tool by name or type, or allowed tools in
+    required mode."""
+    if isinstance(choice, dict):
+        return choice.get("type") != "allowed_tools" or choice.get("mode") == "required"
+    return choice == "required"
+
+
+def allowed_tools_applied(request: CanonicalRequest) -> CanonicalRequest:
+    """For a wire with no allowed-tools form (Anthropic's, Bedrock's, Chat Completions as most providers speak it):
+    {type: allowed_tools, mode, tools} becomes the tool list filtered to those tools with tool_choice `mode`
+    (auto or required), which lets the model call the same tools. Any other request is returned as it is."""
+    choice = request.tool_choice
+    if not isinstance(choice, dict) or choice.get("type") != "allowed_tools":
+        return request
+    references = [reference for reference in choice.get("tools") or () if isinstance(reference, dict)]
+    names = {reference.get("name") for reference in references if reference.get("type") == "function"}
+    return replace(
+        request,
+        tools=tuple(tool for tool in request.tools if tool.name in names),
+        hosted_tools=tuple(tool for tool in request.hosted_tools if _allowed_hosted(tool.spec, references)),
+        tool_choice=choice.get("mode") or "auto",
+    )
+
+
+def _allowed_hosted(spec: dict, references: list[dict]) -> bool:
+    """Whether allowed_tools references name this provider-run tool (by what it runs; an MCP server by label)."""
+    runs = capability(str(spec.get("type")))
+    return any(
+        runs
+        and capability(str(reference.get("type"))) == runs
+        and reference.get("server_label", spec.get("server_label")) == spec.get("server_label")
+        for reference in references
+    )

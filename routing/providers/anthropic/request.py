@@ -15,7 +15,14 @@ from routing.canonical import (
     TextPart,
 )
 from routing.providers.anthropic import web_search
-from routing.providers.base import JSON_INSTRUCTION, arguments_object, drop_none, forces_tool, merge_turn
+from routing.providers.base import (
+    JSON_INSTRUCTION,
+    allowed_tools_applied,
+    arguments_object,
+    drop_none,
+    forces_tool,
+    merge_turn,
+)
 
 FORMAT = "anthropic-claude-v1"
 API_VERSION = "2023-06-01"
@@ -106,12 +113,14 @@ def _apply_automatic_cache(system: list[dict], messages: list[dict], cache_contr
 
 
 def _tool_choice(choice, parallel: bool | None) -> dict | None:
+    """Anthropic's {type: auto|any|tool|none, disable_parallel_tool_use}. A provider-run tool chosen by type is
+    web search (the only one this wire runs: planning routes no other here), chosen by web_search.tool_choice."""
     if choice is None and parallel is None:
         return None
     if isinstance(choice, dict) and choice.get("type") == "function":
         result = {"type": "tool", "name": choice["name"]}
     else:
-        result = {"type": {"required": "any", "none": "none"}.get(choice, "auto")}
+        result = {"type": {"required": "any", "none": "none"}.get(choice if isinstance(choice, str) else "", "auto")}
     if parallel is False and result["type"] != "none":
         result["disable_parallel_tool_use"] = True
     return result
@@ -121,7 +130,7 @@ def _thinking(request: CanonicalRequest, max_tokens: int) -> dict | None:
     reasoning = request.reasoning
     if reasoning is None or reasoning.enabled is False or reasoning.effort == "none":
         return None
-    if request.tools and forces_tool(request.tool_choice):
+    if (request.tools or request.hosted_tools) and forces_tool(request.tool_choice):
         # Extended thinking cannot be combined with forced tool use; the explicit tool choice wins.
         # https://docs.anthropic.com/en/docs/build-with-claude/extended-thinking
         return None
@@ -133,6 +142,7 @@ def _thinking(request: CanonicalRequest, max_tokens: int) -> dict | None:
 
 
 def build_body(request: CanonicalRequest) -> dict:
+    request = allowed_tools_applied(request)  # no allowed-tools form here: the tools filtered, auto or any
     system, messages = system_and_messages(request)
     text_format = request.text_format or {}
     if text_format.get("type") == "json_object":  # no JSON mode on this API: asked for in the system prompt

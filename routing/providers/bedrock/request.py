@@ -17,7 +17,14 @@ from routing.canonical import (
 )
 from routing.errors import UpstreamError
 from routing.providers.anthropic.request import EFFORT_BUDGET, MIN_THINKING_BUDGET
-from routing.providers.base import JSON_INSTRUCTION, arguments_object, drop_none, forces_tool, merge_turn
+from routing.providers.base import (
+    JSON_INSTRUCTION,
+    allowed_tools_applied,
+    arguments_object,
+    drop_none,
+    forces_tool,
+    merge_turn,
+)
 
 FORMAT = "bedrock-anthropic-v1"
 STOP_SEQUENCE_PATH = "/stop_sequence"  # a JSON Pointer into the model's own response
@@ -101,12 +108,15 @@ def system_and_messages(request: CanonicalRequest) -> tuple[list[dict], list[dic
 
 
 def _tool_choice(choice) -> dict | None:
+    """Converse's toolChoice: {auto}, {any} or {tool: {name}} (none: no toolConfig at all). No provider-run tool
+    runs on this wire, so planning routes no choice of one here."""
     if isinstance(choice, dict) and choice.get("type") == "function":
         return {"tool": {"name": choice["name"]}}
-    return {"required": {"any": {}}, "auto": {"auto": {}}}.get(choice)
+    return {"required": {"any": {}}, "auto": {"auto": {}}}.get(choice) if isinstance(choice, str) else None
 
 
 def build_body(request: CanonicalRequest) -> dict:
+    request = allowed_tools_applied(request)  # no allowed-tools form here: the tools filtered, auto or any
     system, messages = system_and_messages(request)
     if (request.text_format or {}).get("type") == "json_object":  # Converse has no JSON mode: asked for in words
         system.append({"text": JSON_INSTRUCTION})

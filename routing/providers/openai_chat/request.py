@@ -12,7 +12,7 @@ from routing.canonical import (
     Reasoning,
     TextPart,
 )
-from routing.providers.base import drop_none, reasoning_effort
+from routing.providers.base import allowed_tools_applied, drop_none, reasoning_effort
 from routing.providers.openai_chat import web_search
 
 
@@ -74,9 +74,12 @@ def messages(request: CanonicalRequest) -> list[dict]:
 
 
 def tool_choice(choice):
+    """Chat Completions' tool_choice: auto|none|required or {type: function, function: {name}}. A provider-run tool
+    chosen by type can only be web search here (planning routes no other to this wire), which a search model runs
+    on every call without being chosen: the function tools beside it stay at auto."""
     if isinstance(choice, dict) and choice.get("type") == "function":
         return {"type": "function", "function": {"name": choice["name"]}}
-    return choice
+    return choice if isinstance(choice, str) else None
 
 
 def response_format(text_format: dict | None) -> dict | None:
@@ -106,6 +109,9 @@ def sampling(request: CanonicalRequest) -> dict:
 
 
 def build_body(request: CanonicalRequest) -> dict:
+    # allowed_tools as a filtered tool list with auto or required: OpenAI's own {type: allowed_tools,
+    # allowed_tools: {...}} is refused or ignored by most of the providers that speak this wire, a shorter list is not.
+    request = allowed_tools_applied(request)
     body = {
         "model": request.model,
         "messages": messages(request),

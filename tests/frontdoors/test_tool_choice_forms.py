@@ -1,0 +1,147 @@
+"""Every tool_choice form through the front doors, to each wire the stand-in speaks: the form the wire has (the
+Responses API's allowed_tools as given; a filtered tool list with auto/any or auto/required where the wire has no
+allowed-tools form), a provider-run tool forced only where the endpoint runs it, and a 400 naming tool_choice for a
+form no endpoint can honour (a tool the request does not declare). Never a 500 (the Anthropic request builder
+raised TypeError on an object it did not know), never a Responses-shaped choice on another wire."""
+
+import pytest
+
+from tests.frontdoors.test_chat import post as post_chat
+from tests.frontdoors.test_messages import post as post_message
+from tests.plugins.test_hosted_tools import load_hosted_catalog, model_calls
+from tests.support import assert_error_envelope
+
+WEATHER = {"type": "function", "name": "get_weather", "parameters": {"type": "object", "properties": {}}}
+TIME = {"type": "function", "name": "get_time", "parameters": {"type": "object", "properties": {}}}
+ALLOWED = {"type": "allowed_tools", "mode": "required", "tools": [{"type": "function", "name": "get_time"}]}
+
+
+def ask(persona, provider: str, **body):
+    payload = {"model": "standin/echo", "input": "What time is it?", "provider": {"only": [provider]}, **body}
+    return persona.client().post("/api/v1/responses", payload, format="json")
+
+
+def sent(standin) -> dict:
+    (call,) = model_calls(standin)
+    return call["body"]
+
+
+def names(body: dict) -> list[str]:
+    return [tool.get("name") or tool.get("function", {}).get("name") for tool in body.get("tools", [])]
+
+
+@pytest.mark.parametrize(
+    ("provider", "choice", "tools"),
+    [
+        ("standin-responses", ALLOWED, ["get_weather", "get_time"]),  # the Responses API has the form itself
+        ("standin-chat", "required", ["get_time"]),
+        ("standin-anthropic", {"type": "any"}, ["get_time"]),
+    ],
+)
+def test_allowed_tools_reach_each_wire_in_its_own_form(alice, standin_catalog, provider, choice, tools):
+    response = ask(alice, provider, tools=[WEATHER, TIME], tool_choice=ALLOWED)
+    assert response.status_code == 200, response.content
+    body = sent(standin_catalog)
+    assert body["tool_choice"] == choice and names(body) == tools
+    assert response.json()["tool_choice"] == ALLOWED  # the caller's form echoed
+
+
+def test_allowed_tools_in_auto_mode_on_the_anthropic_wire(alice, standin_catalog):
+    choice = {**ALLOWED, "mode": "auto"}
+    response = ask(alice, "standin-anthropic", tools=[WEATHER, TIME], tool_choice=choice, parallel_tool_calls=False)
+    assert response.status_code == 200, response.content
+    body = sent(standin_catalog)
+    assert body["tool_choice"] == {"type": "auto", "disable_parallel_tool_use": True} and names(body) == ["get_time"]
+
+
+@pytest.mark.parametrize(
+    ("choice", "param"),
+    [
+        ({"type": "shell"}, "tool_choice"),
+        ({"type": "apply_patch"}, "tool_choice"),
+        ({"type": "custom", "name": "grammar"}, "tool_choice"),
+        ({"type": "web_search_preview"}, "tool_choice"),
+        ({"type": "mcp", "server_label": "docs"}, "tool_choice"),
+        ({"type": "allowed_tools", "mode": "auto", "tools": [{"type": "function", "name": "nope"}]}, "tool_choice"),
+        ({"type": "allowed_tools", "mode": "auto", "tools": []}, "tool_choice"),
+        ({"type": "allowed_tools", "mode": "sometimes", "tools": [{"type": "function", "name": "get_time"}]}, ""),
+        ({"type": "allowed_tools", "mode": "auto", "tools": [{"type": "function"}]}, "tool_choice"),
+    ],
+)
+@pytest.mark.parametrize("provider", ["standin-anthropic", "standin-chat", "standin-responses"])
+def test_a_tool_choice_naming_no_declared_tool_is_a_400_naming_it(alice, standin_catalog, provider, choice, param):
+    response = ask(alice, provider, tools=[WEATHER, TIME], tool_choice=choice)
+    error = assert_error_envelope(response, 400)["error"]
+    assert "tool_choice" in str(error), error
+    assert model_calls(standin_catalog) == []
+
+
+@pytest.mark.parametrize(
+    ("provider", "choice"),
+    [
+        ("standin-responses", {"type": "web_search_preview"}),
+        ("standin-anthropic", {"type": "tool", "name": "web_search"}),
+    ],
+)
+def test_a_forced_provider_tool_beside_functions_reaches_the_endpoint_that_runs_it(
+    alice, standin_catalog, provider, choice
+):
+    """The request that answered 500 on the Anthropic wire: a hosted tool forced while function tools are declared."""
+    load_hosted_catalog()
+    tools = [WEATHER, {"type": "web_search_preview"}]
+    response = ask(alice, provider, model="standin/search", tools=tools, tool_choice={"type": "web_search_preview"})
+    assert response.status_code == 200, response.content
+    assert sent(standin_catalog)["tool_choice"] == choice
+
+
+def test_allowed_tools_with_a_provider_tool_keep_only_the_allowed_ones(alice, standin_catalog):
+    load_hosted_catalog()
+    choice = {"type": "allowed_tools", "mode": "required", "tools": [{"type": "web_search_preview"}]}
+    tools = [WEATHER, {"type": "web_search_preview"}]
+    response = ask(alice, "standin-anthropic", model="standin/search", tools=tools, tool_choice=choice)
+    assert response.status_code == 200, response.content
+    body = sent(standin_catalog)
+    assert names(body) == ["web_search"] and body["tool_choice"] == {"type": "any"}
+
+
+def test_the_chat_door_takes_the_allowed_tools_form(alice, standin_catalog):
+    tools = [
+        {"type": "function", "function": {"name": t["name"], "parameters": t["parameters"]}} for t in (WEATHER, TIME)
+    ]
+    choice = {
+        "type": "allowed_tools",
+        "allowed_tools": {"mode": "required", "tools": [{"type": "function", "function": {"name": "get_time"}}]},
+    }
+    body = {"model": "standin/echo", "messages": [{"role": "user", "content": "Time?"}], "tools": tools}
+    response = post_chat(alice, {**body, "tool_choice": choice, "provider": {"only": ["standin-anthropic"]}})
+    assert response.status_code == 200, response.content
+    upstream = sent(standin_catalog)
+    assert upstream["tool_choice"] == {"type": "any"} and names(upstream) == ["get_time"]
+
+    standin_catalog.clear()
+    response = post_chat(alice, {**body, "tool_choice": choice, "provider": {"only": ["standin-chat"]}})
+    assert response.status_code == 200, response.content
+    upstream = sent(standin_catalog)
+    assert upstream["tool_choice"] == "required" and names(upstream) == ["get_time"]
+
+    missing = {
+        "type": "allowed_tools",
+        "allowed_tools": {"mode": "auto", "tools": [{"type": "function", "function": {"name": "x"}}]},
+    }
+    error = assert_error_envelope(post_chat(alice, {**body, "tool_choice": missing}), 400)["error"]
+    assert "tool_choice" in str(error), error
+
+
+def test_the_messages_door_sends_its_tool_choice_to_the_chat_wire_in_that_wire_form(alice, standin_catalog):
+    tools = [{"name": "get_time", "input_schema": {"type": "object", "properties": {}}}]
+    body = {
+        "model": "standin/echo",
+        "max_tokens": 50,
+        "messages": [{"role": "user", "content": "Time?"}],
+        "tools": tools,
+        "tool_choice": {"type": "tool", "name": "get_time"},
+        "provider": {"only": ["standin-chat"]},
+    }
+    response = post_message(alice, body)
+    assert response.status_code == 200, response.content
+    assert sent(standin_catalog)["tool_choice"] == {"type": "function", "function": {"name": "get_time"}}
