@@ -6,12 +6,14 @@ from rest_framework import serializers
 
 from byok.catalog import catalog_lookups
 from byok.models import SharedCapacity
+from byok.sdk_fields import record_flags
 from gateway import fields
 from gateway.accounts.models import ApiKey, Member
 
 MAX_FILTER_ENTRIES = 100
 KEY_HASH = re.compile(r"^[0-9a-f]{64}$")
 MODEL_ID = re.compile(r"^[^/\s]+/[^/\s]+$")
+DECLARED_REGIONS = ["global", "europe", "us"]
 
 
 class NullableFilterField(fields.ListField):
@@ -34,6 +36,8 @@ class NullableFilterField(fields.ListField):
             raise serializers.ValidationError("must be an array of strings or null")
         if not data:
             raise serializers.ValidationError("must not be empty: use null to remove the restriction")
+        if len(data) > MAX_FILTER_ENTRIES:  # what was sent, before repeats are dropped (150 copies are 150)
+            raise serializers.ValidationError(f"at most {MAX_FILTER_ENTRIES} entries (repeated ones count)")
         if not all(isinstance(item, str) for item in data):
             raise serializers.ValidationError("must be an array of strings")
         if self.pattern and not all(self.pattern.match(item) for item in data):
@@ -41,7 +45,29 @@ class NullableFilterField(fields.ListField):
         return list(dict.fromkeys(super().to_internal_value(data)))
 
 
+class ByokRecordSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    provider = serializers.CharField()
+    workspace_id = serializers.UUIDField()
+    label = serializers.CharField(help_text="Masked key; the full key is never returned")  # type: ignore[assignment]  # shadows Field.label
+    name = serializers.CharField(allow_blank=True)
+    disabled = serializers.BooleanField()
+    is_fallback = serializers.BooleanField()
+    allowed_models = serializers.ListField(child=serializers.CharField(), allow_null=True)
+    allowed_api_key_hashes = serializers.ListField(child=serializers.CharField(), allow_null=True)
+    allowed_user_ids = serializers.ListField(child=serializers.CharField(), allow_null=True)
+    sort_order = serializers.IntegerField()
+    shared_capacity = serializers.CharField()
+    is_byok_only = serializers.BooleanField(help_text="shared_capacity is `never` (byok/sdk_fields.py)")
+    is_required = serializers.BooleanField(help_text="shared_capacity is `outside_filter` or `never`")
+    declared_region = serializers.ChoiceField(choices=DECLARED_REGIONS, allow_null=True, help_text="Always null")
+    declared_zdr = serializers.BooleanField(allow_null=True, help_text="Always null")
+    created_at = serializers.DateTimeField()
+
+
 class ByokFiltersMixin(fields.ClosedSerializer):
+    record = ByokRecordSerializer  # its other fields are read-only: 400 saying so (issue 29)
+
     allowed_models = NullableFilterField(
         pattern=MODEL_ID,
         pattern_message="each entry must be a model id author/slug",
@@ -110,6 +136,11 @@ class ByokCreateRequestSerializer(ByokFiltersMixin):
     is_fallback = fields.BooleanField(required=False, default=False)
     workspace_id = fields.UUIDField(required=False, allow_null=True)
     shared_capacity = fields.ChoiceField(choices=SharedCapacity.choices, required=False, default="always")
+    # The openrouter SDK's names for shared_capacity, and its declarations (null only): byok/sdk_fields.py
+    is_byok_only = fields.BooleanField(required=False, help_text="true: shared_capacity `never`")
+    is_required = fields.BooleanField(required=False, help_text="true: shared_capacity `outside_filter`")
+    declared_region = fields.ChoiceField(choices=DECLARED_REGIONS, required=False, allow_null=True)
+    declared_zdr = fields.BooleanField(required=False, allow_null=True)
 
 
 class ByokUpdateRequestSerializer(ByokFiltersMixin):
@@ -121,22 +152,11 @@ class ByokUpdateRequestSerializer(ByokFiltersMixin):
         required=False, min_value=0, help_text="New position within its section; the others shift"
     )
     shared_capacity = fields.ChoiceField(choices=SharedCapacity.choices, required=False)
-
-
-class ByokRecordSerializer(serializers.Serializer):
-    id = serializers.UUIDField()
-    provider = serializers.CharField()
-    workspace_id = serializers.UUIDField()
-    label = serializers.CharField(help_text="Masked key; the full key is never returned")  # type: ignore[assignment]  # shadows Field.label
-    name = serializers.CharField(allow_blank=True)
-    disabled = serializers.BooleanField()
-    is_fallback = serializers.BooleanField()
-    allowed_models = serializers.ListField(child=serializers.CharField(), allow_null=True)
-    allowed_api_key_hashes = serializers.ListField(child=serializers.CharField(), allow_null=True)
-    allowed_user_ids = serializers.ListField(child=serializers.CharField(), allow_null=True)
-    sort_order = serializers.IntegerField()
-    shared_capacity = serializers.CharField()
-    created_at = serializers.DateTimeField()
+    # The openrouter SDK's names for shared_capacity, and its declarations (null only): byok/sdk_fields.py
+    is_byok_only = fields.BooleanField(required=False, help_text="true: shared_capacity `never`")
+    is_required = fields.BooleanField(required=False, help_text="true: shared_capacity `outside_filter`")
+    declared_region = fields.ChoiceField(choices=DECLARED_REGIONS, required=False, allow_null=True)
+    declared_zdr = fields.BooleanField(required=False, allow_null=True)
 
 
 class ByokEnvelopeSerializer(serializers.Serializer):
@@ -174,6 +194,7 @@ def byok_record(key) -> dict:
             "allowed_user_ids": key.allowed_user_ids,
             "sort_order": key.sort_order,
             "shared_capacity": key.shared_capacity,
+            **record_flags(key.shared_capacity),
             "created_at": key.created_at,
         }
     ).data

@@ -18,6 +18,7 @@ import math
 import re
 import uuid
 from decimal import Decimal
+from typing import ClassVar
 
 from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.utils import extend_schema_field
@@ -34,6 +35,7 @@ MSG_OBJECT = "must be a JSON object"
 MSG_ARRAY = "must be a JSON array"
 MSG_UNICODE = "must be valid Unicode text (no unpaired surrogates)"
 MSG_UNKNOWN_FIELD = "unknown field: not one this operation takes (nothing sent is ignored)"
+MSG_READ_ONLY_FIELD = "read-only: set by the gateway or fixed when the record is made; it cannot be changed here"
 MSG_UUID = "must be a UUID string (8-4-4-4-12 hexadecimal digits)"
 UUID_TEXT = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 QUERY_INTEGER = re.compile(r"^-?[0-9]{1,19}$")
@@ -199,12 +201,20 @@ class JSONField(_PlainGetValue, serializers.JSONField):
 # (`additionalProperties: false`, ClosedSerializerSchema), so the document and the validation agree. No docstring:
 # drf-spectacular would make it the description of every subclass without one.
 class ClosedSerializer(serializers.Serializer):
+    # The record this body makes or changes: a name the record shows but the body does not take (`id`,
+    # `created_at`, a BYOK key's `provider`) is refused as read-only rather than unknown, so the caller learns
+    # why a PATCH of it cannot work (it was a 200 that changed nothing).
+    record: ClassVar[type[serializers.Serializer] | None] = None
+
     def to_internal_value(self, data):
         if isinstance(data, dict):
             writable = self.fields
             unknown = [name for name in data if name not in writable or writable[name].read_only]
             if unknown:
-                raise serializers.ValidationError({str(name): MSG_UNKNOWN_FIELD for name in unknown[:20]})
+                shown = self.record().fields if self.record is not None else {}
+                raise serializers.ValidationError(
+                    {str(name): MSG_READ_ONLY_FIELD if name in shown else MSG_UNKNOWN_FIELD for name in unknown[:20]}
+                )
         return super().to_internal_value(data)
 
 

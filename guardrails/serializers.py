@@ -47,6 +47,8 @@ class NullableListField(fields.ListField):
     def to_internal_value(self, data):
         if isinstance(data, list) and not data:
             raise serializers.ValidationError("must not be empty: use null to remove the restriction")
+        if isinstance(data, list) and len(data) > MAX_LIST_ENTRIES:  # as sent: repeats count (150 copies are 150)
+            raise serializers.ValidationError(f"at most {MAX_LIST_ENTRIES} entries (repeated ones count)")
         return list(dict.fromkeys(super().to_internal_value(data)))
 
 
@@ -240,6 +242,10 @@ class GuardrailRecordSerializer(serializers.Serializer):
     resets_at = serializers.DateTimeField(allow_null=True, help_text="When the period ends; null = lifetime")
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
+
+
+# A name the record shows that no body takes (`id`, `created_at`, `usage`...) is refused as read-only.
+GuardrailFieldsSerializer.record = GuardrailRecordSerializer
 
 
 class GuardrailEnvelopeSerializer(serializers.Serializer):

@@ -108,6 +108,7 @@ def key_limit_field() -> fields.MoneyField:
 
 
 class ApiKeyCreateRequestSerializer(fields.ClosedSerializer):
+    record = ApiKeyRecordSerializer  # its other fields are read-only: 400 saying so
     name = fields.CharField(max_length=200)
     limit = key_limit_field()
     limit_reset = fields.ChoiceField(choices=LimitReset.choices, required=False, allow_null=True)
@@ -123,6 +124,7 @@ class ApiKeyCreateRequestSerializer(fields.ClosedSerializer):
 
 
 class ApiKeyUpdateRequestSerializer(fields.ClosedSerializer):
+    record = ApiKeyRecordSerializer  # its other fields are read-only: 400 saying so
     name = fields.CharField(max_length=200, required=False)
     disabled = fields.BooleanField(required=False)
     limit = key_limit_field()
