@@ -184,7 +184,7 @@ class OutputBudget:
             case ToolCallStarted():  # a call cut in its id or name: none of it
                 if not self._opens("function_call"):
                     return None
-                return event if self._whole(_size(event.call_id) + _size(event.name)) else None
+                return event if self._whole(_size(str(event.call_id)) + _size(str(event.name))) else None
             case TextAnnotated():  # a cut annotation: none of it
                 if self.kind != "message" and not self._opens("message"):
                     return None
@@ -296,7 +296,7 @@ class OutputBudget:
                     return replace(item, summary=summary, content=content, signature=None, encrypted_content=None)
                 return replace(item, summary=summary, content=content)
             case OutputFunctionCall():
-                if not self._whole(_size(item.call_id) + _size(item.name)):
+                if not self._whole(_size(str(item.call_id)) + _size(str(item.name))):  # (an upstream's: any type)
                     return replace(item, name="", arguments="")  # not even its id and name fit: left out
                 return replace(item, arguments=self.take(item.arguments))
             case OutputHostedTool():

@@ -195,6 +195,8 @@ def test_items_of_a_byte_each_are_bounded_by_their_number():
 def test_empty_deltas_and_call_ids_count_too():
     assert relayed_until_cut(OutputBudget(16), [TextDelta("")] * 1000) == 256  # 256 bytes: one each
     assert OutputBudget(16).event(ToolCallStarted(0, "c" * 300, "f")) is None  # a 300-byte call id does not fit
+    odd = ToolCallStarted(0, 12345, "f")  # type: ignore[arg-type]  # a hostile upstream's id of another type
+    assert OutputBudget(16).event(odd) is odd
 
 
 # ---- what an adapter holds before the budget sees it ----------------------------------------------------------
