@@ -10,13 +10,22 @@ from decimal import Decimal
 from gateway.billing.models import Generation
 from tests.billing.books import assert_books
 from tests.guardrails.test_enforcement import guardrail
-from tests.plugins.test_fusion_tools import METADATA, PANEL, SEARCH_ONCE, catalog, searxng, sent_to  # noqa: F401
+from tests.plugins.test_fusion_tools import (  # noqa: F401  # searxng: a fixture
+    METADATA,
+    PANEL,
+    SEARCH_ONCE,
+    SEARCH_PRICE,
+    catalog,
+    searxng,
+    sent_to,
+)
 from tests.plugins.test_fusion_tools import ask as ask_tool
 from tests.support import assert_error_envelope
 
 NEWS = {"content_filters": [{"pattern": "Example News", "action": "block", "label": "news"}]}
 DOCS = {"content_filters": [{"pattern": "Example Docs", "action": "redact", "label": "docs"}]}
 ANALYST = "bolt/delta"
+ENTITY_MODEL = "corp/epsilon"
 # A member scripted by its endpoint (its prompt is the caller's model's question): it searches in every round.
 SEARCHING = 'tool_call=gateway_web_search,tool_arguments={"query":"quantum"}'
 
@@ -93,4 +102,36 @@ def test_a_fusion_tools_member_reads_search_results_only_after_the_guardrails(al
     assert [rounds_of(standin, model) for model in PANEL] == [1] * len(PANEL)
     assert rounds_of(standin, ANALYST) == 0
     assert rounds_of(standin, "corp/epsilon") == 1  # the caller's model: its first round only
+    assert_billed_and_closed(alice)
+
+
+def test_the_entity_checks_of_panel_members_tool_results_are_held_and_charged(
+    alice,
+    transactional_db,
+    standin,
+    searxng,  # noqa: F811
+    settings,
+):
+    """An entity model call a member's tool results need (item 1's rule: every paid call held) runs under its own
+    hold, which the request's hold takes over: the request is charged every call the stand-in answered (the
+    members' rounds, the entity checks, the analysis, the final answer) and every search, and nothing stays held.
+    Transactional: the checks' holds are taken in the panel's threads, on connections of their own."""
+    from tests.plugins.test_fusion_budgets import charged, list_price_of_every_call
+
+    usage = "input_tokens=30,output_tokens=20"  # what every call reports: list_price_of_every_call's figures
+    scripts = {model: f"text=Answer from {model.split('/')[1]},{usage}" for model in PANEL}
+    catalog(standin, **scripts, **{ANALYST: f"text={{}},{usage}", ENTITY_MODEL: f'text={{"person-name":[]}},{usage}'})
+    settings.GUARDRAILS_ENTITY_MODEL = ENTITY_MODEL
+    guardrail(alice, content_filter_builtins=[{"slug": "person-name", "action": "redact"}])
+    standin.clear()
+    response = ask_panel(alice)
+    assert response.status_code == 200, response.content
+    checks = [call for call in sent_to(standin, ENTITY_MODEL.split("/")[1]) if "You find personal data" in str(call)]
+    assert len(checks) >= 1 + len(PANEL)  # the caller's text, then each member's search results
+    for model in PANEL:
+        assert rounds_of(standin, model) == 2  # the member read its (checked) results
+    entry = next(e for e in response.json()["gateway_metadata"]["pipeline"] if e["name"] == "fusion")
+    assert entry["data"]["guardrail_checks_cost_usd"] > 0
+    searches = len(standin.requests_for("/search")) * SEARCH_PRICE
+    assert charged(alice) == list_price_of_every_call(standin) + searches
     assert_billed_and_closed(alice)
