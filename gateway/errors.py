@@ -70,11 +70,35 @@ def error_body(status: int, message: str, metadata: dict[str, Any] | None = None
     return {"error": error, "user_id": None}
 
 
+# Statuses an SDK retries by default (openai, anthropic: 408, 409, 429, 5xx) where a retry can help: they get a
+# `Retry-After` (seconds) when the error did not set one, so the SDK waits at least that long, not its shortest
+# backoff. 500 (a bug here) and 501 are left to the SDK's own rules.
+RETRY_AFTER_STATUSES = frozenset({429, 502, 503, 524, 529})
+DEFAULT_RETRY_AFTER = "1"
+# Client errors a retry cannot fix: the official SDKs read `x-should-retry` before any status rule.
+RETRYABLE_CLIENT_STATUSES = frozenset({408, 409, 429})
+
+
+def retry_headers(status: int, headers: dict[str, str]) -> dict[str, str]:
+    """The error's headers with the retry advice: `x-should-retry: false` on a 4xx other than 408, 409 and 429
+    (and wherever the error set it itself, as for a model no provider has credentials for), `Retry-After` on
+    RETRY_AFTER_STATUSES. Headers the error set (an upstream's Retry-After, the throttle's wait) are kept."""
+    names = {name.lower() for name in headers}
+    advice = dict(headers)
+    if "x-should-retry" in names:
+        return advice
+    if 400 <= status < 500 and status not in RETRYABLE_CLIENT_STATUSES:
+        advice["x-should-retry"] = "false"
+    elif status in RETRY_AFTER_STATUSES and "retry-after" not in names:
+        advice["Retry-After"] = DEFAULT_RETRY_AFTER
+    return advice
+
+
 def error_json_response(
     status: int, message: str, metadata: dict | None = None, headers: dict | None = None
 ) -> JsonResponse:
     response = JsonResponse(error_body(status, message, metadata), status=status)
-    for name, value in (headers or {}).items():
+    for name, value in retry_headers(status, headers or {}).items():
         response[name] = value
     return response
 
@@ -146,7 +170,7 @@ def api_exception_handler(exc: Exception, context: dict) -> Response:
     if gateway_metadata is not None:
         body["gateway_metadata"] = gateway_metadata
     response = Response(body, status=status)
-    for name, value in headers.items():
+    for name, value in retry_headers(status, headers).items():
         response[name] = value
     return response
 

@@ -8,8 +8,17 @@ from gateway.api import error_responses
 from gateway.errors import NotFound
 from routing import selectors
 from routing.limits import RoutingLimit, limits_for
-from routing.listing import ListedModel, listed_models, models_allowed, models_filter, rendered_listings
+from routing.listing import (
+    ListedModel,
+    caller_record,
+    listed_models,
+    models_allowed,
+    models_available,
+    models_filter,
+    rendered_listings,
+)
 from routing.preferences import account_defaults, split_model_suffix
+from routing.selection import Routable, RoutingCaller
 from routing.serializers import (
     AccountRoutingEnvelopeSerializer,
     AccountRoutingSettingsSerializer,
@@ -46,14 +55,14 @@ class ModelListApi(APIView):
         limits = self.caller_limits(request, snapshot)
         renderer, media_type = request.accepted_renderer, request.accepted_media_type
         if not request.META.get("QUERY_STRING") and media_type == renderer.media_type:
-            # The plain listing, rendered once per snapshot, account and limits (routing/listing.py).
+            # The plain listing, rendered once per snapshot, caller (account and API key) and limits
+            # (routing/listing.py).
             cache = rendered_listings(snapshot=snapshot)
-            key = (request.path, getattr(request.user, "account_id", None), limits)
+            key = (request.path, request.user.account_id, request.user.key_hash, limits)
             body = cache.get(key)
             if body is None:
-                data = self.page(
-                    request, params, models_allowed(listed_models(snapshot=snapshot), limits=limits, snapshot=snapshot)
-                )
+                listed = models_allowed(listed_models(snapshot=snapshot), limits=limits, snapshot=snapshot)
+                data = self.page(request, params, *self.served(request, snapshot, listed))
                 body = renderer.render(data, media_type, self.get_renderer_context())
                 cache.put(key, body)
             return HttpResponse(body, content_type=renderer.media_type)
@@ -65,10 +74,19 @@ class ModelListApi(APIView):
             output_modalities=query.as_list(params.get("output_modalities")),
             providers=query.as_list(params.get("providers")),
         )
-        return Response(self.page(request, params, models_allowed(models, limits=limits, snapshot=snapshot)))
+        listed = models_allowed(models, limits=limits, snapshot=snapshot)
+        return Response(self.page(request, params, *self.served(request, snapshot, listed)))
+
+    def served(
+        self, request, snapshot: CatalogSnapshot, models: list[ListedModel]
+    ) -> tuple[list[ListedModel], dict[str, bool]]:
+        """The models to list and, per model, whether this caller can be served it (routing.selection.Routable):
+        /models lists them all, each with its flag (the hosted API lists its whole catalog)."""
+        routable = Routable(RoutingCaller.of(request.user), snapshot=snapshot)
+        return models, models_available(listed_models(snapshot=snapshot), routable=routable)
 
     @staticmethod
-    def page(request, params: dict, models: list[ListedModel]) -> dict:
+    def page(request, params: dict, models: list[ListedModel], available: dict[str, bool]) -> dict:
         total = len(models)
         offset = params.get("offset", 0)
         limit = params.get("limit", total - offset if "offset" in params else total)
@@ -76,7 +94,8 @@ class ModelListApi(APIView):
         next_link = None
         if offset + len(page) < total:
             next_link = f"{request.path}?offset={offset + len(page)}&limit={limit}"
-        return {"data": [model.record for model in page], "total_count": total, "links": {"next": next_link}}
+        data = [caller_record(model, available=available[model.id]) for model in page]
+        return {"data": data, "total_count": total, "links": {"next": next_link}}
 
     def caller_limits(self, request, snapshot: CatalogSnapshot) -> tuple[RoutingLimit, ...]:
         """The caller's guardrails hide the models they allow no endpoint of."""
@@ -85,7 +104,8 @@ class ModelListApi(APIView):
 
 class UserModelListApi(ModelListApi):
     """GET /models/user: the models this caller can route to, by its guardrails and its account's routing
-    settings (allowed and ignored providers, ZDR, data collection)."""
+    settings (allowed and ignored providers, ZDR, data collection), and that can be served for it (a credential:
+    routing.selection.Routable)."""
 
     @extend_schema(
         operation_id="listModelsUser",
@@ -95,6 +115,13 @@ class UserModelListApi(ModelListApi):
     )
     def get(self, request):
         return super().get(request)
+
+    def served(
+        self, request, snapshot: CatalogSnapshot, models: list[ListedModel]
+    ) -> tuple[list[ListedModel], dict[str, bool]]:
+        """Only the models this caller can be served now."""
+        models, available = super().served(request, snapshot, models)
+        return [model for model in models if available[model.id]], available
 
     def caller_limits(self, request, snapshot: CatalogSnapshot) -> tuple[RoutingLimit, ...]:
         own = limits_for(request.user)
@@ -126,6 +153,13 @@ def listed_model(request, author: str, slug: str) -> ListedModel:
     return found[0]
 
 
+def model_available(request, model: ListedModel) -> bool:
+    """The entry's `available` flag, as /models has it for this caller."""
+    snapshot = current_snapshot()
+    routable = Routable(RoutingCaller.of(request.user), snapshot=snapshot)
+    return models_available(listed_models(snapshot=snapshot), routable=routable)[model.id]
+
+
 class ModelRetrieveApi(APIView):
     """GET /models/{author}/{slug}: the path the openai SDK's `models.retrieve("author/slug")` calls."""
 
@@ -137,7 +171,8 @@ class ModelRetrieveApi(APIView):
     )
     def get(self, request, author: str, slug: str):
         model = listed_model(request, author, slug)
-        return Response({**model.record, "object": "model", "owned_by": model.id.partition("/")[0]})
+        record = caller_record(model, available=model_available(request, model))
+        return Response({**record, "object": "model", "owned_by": model.id.partition("/")[0]})
 
 
 class ModelGetApi(APIView):
@@ -150,7 +185,8 @@ class ModelGetApi(APIView):
         responses={200: ModelEnvelopeSerializer, **error_responses(401, 404, 429, 500)},
     )
     def get(self, request, author: str, slug: str):
-        return Response({"data": listed_model(request, author, slug).record})
+        model = listed_model(request, author, slug)
+        return Response({"data": caller_record(model, available=model_available(request, model))})
 
 
 class ModelCountApi(APIView):

@@ -25,6 +25,12 @@ class ErrorType(StrEnum):
     SERVER = "server"
 
 
+# The error_type of "no provider of the model has credentials here" (routing.selection): a 404 HTTP error body's
+# `error.metadata.error_type` only, never a response object's `error_type` (which the SDKs read as ApiErrorType), so
+# it is not an ErrorType member. Not retryable: only the operator (a credential) or the caller (a BYOK key) fix it.
+PROVIDER_NOT_CONFIGURED = "provider_not_configured"
+
+
 @dataclass(eq=False)  # not frozen: Python sets __traceback__ & co. on exceptions as they travel
 class UpstreamError(Exception):
     """An upstream attempt that failed. `message` is safe to show; it never holds credentials."""

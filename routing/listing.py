@@ -8,9 +8,13 @@ removed (a provider save), a BYOK key or an account's routing settings saved or 
 built records in memory (query parameters, then the caller's limits) and renders the page.
 
 What varies per caller is its routing limits (its guardrails; for /models/user also its account's routing
-settings). The rendered body of the plain listing (no query parameters, the common request) is kept per
-snapshot, per account and per limits, so one account's view is never served to another, and a change to a
-guardrail (a new set of limits) is a new entry, not a stale one."""
+settings) and what it can be served (routing.selection.Routable: an operator credential for a provider of the
+model, or a BYOK key of the caller's that applies): /models lists the whole catalog with each entry's `available`
+flag for this caller, /models/user only the available entries. The rendered body of the plain listing (no query
+parameters, the common request) is kept per snapshot, per account, per API key (a BYOK key's filters name API
+keys and members) and per limits, so one caller's view is never served to another, and a change to a guardrail
+(a new set of limits) is a new entry, not a stale one. A credential set or removed, or a BYOK key saved, replaces
+the snapshot: the flags follow."""
 
 import threading
 from collections.abc import Sequence
@@ -20,6 +24,7 @@ from typing import Any
 from routing.catalog import EndpointInfo
 from routing.limits import RoutingLimit, allowed_by
 from routing.models import Endpoint, ModelKind
+from routing.selection import Routable
 from routing.selectors import models_list
 from routing.serializers import model_record
 from routing.snapshot import CatalogSnapshot
@@ -96,6 +101,19 @@ def models_allowed(
         return list(models)
     endpoints: dict[str, tuple[EndpointInfo, ...]] = snapshot.endpoints_by_model
     return [m for m in models if m.kind == ModelKind.ROUTER or allowed_by(limits, endpoints.get(m.id, ()))]
+
+
+def models_available(models: Sequence[ListedModel], *, routable: Routable) -> dict[str, bool]:
+    """Model id -> whether a request for it can be served for this caller now (an endpoint is routable); a router
+    (no endpoint of its own) is available when one of the listed chat models is."""
+    available = {m.id: m.kind != ModelKind.ROUTER and routable.model(m.id) for m in models}
+    any_model = any(available.values())
+    return {m.id: any_model if m.kind == ModelKind.ROUTER else available[m.id] for m in models}
+
+
+def caller_record(model: ListedModel, *, available: bool) -> dict[str, Any]:
+    """The /models entry as this caller sees it: the catalog record and whether it is served for the caller."""
+    return {**model.record, "available": available}
 
 
 class RenderedListings:

@@ -2,6 +2,7 @@
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 from uuid import UUID
 
 from byok.credentials import ProviderCredentials
@@ -9,7 +10,7 @@ from byok.models import SharedCapacity
 from byok.selectors import ByokKeyInfo, byok_credentials, byok_key_serves, byok_keys_for_routing
 from gateway.errors import GatewayError
 from routing.catalog import EndpointInfo
-from routing.errors import ErrorType, UpstreamError
+from routing.errors import PROVIDER_NOT_CONFIGURED, ErrorType, UpstreamError
 from routing.health import endpoint_stats
 from routing.limits import RoutingLimit
 from routing.models import ROUTER_MODELS
@@ -23,7 +24,10 @@ from routing.snapshot import CatalogSnapshot, current_snapshot
 MSG_UNKNOWN_MODEL = "Model {model} not found"
 MSG_ROUTER = "{model} is a router: it chooses a chat model for /responses, /chat/completions and /messages requests"
 MSG_NO_ENDPOINTS = "No endpoints available for {models}"
-MSG_NO_CREDENTIALS = "No provider is configured with credentials for {models}"
+MSG_NO_CREDENTIALS = (
+    "No provider of {models} is configured with credentials on this gateway (an operator credential, or a BYOK "
+    "key of yours that applies): it cannot be served until one is added, so retrying does not help"
+)
 MSG_FILTERED = "No endpoint of {models} satisfies the request's routing constraints: {constraints}"
 MSG_UNHONOURED = (
     "No endpoint of {models} can honour {params}: it is sent only to providers whose API takes it "
@@ -71,6 +75,86 @@ class RoutingCaller:
     workspace_id: UUID
     api_key_hash: str
     user_id: str | None = None
+
+    @classmethod
+    def of(cls, caller: Any) -> "RoutingCaller":
+        """From an authenticated API caller (gateway.accounts.authentication.Caller, `request.user`)."""
+        return cls(
+            account_id=caller.account_id,
+            workspace_id=caller.workspace_id,
+            api_key_hash=caller.key_hash,
+            user_id=caller.creator_user_id,
+        )
+
+
+@dataclass
+class EndpointCandidates:
+    """What the plan can make of one endpoint for one caller: candidates with the caller's Prioritized BYOK keys,
+    with the operator's shared credential, with Fallback keys; and why it has no shared candidate."""
+
+    prioritized: list[Candidate]
+    shared: list[Candidate]
+    fallback: list[Candidate]
+    excluded: str | None = None  # "credentials" (no operator credential) or "byok_only" (the caller's keys forbid)
+
+    def __bool__(self) -> bool:
+        return bool(self.prioritized or self.shared or self.fallback)
+
+
+class Routable:
+    """Routable for this caller: the one notion the plan (endpoints_for_request), the routers
+    (plugins.routing_plugins.candidates), /models' `available` flag and /models/user use: an endpoint is routable
+    when a request could be sent to it now, that is with a BYOK key of the caller's workspace that applies to it
+    (its filters match the model, API key and member) and serves its model, or with the operator's credential for
+    its provider where the caller's Prioritized keys allow shared capacity. Only the caller's BYOK key records are
+    read (once per snapshot, which a BYOK key's save replaces); nothing is decrypted."""
+
+    def __init__(self, caller: RoutingCaller | None, *, snapshot: CatalogSnapshot | None = None):
+        self.caller = caller
+        self.snapshot = snapshot or current_snapshot()
+        self.keys: list[ByokKeyInfo] = []
+        if caller is not None:
+            self.keys = self.snapshot.cached(
+                ("byok", caller.account_id, caller.workspace_id),
+                lambda: byok_keys_for_routing(account_id=caller.account_id, workspace_id=caller.workspace_id),
+            )
+        self._credentials: dict[str, bool] = {}
+
+    def has_credentials(self, provider_slug: str) -> bool:
+        """The operator's credential for the provider (shared capacity), looked up once per provider."""
+        if provider_slug not in self._credentials:
+            self._credentials[provider_slug] = provider_has_credentials(
+                provider_slug=provider_slug, snapshot=self.snapshot
+            )
+        return self._credentials[provider_slug]
+
+    def candidates(self, endpoint: EndpointInfo) -> EndpointCandidates:
+        found = EndpointCandidates(prioritized=[], shared=[], fallback=[])
+        caller = self.caller
+        for key in self.keys:
+            if (
+                key.provider == endpoint.provider_slug
+                and caller is not None
+                and key.applies(model_id=endpoint.model_id, api_key_hash=caller.api_key_hash, user_id=caller.user_id)
+                and byok_key_serves(key=key, model_id=endpoint.model_id)
+            ):
+                (found.fallback if key.is_fallback else found.prioritized).append(
+                    Candidate(endpoint=endpoint, byok_key_id=key.id)
+                )
+        if not self.has_credentials(endpoint.provider_slug):
+            found.excluded = "credentials"
+        elif _shared_allowed(endpoint, self.keys):
+            found.shared.append(Candidate(endpoint=endpoint, snapshot=self.snapshot))
+        else:
+            found.excluded = "byok_only"
+        return found
+
+    def __call__(self, endpoint: EndpointInfo) -> bool:
+        return bool(self.candidates(endpoint))
+
+    def model(self, model_id: str) -> bool:
+        """Whether any endpoint of the model is routable (a router model has none: see the listing)."""
+        return any(self(endpoint) for endpoint in endpoints_for_model(model_id=model_id, snapshot=self.snapshot))
 
 
 @dataclass(frozen=True)
@@ -147,7 +231,6 @@ def endpoints_for_request(
     available, groups, excluded = [], [], set()
     limited_by: list[RoutingLimit] = []
     missing: set[str] = set()  # gated parameters some endpoint could not honour
-    credentials: dict[str, bool] = {}
     for model in known:
         group = []
         for endpoint in endpoints_for_model(model_id=model, snapshot=snapshot):
@@ -162,10 +245,6 @@ def endpoints_for_request(
             if endpoint.context_length and estimated_input_tokens > endpoint.context_length:
                 excluded.add("context_length")
                 continue
-            if endpoint.provider_slug not in credentials:
-                credentials[endpoint.provider_slug] = provider_has_credentials(
-                    provider_slug=endpoint.provider_slug, snapshot=snapshot
-                )
             group.append(endpoint)
         groups.append(group)
     stats = endpoint_stats([endpoint.id for group in groups for endpoint in group])
@@ -173,20 +252,8 @@ def endpoints_for_request(
         groups=groups, prefs=prefs, used_params=used_params, stats=stats, sticky_endpoint_id=sticky_endpoint_id
     )
     excluded |= ordering.excluded_by
-    keys = []
-    if caller:
-        keys = snapshot.cached(
-            ("byok", caller.account_id, caller.workspace_id),
-            lambda: byok_keys_for_routing(account_id=caller.account_id, workspace_id=caller.workspace_id),
-        )
     candidates = _arrange(
-        ordering.endpoints,
-        partition=prefs.partition,
-        keys=keys,
-        caller=caller,
-        credentials=credentials,
-        excluded=excluded,
-        snapshot=snapshot,
+        ordering.endpoints, partition=prefs.partition, routable=Routable(caller, snapshot=snapshot), excluded=excluded
     )
     if not candidates and available and len(limited_by) == len(available):
         raise _limited(limited_by, models=models)
@@ -209,9 +276,7 @@ def endpoints_for_request(
     )
 
 
-def _arrange(
-    endpoints, *, partition, keys: list[ByokKeyInfo], caller, credentials, excluded, snapshot: CatalogSnapshot
-) -> tuple:
+def _arrange(endpoints, *, partition, routable: Routable, excluded: set[str]) -> tuple:
     sections: list[list[EndpointInfo]] = []
     for endpoint in endpoints:  # one section per model, or one for all with `partition: none`
         if sections and (partition == "none" or sections[-1][0].model_id == endpoint.model_id):
@@ -224,24 +289,12 @@ def _arrange(
         shared: list[Candidate] = []
         fallback: list[Candidate] = []
         for endpoint in section:
-            matching = [
-                k
-                for k in keys
-                if k.provider == endpoint.provider_slug
-                and caller is not None
-                and k.applies(model_id=endpoint.model_id, api_key_hash=caller.api_key_hash, user_id=caller.user_id)
-            ]
-            for key in matching:
-                if byok_key_serves(key=key, model_id=endpoint.model_id):
-                    (fallback if key.is_fallback else prioritized).append(
-                        Candidate(endpoint=endpoint, byok_key_id=key.id)
-                    )
-            if not credentials.get(endpoint.provider_slug):
-                excluded.add("credentials")
-            elif _shared_allowed(endpoint, keys):
-                shared.append(Candidate(endpoint=endpoint, snapshot=snapshot))
-            else:
-                excluded.add("byok_only")
+            found = routable.candidates(endpoint)
+            prioritized += found.prioritized
+            shared += found.shared
+            fallback += found.fallback
+            if found.excluded:
+                excluded.add(found.excluded)
         candidates += prioritized + shared + fallback
     return tuple(candidates)
 
@@ -313,11 +366,18 @@ def _nothing_left(*, known, models, available, excluded, estimated_input_tokens,
             excluded_by=constraints,
             message=MSG_FILTERED.format(models=names, constraints=", ".join(sorted(constraints))),
         )
-    return availability_error(
-        status=503,
-        code="temporarily_unavailable",
+    # Only credentials are missing (no operator credential, no BYOK key of the caller's that applies, or its keys
+    # forbid shared capacity): a state of this deployment's configuration, not a transient one, so 404
+    # `no_endpoints` (the hosted API's code for a model no endpoint can serve), not 503 `temporarily_unavailable`
+    # (which the SDKs retry, twice, to the same answer). Its own error_type tells it from an unknown model, and
+    # `x-should-retry: false` tells the official SDKs not to retry (they obey it before any status rule).
+    error = availability_error(
+        status=404,
+        code="no_endpoints",
         models=models,
-        retryable=True,
-        excluded_by=["credentials"],
+        excluded_by=excluded & {"credentials", "byok_only"},
         message=MSG_NO_CREDENTIALS.format(models=names),
     )
+    error.metadata["error_type"] = PROVIDER_NOT_CONFIGURED
+    error.headers["x-should-retry"] = "false"
+    return error

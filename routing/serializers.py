@@ -53,6 +53,13 @@ class ModelRecordSerializer(serializers.Serializer):
     knowledge_cutoff = serializers.CharField(allow_null=True)
     expiration_date = serializers.CharField(allow_null=True)
     links = ModelLinksSerializer()
+    available = serializers.BooleanField(
+        required=False,
+        help_text="Whether this gateway can serve the model for the caller now: a provider of it has an operator "
+        "credential, or one of the caller's BYOK keys applies to it (a router: whether any listed model is). "
+        "A request for a model that is not available is refused with 404 (`error.metadata.error_type`: "
+        "`provider_not_configured`). /models lists every catalog model; /models/user only the available ones.",
+    )
 
 
 class ModelRetrieveSerializer(ModelRecordSerializer):

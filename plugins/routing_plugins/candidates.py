@@ -1,5 +1,6 @@
 """The models a router may choose from: the catalog's chat models with an endpoint the caller may use (its
-guardrails and its account's routing settings), their quality data (routing.models: task_scores, coding_score),
+guardrails and its account's routing settings) and that is routable for it (routing.selection.Routable: a
+credential to call it with), their quality data (routing.models: task_scores, coding_score),
 their price (the cheapest such endpoint) and this deployment's own usage (generation records)."""
 
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from routing.catalog import EndpointInfo
 from routing.limits import RoutingLimit, limits_for, model_matches
 from routing.models import Model, ModelKind
 from routing.preferences import Preferences, account_defaults, preferences_build
-from routing.selection import unhonoured
+from routing.selection import Routable, RoutingCaller, unhonoured
 from routing.selectors import endpoints_for_model
 from routing.snapshot import current_snapshot
 from routing.stages import RequestContext
@@ -113,6 +114,8 @@ def chat_models(
     honour the request's `params` (request_params) count."""
     limits = caller_limits(ctx)
     snapshot = current_snapshot()
+    # A model no provider has credentials for cannot answer: ranked, it would be chosen and fail (404).
+    routable = Routable(RoutingCaller.of(ctx.caller), snapshot=snapshot)
     rows = Model.objects.filter(kind=ModelKind.CHAT).values_list(
         "id", "task_scores", "coding_score", "context_length", "input_modalities"
     )
@@ -126,6 +129,7 @@ def chat_models(
             if not any(limit.excludes(endpoint) for limit in limits)
             and not (endpoint.context_length and estimated_tokens > endpoint.context_length)
             and not unhonoured(endpoint, params)
+            and routable(endpoint)
         )
         if usable:
             choices.append(

@@ -251,12 +251,12 @@ def test_insufficient_credits_402(alice, standin_catalog, stream):
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
-def test_no_credentials_503(alice, standin_catalog, stream, monkeypatch):
+def test_no_credentials_404(alice, standin_catalog, stream, monkeypatch):
     monkeypatch.delenv("STANDIN_API_KEY", raising=False)
     for provider in Provider.objects.filter(slug__in=PROVIDERS):
         provider_credential_set(provider=provider, plaintext=None)
-    meta = metadata_of(ask(alice.client(), stream=stream, headers=METADATA), 503)
-    assert "temporarily_unavailable" in meta["summary"] and meta["endpoints"]["total"] == 3
+    meta = metadata_of(ask(alice.client(), stream=stream, headers=METADATA), 404)
+    assert "no_endpoints" in meta["summary"] and meta["endpoints"]["total"] == 3
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])

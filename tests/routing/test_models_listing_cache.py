@@ -36,11 +36,21 @@ def ids(body: dict) -> set[str]:
     return {model["id"] for model in body["data"]}
 
 
+def flags(body: dict) -> dict[str, bool]:
+    return {model["id"]: model["available"] for model in body["data"]}
+
+
+def without_flag(record: dict) -> dict:
+    return {name: value for name, value in record.items() if name != "available"}
+
+
 def test_the_listing_is_rendered_once_per_catalog_version(catalog, alice):
     # Given a first listing, rendered from the catalog
     first, reads = listing(alice)
     assert reads > 0
-    assert first["data"] == [model_record(model) for model in models_list()]  # what was rendered per request
+    # what was rendered per request, with each entry's `available` flag for this caller
+    assert [without_flag(m) for m in first["data"]] == [model_record(model) for model in models_list()]
+    assert flags(first)["openai/gpt-4o"] is False and flags(first)["standin/echo"] is False  # no credentials
     assert first["total_count"] == len(first["data"]) >= 10 and first["links"] == {"next": None}
 
     # Then the next ones read nothing and answer the same
@@ -53,8 +63,9 @@ def test_the_listing_is_rendered_once_per_catalog_version(catalog, alice):
     )
     assert added.status_code == 201, added.content
     again, reads = listing(alice)
-    assert reads > 0 and again == first
-    assert listing(alice) == (first, 0)
+    assert reads > 0 and [without_flag(m) for m in again["data"]] == [without_flag(m) for m in first["data"]]
+    assert flags(again)["openai/gpt-4o"] is True and flags(again)["standin/echo"] is False  # alice's key serves it
+    assert listing(alice) == (again, 0)
 
     # And when the operator sets or removes a provider's credential
     openai = Provider.objects.get(slug="openai")
@@ -75,6 +86,8 @@ def test_the_listing_is_rendered_once_per_catalog_version(catalog, alice):
 
 def test_each_account_gets_its_own_view_of_the_cached_listing(catalog, alice, bob_other_account):
     bob = bob_other_account
+    for provider in Provider.objects.filter(slug__in=["openai", "anthropic"]):  # /models/user: what is served
+        provider_credential_set(provider=provider, plaintext="sk-operator-1234567890abcdef")
     # Given bob's guardrail hides OpenAI's models and his account ignores the providers of Claude
     management = bob.client(management=True)
     guardrail = management.post(
@@ -109,7 +122,7 @@ def test_each_account_gets_its_own_view_of_the_cached_listing(catalog, alice, bo
         assert "anthropic/claude-sonnet-4.5" in ids(bob_models)  # /models: only the guardrail applies
         assert "anthropic/claude-sonnet-4.5" in ids(alice_user)
         assert "anthropic/claude-sonnet-4.5" not in ids(bob_user) and "openai/gpt-4o" not in ids(bob_user)
-        assert ids(alice_user) == ids(alice_models)
+        assert ids(alice_user) == {model for model, available in flags(alice_models).items() if available}
 
     # And a query string is filtered from the same listing, for the caller too
     assert "openai/gpt-4o" not in ids(bob.client().get("/api/v1/models", {"q": "gpt"}).json())

@@ -205,13 +205,14 @@ def test_nothing_left_errors_name_the_constraint(alice):
     assert body["error"]["metadata"]["availability"]["code"] == "privacy_restricted"
 
 
-def test_missing_credentials_is_503(alice):
+def test_missing_credentials_is_a_non_retryable_404(alice):
     for provider in Provider.objects.filter(slug__in=PROVIDERS):
         provider_credential_set(provider=provider, plaintext=None)
     body = assert_error_envelope(
-        alice.client().post("/api/v1/responses", {"model": "multi/model", "input": "Hi"}, format="json"), 503
+        alice.client().post("/api/v1/responses", {"model": "multi/model", "input": "Hi"}, format="json"), 404
     )
-    assert body["error"]["metadata"]["availability"]["code"] == "temporarily_unavailable"
+    assert body["error"]["metadata"]["availability"]["code"] == "no_endpoints"
+    assert body["error"]["metadata"]["availability"]["retryable"] is False
 
 
 def test_health_skips_failing_endpoints_until_they_recover(alice, monkeypatch):
