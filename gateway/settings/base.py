@@ -277,7 +277,13 @@ REST_FRAMEWORK = {
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "Model Gateway API",
-    "DESCRIPTION": "One OpenAI-compatible API in front of many LLM providers.",
+    "DESCRIPTION": (
+        "One OpenAI-compatible API in front of many LLM providers. SDK base URLs: the openai and openrouter SDKs "
+        "take `<root>/api/v1`; the Anthropic SDK takes `<root>/api` (it appends `/v1/messages` itself). "
+        "Errors carry retry advice: `x-should-retry: false` where a retry cannot help (4xx other than 408, 409 "
+        "and 429; a model no provider has credentials for, 404 `provider_not_configured`), `Retry-After` "
+        "(seconds) on 429, 502, 503, 524 and 529."
+    ),
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "SERVE_AUTHENTICATION": [],
