@@ -20,7 +20,7 @@ from tests.plugins.test_fusion_tools import (  # noqa: F401  # searxng: a fixtur
     sent_to,
 )
 from tests.plugins.test_fusion_tools import ask as ask_tool
-from tests.support import assert_error_envelope
+from tests.support import assert_error_envelope, sse_events
 
 NEWS = {"content_filters": [{"pattern": "Example News", "action": "block", "label": "news"}]}
 DOCS = {"content_filters": [{"pattern": "Example Docs", "action": "redact", "label": "docs"}]}
@@ -134,4 +134,25 @@ def test_the_entity_checks_of_panel_members_tool_results_are_held_and_charged(
     assert entry["data"]["guardrail_checks_cost_usd"] > 0
     searches = len(standin.requests_for("/search")) * SEARCH_PRICE
     assert charged(alice) == list_price_of_every_call(standin) + searches
+    assert_billed_and_closed(alice)
+
+
+def test_a_streamed_request_whose_fusion_tools_member_reads_a_blocked_result_fails_in_band(
+    alice,
+    db,
+    standin,
+    searxng,  # noqa: F811
+):
+    """The caller's stream had started when its model called gateway:fusion: the refusal ends it in band."""
+    catalog(standin, **{model: SEARCHING for model in PANEL})
+    guardrail(alice, **NEWS)
+    standin.clear()
+    response = ask_tool(alice, {"tools": [{"type": "gateway:web_search"}], "max_tool_calls": 1}, stream=True)
+    assert response.status_code == 200
+    events, raw = sse_events(response)
+    (failed,) = [event for event in events if event["type"] == "response.failed"]
+    assert "guardrail Team policy" in failed["response"]["error"]["message"], failed
+    assert b"Example News" not in raw
+    assert [rounds_of(standin, model) for model in PANEL] == [1] * len(PANEL)
+    assert rounds_of(standin, ANALYST) == 0 and rounds_of(standin, "corp/epsilon") == 1
     assert_billed_and_closed(alice)
