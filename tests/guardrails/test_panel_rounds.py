@@ -156,3 +156,41 @@ def test_a_streamed_request_whose_fusion_tools_member_reads_a_blocked_result_fai
     assert [rounds_of(standin, model) for model in PANEL] == [1] * len(PANEL)
     assert rounds_of(standin, ANALYST) == 0 and rounds_of(standin, "corp/epsilon") == 1
     assert_billed_and_closed(alice)
+
+
+def test_an_entity_check_that_cannot_run_in_a_members_round_refuses_the_request_and_bills_what_ran(
+    alice,
+    transactional_db,
+    standin,
+    searxng,  # noqa: F811
+    settings,
+):
+    """The entity model reads the caller's text (the directive there has it answer the JSON asked) but not a
+    member's search results (its endpoint's script: no JSON): the results are not sent unchecked, the request is
+    refused (503) with no member's next round and no analysis, and every call that ran, the checks' included, is
+    charged out of the holds taken for them."""
+    from tests.plugins.test_fusion_budgets import charged, list_price_of_every_call
+
+    usage = "input_tokens=30,output_tokens=20"
+    catalog(
+        standin,
+        **{model: usage for model in PANEL},
+        **{ANALYST: usage, ENTITY_MODEL: f"text=Sure! No names here.,{usage}"},
+    )
+    settings.GUARDRAILS_ENTITY_MODEL = ENTITY_MODEL
+    guardrail(alice, content_filter_builtins=[{"slug": "person-name", "action": "redact"}])
+    standin.clear()
+    directive = json.dumps({**json.loads(SEARCH_ONCE), "text": '{"person-name": []}'})
+    payload = {
+        "model": "gateway/fusion",
+        "input": f"What is new in quantum sensors? <<standin {directive}>>",
+        "plugins": [{"id": "fusion", "analysis_models": PANEL, "model": ANALYST}],
+    }
+    response = alice.client().post("/api/v1/responses", payload, format="json", **METADATA)
+    body = assert_error_envelope(response, 503)
+    assert "not sent unchecked" in body["error"]["message"]
+    assert [rounds_of(standin, model) for model in PANEL] == [1] * len(PANEL)
+    assert rounds_of(standin, ANALYST) == 0
+    searches = len(standin.requests_for("/search")) * SEARCH_PRICE
+    assert charged(alice) == list_price_of_every_call(standin) + searches
+    assert_billed_and_closed(alice)
