@@ -95,3 +95,13 @@ def test_the_anthropic_wire_drops_thinking_when_allowed_tools_force_a_call():
     assert "thinking" not in body("anthropic", replace(REQUEST, tool_choice=ALLOWED, reasoning=reasoning))
     auto = replace(REQUEST, tool_choice={**ALLOWED, "mode": "auto"}, reasoning=reasoning)
     assert body("anthropic", auto)["thinking"]["type"] == "enabled"
+
+
+def test_a_provider_tool_chosen_by_another_spelling_reaches_the_responses_wire_as_declared():
+    """web_search_preview chosen, web_search declared: OpenAI finds no tool of the chosen spelling."""
+    declared = HostedTool(spec={"type": "web_search"}, source="tools[1]")
+    request = replace(REQUEST, hosted_tools=(declared,), tool_choice={"type": "web_search_preview"})
+    assert body("openai_responses", request)["tool_choice"] == {"type": "web_search"}
+    allowed = {"type": "allowed_tools", "mode": "auto", "tools": [{"type": "web_search_preview"}]}
+    sent = body("openai_responses", replace(request, tool_choice=allowed))
+    assert sent["tool_choice"] == {**allowed, "tools": [{"type": "web_search"}]}

@@ -8,6 +8,7 @@ from routing.canonical import (
     FilePart,
     FunctionCall,
     FunctionCallOutput,
+    HostedTool,
     ImagePart,
     Message,
     Part,
@@ -15,6 +16,7 @@ from routing.canonical import (
     TextPart,
 )
 from routing.providers.base import drop_none, reasoning_effort
+from routing.providers.hosted import capability
 from routing.providers.openai_responses import hosted
 
 FORMAT = "openai-responses-v1"
@@ -71,6 +73,20 @@ def logprobs(request: CanonicalRequest, include: list[str]) -> dict:
     return drop_none({"include": [*include, LOGPROBS], "top_logprobs": request.top_logprobs})
 
 
+def _as_declared(choice, tools: tuple[HostedTool, ...]):
+    """A provider-run tool chosen by type, spelt as the request's tool is (web_search_preview chosen, web_search
+    declared: OpenAI finds no such tool), in an allowed_tools list too."""
+    if not isinstance(choice, dict):
+        return choice
+    if choice.get("type") == "allowed_tools":
+        return {**choice, "tools": [_as_declared(reference, tools) for reference in choice.get("tools") or ()]}
+    runs = capability(str(choice.get("type")))
+    declared = next(
+        (tool.spec["type"] for tool in tools if runs and capability(str(tool.spec.get("type"))) == runs), None
+    )
+    return {**choice, "type": declared} if declared else choice
+
+
 def build_body(request: CanonicalRequest) -> dict:
     text = drop_none({"format": request.text_format, "verbosity": request.verbosity})
     reasoning = None
@@ -112,7 +128,7 @@ def build_body(request: CanonicalRequest) -> dict:
         body["parallel_tool_calls"] = request.parallel_tool_calls
     if request.hosted_tools:  # the tools OpenAI runs itself, as the caller gave them
         body["tools"] = body.get("tools", []) + hosted.tools_body(request.hosted_tools)
-        body["tool_choice"] = request.tool_choice  # auto, required, or one of them by type
+        body["tool_choice"] = _as_declared(request.tool_choice, request.hosted_tools)  # auto, required, or by type
         body["max_tool_calls"] = hosted.max_tool_calls(request.hosted_tools)  # the searches the hold covers
         if more := hosted.include(request.hosted_tools):
             body["include"] = [*(body.get("include") or []), *more]
