@@ -184,7 +184,8 @@ def used_parameters(data: dict) -> frozenset[str]:
     reasoning = data.get("reasoning")
     if reasoning and reasoning.get("enabled") is not False and reasoning.get("effort") != "none":
         used.add("reasoning")
-        if "tool_choice" in used and forces_tool(data.get("tool_choice")):
+        # a forced call of a provider-run tool too (Anthropic's web search chosen is its tool choice `tool`)
+        if data.get("tools") and forces_tool(data.get("tool_choice")):
             used.add("reasoning_with_forced_tool_choice")  # not on every wire (routing.providers.base)
     return frozenset(used)
 

@@ -94,6 +94,23 @@ def test_a_forced_provider_tool_beside_functions_reaches_the_endpoint_that_runs_
     assert sent(standin_catalog)["tool_choice"] == choice
 
 
+def test_reasoning_with_a_forced_provider_tool_is_routed_past_the_anthropic_wire(alice, standin_catalog):
+    """Anthropic's thinking cannot be combined with a forced tool, its web search included: its adapter would
+    drop the reasoning asked for. Routed to the Responses wire instead, a 404 naming it when nothing is left."""
+    load_hosted_catalog()
+    body = {
+        "model": "standin/search",
+        "tools": [{"type": "web_search_preview"}],
+        "tool_choice": {"type": "web_search_preview"},
+        "reasoning": {"effort": "high"},
+    }
+    error = assert_error_envelope(ask(alice, "standin-anthropic", **body), 404)["error"]
+    assert error["metadata"]["param"] == "reasoning_with_forced_tool_choice" and not model_calls(standin_catalog)
+    response = ask(alice, "standin-responses", **body)
+    assert response.status_code == 200, response.content
+    assert sent(standin_catalog)["reasoning"]["effort"] == "high"
+
+
 def test_allowed_tools_with_a_provider_tool_keep_only_the_allowed_ones(alice, standin_catalog):
     load_hosted_catalog()
     choice = {"type": "allowed_tools", "mode": "required", "tools": [{"type": "web_search_preview"}]}
