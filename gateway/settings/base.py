@@ -2,6 +2,7 @@
 
 import os
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
@@ -32,6 +33,66 @@ if SECRET_KEY.strip().lower() in PLACEHOLDER_SECRET_KEYS:
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
+# CORS for browser apps calling /api/v1 directly (django-cors-headers). Off unless origins are listed: each is
+# scheme://host[:port] exactly as the browser sends it, or `*` for any origin (safe only because the API is
+# authenticated by a header, never a cookie: CORS_ALLOW_CREDENTIALS stays off).
+CORS_ALLOWED_ORIGINS = env.list("CORS_ALLOWED_ORIGINS", default=[])
+CORS_ALLOW_ALL_ORIGINS = "*" in CORS_ALLOWED_ORIGINS
+for _origin in CORS_ALLOWED_ORIGINS:  # refused at start, not a policy that silently matches nothing
+    _parts = urlsplit(_origin)
+    if _origin != "*" and (not _parts.netloc or _parts.path not in ("", "/") or _parts.query or _parts.fragment):
+        raise ImproperlyConfigured(f"CORS_ALLOWED_ORIGINS: {_origin!r} is not an origin (scheme://host[:port]) or *")
+# A browser's Origin never ends in "/": one pasted with it still matches.
+CORS_ALLOWED_ORIGINS = [] if CORS_ALLOW_ALL_ORIGINS else [o.removesuffix("/") for o in CORS_ALLOWED_ORIGINS]
+CORS_URLS_REGEX = r"^/api/v1/"  # the API only: the admin and console are same-origin pages
+# What the official SDKs send from a browser (openai and anthropic: their `x-stainless-*` telemetry and options;
+# anthropic: its version, beta and browser-consent headers; openrouter: app attribution), and the gateway's own.
+CORS_ALLOW_HEADERS = (
+    "accept",
+    "authorization",
+    "content-type",
+    "user-agent",
+    "x-api-key",
+    "x-gateway-metadata",
+    "x-openrouter-metadata",
+    "x-openrouter-experimental-metadata",
+    "x-session-id",
+    "x-request-id",
+    "http-referer",
+    "x-title",
+    "idempotency-key",
+    "anthropic-version",
+    "anthropic-beta",
+    "anthropic-dangerous-direct-browser-access",
+    "openai-organization",
+    "openai-project",
+    "openai-beta",
+    *(
+        f"x-stainless-{name}"
+        for name in (
+            "lang",
+            "package-version",
+            "os",
+            "arch",
+            "runtime",
+            "runtime-version",
+            "retry-count",
+            "timeout",
+            "read-timeout",
+            "async",
+            "raw-response",
+            "helper",
+            "helper-method",
+            "stream-helper",
+            "poll-helper",
+            "custom-poll-interval",
+            "custom-event-handler",
+        )
+    ),
+)
+# Answer headers a page may read: the generation id (for GET /generation) and the SDKs' retry advice.
+CORS_EXPOSE_HEADERS = ("x-generation-id", "x-request-id", "retry-after", "x-should-retry")
+
 INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",
@@ -40,6 +101,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    "corsheaders",  # its system checks vet the CORS settings (`manage.py check`)
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "gateway.versions",
@@ -55,6 +117,9 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "gateway.console.middleware.RequestLogMiddleware",
+    # CORS before anything that answers or authenticates: a browser's preflight (OPTIONS, no key) is answered
+    # here, and every answer, errors included, carries the CORS headers so the page can read it.
+    "corsheaders.middleware.CorsMiddleware",
     # Errors on the Anthropic Messages door in Anthropic's shape, also those made before its view
     "responses_api.messages.errors.AnthropicErrorMiddleware",
     "django.middleware.security.SecurityMiddleware",
