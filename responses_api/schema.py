@@ -3,6 +3,8 @@
 from drf_spectacular.extensions import OpenApiSerializerExtension
 from rest_framework import serializers
 
+from responses_api.validation.common import ClosedObjectSchema
+
 
 class UsageInputDetailsSerializer(serializers.Serializer):
     cached_tokens = serializers.IntegerField()
@@ -127,12 +129,17 @@ class ResponseCreateRequestSchema(OpenApiSerializerExtension):
             **only_false,
             "description": "Only false or null: background mode needs stored responses",
         }
+        only_null = {"type": "string", "nullable": True, "not": {"type": "string"}}
         properties["previous_response_id"] = {
-            "type": "string",
-            "nullable": True,
-            "not": {"type": "string"},
+            **only_null,
             "description": "Only null: send the full conversation in input",
         }
+        properties["conversation"] = {
+            **only_null,
+            "description": "Only null: this endpoint keeps no conversations; send the full conversation in input",
+        }
+        properties["stream_options"]["description"] = "Streaming requests only (stream: true)"
+        schema["additionalProperties"] = False  # the serializer refuses any other field, naming it
         return schema
 
 
@@ -142,8 +149,55 @@ class TextFormatSchema(OpenApiSerializerExtension):
     def map_serializer(self, auto_schema, direction):
         schema = auto_schema._map_serializer(self.target_class, direction, bypass_extensions=True)
         # (enums under `not`: drf-spectacular turns a bare `enum` into the component of the whole choice set)
+        schema["additionalProperties"] = False
         schema["anyOf"] = [
             {"properties": {"type": {"not": {"enum": ["json_schema"]}}}},
             {"required": ["name", "schema"]},
         ]
         return schema
+
+
+class ResponseStreamOptionsSchema(ClosedObjectSchema):
+    target_class = "responses_api.validation.objects.ResponseStreamOptionsSerializer"
+
+    def map_serializer(self, auto_schema, direction):
+        schema = super().map_serializer(auto_schema, direction)
+        schema["properties"]["include_obfuscation"] |= {"not": {"type": "boolean", "enum": [True]}}
+        return schema
+
+
+# The request's nested objects take their fields only (every door using them refuses any other, naming its path).
+class ProviderPreferencesSchema(ClosedObjectSchema):
+    target_class = "responses_api.validation.objects.ProviderPreferencesSerializer"
+
+
+class MaxPriceSchema(ClosedObjectSchema):
+    target_class = "responses_api.validation.objects.MaxPriceSerializer"
+
+
+class ReasoningSchema(ClosedObjectSchema):
+    target_class = "responses_api.validation.objects.ReasoningSerializer"
+
+
+class TextConfigSchema(ClosedObjectSchema):
+    target_class = "responses_api.validation.objects.TextConfigSerializer"
+
+
+class CacheControlSchema(ClosedObjectSchema):
+    target_class = "responses_api.validation.objects.CacheControlSerializer"
+
+
+class PromptCacheOptionsSchema(ClosedObjectSchema):
+    target_class = "responses_api.validation.objects.PromptCacheOptionsSerializer"
+
+
+class DebugSchema(ClosedObjectSchema):
+    target_class = "responses_api.validation.objects.DebugSerializer"
+
+
+class PromptSchema(ClosedObjectSchema):
+    target_class = "responses_api.validation.objects.PromptSerializer"
+
+
+class TraceSchema(ClosedObjectSchema):
+    target_class = "responses_api.validation.objects.TraceSerializer"

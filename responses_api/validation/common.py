@@ -202,7 +202,7 @@ MSG_UNKNOWN_FIELD = "unknown field: not part of this API, or not one this gatewa
 class ClosedObjectSchema(OpenApiSerializerExtension):
     """A nested object of a door that refuses unknown fields (`unknown_fields` walks its nested serializers): its
     schema says `additionalProperties: false` too. Subclass with the serializer's dotted path as `target_class`;
-    only for serializers no lenient operation (POST /responses drops unknown fields) shares."""
+    only for serializers every operation using them checks with `unknown_fields` (all the front doors do)."""
 
     def map_serializer(self, auto_schema, direction):
         schema = auto_schema._map_serializer(self.target_class, direction, bypass_extensions=True)

@@ -8,6 +8,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from responses_api.validation.checks import MISSING, Fields, check_count, raise_indexed
+from responses_api.validation.common import MSG_UNKNOWN_FIELD
 from responses_api.validation.limits import MAX_CONTENT_PARTS, MAX_INPUT_ITEMS
 from routing.providers.hosted import ITEM_PROGRESS
 
@@ -26,16 +27,25 @@ RAN_TOOL_ITEMS = tuple(
     for tool in ("datetime", "search_models", "tool_search", "web_search", "web_fetch")
 ) + tuple(ITEM_PROGRESS)
 URL_PREFIXES = ("http://", "https://", "data:")
+TEXT_PART = ("type", "text")  # the keys of a text part of a function call's output and of reasoning
 
 
 def _input_text(fields: Fields) -> None:
+    fields.only("type", "text", "cache_control")
     fields.text("text", required=True, blank=True)
     cache_control = fields.object("cache_control")
-    if cache_control is not None and cache_control.get("type") != "ephemeral":
-        fields.errors["cache_control"] = 'type must be "ephemeral"'
+    if cache_control is not None:
+        inner = Fields(cache_control)
+        inner.only("type", "ttl")
+        if cache_control.get("type") != "ephemeral":
+            inner.errors["type"] = 'must be "ephemeral"'
+        inner.text("ttl", max_length=16)
+        if inner.errors:
+            fields.errors["cache_control"] = inner.errors
 
 
 def _input_image(fields: Fields) -> None:
+    fields.only("type", "image_url", "file_id", "detail")
     url = fields.text("image_url", null=True)
     file_id = fields.text("file_id", null=True)
     fields.choice("detail", DETAILS, default="auto")
@@ -48,6 +58,7 @@ def _input_image(fields: Fields) -> None:
 
 
 def _input_file(fields: Fields) -> None:
+    fields.only("type", "file_id", "file_data", "file_url", "filename")
     fields.text("file_id", null=True)
     fields.text("file_data", null=True)
     url = fields.text("file_url", null=True)
@@ -59,6 +70,7 @@ def _input_file(fields: Fields) -> None:
 
 
 def _output_text(fields: Fields) -> None:
+    fields.only("type", "text", "annotations", "logprobs")
     fields.text("text", required=True, blank=True)
     annotations = fields.array("annotations")
     if annotations is not None and not all(isinstance(entry, dict) for entry in annotations):
@@ -67,6 +79,7 @@ def _output_text(fields: Fields) -> None:
 
 
 def _refusal(fields: Fields) -> None:
+    fields.only("type", "refusal")
     fields.text("refusal", required=True, blank=True)
 
 
@@ -113,6 +126,7 @@ def validate_parts(parts: list, role: str) -> list[dict]:
 
 
 def _message(fields: Fields) -> None:
+    fields.only("type", "id", "role", "status", "phase", "content")
     fields.choice("type", ("message",))
     fields.text("id", null=True)
     role = fields.choice("role", ROLES, required=True)
@@ -139,6 +153,7 @@ def _message(fields: Fields) -> None:
 
 
 def _function_call(fields: Fields) -> None:
+    fields.only("type", "id", "call_id", "name", "arguments", "status", "namespace")
     fields.text("id", null=True)
     fields.text("call_id", required=True, max_length=256)
     fields.text("name", required=True, max_length=256)
@@ -161,12 +176,25 @@ def _output_value(value) -> str | None:
     return None
 
 
+def _unknown_in_parts(parts: list, names: tuple[str, ...]) -> dict[int, dict]:
+    """The keys of each object of `parts` besides `names`, by position (paths like `output[0].x`)."""
+    found = {}
+    for index, part in enumerate(parts):
+        if isinstance(part, dict) and (unknown := [key for key in part if key not in names]):
+            found[index] = {key: MSG_UNKNOWN_FIELD for key in unknown}
+    return found
+
+
 def _function_call_output(fields: Fields) -> None:
+    fields.only("type", "id", "call_id", "status", "output")
     fields.text("id", null=True)
     fields.text("call_id", required=True, max_length=256)
     fields.text("status", null=True)
     if "output" not in fields.source:
         fields.errors["output"] = "is required"
+        return
+    if isinstance(fields.source["output"], list) and (unknown := _unknown_in_parts(fields.source["output"], TEXT_PART)):
+        fields.errors["output"] = unknown
         return
     output = _output_value(fields.source["output"])
     if output is None:
@@ -180,6 +208,9 @@ def _text_parts(fields: Fields, name: str, kind: str, *, null: bool) -> None:
     if not parts:
         return
     check_count(parts, MAX_CONTENT_PARTS, f"{name} parts")
+    if unknown := _unknown_in_parts(parts, TEXT_PART):
+        fields.errors[name] = unknown
+        return
     cleaned = []
     for part in parts:
         if not isinstance(part, dict) or part.get("type") != kind or not isinstance(part.get("text"), str):
@@ -190,6 +221,7 @@ def _text_parts(fields: Fields, name: str, kind: str, *, null: bool) -> None:
 
 
 def _reasoning(fields: Fields) -> None:
+    fields.only("type", "id", "summary", "content", "encrypted_content", "signature", "format", "status")
     fields.text("id", null=True)
     fields.out["summary"] = []
     _text_parts(fields, "summary", "summary_text", null=False)
@@ -244,11 +276,13 @@ _ID = {"type": "string", "minLength": 1, "nullable": True}
 
 
 def _obj(kind: str | None, required: list[str], properties: dict, **extra) -> dict:
+    """An item or part object: closed, as `Fields.only` refuses any key it does not list."""
     type_schema = {"type": "string", "enum": [kind]} if kind else {}
     return {
         "type": "object",
         "required": (["type"] if kind else []) + required,
         "properties": ({"type": type_schema} if kind else {}) | properties,
+        "additionalProperties": False,
         **extra,
     }
 
@@ -266,7 +300,11 @@ INPUT_PART_SCHEMAS = [
             "cache_control": {
                 "type": "object",
                 "required": ["type"],
-                "properties": {"type": {"type": "string", "enum": ["ephemeral"]}},
+                "properties": {
+                    "type": {"type": "string", "enum": ["ephemeral"]},
+                    "ttl": {"type": "string", "minLength": 1, "maxLength": 16},
+                },
+                "additionalProperties": False,
             },
         },
     ),
@@ -371,6 +409,7 @@ INPUT_ITEM_SCHEMAS = [
                                 "type": {"type": "string", "enum": ["input_text", "output_text"]},
                                 "text": {"type": "string"},
                             },
+                            "additionalProperties": False,
                         },
                     },
                 ]

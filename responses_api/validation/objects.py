@@ -5,7 +5,7 @@ from rest_framework import serializers
 
 from gateway import fields
 from gateway.fields import is_json_number
-from responses_api.validation.common import PlannedSerializer
+from responses_api.validation.common import MSG_UNKNOWN_FIELD, PlannedSerializer
 
 QUANTIZATIONS = ("int4", "int8", "fp4", "mxfp4", "nvfp4", "fp6", "fp8", "mxfp8", "fp16", "bf16", "fp32", "unknown")
 SORTS = ("price", "throughput", "latency", "exacto")
@@ -62,6 +62,7 @@ SORT_FIELD_SCHEMA = {
                 "by": {"type": "string", "enum": list(SORTS), "nullable": True},
                 "partition": {"type": "string", "enum": ["model", "none"], "nullable": True},
             },
+            "additionalProperties": False,
         },
     ]
 }
@@ -78,6 +79,8 @@ class SortField(serializers.Field):
                 raise serializers.ValidationError(f'"{data}" is not valid; expected one of {list(SORTS)}')
             return {"by": data, "partition": "model"}
         if isinstance(data, dict):
+            if unknown := [key for key in data if key not in ("by", "partition")]:
+                raise serializers.ValidationError({str(key): MSG_UNKNOWN_FIELD for key in unknown})
             by, partition = data.get("by"), data.get("partition", "model")
             partition = "model" if partition is None else partition
             if by is not None and by not in SORTS:
@@ -167,6 +170,17 @@ class CacheControlSerializer(PlannedSerializer):
 class PromptCacheOptionsSerializer(PlannedSerializer):
     mode = fields.ChoiceField(choices=["explicit"])
     ttl = fields.CharField(required=False, max_length=16)
+
+
+class ResponseStreamOptionsSerializer(PlannedSerializer):
+    include_obfuscation = fields.BooleanField(
+        required=False, allow_null=True, help_text="Only false or null: this gateway never pads stream events"
+    )
+
+    def validate_include_obfuscation(self, value):
+        if value:
+            raise serializers.ValidationError("only false is supported: this gateway never pads stream events")
+        return value
 
 
 class DebugSerializer(PlannedSerializer):

@@ -3,7 +3,7 @@
 from rest_framework import serializers
 
 from gateway import fields
-from responses_api.validation.common import AnyField, LentFieldsSerializer, LongTextField
+from responses_api.validation.common import AnyField, LentFieldsSerializer, LongTextField, unknown_fields
 from responses_api.validation.items import InputField
 from responses_api.validation.objects import (
     CacheControlSerializer,
@@ -14,6 +14,7 @@ from responses_api.validation.objects import (
     PromptSerializer,
     ProviderPreferencesSerializer,
     ReasoningSerializer,
+    ResponseStreamOptionsSerializer,
     TextConfigSerializer,
     TraceSerializer,
 )
@@ -30,6 +31,8 @@ INCLUDES = (
     "code_interpreter_call.outputs",
 )
 SERVICE_TIERS = ("auto", "default", "fast", "flex", "priority", "scale")
+MSG_STATELESS = "is not supported: this endpoint is stateless; send the full conversation in input"
+MSG_STREAM_OPTIONS = "stream_options is for streaming requests only (stream: true)"
 
 
 class ResponseCreateRequestSerializer(LentFieldsSerializer):  # its field tree is lent, not rebuilt
@@ -43,9 +46,11 @@ class ResponseCreateRequestSerializer(LentFieldsSerializer):  # its field tree i
     input = InputField(required=False)
     instructions = LongTextField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False)
     stream = fields.BooleanField(required=False, default=False)
+    stream_options = ResponseStreamOptionsSerializer(required=False, allow_null=True)
     store = fields.BooleanField(required=False, default=False)
     background = fields.BooleanField(required=False, allow_null=True, default=None)
     previous_response_id = AnyField(required=False, allow_null=True)
+    conversation = AnyField(required=False, allow_null=True)
     temperature = fields.FloatField(required=False, allow_null=True, min_value=0, max_value=2)
     top_p = fields.FloatField(required=False, allow_null=True, min_value=0, max_value=1)
     top_k = fields.IntegerField(required=False, min_value=0)
@@ -90,9 +95,12 @@ class ResponseCreateRequestSerializer(LentFieldsSerializer):  # its field tree i
 
     def validate_previous_response_id(self, value):
         if value is not None:
-            raise serializers.ValidationError(
-                "is not supported: this endpoint is stateless; send the full conversation in input"
-            )
+            raise serializers.ValidationError(MSG_STATELESS)
+        return value
+
+    def validate_conversation(self, value):
+        if value is not None:
+            raise serializers.ValidationError(MSG_STATELESS)
         return value
 
     def validate_background(self, value):
@@ -101,10 +109,16 @@ class ResponseCreateRequestSerializer(LentFieldsSerializer):  # its field tree i
         return value
 
     def validate(self, attrs):
+        # A field no serializer declares, at the top or in a nested object, would be dropped: refused, naming its
+        # path, as the other doors and the official API do (input items and plugins check their own keys).
+        if unknown := unknown_fields(self, self.initial_data):
+            raise serializers.ValidationError(unknown)
         if not attrs.get("model") and not attrs.get("models"):
             raise serializers.ValidationError({"model": "model (or models) is required"})
         if not attrs.get("input"):
             raise serializers.ValidationError({"input": "input is required and must not be empty"})
+        if attrs.get("stream_options") is not None and not attrs.get("stream"):
+            raise serializers.ValidationError({"stream_options": MSG_STREAM_OPTIONS})
         if problem := tool_choice_problem(attrs.get("tool_choice"), attrs.get("tools") or []):
             raise serializers.ValidationError({"tool_choice": problem})
         if attrs.get("service_tier") == "fast":
