@@ -9,6 +9,7 @@ from decimal import Decimal
 from django.conf import settings
 
 from gateway.billing.services import ReservationHandle, SpendCap
+from gateway.errors import GatewayError
 from responses_api.validation.request import MAX_TOOL_CALLS
 from responses_api.validation.tools import server_function_name, server_tool_kind
 from routing.canonical import (
@@ -52,6 +53,9 @@ class Prepared:
     strategy: str = "direct"  # how the models were chosen (a router pre-stage: auto, pareto, fusion)
     server_rounds: int = 1  # the most model calls the server-tool loop may make (1: the request has no server tool)
     holds: tuple[ReservationHandle, ...] = ()  # pre-stages' holds (a fusion panel's): the request's own takes them over
+
+
+MSG_REQUIRED = "tool_choice: required needs a tool to call (tools is empty)"
 
 
 def server_functions(tools: list[dict]) -> tuple[FunctionTool, ...]:
@@ -211,6 +215,8 @@ def prepare(*, data: dict, account_id: str) -> Prepared:
         if tool["type"] == "function" and not tool.get("defer_loading")
     ) + server_functions(data.get("tools") or [])
     hosted = hosted_tools(data.get("tools") or [])  # the provider runs these (routing.providers.hosted)
+    if data.get("tool_choice") == "required" and not (tools or hosted):  # plugins' tools counted: added before
+        raise GatewayError(MSG_REQUIRED, status=400, metadata={"param": "tool_choice"})
     reasoning = data.get("reasoning")
     text = data.get("text") or {}
     items = tuple(_item(item) for item in data["input"])

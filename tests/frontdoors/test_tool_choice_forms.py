@@ -162,3 +162,10 @@ def test_the_messages_door_sends_its_tool_choice_to_the_chat_wire_in_that_wire_f
     response = post_message(alice, body)
     assert response.status_code == 200, response.content
     assert sent(standin_catalog)["tool_choice"] == {"type": "function", "function": {"name": "get_time"}}
+
+
+def test_required_with_nothing_to_call_is_a_400_on_responses(alice, standin_catalog):
+    """As on the chat door and the official API: required with no tool was dropped, the answer a plain reply."""
+    error = assert_error_envelope(ask(alice, "standin-chat", tool_choice="required"), 400)["error"]
+    assert error["message"].startswith("tool_choice") and model_calls(standin_catalog) == []
+    assert ask(alice, "standin-chat", tool_choice="none").status_code == 200
