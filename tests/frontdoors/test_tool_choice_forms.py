@@ -4,6 +4,8 @@ allowed-tools form), a provider-run tool forced only where the endpoint runs it,
 form no endpoint can honour (a tool the request does not declare). Never a 500 (the Anthropic request builder
 raised TypeError on an object it did not know), never a Responses-shaped choice on another wire."""
 
+import json
+
 import pytest
 
 from tests.frontdoors.test_chat import post as post_chat
@@ -169,3 +171,40 @@ def test_required_with_nothing_to_call_is_a_400_on_responses(alice, standin_cata
     error = assert_error_envelope(ask(alice, "standin-chat", tool_choice="required"), 400)["error"]
     assert error["message"].startswith("tool_choice") and model_calls(standin_catalog) == []
     assert ask(alice, "standin-chat", tool_choice="none").status_code == 200
+
+
+def test_allowed_tools_hold_in_every_round_of_the_server_tool_loop(alice, standin_catalog):
+    """A server tool among the allowed tools: the first round forced to the allowed ones, later rounds still only
+    them (auto), the last round (server tools withdrawn) none when only server tools were allowed."""
+    choice = {"type": "allowed_tools", "mode": "required", "tools": [{"type": "gateway:datetime"}]}
+    script = json.dumps({"chunks": 1, "tool_call": "gateway_datetime,gateway_datetime,"})
+    response = ask(
+        alice,
+        "standin-anthropic",
+        input=f"Hello <<standin {script}>>",
+        tools=[WEATHER, {"type": "gateway:datetime"}],
+        tool_choice=choice,
+        max_tool_calls=1,
+    )
+    assert response.status_code == 200, response.content
+    rounds = [call["body"] for call in model_calls(standin_catalog)]
+    assert [(names(body), body.get("tool_choice")) for body in rounds] == [
+        (["gateway_datetime"], {"type": "any"}),
+        (["get_weather"], {"type": "none"}),  # max_tool_calls reached: the caller's tools only, none allowed
+    ]
+
+    standin_catalog.clear()
+    script = json.dumps({"chunks": 1, "tool_call": "gateway_datetime,"})
+    response = ask(
+        alice,
+        "standin-anthropic",
+        input=f"Hello <<standin {script}>>",
+        tools=[WEATHER, {"type": "gateway:datetime"}],
+        tool_choice=choice,
+    )
+    assert response.status_code == 200, response.content
+    rounds = [call["body"] for call in model_calls(standin_catalog)]
+    assert [(names(body), body.get("tool_choice")) for body in rounds] == [
+        (["gateway_datetime"], {"type": "any"}),
+        (["gateway_datetime"], {"type": "auto"}),  # still only the allowed tool, no longer forced
+    ]
