@@ -187,7 +187,7 @@ if DATABASES["default"]["ENGINE"].endswith("postgresql"):
     # answered) never fires its statement_timeout. In a gevent worker psycopg waits in gateway/pgwait.py, which gives
     # up DB_STATEMENT_GRACE seconds later, closing the connection (503). Elsewhere (gthread) libpq's own wait has no
     # deadline: a dead peer is found by TCP (tcp_user_timeout: data unacknowledged this long; keepalives: an idle
-    # connection), a frozen one waits for it (README, Limits and hardening).
+    # connection), a frozen one waits for it (docs/limits-and-hardening.md).
     _grace = env.float("DB_STATEMENT_GRACE", default=2.0)
     from gateway import pgwait
 
