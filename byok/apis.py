@@ -4,6 +4,8 @@ from rest_framework.views import APIView
 
 from byok import selectors, services
 from byok.catalog import catalog_lookups
+from byok.models import SharedCapacity
+from byok.sdk_fields import capacity_from_flags
 from byok.serializers import (
     ByokCreateRequestSerializer,
     ByokDeletedSerializer,
@@ -74,7 +76,12 @@ class ByokListCreateApi(APIView):
     def post(self, request):
         body = ByokCreateRequestSerializer(data=request.data, context={"account_id": request.user.account_id})
         body.is_valid(raise_exception=True)
-        data = body.validated_data
+        data = capacity_from_flags(
+            body.validated_data,
+            current=SharedCapacity.ALWAYS,
+            capacity_sent="shared_capacity" in request.data,
+            is_fallback=False,
+        )
         kind = _provider_kind(data["provider"])
         key = services.byok_key_create(
             account_id=request.user.account_id,
@@ -116,7 +123,12 @@ class ByokDetailApi(APIView):
         key = selectors.byok_key_get(account_id=request.user.account_id, key_id=byok_id)
         body = ByokUpdateRequestSerializer(data=request.data, context={"account_id": request.user.account_id})
         body.is_valid(raise_exception=True)
-        changes = dict(body.validated_data)
+        changes = capacity_from_flags(
+            body.validated_data,
+            current=key.shared_capacity,
+            capacity_sent="shared_capacity" in request.data,
+            is_fallback=key.is_fallback,
+        )
         credential = _credential(key.kind, changes.pop("key")) if "key" in changes else None
         key = services.byok_key_update(key=key, changes=changes, credential=credential)
         return Response({"data": byok_record(key)})

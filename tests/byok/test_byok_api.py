@@ -32,6 +32,10 @@ def test_create_get_list_delete(alice, providers):
         "allowed_user_ids",
         "sort_order",
         "shared_capacity",
+        "is_byok_only",
+        "is_required",
+        "declared_region",
+        "declared_zdr",
         "created_at",
     }
     assert record["label"] == "sk-p...mnop" and record["allowed_models"] is None and record["sort_order"] == 0

@@ -14,7 +14,7 @@ from openai import OpenAI
 from openrouter import OpenRouter
 
 from gateway.billing.provisioning import account_provision
-from tests.support import Persona
+from tests.support import STANDIN_KEY, Persona
 
 pytestmark = pytest.mark.live
 
@@ -109,3 +109,58 @@ def test_anthropic_count_tokens_refuses_what_count_tokens_does_not_take(live_gat
     assert "max_tokens" in str(refused.value)
     with pytest.raises(anthropic.NotFoundError):
         client.messages.count_tokens(model="standin/no-such-model", messages=[{"role": "user", "content": "hi"}])
+
+
+def failing_chat(live_gateway, persona) -> requests.Response:
+    """A request only standin-chat may serve, whose upstream answers 500 to every key (so each is tried)."""
+    return requests.post(
+        f"{live_gateway.api}/chat/completions",
+        headers={"Authorization": f"Bearer {persona.api_key}"},
+        json={
+            "model": "standin/echo",
+            "provider": {"only": ["standin-chat"]},
+            "messages": [{"role": "user", "content": 'Hi <<standin {"status": 500}>>'}],
+        },
+        timeout=20,
+    )
+
+
+def test_openrouter_sdk_byok_records_and_byok_only_routing(live_gateway, fay, standin_catalog):
+    with OpenRouter(api_key=fay.management_key, server_url=live_gateway.api) as admin:
+        created = admin.byok.create(provider="standin-chat", key="sk-fay-own", is_byok_only=True).data
+        assert created.is_byok_only and created.is_required and not created.is_fallback
+        assert created.declared_region is None and created.declared_zdr is None
+        [listed] = admin.byok.list().result.data
+        assert listed.id == created.id and listed.is_byok_only
+        # byok-only: when the caller's key fails, the operator's key on that provider is never tried
+        standin_catalog.clear()
+        assert failing_chat(live_gateway, fay).status_code >= 500
+        assert [r["credential"] for r in standin_catalog.requests_for("/chat/completions")] == ["sk-fay-own"]
+        # both flags cleared through the SDK: shared capacity again, after the caller's key
+        updated = admin.byok.update(id=created.id, is_byok_only=False, is_required=False).data
+        assert not updated.is_byok_only and not updated.is_required
+        assert admin.byok.get(id=created.id).data.is_byok_only is False
+    standin_catalog.clear()
+    failing_chat(live_gateway, fay)
+    assert [r["credential"] for r in standin_catalog.requests_for("/chat/completions")] == ["sk-fay-own", STANDIN_KEY]
+
+
+def test_byok_sdk_fields_refused_when_they_cannot_be_honoured(live_gateway, fay, standin_catalog):
+    headers = {"Authorization": f"Bearer {fay.management_key}"}
+    base = {"provider": "standin-chat", "key": "sk-fay-own"}
+    for extra, field in [
+        ({"declared_region": "europe"}, "declared_region"),
+        ({"declared_zdr": True}, "declared_zdr"),
+        ({"is_byok_only": True, "is_fallback": True}, "is_byok_only"),
+        ({"is_byok_only": True, "shared_capacity": "always"}, "is_byok_only"),
+    ]:
+        response = requests.post(f"{live_gateway.api}/byok", headers=headers, json={**base, **extra}, timeout=20)
+        assert response.status_code == 400, (extra, response.content)
+        assert field in response.json()["error"]["message"] + json.dumps(response.json()["error"].get("metadata"))
+    # the SDK's undeclared values (null) and a flag that agrees with shared_capacity are taken
+    agreed = {**base, "declared_region": None, "declared_zdr": None, "is_required": True}
+    response = requests.post(
+        f"{live_gateway.api}/byok", headers=headers, json={**agreed, "shared_capacity": "outside_filter"}, timeout=20
+    )
+    assert response.status_code == 201, response.content
+    assert response.json()["data"]["shared_capacity"] == "outside_filter"
