@@ -21,6 +21,116 @@ class ProviderResponseSerializer(serializers.Serializer):
     model_permaslug = serializers.CharField()
 
 
+def _optional(field_class, **kwargs):
+    return field_class(required=False, **kwargs)
+
+
+class RecordedSerializer(serializers.Serializer):
+    """A JSON figure the pipeline recorded: its keys grew over releases, so a key an older record lacks is left
+    out of the answer (every field optional) instead of failing the read."""
+
+    def get_fields(self):
+        declared = super().get_fields()
+        for field in declared.values():
+            field.required = False
+        return declared
+
+
+class RouterPanelAnswerSerializer(RecordedSerializer):
+    model = serializers.CharField()
+    status = serializers.CharField()
+    provider = serializers.CharField(allow_null=True, allow_blank=True)
+    tokens = serializers.DictField(child=serializers.IntegerField(), help_text="`input`, `output`")
+    cost_usd = serializers.FloatField()
+    latency_ms = serializers.IntegerField(allow_null=True)
+    rounds = _optional(serializers.IntegerField)
+    tool_calls = _optional(serializers.DictField, child=serializers.IntegerField())
+
+
+class GenerationRouterSerializer(RecordedSerializer):
+    """A router's decision; which fields are present depends on `strategy` (never prompt or answer text)."""
+
+    strategy = serializers.ChoiceField(choices=["auto", "pareto", "fusion"])
+    plugin = serializers.CharField(help_text="The router plugin that decided (auto-router, pareto-router, fusion)")
+    chosen = serializers.CharField(help_text="The model routed to (fusion: the analyst that wrote the answer)")
+    fallbacks = _optional(serializers.ListField, child=serializers.CharField())
+    reason = _optional(serializers.CharField)
+    task_type = _optional(serializers.CharField, help_text="auto: the task type the prompt was classified as")
+    classifier = _optional(serializers.CharField, help_text="auto: how it was classified (a model or `heuristic`)")
+    tier = _optional(serializers.CharField, help_text="pareto: the tier chosen")
+    sticky = _optional(serializers.BooleanField, help_text="pareto: the session's earlier choice was kept")
+    panel = _optional(RouterPanelAnswerSerializer, many=True, help_text="fusion: each panel model's answer")
+    analyst = _optional(serializers.CharField, help_text="fusion: the model that compared the answers")
+    analysis = _optional(serializers.CharField, help_text="fusion: the analysis's status")
+    cost_usd = _optional(serializers.FloatField, help_text="The router's own calls (classifier, panel)")
+
+
+class WebFiguresSerializer(RecordedSerializer):
+    num_search_results = serializers.IntegerField()
+    web_search_engine = serializers.CharField()
+
+
+class FileParserFiguresSerializer(RecordedSerializer):
+    files = serializers.IntegerField()
+    pages = serializers.IntegerField()
+    engine = serializers.CharField()
+
+
+class ModerationFiguresSerializer(RecordedSerializer):
+    engine = serializers.CharField()
+    model = serializers.CharField(allow_null=True, allow_blank=True)
+    provider = serializers.CharField(allow_null=True, allow_blank=True)
+    latency_ms = serializers.IntegerField(allow_null=True)
+    flagged = serializers.BooleanField()
+
+
+class CompressionFiguresSerializer(RecordedSerializer):
+    engine = serializers.CharField()
+    tokenizer = serializers.CharField()
+    messages_removed = serializers.IntegerField()
+    messages_truncated = serializers.IntegerField()
+    tokens_removed = serializers.IntegerField()
+    tokens_before = serializers.IntegerField()
+    tokens_after = serializers.IntegerField()
+    context_length = serializers.IntegerField()
+    by_default = serializers.BooleanField()
+
+
+class HealingFiguresSerializer(RecordedSerializer):
+    outcome = serializers.CharField()
+    fixes = serializers.ListField(child=serializers.CharField())
+    schema = serializers.ChoiceField(choices=["none", "valid", "invalid", "unchecked"])
+
+
+class ServerToolsFiguresSerializer(RecordedSerializer):
+    calls = serializers.DictField(child=serializers.IntegerField(), help_text="Calls run, by tool")
+    rounds = serializers.IntegerField()
+    stopped = serializers.CharField()
+
+
+# Keyed by plugin id (hyphenated ids are not Python names: the class is built from a dict, DRF's metaclass
+# collects its fields the same way).
+GenerationPluginsSerializer = type(
+    "GenerationPluginsSerializer",
+    (RecordedSerializer,),
+    {
+        "__doc__": "What each plugin that ran did, by plugin id: its figures, never request or answer text.",
+        "web": _optional(WebFiguresSerializer),
+        "file-parser": _optional(FileParserFiguresSerializer),
+        "moderation": _optional(ModerationFiguresSerializer),
+        "context-compression": _optional(CompressionFiguresSerializer),
+        "response-healing": _optional(HealingFiguresSerializer),
+        "server-tools": _optional(ServerToolsFiguresSerializer),
+    },
+)
+
+
+class GuardrailFlagSerializer(RecordedSerializer):
+    guardrail_id = serializers.CharField()
+    name = serializers.CharField()
+    patterns = serializers.ListField(child=serializers.CharField(), help_text="The filters' labels, never the text")
+
+
 class GenerationSerializer(serializers.Serializer):
     id = serializers.CharField()
     upstream_id = serializers.CharField(allow_null=True)
@@ -52,6 +162,12 @@ class GenerationSerializer(serializers.Serializer):
     workspace_id = serializers.UUIDField(allow_null=True)
     api_type = serializers.CharField()
     provider_responses = ProviderResponseSerializer(many=True)
+    router = GenerationRouterSerializer(allow_null=True, help_text="The router's decision; null when none ran")
+    plugins = GenerationPluginsSerializer(allow_null=True, help_text="Null when no plugin ran")
+    guardrail_flags = GuardrailFlagSerializer(
+        many=True, allow_null=True, help_text="What the guardrails flagged in the input; null when nothing was"
+    )
+    moderation_latency = serializers.IntegerField(allow_null=True, help_text="ms; null when moderation did not run")
 
 
 class GenerationEnvelopeSerializer(serializers.Serializer):
@@ -97,5 +213,9 @@ def generation_data(generation) -> dict:
             "provider_responses": [
                 {**attempt, "latency": attempt["latency_ms"]} for attempt in generation.provider_responses
             ],
+            "router": generation.router,
+            "plugins": generation.plugins,
+            "guardrail_flags": generation.guardrail_flags,
+            "moderation_latency": generation.moderation_latency,
         }
     ).data
