@@ -4,6 +4,8 @@ the guardrails' flags and the moderation latency, typed in the OpenAPI document.
 import pytest
 
 from gateway.billing.models import Generation
+from tests.plugins.test_fusion import fusion_catalog
+from tests.plugins.test_fusion import post as fusion_post
 from tests.plugins.test_routers import CODING, catalog  # noqa: F401  # the routers' stand-in catalog fixture
 
 
@@ -105,3 +107,12 @@ def test_a_record_written_before_a_figure_existed_still_reads(alice):
     }
     Generation.objects.create(id="gen-older", account_id=alice.account_id, requested_model="acme/alpha", plugins=older)
     assert generation(alice, "gen-older")["plugins"] == older
+
+
+def test_a_fusion_runs_decision_is_on_the_generation(alice, db, standin):
+    fusion_catalog(standin)
+    body = fusion_post(alice).json()
+    generation_id = "gen-" + body["id"].removeprefix("resp_")
+    data = generation(alice, generation_id)
+    assert data["router"] == Generation.objects.get(pk=generation_id).router
+    assert data["router"]["strategy"] == "fusion" and len(data["router"]["panel"]) == 3
