@@ -15,7 +15,7 @@ from pathlib import Path
 import schemathesis
 from schemathesis import Case
 
-INFERENCE_PATHS = ("/responses", "/chat/completions", "/messages", "/embeddings")  # the front doors
+INFERENCE_PATHS = ("/responses", "/chat/completions", "/messages", "/messages/count_tokens", "/embeddings")  # doors
 
 CONFIG = str(Path(__file__).with_name("schemathesis.toml"))
 SHAPE_ERRORS = re.compile(

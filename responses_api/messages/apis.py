@@ -89,7 +89,7 @@ class MessageCountTokensApi(APIView):
         operation_id="countMessageTokens",
         tags=["Anthropic Messages"],
         request=MessageCountTokensRequestSerializer,
-        responses={200: MessageTokensCountSerializer, **anthropic_error_responses(400, 401, 404, 413, 429, 500)},
+        responses={200: MessageTokensCountSerializer, **anthropic_error_responses(400, 401, 403, 404, 413, 429, 500)},
     )
     def post(self, request: Request):
         """Anthropic's `messages.count_tokens`: the prompt's input tokens by the gateway's estimate (the one its
