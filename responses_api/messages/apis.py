@@ -28,18 +28,25 @@ from routing.preferences import split_model_suffix
 from routing.selectors import model_get
 
 
-class MessageCreateApi(APIView):
+class AnthropicDoorApi(APIView):
+    """A view of the Anthropic door: an inference key, also as `x-api-key`, and every error in Anthropic's shape."""
+
     accepts_x_api_key = True  # Anthropic clients send the key as `x-api-key` (gateway.accounts.authentication)
     permission_classes = [IsInferenceKey]
 
     def handle_exception(self, exc):
         """Every error in Anthropic's shape (same statuses), so the Anthropic SDK raises its typed errors."""
-        view_error_metadata(self.request, exc)
         response = super().handle_exception(exc)
         anthropic = anthropic_error(response.data, response.status_code)
         if anthropic is not None:
             response.data = anthropic
         return response
+
+
+class MessageCreateApi(AnthropicDoorApi):
+    def handle_exception(self, exc):
+        view_error_metadata(self.request, exc)
+        return super().handle_exception(exc)
 
     @extend_schema(
         operation_id="createMessage",
@@ -74,17 +81,7 @@ class MessageCreateApi(APIView):
         )
 
 
-class MessageCountTokensApi(APIView):
-    accepts_x_api_key = True
-    permission_classes = [IsInferenceKey]
-
-    def handle_exception(self, exc):
-        response = super().handle_exception(exc)
-        anthropic = anthropic_error(response.data, response.status_code)
-        if anthropic is not None:
-            response.data = anthropic
-        return response
-
+class MessageCountTokensApi(AnthropicDoorApi):
     @extend_schema(
         operation_id="countMessageTokens",
         tags=["Anthropic Messages"],
