@@ -17,7 +17,12 @@ from plugins.serializers import plugin_rules_install
 from responses_api.apis import ResponseCreateApi
 from responses_api.chat.apis import ChatCompletionCreateApi
 from responses_api.embeddings.apis import EmbeddingCreateApi
-from responses_api.messages.apis import MessageCountTokensApi, MessageCreateApi
+from responses_api.messages.apis import (
+    MessageCountTokensAliasApi,
+    MessageCountTokensApi,
+    MessageCreateAliasApi,
+    MessageCreateApi,
+)
 from responses_api.stages import honoured_plugins
 from responses_api.validation.plugins import PLUGIN_SERIALIZERS
 from routing.apis import (
@@ -54,6 +59,8 @@ api_v1 = [
     path("chat/completions", ChatCompletionCreateApi.as_view(), name="chat-completions"),
     path("messages", MessageCreateApi.as_view(), name="messages"),
     path("messages/count_tokens", MessageCountTokensApi.as_view(), name="messages-count-tokens"),
+    path("v1/messages", MessageCreateAliasApi.as_view(), name="messages-v1"),
+    path("v1/messages/count_tokens", MessageCountTokensAliasApi.as_view(), name="messages-count-tokens-v1"),
     path("embeddings", EmbeddingCreateApi.as_view(), name="embeddings"),
     path("keys", ApiKeyListCreateApi.as_view(), name="keys"),
     path("keys/<segment:key_hash>", ApiKeyDetailApi.as_view(), name="key-detail"),

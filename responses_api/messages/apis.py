@@ -98,3 +98,14 @@ class MessageCountTokensApi(AnthropicDoorApi):
             raise NotFound(f"model: {message['model']}")
         caller = cast(Caller, request.user)  # IsInferenceKey let only an inference key's caller through
         return Response({"input_tokens": message_tokens_count(message=message, account_id=str(caller.account_id))})
+
+
+@extend_schema(exclude=True)
+class MessageCreateAliasApi(MessageCreateApi):
+    """`/api/v1/v1/messages`: the Anthropic SDK appends `/v1/messages` to its base_url, so a base_url of
+    `<root>/api/v1` (the one the OpenAI SDKs take) works too. Documented once, under `/messages`."""
+
+
+@extend_schema(exclude=True)
+class MessageCountTokensAliasApi(MessageCountTokensApi):
+    """`/api/v1/v1/messages/count_tokens`, for the same reason."""

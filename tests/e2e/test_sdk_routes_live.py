@@ -164,3 +164,21 @@ def test_byok_sdk_fields_refused_when_they_cannot_be_honoured(live_gateway, fay,
     )
     assert response.status_code == 201, response.content
     assert response.json()["data"]["shared_capacity"] == "outside_filter"
+
+
+def test_anthropic_sdk_with_the_openai_style_base_url(live_gateway, fay):
+    """The Anthropic SDK appends `/v1/messages` to its base_url: `<root>/api/v1` (what the OpenAI SDKs take)
+    works as well as `<root>/api`, for messages and count_tokens."""
+    client = anthropic.Anthropic(base_url=live_gateway.api, api_key=fay.api_key, max_retries=0, timeout=20)
+    message = client.messages.create(
+        model="standin/echo", max_tokens=64, messages=[{"role": "user", "content": "Say hello"}]
+    )
+    counted = client.messages.count_tokens(model="standin/echo", messages=[{"role": "user", "content": "x" * 40}])
+    assert message.content[0].text == "Hello from the local stand-in provider."
+    assert counted.input_tokens == 40 // 4 + 1
+
+
+def test_the_v1_alias_is_not_a_second_operation_in_the_schema(client):
+    paths = client.get("/api/v1/openapi.json").json()["paths"]
+    assert "/messages" in paths and "/messages/count_tokens" in paths
+    assert not [path for path in paths if path.startswith("/v1/")]
