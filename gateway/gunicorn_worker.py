@@ -9,29 +9,30 @@ client sent is echoed or logged (a malformed header line may hold a credential).
 
 It also gives the request line and headers a total deadline (REQUEST_HEADER_TIMEOUT_SECONDS, default 10):
 gunicorn reads them with blocking reads and no deadline of its own, so clients dripping a header byte a
-second could hold every worker thread. When the deadline passes, a watchdog shuts the socket's read side;
+second could hold every worker thread. When the deadline passes, the process's deadline watcher
+(gateway/deadlines.py) shuts the socket's read side;
 the parser then sees the end of the stream and the connection is closed. The application's body deadline
 (gateway/middleware.py) takes over from there.
 
 Imported by the gunicorn master (gateway/gunicorn_conf.py): it must not import Django. The gevent worker patches
 the standard library (sockets, threads, locks) in each worker after the fork, before the application is
-imported; each worker's deadline watcher is made there, after the patching.
+imported; the deadline watcher makes its thread (then a greenlet) at its first use, after the patching.
 """
 
 import json
 import os
 import socket
-import threading
 import time
 from datetime import datetime
 from typing import Any
 
 from gunicorn import util
-from gunicorn.http import errors, wsgi
+from gunicorn.http import errors
 from gunicorn.http.wsgi import Response, default_environ
 from gunicorn.workers.ggevent import GeventWorker
 from gunicorn.workers.gthread import ThreadWorker
 
+from gateway import deadlines
 from gateway.anthropic_errors import anthropic_error_body, is_anthropic_door
 
 MSG_INTERNAL = "Internal server error"
@@ -118,105 +119,30 @@ def header_timeout() -> float:
 
 
 class HeaderDeadlines:
-    """Sockets whose request head must be in by a deadline; one polling thread shuts the late ones."""
-
-    TICK = 0.1
+    """Sockets whose request head must be in by a deadline (the shared watcher shuts the late ones' read side)."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._watched: dict[int, tuple[float, socket.socket]] = {}
-        self._thread: threading.Thread | None = None
+        self._handles: dict[int, deadlines.Handle] = {}
 
     def watch(self, sock: socket.socket, deadline: float) -> None:
-        with self._lock:
-            self._watched[id(sock)] = (deadline, sock)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="header-deadlines", daemon=True)
-                self._thread.start()
+        self.unwatch(sock)
+        self._handles[id(sock)] = deadlines.watch(deadline, deadlines.shutdown(sock))
 
     def unwatch(self, sock: socket.socket) -> None:
-        with self._lock:
-            self._watched.pop(id(sock), None)
-
-    def _run(self) -> None:
-        while True:
-            time.sleep(self.TICK)
-            now = time.monotonic()
-            with self._lock:
-                late = [key for key, (deadline, _) in self._watched.items() if deadline <= now]
-                socks = [self._watched.pop(key)[1] for key in late]
-            for sock in socks:
-                try:
-                    sock.shutdown(socket.SHUT_RD)
-                except OSError:
-                    pass
-
-
-JOINED_BODY_MAX = 64 * 1024  # first body bytes up to this size go in the head's send (a copy of them is made)
-
-
-class _HeadWithBody:
-    """Stands for the client's socket while a response writes: keeps what is written while `keeping` (the head),
-    then sends it in front of the next bytes (the first body bytes), or alone at `flush()`."""
-
-    __slots__ = ("sock", "head", "keeping")
-
-    def __init__(self, sock: socket.socket):
-        self.sock = sock
-        self.head = b""
-        self.keeping = True
-
-    def sendall(self, data: bytes) -> None:
-        if self.keeping:
-            self.head += data
-            return
-        head, self.head = self.head, b""
-        if head and len(data) <= JOINED_BODY_MAX:
-            self.sock.sendall(head + data)
-            return
-        if head:  # a large first chunk is not copied to be joined
-            self.sock.sendall(head)
-        self.sock.sendall(data)
-
-    def flush(self) -> None:
-        head, self.head = self.head, b""
-        if head:
-            self.sock.sendall(head)
-
-
-class OneSendResponse(Response):
-    """gunicorn's HTTP/1 response with its head sent in the same send as the first body bytes, instead of in a send
-    of its own: one system call and one TCP segment fewer for a JSON answer (and for a stream's first event).
-    What gunicorn writes is unchanged: its own code renders the head and frames the body; only the send is
-    joined. A response with no body bytes (HEAD, 204, an empty body) sends its head alone, as before."""
-
-    sock: Any  # the client's socket (gunicorn's), or the stand-in while a write joins the head to the body
-
-    def write(self, arg):
-        if self.headers_sent:
-            return super().write(arg)
-        joined = _HeadWithBody(self.sock)
-        self.sock = joined
-        try:
-            self.send_headers()
-            joined.keeping = False
-            super().write(arg)
-        finally:
-            self.sock = joined.sock
-            joined.flush()  # no body bytes went out (none, or none allowed): the head alone
+        handle = self._handles.pop(id(sock), None)
+        if handle is not None:
+            handle.cancel()
 
 
 class JsonErrors:
-    """Protocol errors in the JSON error body, the request head's deadline (one watcher per worker), and
-    responses sent with their head and first body bytes together (OneSendResponse)."""
+    """Protocol errors in the JSON error body, and the request head's deadline."""
 
     log: Any
     cfg: Any
     _deadlines: HeaderDeadlines
 
     def run(self) -> None:
-        self._deadlines = HeaderDeadlines()  # in the worker, after the fork and gevent's patching
-        wsgi.Response = OneSendResponse  # what gunicorn's wsgi.create builds for each HTTP/1 request
+        self._deadlines = HeaderDeadlines()
         super().run()  # type: ignore[misc]  # the gunicorn worker class this is mixed into
 
     def deadlines(self) -> HeaderDeadlines:
