@@ -12,7 +12,7 @@ gunicorn reads them with blocking reads and no deadline of its own, so clients d
 second could hold every worker thread. When the deadline passes, the process's deadline watcher
 (gateway/deadlines.py) shuts the socket's read side;
 the parser then sees the end of the stream and the connection is closed. The application's body deadline
-(gateway/middleware.py) takes over from there.
+(gateway/request_body.py) takes over from there.
 
 Imported by the gunicorn master (gateway/gunicorn_conf.py): it must not import Django. The gevent worker patches
 the standard library (sockets, threads, locks) in each worker after the fork, before the application is

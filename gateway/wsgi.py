@@ -2,7 +2,9 @@
 (gateway/gunicorn_conf.py: post_worker_init), so that a burst right after a (re)start does not pay for what
 the first requests would otherwise do lazily, all at once: importing the URLconf and through it every view,
 serializer and adapter, DRF's configured classes, opening the database pool and the Redis client, and
-loading the catalog snapshot."""
+loading the catalog snapshot.
+
+The application reads API request bodies before Django builds the request (gateway/request_body.py)."""
 
 import logging
 import os
@@ -11,7 +13,26 @@ import time
 from django.core.wsgi import get_wsgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gateway.settings.base")
-application = get_wsgi_application()
+django_application = get_wsgi_application()
+
+from django.conf import settings  # noqa: E402 (configured by get_wsgi_application)
+
+from gateway.errors import is_api_path  # noqa: E402
+from gateway.request_body import BUFFERED, REFUSAL, Refused, buffer_body  # noqa: E402
+
+
+def application(environ, start_response):
+    """Django's WSGI application, given API bodies already read (or their refusal, which Django's middleware
+    answers: gateway/middleware.py)."""
+    if is_api_path(environ.get("PATH_INFO", "")):
+        try:
+            buffer_body(environ, limit=settings.MAX_REQUEST_BODY_BYTES, seconds=settings.REQUEST_BODY_TIMEOUT_SECONDS)
+        except Refused as refusal:
+            environ[REFUSAL] = refusal
+        else:
+            environ[BUFFERED] = True
+    return django_application(environ, start_response)
+
 
 logger = logging.getLogger(__name__)
 WARM_PATH = "/api/v1/responses"
