@@ -15,7 +15,7 @@ gateway CPU per request 3.9 ms (gthread 4.9-6.3), requests/s at 16 connections 3
 Limits on what reaches the application (a reverse proxy in front should be at least as strict; see the
 README): the request line (method + URL) at most 8190 bytes (414 above), at most 100 header fields of at
 most 8190 bytes each (431 above). Bodies are limited and given a deadline by the application
-(gateway/middleware.py: MAX_REQUEST_BODY_BYTES, REQUEST_BODY_TIMEOUT_SECONDS).
+(gateway/request_body.py: MAX_REQUEST_BODY_BYTES, REQUEST_BODY_TIMEOUT_SECONDS).
 """
 
 import gc
@@ -127,6 +127,8 @@ def pre_request(worker, req) -> None:
     if req.req_number > 1:
         time.sleep(0)
     if MAX_REQUESTS_PER_CONNECTION and req.req_number >= MAX_REQUESTS_PER_CONNECTION:
+        # gunicorn has no setting for this, and drops a `Connection` header the application sets (hop-by-hop):
+        # marking the request is the one way to have gunicorn close the connection after its answer.
         req.must_close = True
 
 
