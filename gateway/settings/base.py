@@ -125,12 +125,11 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "gateway.middleware.ApiBodyLimitMiddleware",
-    # Django's session, user and messages middleware, passed over on the model endpoints (gateway/browser.py)
-    "gateway.browser.SessionMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
-    "gateway.browser.AuthenticationMiddleware",
-    "gateway.browser.MessageMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
@@ -317,7 +316,7 @@ WHITENOISE_USE_FINDERS = True
 MAX_REQUEST_BODY_BYTES = env.int("MAX_REQUEST_BODY_BYTES", default=20 * 1024 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_REQUEST_BODY_BYTES
 # An API request's whole body must arrive within this many seconds of its headers, or 408
-# (gateway/middleware.py reads it before authentication touches the database).
+# (gateway/request_body.py reads it before authentication touches the database).
 REQUEST_BODY_TIMEOUT_SECONDS = env.float("REQUEST_BODY_TIMEOUT_SECONDS", default=30.0)
 
 # Per-API-key request rate, e.g. "600/min"; empty disables the throttle.
