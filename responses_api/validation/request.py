@@ -3,7 +3,7 @@
 from rest_framework import serializers
 
 from gateway import fields
-from responses_api.validation.common import AnyField, LentFieldsSerializer, LongTextField, unknown_fields
+from responses_api.validation.common import AnyField, LongTextField, PlannedSerializer, unknown_fields
 from responses_api.validation.items import InputField
 from responses_api.validation.objects import (
     CacheControlSerializer,
@@ -35,7 +35,7 @@ MSG_STATELESS = "is not supported: this endpoint is stateless; send the full con
 MSG_STREAM_OPTIONS = "stream_options is for streaming requests only (stream: true)"
 
 
-class ResponseCreateRequestSerializer(LentFieldsSerializer):  # its field tree is lent, not rebuilt
+class ResponseCreateRequestSerializer(PlannedSerializer):
     """A Responses API request: the input, the model (or `models` to fall back through), tools, plugins and
     options."""
 
