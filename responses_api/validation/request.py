@@ -19,7 +19,8 @@ from responses_api.validation.objects import (
     TraceSerializer,
 )
 from responses_api.validation.plugins import PluginsField
-from responses_api.validation.tools import StopConditionsField, ToolChoiceField, ToolsField, tool_choice_problem
+from responses_api.validation.stop_conditions import StopConditionsField
+from responses_api.validation.tools import ToolChoiceField, ToolsField, tool_choice_problem
 
 MODEL_ID_MAX = 256
 MAX_TOOL_CALLS = 30
