@@ -478,7 +478,10 @@ class Loop:
         tool choice (required, a named tool) relaxed to auto after the first round."""
         choice = request.tool_choice
         if isinstance(choice, dict) and choice.get("type") == "allowed_tools":
-            choice = {**choice, "mode": "auto"}  # still only the allowed tools
+            # still only the allowed tools, the deferred ones the caller allowed among them once found
+            named = {ref.get("name") for ref in (self.loop.data.get("tool_choice") or {}).get("tools") or []}
+            joined = [{"type": "function", "name": tool.name} for tool in found if tool.name in named]
+            choice = {**choice, "mode": "auto", "tools": choice["tools"] + joined}
         elif choice not in (None, "auto", "none"):
             choice = "auto"
         return replace(request, input=tuple(conversation), tools=request.tools + found, tool_choice=choice)

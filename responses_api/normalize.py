@@ -11,7 +11,7 @@ from django.conf import settings
 from gateway.billing.services import ReservationHandle, SpendCap
 from gateway.errors import GatewayError
 from responses_api.validation.request import MAX_TOOL_CALLS
-from responses_api.validation.tools import server_function_name, server_tool_kind
+from responses_api.validation.tools import deferred_names, server_function_name, server_tool_kind
 from routing.canonical import (
     CanonicalRequest,
     FilePart,
@@ -64,12 +64,14 @@ def server_functions(tools: list[dict]) -> tuple[FunctionTool, ...]:
     return tuple(server_function(kind) for kind in kinds)
 
 
-def _tool_choice(choice):
-    """A server tool chosen by type is its declared function (in an allowed_tools list too)."""
+def _tool_choice(choice, deferred: frozenset[str] = frozenset()):
+    """A server tool chosen by type is its declared function (in an allowed_tools list too). An allowed_tools list
+    names only the tools sent: a deferred function joins it when tool_search finds it (plugins.server_tools)."""
     if isinstance(choice, dict) and server_tool_kind(str(choice.get("type"))):
         return {"type": "function", "name": server_function_name(choice["type"])}
     if isinstance(choice, dict) and choice.get("type") == "allowed_tools":
-        return {**choice, "tools": [_tool_choice(reference) for reference in choice["tools"]]}
+        sent = [ref for ref in choice["tools"] if not (ref["type"] == "function" and ref.get("name") in deferred)]
+        return {**choice, "tools": [_tool_choice(reference) for reference in sent]}
     return choice
 
 
@@ -225,7 +227,9 @@ def prepare(*, data: dict, account_id: str) -> Prepared:
         input=items,
         instructions=data.get("instructions") or None,
         tools=tools,
-        tool_choice=_tool_choice(data.get("tool_choice")) if tools or hosted else None,
+        tool_choice=_tool_choice(data.get("tool_choice"), deferred_names(data.get("tools") or []))
+        if tools or hosted
+        else None,
         parallel_tool_calls=data.get("parallel_tool_calls"),
         temperature=data.get("temperature"),
         top_p=data.get("top_p"),

@@ -66,6 +66,7 @@ def prepare_run(*, ctx: RequestContext, data: dict) -> ResponseRun:
     with error_metadata(ctx=ctx, data=data) as planned:
         stages.refuse_unhonoured_plugins(list(ctx.plugins))
         stages.refuse_unhonoured_tools(data.get("tools") or [])
+        stages.refuse_unknown_tool_choice(data)
         prepared = response_normalize(ctx=ctx, data=data)
         ctx = replace(ctx, models=tuple(prepared.models), suffix=prepared.suffix)
         ctx = replace(ctx, own_hold=partial(response_own_hold, ctx=ctx, prepared=prepared))  # asked by a fusion panel

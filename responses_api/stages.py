@@ -6,6 +6,7 @@ from django.conf import settings
 from django.utils.module_loading import import_string
 
 from gateway.errors import GatewayError
+from responses_api.validation.tools import tool_choice_problem
 from routing.canonical import CanonicalResponse
 from routing.providers.hosted import CAPABILITIES, capability, tool_problem
 from routing.stages import Block, PostStage, PreStage, RequestContext, Restaged, StageEntry, ToolResultScan
@@ -86,6 +87,14 @@ def refuse_unhonoured_tools(tools: list[dict]) -> None:
                 status=400,
                 metadata={"param": f"tools[{index}].type"},
             )
+
+
+def refuse_unknown_tool_choice(data: dict) -> None:
+    """tool_choice checked against the final tools, the ones plugins added included: the request's own check
+    (validation) leaves a server tool it does not declare to this one, since a plugin (the web-fetch plugin, the
+    request's entry or the account's default) may add it."""
+    if problem := tool_choice_problem(data.get("tool_choice"), data.get("tools") or [], complete=True):
+        raise GatewayError(f"tool_choice: {problem}", status=400, metadata={"param": "tool_choice"})
 
 
 def tool_result_scan(ctx: RequestContext) -> ToolResultScan | None:

@@ -307,68 +307,6 @@ def panel_tools_error(tools) -> str | None:
     return None
 
 
-# `stop_server_tools_when`: conditions (any one stops the server-tool loop), by type: the field each needs.
-STOP_CONDITIONS = {
-    "step_count_is": ("step_count", int),
-    "has_tool_call": ("tool_name", str),
-    "max_tokens_used": ("max_tokens", int),
-    "max_cost": ("max_cost_in_dollars", float),
-    "finish_reason_is": ("reason", str),
-}
-STOP_CONDITIONS_SCHEMA = {
-    "type": "array",
-    "maxItems": 16,
-    "items": {
-        "oneOf": [
-            {
-                "type": "object",
-                "required": ["type", name],
-                "additionalProperties": False,
-                "properties": {
-                    "type": {"type": "string", "enum": [kind]},
-                    name: {"type": "string", "minLength": 1, "maxLength": 200}
-                    if kind_type is str
-                    else {"type": "integer" if kind_type is int else "number", "minimum": 0},
-                },
-            }
-            for kind, (name, kind_type) in STOP_CONDITIONS.items()
-        ]
-    },
-    "description": "Conditions that stop the server-tool loop (any one); max_tool_calls is then not applied",
-}
-
-
-@extend_schema_field(STOP_CONDITIONS_SCHEMA)
-class StopConditionsField(serializers.Field):
-    def to_representation(self, value):
-        return value
-
-    def to_internal_value(self, data):
-        if not isinstance(data, list) or len(data) > 16:
-            raise serializers.ValidationError("must be an array of at most 16 conditions")
-        errors: dict[int, object] = {}
-        for index, condition in enumerate(data):
-            kind = condition.get("type") if isinstance(condition, dict) else None
-            # Any JSON value may arrive as the type: an array or object is unhashable, so check it is a string
-            # before looking it up (it raised TypeError, a 500).
-            if not isinstance(kind, str) or kind not in STOP_CONDITIONS:
-                errors[index] = {"type": f"must be one of {sorted(STOP_CONDITIONS)}"}
-                continue
-            name, kind_type = STOP_CONDITIONS[kind]
-            value = condition.get(name)
-            valid = (
-                isinstance(value, str) and 0 < len(value) <= 200
-                if kind_type is str
-                else isinstance(value, int | float) and not isinstance(value, bool) and value >= 0
-            )
-            if kind_type is int and not isinstance(value, int):
-                valid = False
-            if not valid or set(condition) - {"type", name}:
-                errors[index] = {name: f"{kind} takes {name} ({kind_type.__name__}, at least 0) and nothing else"}
-        raise_indexed(errors)
-        return [dict(condition) for condition in data]
-
-
 TOOL_CHOICE_FIELD_SCHEMA = {
     "oneOf": [
         {"type": "string", "enum": list(TOOL_CHOICE_MODES)},
@@ -475,21 +413,44 @@ def _names_tool(reference: dict, tools: list[dict]) -> bool:
     return any(tool["type"] == kind and tool.get("name") == reference.get("name") for tool in tools)
 
 
-def tool_choice_problem(choice: object, tools: list[dict]) -> str | None:
+def tool_choice_problem(choice: object, tools: list[dict], *, complete: bool = False) -> str | None:
     """Why a tool_choice object cannot be honoured with these tools (None: it can): it must name a tool the request
     declares (a function by name, a provider-run tool by type, ...); a choice naming none reached the provider as a
-    shape it did not know (a 500 on the Anthropic wire) or was dropped."""
+    shape it did not know (a 500 on the Anthropic wire) or was dropped. `complete`: the tools are the final list,
+    the ones the request's plugins add included (the web-fetch plugin's gateway:web_fetch); before that, a server
+    tool not yet among them is left to that later check."""
     if not isinstance(choice, dict):
         return None
-    if choice["type"] == "allowed_tools":
-        for index, reference in enumerate(choice["tools"]):
-            if not _names_tool(reference, tools):
-                return f"tools[{index}]: the {_described(reference)} is not among the request's tools"
+    references = choice["tools"] if choice["type"] == "allowed_tools" else [choice]
+    for index, reference in enumerate(references):
+        where = f"tools[{index}]: " if choice["type"] == "allowed_tools" else ""
+        if not _names_tool(reference, tools) and (complete or not server_tool_kind(str(reference.get("type")))):
+            if reference is choice and choice["type"] == "function":
+                return f'no function tool named "{choice["name"]}"'
+            return f"{where}the {_described(reference)} is not among the request's tools"
+        if why := _deferred_problem(reference, choice, tools):
+            return f"{where}{why}"
+    return None
+
+
+def deferred_names(tools: list[dict]) -> frozenset[str]:
+    """The function tools withheld from the model until gateway:tool_search finds them (defer_loading)."""
+    return frozenset(tool["name"] for tool in tools if tool["type"] == "function" and tool.get("defer_loading"))
+
+
+def _deferred_problem(reference: dict, choice: dict, tools: list[dict]) -> str | None:
+    """A deferred function is not sent until tool_search finds it: it cannot be forced (the first round could not
+    call it), and an allowed_tools list may name it only beside gateway:tool_search (it is allowed once found)."""
+    if reference.get("type") != "function" or reference.get("name") not in deferred_names(tools):
         return None
-    if choice["type"] == "function" and not _names_tool(choice, tools):
-        return f'no function tool named "{choice["name"]}"'
-    if not _names_tool(choice, tools):
-        return f"the {_described(choice)} is not among the request's tools"
+    named = _described(reference)
+    if choice["type"] != "allowed_tools":
+        return f"the {named} is deferred (defer_loading): unsent until {TOOL_SEARCH} finds it, so it cannot be forced"
+    if not any(server_tool_kind(str(other.get("type"))) == TOOL_SEARCH for other in choice["tools"]):
+        return (
+            f"the {named} is deferred (defer_loading) and {TOOL_SEARCH}, which finds it, is not among the allowed "
+            "tools: it could never be called"
+        )
     return None
 
 
