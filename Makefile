@@ -14,7 +14,7 @@ LOCK_TOOLS ?= /tmp/model-gateway-pip-tools-$(shell $(PYTHON) -c 'import platform
 LOCK_FLAGS := --quiet --generate-hashes --strip-extras --allow-unsafe --no-emit-index-url --no-emit-find-links \
 	--build-deps-for editable
 
-.PHONY: run test lint format typecheck install fuzz lock
+.PHONY: run test lint format typecheck install fuzz lock docs
 
 ## The venv from the lock file only: every package pinned with its hashes (requirements-dev.lock: runtime + dev),
 ## then the project itself in place without dependencies and with the locked setuptools (no build isolation).
@@ -73,3 +73,7 @@ format: $(STAMP)
 ## Static types: mypy with the Django and DRF plugins ([tool.mypy] in pyproject.toml).
 typecheck: $(STAMP)
 	$(BIN)/mypy
+
+## Regenerate the table of environment variables in docs/configuration.md from the code (stdlib only, no venv).
+docs:
+	$(PYTHON) scripts/config_table.py
