@@ -343,7 +343,7 @@ SPECTACULAR_SETTINGS = {
     "TITLE": "Model Gateway API",
     "DESCRIPTION": (
         "One OpenAI-compatible API in front of many LLM providers. SDK base URLs: the openai and openrouter SDKs "
-        "take `<root>/api/v1`; the Anthropic SDK appends `/v1/messages` itself, so `<root>/api` or the same `<root>/api/v1`. "
+        "take `<root>/api/v1`; the Anthropic SDK appends `/v1/messages` itself, so `<root>/api` or `<root>/api/v1`. "
         "Errors carry retry advice: `x-should-retry: false` where a retry cannot help (4xx other than 408, 409 "
         "and 429; a model no provider has credentials for, 404 `provider_not_configured`), `Retry-After` "
         "(seconds) on 429, 502, 503, 524 and 529."
