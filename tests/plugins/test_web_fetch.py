@@ -10,6 +10,7 @@ import pytest
 from plugins.web_engines import FetchedPage, FetchFailed, FetchRefused, fetch
 from plugins.webkit import fetch as fetch_module
 from routing import http
+from routing.http import destinations
 
 
 @pytest.fixture
@@ -147,13 +148,10 @@ def standin_is_the_internet(settings, standin, monkeypatch):
     def policy(address: str) -> bool:
         return address == "127.0.0.1" or real(address)
 
-    monkeypatch.setattr(http, "is_public_address", policy)
+    monkeypatch.setattr(destinations, "is_public_address", policy)
     monkeypatch.setattr(fetch_module, "is_public_address", policy)
     standin.clear()
-    yield standin
-    # Connections to the stand-in made under this policy must not stay pooled among the public-only ones (the
-    # address is checked when a connection is made, not when a pooled one is reused).
-    http._public_only.clear()
+    return standin
 
 
 @pytest.mark.parametrize(

@@ -22,6 +22,7 @@ from byok.crypto import seal
 from gateway.billing.models import Generation
 from routing import http
 from routing.errors import UpstreamError
+from routing.http import client as http_client
 from routing.models import Provider
 from routing.providers.vertex import auth
 from routing.redact import REDACTED, request_secrets, scrub
@@ -410,7 +411,7 @@ def test_unsendable_header_is_an_attempt_failure(standin, bad):
 
 def test_any_exception_while_sending_is_a_transport_error(standin, monkeypatch):
     """Past the header check (defence in depth), http.client's own failures are still attempt failures."""
-    monkeypatch.setattr(http, "_check_headers", lambda headers: None)
+    monkeypatch.setattr(http_client, "_check_headers", lambda headers: None)
     for bad in ("sk-\u2603", "sk-\ud800", "sk-a\nb"):  # UnicodeEncodeError in http.client, InvalidHeader
         with pytest.raises(http.TransportError) as caught:
             http.request(

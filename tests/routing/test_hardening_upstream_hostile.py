@@ -17,9 +17,11 @@ import pytest
 from django.test import override_settings
 
 from byok.credentials import ProviderCredentials
+from gateway import deadlines
 from gateway.billing.models import Generation
 from routing import health, http
 from routing.errors import UpstreamError
+from routing.http import destinations
 from routing.models import Provider
 from routing.providers.bedrock.eventstream import decode_event_stream, event
 from routing.selectors import endpoints_for_model
@@ -246,11 +248,7 @@ def test_deadlines_come_from_the_settings(hostile):
 def test_the_watchdog_keeps_no_dead_entries_forever(standin):
     """Finished calls leave no live deadline behind, and kept-alive connections stay reusable."""
 
-    def live() -> set:
-        with http.WATCHDOG._cond:
-            return {id(entry[2]) for entry in http.WATCHDOG._heap if http.WATCHDOG._live(entry)}
-
-    before = live()
+    before = deadlines.pending()
     endpoint = standin_endpoint(standin, adapter="openai_chat")
     for stream in (False, True, False, True):
         upstream = build_upstream_request(
@@ -260,7 +258,7 @@ def test_the_watchdog_keeps_no_dead_entries_forever(standin):
             assert list(open_stream(endpoint=endpoint, upstream=upstream).events())
         else:
             assert call(endpoint=endpoint, upstream=upstream).status == "completed"
-    assert live() <= before
+    assert deadlines.pending() <= before
 
 
 # ---- the parsers ------------------------------------------------------------------------------------------
@@ -486,13 +484,12 @@ def test_jsonsafe_keeps_valid_text_and_pairs():
         jsonsafe.loads(DEEP)
 
 
-def test_the_guarded_connection_tries_every_checked_address(monkeypatch):
+def test_every_checked_address_of_a_host_is_tried(monkeypatch):
     """Only the first resolved address was tried: a host whose first address is down (or an AAAA record on a host
     without IPv6 routing) failed every call although its other address answered."""
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]
-    dead = socket.create_server(("127.0.0.2", 0))  # bound, never listening again: refused
-    dead_port_closed = dead.getsockname()[1]
+    dead = socket.create_server(("127.0.0.2", port))  # the same port on another address, closed: refused
     dead.close()
 
     real_getaddrinfo = socket.getaddrinfo
@@ -505,16 +502,24 @@ def test_the_guarded_connection_tries_every_checked_address(monkeypatch):
             (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port_)),
         ]
 
-    monkeypatch.setattr(http, "is_public_address", lambda address: True)
-    monkeypatch.setattr(http.socket, "getaddrinfo", resolve)
-    conn = http._GuardedHTTPConnection("two-addresses.test", port, timeout=2)
+    monkeypatch.setattr(destinations, "is_public_address", lambda address: True)
+    monkeypatch.setattr(socket, "getaddrinfo", resolve)
+    destinations.forget_resolved()
+    answered = threading.Thread(target=answer_once, args=(listener,), daemon=True)
+    answered.start()
     try:
-        sock = http._guarded_socket(conn)
-        assert sock.getpeername() == ("127.0.0.1", port)
-        sock.close()
+        response = http.request("GET", f"http://two-addresses.test:{port}/x", headers={}, allow_private=False)
+        assert (response.status_code, response.content) == (200, b"ok")
     finally:
+        destinations.forget_resolved()
         listener.close()
-    assert dead_port_closed
+
+
+def answer_once(listener: socket.socket) -> None:
+    conn, _ = listener.accept()
+    with conn:
+        conn.recv(65536)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
 
 
 # ---- a stream that never ends ---------------------------------------------------------------------------

@@ -1,11 +1,11 @@
-"""The outbound fast path (issue 11): keep-alive pools per destination and policy without urllib3's PoolManager,
-the request head and body in one send, and the health write-behind's batches packed by hand. What it must not
-break: a connection is reused only for its own destination and address policy, a refused address stays refused
-however often it is asked for, and a batch records exactly what one-at-a-time writes record."""
+"""The outbound path (issue 11): keep-alive pools per destination and checked address, and the health
+write-behind's batches packed by hand. What it must not break: a connection is reused only for its own
+destination, a refused address stays refused however often it is asked for, a connection the peer closed is
+not reused, and a batch records exactly what one-at-a-time writes record."""
 
+import json
 import shutil
 import socket
-import threading
 import time
 from collections.abc import Iterator
 
@@ -13,6 +13,7 @@ import pytest
 from django.test import override_settings
 
 from routing import health, http
+from routing.http import destinations
 from tests.live import REDIS_SERVER, PrivateRedis
 from tests.support import LoopbackServer, requests_on
 
@@ -85,16 +86,16 @@ def test_a_refused_address_stays_refused_and_never_gets_a_connection_made_under_
     assert first.accepted == 1 and len(first.requests) == 1
 
 
-def test_the_body_goes_with_the_head_once_framed_and_large_bodies_as_before(servers):
+def test_small_and_large_bodies_go_out_framed_by_their_length_on_one_connection(servers):
     first, _ = servers
     small = {"text": "x" * 100}
-    large = {"text": "y" * (http.JOINED_BODY_MAX + 10)}
+    large = {"text": "y" * (256 * 1024 + 10)}
     for body in (small, large, small):
         post(f"http://127.0.0.1:{first.port}/v1/a", body=body)
     for (head, received), body in zip(first.requests, (small, large, small), strict=True):
         lengths = [line for line in head.lower().split(b"\r\n") if line.startswith(b"content-length:")]
         assert len(lengths) == 1 and int(lengths[0].split(b":")[1]) == len(received)
-        assert received.decode() == http.json.dumps(body, separators=(",", ":"))
+        assert received.decode() == json.dumps(body, separators=(",", ":"))
         assert b"transfer-encoding" not in head.lower()
     assert first.accepted == 1
 
@@ -107,15 +108,40 @@ def test_urls_that_cannot_be_sent_fail_the_attempt(url):
 
 
 def test_pools_are_bounded_and_the_oldest_is_closed(servers, monkeypatch):
-    monkeypatch.setattr(http._Pools, "MAX_POOLS", 2)
-    pools = http._Pools(guarded=False)
+    monkeypatch.setattr(destinations.Pools, "MAX_POOLS", 2)
+    pools = destinations.Pools()
     first, second = servers
-    kept = pools.pool(("http", "127.0.0.1", first.port))
-    assert pools.pool(("http", "127.0.0.1", first.port)) is kept
-    assert pools.pool(("https", "127.0.0.1", first.port)) is not kept  # TLS is another pool
-    pools.pool(("http", "127.0.0.1", second.port))
+    to_first = destinations.target(f"http://127.0.0.1:{first.port}/")
+    kept = pools.pool(to_first, "127.0.0.1")
+    assert pools.pool(to_first, "127.0.0.1") is kept
+    assert pools.pool(destinations.target(f"https://127.0.0.1:{first.port}/"), "127.0.0.1") is not kept  # TLS
+    pools.pool(destinations.target(f"http://127.0.0.1:{second.port}/"), "127.0.0.1")
     assert kept.pool is None  # closed: the least recently used of three
     pools.clear()
+
+
+class ClosingServer(CountingServer):
+    """Answers one request per connection, then closes it without saying so (no `Connection: close`)."""
+
+    def serve(self, conn: socket.socket) -> None:
+        with conn:
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%b" % (len(ANSWER), ANSWER))
+            self.requests.append((b"", b""))
+            time.sleep(0.05)
+
+
+def test_a_connection_the_peer_closed_is_not_reused():
+    server = ClosingServer()
+    try:
+        url = f"http://127.0.0.1:{server.port}/v1/x"
+        for _ in range(3):
+            response = post(url)
+            assert (response.status_code, response.content) == (200, ANSWER)
+            time.sleep(0.2)  # the server has closed its end by now
+        assert len(server.requests) == 3  # each call on a new connection, none failed on a dead one
+    finally:
+        server.close()
 
 
 # ---- health batches ----------------------------------------------------------------------------------------
@@ -187,53 +213,46 @@ def test_a_batch_over_many_endpoints_counts_each_exactly(private_redis):
     assert stats[30].latency is not None and stats[30].latency["p99"] == 8.7  # the largest of 0.0, 0.3, ... 8.7
 
 
-def test_urls_that_may_hold_a_credential_are_not_remembered(servers):
+def test_a_query_or_user_info_in_the_url_does_not_change_the_destination(servers):
     first, _ = servers
     plain = f"http://127.0.0.1:{first.port}/v1/a"
     post(plain)
     post(f"{plain}?key=sk-in-the-query")
     post(f"http://user:sk-in-the-userinfo@127.0.0.1:{first.port}/v1/a")
-    assert plain in http._DESTINATIONS
-    assert not [url for url in http._DESTINATIONS if "sk-in-the" in url]
     assert first.requests[1][0].startswith(b"POST /v1/a?key=sk-in-the-query ")  # the query is still sent
+    assert b"sk-in-the-userinfo" not in first.requests[2][0]  # user info is not
     assert first.accepted == 1  # all three: the same destination
 
 
-def test_a_deadline_too_far_to_wait_for_does_not_stop_the_watchdog():
-    # Given a watch whose deadline is further away than a wait can be (a setting meaning "never"), armed first
-    watchdog = http._Watchdog()
-    far = http._Watch()
-    watchdog.arm(far, time.monotonic() + 1e12)
-    time.sleep(0.1)  # the watchdog thread now waits for the far deadline
-    # When a near deadline is armed behind it, then it still fires
-    try:
-        assert_cut_on_time(watchdog)
-    finally:
-        watchdog.disarm(far)
-
-
 @pytest.fixture
-def no_resolver(monkeypatch) -> list[str]:
-    """The resolver, failing and counting the names asked for (under gevent each call is a thread hand-off)."""
+def no_resolver(monkeypatch) -> Iterator[list[str]]:
+    """The resolver, failing every name and counting the names asked for (under gevent each call is a thread
+    hand-off); a numeric address (what urllib3 is handed to connect to) is read as one, never looked up."""
     asked: list[str] = []
+    real = socket.getaddrinfo
 
-    def resolve(host, *args, **kwargs):
-        asked.append(host)
-        raise socket.gaierror(socket.EAI_NONAME, "no resolver in this test")
+    def resolve(host, port, family=0, type=0, proto=0, flags=0):
+        try:
+            return real(host, port, family, type, proto, flags | socket.AI_NUMERICHOST)
+        except socket.gaierror:
+            asked.append(host)
+            raise socket.gaierror(socket.EAI_NONAME, "no resolver in this test") from None
 
     monkeypatch.setattr(socket, "getaddrinfo", resolve)
-    return asked
+    destinations.forget_resolved()
+    yield asked
+    destinations.forget_resolved()
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "127.1", "0x7f000001", "2130706433"])
-def test_an_address_in_the_url_is_connected_to_without_the_resolver(servers, no_resolver, host):
+def test_an_address_in_the_url_is_connected_to_without_a_lookup(servers, no_resolver, host):
     first, _ = servers
     assert post(f"http://{host}:{first.port}/v1/a").json() == {"ok": True}
     assert no_resolver == [] and first.accepted == 1
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "0x7f000001", "[::1]", "10.0.0.1", "169.254.169.254"])
-def test_a_private_address_in_the_url_is_refused_without_the_resolver(no_resolver, settings, host):
+def test_a_private_address_in_the_url_is_refused_without_a_lookup(no_resolver, settings, host):
     settings.OUTBOUND_ALLOW_PRIVATE_NETWORKS = False
     with pytest.raises(http.ConnectionRefused):
         post(f"http://{host}:9/v1/a", allow_private=False)
@@ -245,63 +264,3 @@ def test_a_host_name_is_still_resolved(servers, no_resolver):
     with pytest.raises(http.TransportError):
         post(f"http://localhost:{first.port}/v1/a")
     assert no_resolver == ["localhost"] and first.accepted == 0
-
-
-def assert_cut_on_time(watchdog: http._Watchdog) -> None:
-    """A call armed with a deadline 0.1 s away has its socket cut, and a live thread did it."""
-    near = http._Watch()
-    left, right = socket.socketpair()
-    try:
-        near.sock = left
-        watchdog.arm(near, time.monotonic() + 0.1)
-        deadline = time.monotonic() + 5
-        while not near.fired and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert near.fired and watchdog._thread is not None and watchdog._thread.is_alive()
-    finally:
-        watchdog.disarm(near)
-        left.close()
-        right.close()
-
-
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
-def test_a_watchdog_whose_thread_ended_starts_another_on_the_next_arm(monkeypatch):
-    # Given a watchdog whose thread ends at once (a defect in it: nothing should end it)
-    watchdog = http._Watchdog()
-    ended: list[bool] = []
-    watching = http._Watchdog._run
-
-    def ending_once(self):
-        if not ended:
-            ended.append(True)
-            raise RuntimeError("the watchdog's loop broke")
-        return watching(self)
-
-    monkeypatch.setattr(http._Watchdog, "_run", ending_once)
-    watchdog.arm(http._Watch(), time.monotonic() + 60)
-    deadline = time.monotonic() + 5
-    while watchdog._thread.is_alive() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert ended and not watchdog._thread.is_alive()
-    # When the next call arms its deadline, then a new thread watches it and cuts the call on time
-    assert_cut_on_time(watchdog)
-
-
-def test_a_watchdog_thread_that_could_not_start_is_started_by_the_next_arm(monkeypatch):
-    # Given a process that cannot start a thread once (a thread or process limit reached)
-    refused: list[bool] = []
-
-    class Refusing(threading.Thread):
-        def start(self):
-            if not refused:
-                refused.append(True)
-                raise RuntimeError("can't start new thread")
-            super().start()
-
-    monkeypatch.setattr(http.threading, "Thread", Refusing)
-    watchdog = http._Watchdog()
-    with pytest.raises(RuntimeError):
-        watchdog.arm(http._Watch(), time.monotonic() + 60)
-    assert refused and watchdog._thread is None  # (it was never recorded)
-    # When the next call arms its deadline, then a thread starts and cuts that call on time
-    assert_cut_on_time(watchdog)
