@@ -1,6 +1,6 @@
 """Which network addresses an outbound call may reach: global unicast only, judged on the IPv4 address an IPv6
-form embeds. Used by the outbound HTTP guard (routing/http.py, at connect time, on the resolved address) and by
-the credential checks (byok/shapes.py, on literal addresses in customer-supplied URLs)."""
+form embeds. Used by the outbound HTTP guard (routing/http/destinations.py, on every resolved address, before
+connecting to one) and by the credential checks (byok/shapes.py, on literal addresses in customer-supplied URLs)."""
 
 import ipaddress
 import socket

@@ -249,7 +249,7 @@ def test_seal_never_fails_on_a_string():
 
 def test_a_key_stored_before_the_checks_still_loads(alice, providers):
     """Rows written under the old rules are not re-judged when a request decrypts them (no 500 at routing);
-    sending them fails as an attempt (routing/http.py)."""
+    sending them fails as an attempt (routing/http/)."""
     from byok.services import byok_key_create
 
     legacy = ParsedCredential(material="sk-old\x01key-123456", label="sk-o...3456", api_key="sk-old\x01key-123456")

@@ -1,4 +1,4 @@
-"""The streamed relay's fast path (issue 11): the upstream's chunked body is undone by routing.http itself, every
+"""The streamed relay's fast path (issue 11): the upstream's chunked body is undone by urllib3 (routing.http), every
 SSE event a read brought is decoded at once, and the Responses events of what arrived together go out as one
 write. What that batching could break is pinned here: order, the end of the stream, a failure after content in
 the same read, a client that leaves mid-stream, and the chunked framing itself (split anywhere, extensions,
