@@ -65,7 +65,10 @@ DEFAULTS = {
 MEANINGS = {
     # Start-up and Django
     "GATEWAY_ENV_FILE": "The env file the settings read at start (the environment wins over it); empty: none.",
-    "DJANGO_SETTINGS_MODULE": "Settings module; manage.py and the WSGI app default to the production settings.",
+    "DJANGO_SETTINGS_MODULE": (
+        "Settings module; manage.py and the WSGI app default to the production settings, `make run` uses "
+        "`gateway.settings.dev` (the same plus the local stand-in provider)."
+    ),
     "DEBUG": "Django debug mode; local development only (a development SECRET_KEY is then allowed).",
     "SECRET_KEY": "Signs sessions and CSRF tokens; long, random, the same on every instance. `make run` generates one.",
     "ALLOWED_HOSTS": "Host names the gateway answers (comma-separated).",

@@ -13,7 +13,8 @@ PY
   chmod 600 .run/secrets.env
 fi
 set -a; . .run/secrets.env; set +a
-export DJANGO_SETTINGS_MODULE=gateway.settings.base
+# The production settings plus the local stand-in provider's app (its `manage.py standin_provider` below).
+export DJANGO_SETTINGS_MODULE=gateway.settings.dev
 PORT="${PORT:-8000}"
 
 STANDIN_PORT="${STANDIN_PORT:-9100}"

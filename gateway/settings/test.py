@@ -10,7 +10,10 @@ if not os.environ.get("SECRET_KEY", "").strip():
 import re  # noqa: E402
 
 from .base import *  # noqa: E402, F403
-from .base import DATABASES  # noqa: E402
+from .base import DATABASES, INSTALLED_APPS  # noqa: E402
+
+# The local stand-in provider the tests route to (tests/conftest.py), as under `make run` (gateway/settings/dev.py).
+INSTALLED_APPS = [*INSTALLED_APPS, "routing.standin"]
 
 HEALTH_WRITE_BEHIND = False  # tests read what they just recorded (tests/routing/test_health.py covers it on)
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
