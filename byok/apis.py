@@ -16,10 +16,11 @@ from byok.serializers import (
     byok_record,
 )
 from byok.shapes import ShapeError, parse_credential
-from gateway.accounts.models import Workspace
 from gateway.accounts.permissions import IsManagementKey
+from gateway.accounts.selectors import workspace_exists
 from gateway.api import error_responses
 from gateway.errors import GatewayError
+from gateway.query import query_params
 
 BYOK_ID = OpenApiParameter("byok_id", str, OpenApiParameter.PATH, description="BYOK key id (UUID)")
 
@@ -41,7 +42,7 @@ def _credential(kind: str, value):
 def _workspace(request, workspace_id):
     if workspace_id is None:
         return request.user.workspace_id
-    if not Workspace.objects.filter(pk=workspace_id, account_id=request.user.account_id).exists():
+    if not workspace_exists(account_id=request.user.account_id, workspace_id=workspace_id):
         raise GatewayError(
             "workspace_id: no such workspace in this account", metadata={"fields": {"workspace_id": "not found"}}
         )
@@ -108,6 +109,7 @@ class ByokDetailApi(APIView):
         responses={200: ByokEnvelopeSerializer, **error_responses(401, 403, 404, 429, 500)},
     )
     def get(self, request, byok_id):
+        query_params(request)
         return Response(
             {"data": byok_record(selectors.byok_key_get(account_id=request.user.account_id, key_id=byok_id))}
         )

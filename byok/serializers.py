@@ -8,7 +8,8 @@ from byok.catalog import catalog_lookups
 from byok.models import SharedCapacity
 from byok.sdk_fields import record_flags
 from gateway import fields
-from gateway.accounts.models import ApiKey, Member
+from gateway.accounts.selectors import live_key_hashes, member_user_ids
+from gateway.query import ClosedQuerySerializer
 
 MAX_FILTER_ENTRIES = 100
 KEY_HASH = re.compile(r"^[0-9a-f]{64}$")
@@ -86,11 +87,7 @@ class ByokFiltersMixin(fields.ClosedSerializer):
         malformed = [h for h in value if not KEY_HASH.match(h)]
         if malformed:
             raise serializers.ValidationError("each entry must be exactly 64 lowercase hexadecimal characters")
-        live = set(
-            ApiKey.objects.filter(account_id=self.context["account_id"], hash__in=value, disabled=False).values_list(
-                "hash", flat=True
-            )
-        )
+        live = live_key_hashes(account_id=self.context["account_id"], hashes=value)
         unknown = [h for h in value if h not in live]
         if unknown:
             raise serializers.ValidationError(
@@ -110,11 +107,7 @@ class ByokFiltersMixin(fields.ClosedSerializer):
     def validate_allowed_user_ids(self, value):
         if value is None:
             return value
-        members = set(
-            Member.objects.filter(account_id=self.context["account_id"], user_id__in=value).values_list(
-                "user_id", flat=True
-            )
-        )
+        members = member_user_ids(account_id=self.context["account_id"], user_ids=value)
         unknown = [u for u in value if u not in members]
         if unknown:
             raise serializers.ValidationError(f"not members of this account: {unknown[:5]}")
@@ -168,7 +161,7 @@ class ByokListSerializer(serializers.Serializer):
     total_count = serializers.IntegerField()
 
 
-class ByokListQuerySerializer(serializers.Serializer):
+class ByokListQuerySerializer(ClosedQuerySerializer):
     provider = fields.CharField(required=False, max_length=100)
     workspace_id = fields.UUIDField(required=False)
     offset = fields.QueryIntegerField(required=False, default=0, min_value=0)

@@ -3,6 +3,10 @@
 from django.core.validators import MinValueValidator
 from django.db import models
 
+# The routers' task types live apart (routing/task_types.py) so that plugins read them without this app's models;
+# named here too because the task_scores help text (and its migration) says routing.models.TASK_TYPES.
+from routing.task_types import TASK_TYPES  # noqa: F401
+
 
 class AdapterKind(models.TextChoices):
     OPENAI_CHAT = "openai_chat", "OpenAI Chat Completions (and compatible)"
@@ -65,26 +69,6 @@ class ModelKind(models.TextChoices):
     EMBEDDING = "embedding", "Embedding"
     ROUTER = "router", "Router (chooses or combines chat models: gateway/auto, gateway/pareto-code, gateway/fusion)"
 
-
-# The task types the routers know (plugins.routers): a model's `task_scores` are keyed by these, the auto-router
-# classifies a request into one of them. `general` is what a request nothing else fits is.
-TASK_TYPES = (
-    "coding",
-    "math",
-    "reasoning",
-    "writing",
-    "summarization",
-    "translation",
-    "extraction",
-    "classification",
-    "chat",
-    "roleplay",
-    "data_analysis",
-    "agentic",
-    "vision",
-    "question_answering",
-    "general",
-)
 
 # The router model slugs (rows of kind ROUTER, no endpoints: plugins.routers chooses the models they route to).
 ROUTER_MODELS = {

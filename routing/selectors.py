@@ -51,6 +51,14 @@ def provider_credentials(*, provider_slug: str, snapshot: CatalogSnapshot | None
     return None
 
 
+def chat_model_quality() -> QuerySet:
+    """Every chat model's (id, task_scores, coding_score, context_length, input_modalities): what the routers
+    (plugins/routing_plugins/candidates.py) rank by."""
+    return Model.objects.filter(kind=ModelKind.CHAT).values_list(
+        "id", "task_scores", "coding_score", "context_length", "input_modalities"
+    )
+
+
 def models_list(
     *,
     q: str = "",

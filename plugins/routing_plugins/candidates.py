@@ -15,10 +15,9 @@ from gateway.billing.models import Generation
 from routing.canonical import CanonicalRequest
 from routing.catalog import EndpointInfo
 from routing.limits import RoutingLimit, limits_for, model_matches
-from routing.models import Model, ModelKind
 from routing.preferences import Preferences, account_defaults, preferences_build
 from routing.selection import Routable, RoutingCaller, unhonoured
-from routing.selectors import endpoints_for_model
+from routing.selectors import chat_model_quality, endpoints_for_model
 from routing.snapshot import current_snapshot
 from routing.stages import RequestContext
 
@@ -116,9 +115,7 @@ def chat_models(
     snapshot = current_snapshot()
     # A model no provider has credentials for cannot answer: ranked, it would be chosen and fail (404).
     routable = Routable(RoutingCaller.of(ctx.caller), snapshot=snapshot)
-    rows = Model.objects.filter(kind=ModelKind.CHAT).values_list(
-        "id", "task_scores", "coding_score", "context_length", "input_modalities"
-    )
+    rows = chat_model_quality()
     choices = []
     for model_id, task_scores, coding_score, context_length, modalities in rows:
         if model_id in exclude or (needs_image and "image" not in (modalities or ())):

@@ -1,6 +1,6 @@
 """The auto-router's task classifier: a catalog model (settings.AUTO_ROUTER_CLASSIFIER_MODEL) called through the
 attempt engine and billed, else a local keyword heuristic (microseconds, free). Both answer one of
-routing.models.TASK_TYPES."""
+routing.task_types.TASK_TYPES."""
 
 import re
 from dataclasses import dataclass, replace
@@ -13,12 +13,12 @@ from gateway.errors import GatewayError
 from routing.attempts import AttemptSequence, AttemptsFailed
 from routing.canonical import CanonicalRequest, ImagePart, Message, TextPart
 from routing.limits import RoutingLimit
-from routing.models import TASK_TYPES
 from routing.preferences import Preferences
 from routing.pricing import usage_cost
 from routing.selection import endpoints_for_request
 from routing.side_calls import bound_for, call_hold, call_worst
 from routing.stages import RequestContext
+from routing.task_types import TASK_TYPES
 
 MAX_CLASSIFIED_CHARS = 4000  # the end of the latest user turn is what is classified (bounded work, bounded cost)
 CLASSIFIER_INSTRUCTIONS = (
