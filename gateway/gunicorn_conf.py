@@ -12,10 +12,10 @@ no thread, and switching between requests costs no thread wake-up. In one run of
 gateway CPU per request 3.9 ms (gthread 4.9-6.3), requests/s at 16 connections 328 (gthread 219-242), CPU per
 20-chunk stream 6.2 ms (gthread 8.7-9.2), 1,000 streams opened at once TTFT p99 4.8 s (gthread 6.2-7.1).
 
-Limits on what reaches the application (a reverse proxy in front should be at least as strict; see the
-README): the request line (method + URL) at most 8190 bytes (414 above), at most 100 header fields of at
-most 8190 bytes each (431 above). Bodies are limited and given a deadline by the application
-(gateway/request_body.py: MAX_REQUEST_BODY_BYTES, REQUEST_BODY_TIMEOUT_SECONDS).
+Limits on what reaches the application (a reverse proxy in front should be at least as strict; see "Behind a
+reverse proxy" in docs/limits-and-hardening.md): the request line (method + URL) at most 8190 bytes (414 above),
+at most 100 header fields of at most 8190 bytes each (431 above). Bodies are limited and given a deadline by the
+application (gateway/request_body.py: MAX_REQUEST_BODY_BYTES, REQUEST_BODY_TIMEOUT_SECONDS).
 """
 
 import gc

@@ -312,7 +312,7 @@ STORAGES = {
 }
 WHITENOISE_USE_FINDERS = True
 
-# Request bodies above this are refused with 413 (documented in the README).
+# Request bodies above this are refused with 413 (docs/limits-and-hardening.md: "Request bodies").
 MAX_REQUEST_BODY_BYTES = env.int("MAX_REQUEST_BODY_BYTES", default=20 * 1024 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_REQUEST_BODY_BYTES
 # An API request's whole body must arrive within this many seconds of its headers, or 408

@@ -1,7 +1,7 @@
 """Count and size limits of a Responses request, checked before any per-item work.
 
 Each is far above what a real conversation or tool set needs, and low enough that validating a body at
-the limit costs milliseconds. They are documented in the README ("Limits").
+the limit costs milliseconds. They are documented in docs/limits-and-hardening.md ("Input").
 """
 
 from gateway.parsers import DEFAULT_MAX_DEPTH

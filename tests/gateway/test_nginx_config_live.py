@@ -77,7 +77,7 @@ def proxy(tmp_path_factory, django_db_setup, django_db_blocker):
 
 def test_the_shipped_proxy_closes_a_pipelining_connection_after_its_keepalive_requests(proxy):
     port, limit = proxy
-    assert limit == 100  # the figure compose.yaml and the README give
+    assert limit == 100  # the figure compose.yaml and docs/limits-and-hardening.md give
     with socket.create_connection(("127.0.0.1", port), timeout=15) as sock:
         # Given a client that pipelines more requests than the proxy serves on one connection
         sock.sendall(get("/healthz") * (limit + 20))
