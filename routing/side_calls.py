@@ -8,9 +8,11 @@ cost more than was held for the call. Here (routing) so that plugins and guardra
 
 import json
 import logging
+import threading
 from collections.abc import Callable
 from decimal import Decimal
 
+from gateway.billing.fees import byok_fee, byok_month_to_date
 from gateway.billing.generations import GenerationRecord
 from gateway.billing.services import (
     ReservationHandle,
@@ -128,12 +130,42 @@ def call_worst(plan: RoutePlan, request: CanonicalRequest) -> Decimal:
     )
 
 
-def call_hold(ctx: RequestContext, worst: Decimal, *, label: str) -> ReservationHandle | GatewayError:
+class CallerPricing:
+    """What the caller is charged for a side call made on its behalf with its own plan (a fusion member, the
+    analyst), as for its request's own call (responses_api.service): the list price on shared capacity, the BYOK
+    fee when the caller's key served (after the month's free allowance, the run's earlier BYOK calls counted in the
+    month). Thread-safe: a fusion panel's members charge from their threads."""
+
+    def __init__(self, ctx: RequestContext):
+        self.account_id = ctx.caller.account_id
+        self.plan = ctx.caller.plan
+        self._month: Decimal | None = None  # read once, when a BYOK call is first priced
+        self._lock = threading.Lock()
+
+    def charge(self, candidate: Candidate, list_cost: Decimal) -> Decimal:
+        return self.byok(list_cost) if candidate.is_byok else list_cost
+
+    def byok(self, list_cost: Decimal) -> Decimal:
+        """The fee for a BYOK call of `list_cost`, the call then counted in the month (the next one's fee)."""
+        with self._lock:
+            if self._month is None:
+                self._month = byok_month_to_date(account_id=self.account_id)
+            fee = byok_fee(list_cost=list_cost, month_to_date=self._month, plan=self.plan)
+            self._month += list_cost
+            return fee
+
+
+def call_hold(
+    ctx: RequestContext, worst: Decimal, *, label: str, cap_worst: Decimal | None = None
+) -> ReservationHandle | GatewayError:
     """A model call's worst case held before it runs, a hold of its own (`label` its requested model), against the
     credits, the key's limit and every budget the caller's guardrails set (ctx.caps), as the request's own hold
     is: concurrent requests cannot spend the same credits or budget twice, and a call the budget cannot cover never
     runs. The refusal (402, or 403 naming the budget) when they cannot cover it. A pre-stage hands the hold on
-    (Staged.holds / Block.holds): the request's own hold, or a refused request's charge, takes it over."""
+    (Staged.holds / Block.holds): the request's own hold, or a refused request's charge, takes it over.
+    `cap_worst`: the list-price worst case when the call may run on the caller's BYOK key (`worst` then counts its
+    fee), what budgets counting BYOK hold it to, as the request's own hold."""
+    counted = cap_worst if cap_worst is not None and any(cap.include_byok for cap in ctx.caps) else None
     try:
         return credits_reserve(
             account_id=ctx.caller.account_id,
@@ -141,6 +173,7 @@ def call_hold(ctx: RequestContext, worst: Decimal, *, label: str) -> Reservation
             api_key_id=ctx.caller.key_id,
             key_has_limit=ctx.caller.has_limit,
             caps=ctx.caps,
+            cap_amount=counted,
             requested_model=label,
             workspace_id=ctx.caller.workspace_id,
         )

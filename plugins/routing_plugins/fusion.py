@@ -39,9 +39,9 @@ from django.db import connection
 from gateway.billing.services import ReservationHandle, SpendCapExceeded, holds_drop
 from gateway.errors import GatewayError
 from plugins import web_engines
-from plugins.healing import repair_bounded
 from plugins.hosted_tools import capable_endpoints
 from plugins.routing_plugins.candidates import caller_limits, caller_prefs, request_params
+from plugins.routing_plugins.fusion_analysis import analysis_parse
 from plugins.server_tools import Loop, Refused, drain, kind_of, usage_sum
 from plugins.tools import RUNNERS, ToolContext, ToolResult, as_json, new_item_id
 from routing.attempts import AttemptSequence, AttemptsFailed, Served
@@ -50,9 +50,10 @@ from routing.errors import ErrorType, UpstreamError
 from routing.limits import RoutingLimit
 from routing.preferences import Preferences
 from routing.pricing import max_cost, usage_cost
-from routing.selection import Candidate, RoutePlan, endpoints_for_request
+from routing.selection import Candidate, RoutePlan, RoutingCaller, endpoints_for_request
 from routing.side_calls import (
     CHARS_PER_TOKEN,
+    CallerPricing,
     bounded_usage,
     call_charge,
     call_hold,
@@ -89,7 +90,6 @@ MAX_ANSWER_CHARS = 20_000  # of each panel answer, in the analyst's and the writ
 ANSWER_CHARS_PER_TOKEN = 8
 NO_ANALYSIS = "(no analysis available)"
 ANSWER_HEADER_TOKENS = 32  # a panel answer's header in the analyst's prompt ("--- Panelist 2 (model) ---")
-ANALYSIS_KEYS = ("consensus", "contradictions", "partial_coverage", "unique_insights", "blind_spots")
 MSG_CREDITS = (
     "Insufficient credits for the fusion panel, analysis and final answer: they can cost up to {cost:.6f} USD; add "
     "credits or set max_output_tokens lower"
@@ -140,6 +140,7 @@ class PanelAnswer:
     error: str = ""
     status_code: int | None = None
     latency_ms: int = 0
+    byok: bool = False  # the caller's own BYOK key served it (billed the BYOK fee)
     rounds: int = 0
     tool_calls: dict[str, int] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)  # url -> title
@@ -153,6 +154,8 @@ class PanelAnswer:
             "cost_usd": float(self.cost),
             "latency_ms": self.latency_ms,
         }
+        if self.byok:
+            entry["is_byok"] = True
         if self.tool_calls or self.rounds > 1:
             entry |= {"rounds": self.rounds, "tool_calls": dict(self.tool_calls)}
         return {**entry, "error": self.error} if self.error else entry
@@ -171,6 +174,8 @@ class Meter:
     scans: list[tuple[ReservationHandle, Decimal]] = field(default_factory=list)
     scan_cost: Decimal = Decimal(0)
     refused: Block | None = None  # a guardrail refused what a member's tool would hand it: the run stops
+    # What each call is charged: the BYOK fee when the caller's key served it (None: the list price)
+    pricing: CallerPricing | None = None
 
     def add(self, cost: Decimal, usage: Usage) -> None:
         with self.lock:
@@ -333,14 +338,23 @@ def _plan(
     limits: tuple[RoutingLimit, ...],
     params: frozenset[str] = frozenset(),
     prefs: Preferences | None = None,
+    caller: RoutingCaller | None = None,
 ) -> RoutePlan | GatewayError:
-    """The member's candidates: the caller's limits and provider preferences (where its text may go), and only
-    endpoints that honour the request's `params` (its stop sequences, seed, logprobs: candidates.request_params),
-    as the request's own plan."""
+    """The member's candidates: the caller's limits and provider preferences (where its text may go), its BYOK keys
+    that apply (`caller`: a model only its key can serve is served with it), and only endpoints that honour the
+    request's `params` (its stop sequences, seed, logprobs: candidates.request_params), as the request's own plan."""
     try:
-        return endpoints_for_request(models=[model], limits=limits, used_params=params, prefs=prefs)
+        return endpoints_for_request(models=[model], limits=limits, used_params=params, prefs=prefs, caller=caller)
     except GatewayError as error:
         return error
+
+
+def _plans(
+    ctx: RequestContext, panel: Panel, limits: tuple[RoutingLimit, ...], params: frozenset[str] = frozenset()
+) -> dict[str, RoutePlan | GatewayError]:
+    """Every member's plan and the analyst's, for the caller (its preferences and BYOK keys)."""
+    prefs, caller = caller_prefs(ctx), RoutingCaller.of(ctx.caller)
+    return {model: _plan(model, limits, params, prefs, caller) for model in (*panel.models, panel.analyst)}
 
 
 def _call(
@@ -384,7 +398,11 @@ def _call(
             ) from None
         answer.rounds += 1
         answer.provider = served.candidate.endpoint.provider_slug
-        charge(usage_cost(endpoint=served.candidate.endpoint, usage=served.response.usage), served.response.usage)
+        answer.byok = answer.byok or served.candidate.is_byok
+        cost = usage_cost(endpoint=served.candidate.endpoint, usage=served.response.usage)
+        if meter.pricing is not None:  # the BYOK fee when the caller's key served, as the request's own call
+            cost = meter.pricing.charge(served.candidate, cost)
+        charge(cost, served.response.usage)
         return served
 
     def charge(amount: Decimal, usage: Usage) -> None:
@@ -489,12 +507,14 @@ def worst_cost(
     *,
     panel: Panel,
     final_answer: bool = True,
+    pricing: CallerPricing | None = None,
 ) -> Decimal:
     """The most the run can cost: each call's (panel, analysis, final answer) dearest candidate for what it sends
     (routing.side_calls: the input as the gateway estimates it; the analyst also reads every panel answer, each at most
     the output a member may bill) and its output bound; a member with tools makes up to `max_tool_calls` more
     rounds, each reading its last output and a tool result more, each call a search at the dearest engine's
-    price. Each call is billed at most what is counted for it here (_call), so the run never costs more."""
+    price. Each call is billed at most what is counted for it here (_call), so the run never costs more. With
+    `pricing`, a candidate on the caller's BYOK key counts its fee, as it is charged (else its list price)."""
     tool_calls = panel.max_tool_calls if panel.tools else 0
     searching = any(kind_of(tool) == "gateway:web_search" for tool in panel.tools)
     search_price = max(map(web_engines.engine_price, web_engines.configured_engines()), default=Decimal(0))
@@ -504,30 +524,44 @@ def worst_cost(
     total = len(plans) * tool_calls * search_price if searching else Decimal(0)
     for plan in plans:
         for done in range(tool_calls + 1):
-            total += _dearest(plan, member, partial(_round_input, first, done))
-    total += _dearest(analyst, _analysis_request(request, []), lambda out: analysis)
+            total += _dearest(plan, member, partial(_round_input, first, done), pricing)
+    total += _dearest(analyst, _analysis_request(request, []), lambda out: analysis, pricing)
     if final_answer and not isinstance(analyst, GatewayError):
         # the request's own hold (responses_api holds it, taking this one over): its input the panel answers and
         # the analysis, its output limit the endpoint's maximum when the request sets none, as that hold counts it
         limit = request.max_output_tokens or max(c.endpoint.max_completion_tokens or 0 for c in analyst.candidates)
         final = replace(member, max_output_tokens=limit or DEFAULT_OUTPUT_TOKENS)
-        total += _dearest(analyst, final, lambda out: analysis + out)
+        total += _dearest(analyst, final, lambda out: analysis + out, pricing)
     return total
 
 
-def _dearest(plan: RoutePlan | GatewayError, request: CanonicalRequest, input_tokens: Callable[[int], int]) -> Decimal:
+def _dearest(
+    plan: RoutePlan | GatewayError,
+    request: CanonicalRequest,
+    input_tokens: Callable[[int], int],
+    pricing: CallerPricing | None = None,
+) -> Decimal:
     """A call's worst case: its dearest candidate, billed its input bound (`input_tokens` of the call's output
-    bound) and its output bound."""
+    bound) and its output bound; with `pricing`, the dearest BYOK candidate at its fee (counted in the month for the
+    calls after it, as the charges are: never less than they come to)."""
     if isinstance(plan, GatewayError):
         return Decimal(0)
-    return max(
-        max_cost(
-            endpoint=c.endpoint,
-            input_tokens=input_bound(input_tokens(output_bound(request, c.endpoint)), c.endpoint),
-            max_output_tokens=output_bound(request, c.endpoint),
+    costs = [
+        (
+            c.is_byok,
+            max_cost(
+                endpoint=c.endpoint,
+                input_tokens=input_bound(input_tokens(output_bound(request, c.endpoint)), c.endpoint),
+                max_output_tokens=output_bound(request, c.endpoint),
+            ),
         )
         for c in plan.candidates
-    )
+    ]
+    if pricing is None:
+        return max(cost for _, cost in costs)
+    shared = max((cost for byok, cost in costs if not byok), default=Decimal(0))
+    byok = max((cost for byok, cost in costs if byok), default=None)
+    return shared if byok is None else max(shared, pricing.byok(byok))
 
 
 def _round_input(first: int, done: int, output: int) -> int:
@@ -617,70 +651,24 @@ def _writer_tokens(request: CanonicalRequest, panel: Panel) -> int:
     return (longest - len(request.instructions or "")) // CHARS_PER_TOKEN + 1
 
 
-# ---- the analysis ------------------------------------------------------------------------------------------
-
-
-def _strings(value) -> list[str]:
-    values = value if isinstance(value, list) else [value] if value else []
-    return [v if isinstance(v, str) else json.dumps(v, ensure_ascii=False) for v in values]
-
-
-def _objects(value) -> list:
-    return value if isinstance(value, list) else [value] if value else []
-
-
-def _contradiction(value) -> dict:
-    if not isinstance(value, dict):
-        return {"topic": str(value), "stances": []}
-    stances = [
-        {"model": str(s.get("model") or ""), "stance": str(s.get("stance") or "")}
-        for s in _objects(value.get("stances"))
-        if isinstance(s, dict)
-    ]
-    return {"topic": str(value.get("topic") or value.get("point") or ""), "stances": stances}
-
-
-def _coverage(value) -> dict:
-    if not isinstance(value, dict):
-        return {"point": str(value), "models": []}
-    return {"point": str(value.get("point") or ""), "models": _strings(value.get("models"))}
-
-
-def _insight(value) -> dict:
-    if not isinstance(value, dict):
-        return {"insight": str(value), "model": ""}
-    return {"insight": str(value.get("insight") or ""), "model": str(value.get("model") or "")}
-
-
-def analysis_parse(text: str) -> dict | None:
-    """The analyst's JSON object in the openrouter SDK's FusionAnalysisResult shape (missing keys as [], a bare
-    string where an object belongs made one), None when it sent no object."""
-    try:
-        value = json.loads(text)
-    except ValueError:
-        try:  # json-repair is not linear in the worst case: bounded in a child process (plugins.healing)
-            value = repair_bounded(text)
-        except Exception:  # no JSON found, out of time, or anything else a model's text provokes
-            return None
-    if not isinstance(value, dict) or not any(key in value for key in ANALYSIS_KEYS):
-        return None
-    return {
-        "consensus": _strings(value.get("consensus")),
-        "contradictions": [_contradiction(v) for v in _objects(value.get("contradictions"))],
-        "partial_coverage": [_coverage(v) for v in _objects(value.get("partial_coverage"))],
-        "unique_insights": [_insight(v) for v in _objects(value.get("unique_insights"))],
-        "blind_spots": _strings(value.get("blind_spots")),
-    }
-
-
 # ---- the model slug gateway/fusion -------------------------------------------------------------------------
 
 
-def panel_hold(ctx: RequestContext, worst: Decimal, *, label: str) -> ReservationHandle | GatewayError:
+def panel_hold(
+    ctx: RequestContext,
+    worst: Decimal,
+    *,
+    label: str,
+    plans: dict[str, RoutePlan | GatewayError],
+    list_worst: Callable[[], Decimal],
+) -> ReservationHandle | GatewayError:
     """A fusion panel's worst case (worst_cost) held before it runs (routing.side_calls.call_hold: the credits,
     the key's limit and every guardrail budget): two requests, or two runs in one, cannot spend the same credits or
-    budget, and a panel they cannot cover never runs. The request's hold or its settlement takes it over."""
-    return call_hold(ctx, worst, label=label)
+    budget, and a panel they cannot cover never runs. The request's hold or its settlement takes it over. `worst`
+    counts a call on the caller's BYOK key at its fee; budgets counting BYOK hold it to its list price
+    (`list_worst`), as the request's own hold does."""
+    byok = any(c.is_byok for plan in plans.values() if isinstance(plan, RoutePlan) for c in plan.candidates)
+    return call_hold(ctx, worst, label=label, cap_worst=list_worst() if byok else None)
 
 
 def _final_hold(request: CanonicalRequest, ctx: RequestContext, panel: Panel) -> Decimal | GatewayError | None:
@@ -711,8 +699,7 @@ def fusion_stage(
     if any(tool.name == "gateway_fusion" for tool in request.tools):
         return Block(MSG_RECURSION_TOOL, status=400)
     params = request_params(request)  # each member gets them (the analyst too: it writes the final answer)
-    prefs = caller_prefs(ctx)
-    plans = {model: _plan(model, limits, params, prefs) for model in (*panel.models, panel.analyst)}
+    plans = _plans(ctx, panel, limits, params)
     for model, plan in plans.items():  # a member that cannot honour them: refused before any paid call
         if isinstance(plan, GatewayError) and (param := plan.metadata.get("param")) in params:
             return Block(
@@ -735,15 +722,19 @@ def fusion_stage(
     if isinstance(final, GatewayError):  # the final answer could not be routed: refused before any paid call
         return Block(final.message, status=final.status, metadata=final.metadata or None)
     members = [plans[model] for model in panel.models]
-    worst = worst_cost(panel_request, members, analyst_plan, panel=panel, final_answer=final is None) + (final or 0)
+    pricing = CallerPricing(ctx)
+    worst_of = partial(worst_cost, panel_request, members, analyst_plan, panel=panel, final_answer=final is None)
+    worst = worst_of(pricing=CallerPricing(ctx)) + (final or 0)
     # The panel runs before the request's own hold: its worst case (the final answer's included) is held first;
     # the request's hold takes it over (the pipeline), or a refused request's charge does.
-    hold = panel_hold(ctx, worst, label="gateway/fusion (panel)")
+    hold = panel_hold(
+        ctx, worst, label="gateway/fusion (panel)", plans=plans, list_worst=lambda: worst_of() + (final or 0)
+    )
     if isinstance(hold, SpendCapExceeded):
         return Block(hold.message, status=403)
     if isinstance(hold, GatewayError):
         return Block(MSG_CREDITS.format(cost=worst), status=402)
-    meter = Meter()
+    meter = Meter(pricing=pricing)
     try:
         return _fused(request, panel, drain(fuse(panel_request, panel, plans, meter, _scan(ctx, panel))), meter, hold)
     except Refused as refused:
@@ -832,17 +823,20 @@ def fusion_tool_run(args: dict, parameters: dict, tools: ToolContext) -> Generat
         temperature=parameters.get("temperature"),
         max_output_tokens=parameters.get("max_completion_tokens") or DEFAULT_OUTPUT_TOKENS,
     )
-    limits, prefs = caller_limits(ctx), caller_prefs(ctx)
-    plans = {model: _plan(model, limits, prefs=prefs) for model in (*panel.models, panel.analyst)}
+    plans = _plans(ctx, panel, caller_limits(ctx))
     analyst_plan = plans[panel.analyst]
     if isinstance(analyst_plan, GatewayError):
         return ToolResult.failed(
             kind, f"analyst {panel.analyst}: {analyst_plan.message}", failure_reason="invalid_model"
         )
-    worst = worst_cost(request, [plans[m] for m in panel.models], analyst_plan, panel=panel, final_answer=False)
+    pricing = CallerPricing(ctx)
+    worst_of = partial(worst_cost, request, [plans[m] for m in panel.models], analyst_plan, panel=panel)
+    worst = worst_of(final_answer=False, pricing=CallerPricing(ctx))
     # The panel's worst case is held (credits, key limit, budgets) until the request's settlement takes it over,
     # charging what it spent.
-    hold = panel_hold(ctx, worst, label="gateway:fusion (panel)")
+    hold = panel_hold(
+        ctx, worst, label="gateway:fusion (panel)", plans=plans, list_worst=lambda: worst_of(final_answer=False)
+    )
     if isinstance(hold, SpendCapExceeded):
         return ToolResult.failed(kind, hold.message, failure_reason="budget_exceeded")
     if isinstance(hold, GatewayError):
@@ -850,7 +844,7 @@ def fusion_tool_run(args: dict, parameters: dict, tools: ToolContext) -> Generat
     if tools.keep is not None:
         tools.keep(hold)
     yield {"type": "response.fusion_call.in_progress"}
-    meter = Meter()
+    meter = Meter(pricing=pricing)
     try:
         # a guardrail's refusal of what a member's tool fetched (Refused) ends the request's loop: the request is
         # refused with its error, as when the caller's own model's tool result is refused
