@@ -64,7 +64,7 @@ def _open_database_connections(count: int | None) -> int:
     pool = getattr(connection, "pool", None)  # PostgreSQL with a pool configured; None otherwise
     if pool is None:
         return 0
-    from gateway.billing.services import statements_prepare
+    from gateway.billing.statements import statements_prepare
 
     wanted = pool.max_size if count is None else min(count, pool.max_size)
     connection.close()  # this thread's connection goes back first: a pool of 2 must not wait on itself

@@ -122,7 +122,7 @@ class Generation(models.Model):
 
 
 class KeyUsageDay(models.Model):
-    """One key's charges on one finished UTC day, summed once (billing.services.key_usage_roll_up): a key limit's
+    """One key's charges on one finished UTC day, summed once (billing.rollups.key_usage_roll_up): a key limit's
     check reads these for the days before the rollup mark and the ledger only after it, instead of every charge in
     the window (a busy key's month is hundreds of thousands of ledger rows)."""
 

@@ -1,10 +1,10 @@
 """Credit movements. The balance changes only together with its ledger entry (a top-up, a refund, a request's
 one charge), so it always equals the ledger's sum. A request's credit hold is not in the ledger: it is the
 request's own generation row (status `in_progress`, `held`) plus the account's `reserved` (the sum of its open
-holds). On PostgreSQL a hold opens in ONE statement (a key with a limit adds its row lock, in the same round
-trip) and settles in ONE statement, so the account row, which every request of the account writes, is never
-locked across a round trip; elsewhere (SQLite) the same steps run in a transaction. `balance >= reserved >= 0`
-is a database constraint: no hold or charge overdraws, whatever races happen above it."""
+holds). The hold and the settlement are defined once (billing.statements): on PostgreSQL each is ONE statement
+(a key with a limit adds its row lock, in the same round trip), so the account row, which every request of the
+account writes, is never locked across a round trip; on SQLite the same steps run in a transaction.
+`balance >= reserved >= 0` is a database constraint: no hold or charge overdraws, whatever races happen above it."""
 
 import math
 from collections.abc import Callable, Iterable
@@ -14,36 +14,20 @@ from decimal import Context, Decimal
 from typing import Any
 from uuid import UUID
 
-import psycopg
 from django.conf import settings
-from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
-from django.db.models import (
-    BooleanField,
-    Case,
-    CharField,
-    DecimalField,
-    F,
-    IntegerField,
-    JSONField,
-    Q,
-    Sum,
-    TextField,
-    Value,
-    When,
-)
-from django.db.models.functions import Coalesce, Greatest
+from django.db import connection, transaction
+from django.db.models import Case, DecimalField, F, Q, Sum, Value, When
+from django.db.models.functions import Greatest, Round
 from django.utils import timezone
-from psycopg.types.json import Jsonb
 from psycopg_pool import PoolTimeout
 
 from gateway.accounts.models import Account, ApiKey, Member, Workspace
-from gateway.billing.generations import OUTCOME_FIELDS, GenerationRecord, generation_id_new, generation_outcome
-from gateway.billing.models import IN_PROGRESS, EntryKind, Generation, KeyUsageDay, LedgerEntry, UsageRollupMark
+from gateway.billing import statements
+from gateway.billing.generations import GenerationRecord, generation_id_new, generation_outcome
+from gateway.billing.models import IN_PROGRESS, EntryKind, Generation, LedgerEntry
 from gateway.billing.selectors import key_open_holds, key_usage_in_window, window_starts
 from gateway.billing.settle_retry import DATABASE_UNREACHABLE, settle_later
-from gateway.dbpool import prepared_cursor
 from gateway.errors import GatewayError, PaymentRequired
-from gateway.renderers import json_compact
 
 MSG_INSUFFICIENT = "Insufficient credits. Add more credits to your account to continue."
 MSG_KEY_LIMIT = "This API key's credit limit is exhausted"
@@ -261,109 +245,23 @@ def _cap_spend(cap: SpendCap, *, account_id: UUID, api_key_id: int | None) -> De
 
 
 def _hold(hold: dict[str, Any], *, check_limit: bool) -> None:
+    """Take the hold (billing.statements): one statement on PostgreSQL, with the key's limit when it has one."""
     if connection.vendor != "postgresql":
-        _hold_in_transaction(hold, check_limit=check_limit)
-    elif check_limit:
-        _hold_in_one_statement(HOLD_WITHIN_LIMIT_SQL, {**hold, **window_starts(), "lifetime": _LIFETIME})
+        with transaction.atomic():
+            if check_limit:
+                _check_key_limit(api_key_id=hold["key"], amount=hold["amount"])
+            if statements.run_in_steps(statements.HOLD_CHAIN, hold) is None:
+                raise PaymentRequired(MSG_INSUFFICIENT, metadata={"required": float(hold["amount"])})
+        return
+    if check_limit:
+        params = {**hold, **window_starts(), "lifetime": _LIFETIME}
+        within_limit, used, limit, opened = statements.hold_run(statements.HOLD_WITHIN_LIMIT_SQL, params)
     else:
-        _hold_in_one_statement(HOLD_SQL, hold)
-
-
-_OPEN_GENERATION = """
-INSERT INTO billing_generation
-    (id, account_id, api_key_id, workspace_id, requested_model, model, provider, endpoint_id, upstream_id, status,
-     finish_reason, error_type, tokens_input, tokens_cached, tokens_cache_write, tokens_output, tokens_reasoning,
-     cost, upstream_cost, held, is_byok, streamed, cancelled, latency_ms, ttft_ms, generation_time_ms, session_id,
-     service_tier, provider_responses, usage_anomaly, guardrail_flags, created_at)
-SELECT %(id)s, id, %(key)s, %(workspace)s, %(model)s, '', '', NULL, '', 'in_progress', '', '', 0, 0, 0, 0, 0,
-       0, 0, %(amount)s, false, false, false, NULL, NULL, NULL, '', '', '[]', NULL, NULL, now()
-FROM held"""
-
-# A hold commits without waiting for its WAL to reach the disk (synchronous_commit off for its own transaction): a
-# crash can lose only the holds of requests that die with it, and a settlement's commit, which waits, flushes the
-# WAL of its hold with its own (the log is written in order). One fsync per request instead of two (0.13-0.2 ms
-# of latency each here).
-_NO_FLUSH_WAIT = "SELECT set_config('synchronous_commit', 'off', true)"
-
-HOLD_SQL = f"""
-WITH unflushed AS ({_NO_FLUSH_WAIT}),
-held AS (
-    UPDATE accounts_account SET reserved = reserved + %(amount)s
-    WHERE id = %(account)s AND balance - reserved >= %(amount)s RETURNING id),
-opened AS ({_OPEN_GENERATION} RETURNING id)
-SELECT true, 0, NULL, (SELECT count(*) FROM opened) FROM unflushed
-"""  # noqa: S608 (composed of constants: every value is a bound parameter)
-
-# Two statements in one round trip (one implicit transaction): the key's row lock orders the holds of one key, and
-# the hold statement's snapshot, taken after the lock, sees every hold and charge committed before it, so the limit
-# is never overrun (one statement could not: its snapshot would predate the lock). NO KEY UPDATE: the foreign key
-# checks of a concurrent settlement's ledger entry (KEY SHARE, taken while it holds the account row) pass it.
-HOLD_WITHIN_LIMIT_SQL = f"""
-SELECT id FROM accounts_apikey WHERE id = %(key)s FOR NO KEY UPDATE;
-WITH unflushed AS ({_NO_FLUSH_WAIT}),
-key AS (
-    SELECT k."limit", k.include_byok_in_limit AS byok,
-           CASE k.limit_reset WHEN 'daily' THEN %(daily)s WHEN 'weekly' THEN %(weekly)s
-                              WHEN 'monthly' THEN %(monthly)s ELSE %(lifetime)s END AS since
-    FROM (VALUES (1)) AS one LEFT JOIN accounts_apikey k ON k.id = %(key)s),
-mark AS (
-    SELECT coalesce((SELECT rolled_until FROM billing_usagerollupmark WHERE id = 1), %(lifetime)s) AS until),
-used AS (
-    SELECT coalesce((SELECT sum(d.spent + CASE WHEN key.byok THEN d.spent_byok ELSE 0 END) FROM billing_keyusageday d
-                     WHERE d.api_key_id = %(key)s AND d.day >= (key.since AT TIME ZONE 'UTC')::date
-                       AND d.day < (mark.until AT TIME ZONE 'UTC')::date), 0)
-         + coalesce((SELECT -sum(e.amount) FROM billing_ledgerentry e
-                     WHERE e.api_key_id = %(key)s AND e.kind = 'charge' AND (key.byok OR NOT e.is_byok)
-                       AND e.created_at >= greatest(key.since, mark.until)), 0) AS total
-    FROM key, mark),
-open AS (
-    SELECT coalesce(sum(held), 0) AS total FROM billing_generation
-    WHERE api_key_id = %(key)s AND status = 'in_progress'),
-allowed AS (
-    SELECT key."limit" IS NULL OR used.total + open.total + %(amount)s <= key."limit" AS ok, used.total AS used,
-           key."limit" FROM key, used, open),
-held AS (
-    UPDATE accounts_account SET reserved = reserved + %(amount)s
-    WHERE id = %(account)s AND balance - reserved >= %(amount)s AND (SELECT ok FROM allowed) RETURNING id),
-opened AS ({_OPEN_GENERATION} RETURNING id)
-SELECT ok, used, "limit", (SELECT count(*) FROM opened) FROM allowed, unflushed
-"""  # noqa: S608 (as HOLD_SQL)
-
-
-def _hold_in_one_statement(sql: str, params: dict[str, Any]) -> None:
-    """PostgreSQL: the account's `reserved` grows only while the spendable balance covers the hold, and the
-    request's generation row opens, in one statement (concurrent holds on the account row re-check the condition
-    on its newest version, so none overdraws) and one round trip."""
-    # HOLD_SQL is one statement, prepared once per connection; the limit's pair of statements is sent as text.
-    with prepared_cursor("hold") if sql is HOLD_SQL else connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        while cursor.nextset():  # the hold's result is the last (the key lock's comes first)
-            pass
-        within_limit, used, limit, opened = cursor.fetchone()
-    if not within_limit:
+        within_limit, used, limit, opened = statements.hold_run(statements.HOLD_SQL, hold)
+    if not within_limit and limit is not None:  # (only a key with a limit is refused by it)
         raise PaymentRequired(MSG_KEY_LIMIT, metadata={"limit": float(limit), "usage": float(used)})
     if not opened:
-        raise PaymentRequired(MSG_INSUFFICIENT, metadata={"required": float(params["amount"])})
-
-
-def _hold_in_transaction(hold: dict[str, Any], *, check_limit: bool) -> None:
-    """The same hold through the ORM, for databases other than PostgreSQL."""
-    with transaction.atomic():
-        if check_limit:
-            _check_key_limit(api_key_id=hold["key"], amount=hold["amount"])
-        balance, reserved = Account.objects.filter(pk=hold["account"]).values_list("balance", "reserved").get()
-        if balance - reserved < hold["amount"]:
-            raise PaymentRequired(MSG_INSUFFICIENT, metadata={"required": float(hold["amount"])})
-        _account_set(hold["account"], reserved=reserved + hold["amount"])
-        Generation.objects.create(
-            id=hold["id"],
-            account_id=hold["account"],
-            api_key_id=hold["key"],
-            workspace_id=hold["workspace"],
-            requested_model=hold["model"],
-            status=IN_PROGRESS,
-            held=hold["amount"],
-        )
+        raise PaymentRequired(MSG_INSUFFICIENT, metadata={"required": float(hold["amount"])})
 
 
 def _check_key_limit(*, api_key_id: int, amount: Decimal) -> None:
@@ -447,166 +345,7 @@ def credits_settle(*, reservation: ReservationHandle, cost: Decimal, is_byok: bo
 
 def _close(reservation: ReservationHandle, *, outcome: dict[str, Any], cost: Decimal) -> Decimal | None:
     """Close an open hold, charging at most `cost`; None when it was already closed."""
-    if connection.vendor == "postgresql":
-        with prepared_cursor("settle") as cursor:
-            cursor.execute(SETTLE_SQL, _settle_params(reservation.id, outcome=outcome, cost=cost))
-            row = cursor.fetchone()
-        return None if row is None else row[0]
-    return _close_in_transaction(reservation, outcome=outcome, cost=cost)
-
-
-def _settle_params(generation_id: str, *, outcome: dict[str, Any], cost: Decimal) -> dict[str, Any]:
-    db = connections[DEFAULT_DB_ALIAS]  # once (`connection` looks it up again on every use)
-    params: dict[str, Any] = {
-        name: value
-        if value is None or type(value) is _PLAIN_COLUMNS.get(name)
-        else Jsonb(value, dumps=json_compact)
-        if name in _JSON_COLUMNS
-        else _OUTCOME_COLUMNS[name].get_db_prep_save(value, db)
-        for name, value in outcome.items()
-    }
-    return {**params, "id": generation_id, "cost": cost}
-
-
-NO_ROW = UUID(int=0)  # no account has it; no key has id 0, no generation "0" (generation_id_new)
-
-
-def statements_prepare(conn: psycopg.Connection) -> None:
-    """Prepare a request's hold and settlement statements on one of the pool's PostgreSQL connections, changing
-    nothing (they name no existing account or generation): a new server process then has them planned and its
-    tables' catalog entries loaded before the first burst of requests rather than during it (gateway/wsgi.py
-    warm_up). The same statement text as the requests' own, with a JSON request's parameter types (psycopg
-    prepares a variant per parameter types: an int's size, a None where a stream has a number)."""
-    record = GenerationRecord(  # the values typed as a JSON request's are
-        id="0",
-        account_id=NO_ROW,
-        api_key_id=0,
-        workspace_id=NO_ROW,
-        requested_model="",
-        endpoint_id=0,
-        latency_ms=0,
-    )
-    hold = {"id": "0", "account": NO_ROW, "key": 0, "workspace": NO_ROW, "model": "", "amount": _usd(Decimal(0))}
-    settle = _settle_params("0", outcome=generation_outcome(record=record), cost=_usd(Decimal(0)))
-    with psycopg.Cursor(conn) as cursor:
-        for sql, params in ((HOLD_SQL, hold), (SETTLE_SQL, settle)):
-            cursor.execute(sql, params, prepare=True)
-            while cursor.nextset():
-                pass
-
-
-_OUTCOME_COLUMNS = {field.name: field for field in Generation._meta.concrete_fields if field.name in OUTCOME_FIELDS}
-# JSON columns with the standard encoder (the field's default): their values are plain JSON values.
-_JSON_COLUMNS = frozenset(
-    name for name, column in _OUTCOME_COLUMNS.items() if isinstance(column, JSONField) and column.encoder is None
-)
-# Columns whose values psycopg takes as they are when of this exact type (JSON and decimal columns are prepared).
-_PLAIN_COLUMNS: dict[str, type] = {
-    name: str if isinstance(column, CharField | TextField) else bool if isinstance(column, BooleanField) else int
-    for name, column in _OUTCOME_COLUMNS.items()
-    if isinstance(column, CharField | TextField | IntegerField | BooleanField)
-}
-
-
-def _settle_sql() -> str:
-    outcome = ", ".join(f"{_OUTCOME_COLUMNS[name].column} = %({name})s" for name in OUTCOME_FIELDS)
-    return f"""
-WITH hold AS (
-    SELECT id, account_id, api_key_id, held FROM billing_generation
-    WHERE id = %(id)s AND status = 'in_progress' FOR NO KEY UPDATE),
-priced AS (
-    SELECT h.id, h.account_id, h.api_key_id, h.held, LEAST(%(cost)s, a.balance - a.reserved + h.held) AS charged
-    FROM accounts_account a JOIN hold h ON a.id = h.account_id FOR NO KEY UPDATE OF a),
-paid AS (
-    UPDATE accounts_account a SET balance = a.balance - p.charged, reserved = a.reserved - p.held
-    FROM priced p WHERE a.id = p.account_id RETURNING a.id),
-recorded AS (
-    UPDATE billing_generation g SET {outcome}, cost = p.charged FROM priced p WHERE g.id = p.id RETURNING g.id),
-ledger AS (
-    INSERT INTO billing_ledgerentry (account_id, kind, amount, api_key_id, generation_id, is_byok, note, created_at)
-    SELECT account_id, 'charge', -charged, api_key_id, id, %(is_byok)s, '', now() FROM priced WHERE charged > 0
-    RETURNING id)
-SELECT charged FROM priced
-"""  # noqa: S608 (column names from the model: every value is a bound parameter)
-
-
-# Locks the request's row, then its account's (the lock order of the sweep too); `priced` reads the account's
-# newest version (the row lock waits for a concurrent settlement, then returns the row it committed).
-SETTLE_SQL = _settle_sql()
-
-
-def _close_in_transaction(reservation: ReservationHandle, *, outcome: dict[str, Any], cost: Decimal) -> Decimal | None:
-    """The same settlement through the ORM, for databases other than PostgreSQL."""
-    with transaction.atomic():
-        # Claiming the row first (the status change) makes this the one close of the hold.
-        if not Generation.objects.filter(pk=reservation.id, status=IN_PROGRESS).update(status=outcome["status"]):
-            return None
-        account_id, api_key_id, held = Generation.objects.values_list("account_id", "api_key_id", "held").get(
-            pk=reservation.id
-        )
-        account = Account.objects.select_for_update().filter(pk=account_id)
-        balance, reserved = account.values_list("balance", "reserved").get()
-        charged = min(cost, balance - reserved + held)
-        _account_set(account_id, balance=balance - charged, reserved=reserved - held)
-        Generation.objects.filter(pk=reservation.id).update(**outcome, cost=charged)
-        if charged:
-            LedgerEntry.objects.create(
-                account_id=account_id,
-                kind=EntryKind.CHARGE,
-                amount=-charged,
-                api_key_id=api_key_id,
-                generation_id=reservation.id,
-                is_byok=outcome["is_byok"],
-            )
-    return charged
-
-
-# A day is summed once it is this far behind: a settlement stamps its charge with its statement's start, so one still
-# committing at midnight lands on the day before; none takes minutes.
-ROLLUP_MARGIN = timedelta(minutes=10)
-
-
-def key_usage_roll_up(*, now: datetime | None = None) -> int:
-    """Sum each finished UTC day's charges per key into KeyUsageDay and move the rollup mark past it, a day per
-    transaction (a key limit's check then reads a row per day instead of a row per request). From the day of the
-    first charge on the first run; run it from the same cron job as the stale-hold sweep. Returns the days summed."""
-    last = (now or timezone.now()) - ROLLUP_MARGIN
-    today = last.replace(hour=0, minute=0, second=0, microsecond=0)
-    days = 0
-    while True:
-        with transaction.atomic():
-            mark = UsageRollupMark.objects.select_for_update().filter(pk=1).first()
-            start = mark.rolled_until if mark else _first_charge_day()
-            if start is None or start >= today:
-                return days
-            end = start + timedelta(days=1)
-            charges = Q(kind=EntryKind.CHARGE, created_at__gte=start, created_at__lt=end, api_key__isnull=False)
-            sums = (
-                LedgerEntry.objects.filter(charges)
-                .values("api_key_id")
-                .annotate(
-                    spent=Coalesce(
-                        Sum("amount", filter=Q(is_byok=False)), Value(Decimal(0)), output_field=_MONEY_FIELD
-                    ),
-                    byok=Coalesce(Sum("amount", filter=Q(is_byok=True)), Value(Decimal(0)), output_field=_MONEY_FIELD),
-                )
-            )
-            KeyUsageDay.objects.bulk_create(
-                KeyUsageDay(
-                    api_key_id=row["api_key_id"], day=start.date(), spent=-row["spent"], spent_byok=-row["byok"]
-                )
-                for row in sums
-            )
-            UsageRollupMark.objects.update_or_create(pk=1, defaults={"rolled_until": end})
-            days += 1
-
-
-def _first_charge_day() -> datetime | None:
-    first = (
-        LedgerEntry.objects.filter(kind=EntryKind.CHARGE).order_by("created_at").values_list("created_at", flat=True)
-    )
-    found = first.first()
-    return found.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0) if found else None
+    return statements.settle_run(statements.settle_params(reservation.id, outcome=outcome, cost=cost))
 
 
 def holds_expire(*, older_than_seconds: int, account_id: UUID | None = None) -> int:
@@ -674,16 +413,7 @@ def _expire(generation_id: str) -> bool:
 
 
 def _unreserve(account_id: UUID, held: Decimal) -> None:
-    """Give a closed hold's amount back to the account's spendable balance (inside the caller's transaction)."""
-    if connection.vendor == "postgresql":
-        Account.objects.filter(pk=account_id).update(reserved=F("reserved") - held)
-    else:
-        reserved = Account.objects.filter(pk=account_id).values_list("reserved", flat=True).get()
-        _account_set(account_id, reserved=reserved - held)
-
-
-def _account_set(account_id: UUID, **amounts: Decimal) -> None:
-    """Write an account's new balance and/or reserved amount whole, computed in Decimal under the transaction's
-    lock (databases other than PostgreSQL: SQLite keeps decimals as floats, where `reserved - held` done in SQL
-    can land a hair below zero, or below the balance, and trip the account's CHECK constraint)."""
-    Account.objects.filter(pk=account_id).update(**{name: _usd(value) for name, value in amounts.items()})
+    """Give a closed hold's amount back to the account's spendable balance (inside the caller's transaction). Rounded
+    to the money columns' places: SQLite keeps decimals as doubles, where `reserved - held` could land a hair below
+    zero and trip the account's CHECK constraint (on PostgreSQL's numeric it changes nothing)."""
+    Account.objects.filter(pk=account_id).update(reserved=Round(F("reserved") - held, statements.PLACES))

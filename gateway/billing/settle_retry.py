@@ -2,7 +2,7 @@
 until it answers.
 
 A request's settlement closes its hold once: its statement changes only a generation still `in_progress` (see
-services.SETTLE_SQL), so running it again can never charge twice (one whose commit reached the database but whose
+statements.SETTLE_SQL), so running it again can never charge twice (one whose commit reached the database but whose
 answer did not finds the row closed and changes nothing). When PostgreSQL is down or stalled at the end of a
 request, its settlement (the usage it knows, charged; else nothing, the hold released) waits here and is tried
 again with backoff, so the hold closes within seconds of the outage's end, not when the stale-hold sweep runs.

@@ -14,8 +14,9 @@ from django.utils import timezone
 
 from gateway.accounts.models import ApiKey
 from gateway.billing.models import EntryKind, KeyUsageDay, LedgerEntry, UsageRollupMark
+from gateway.billing.rollups import key_usage_roll_up
 from gateway.billing.selectors import key_usage_in_window
-from gateway.billing.services import MSG_KEY_LIMIT, credits_reserve, key_usage_roll_up
+from gateway.billing.services import MSG_KEY_LIMIT, credits_reserve
 from gateway.errors import PaymentRequired
 
 WINDOWS = [None, "daily", "weekly", "monthly"]

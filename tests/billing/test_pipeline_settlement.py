@@ -12,7 +12,8 @@ from django.test.utils import CaptureQueriesContext
 from gateway.billing import services
 from gateway.billing.generations import GenerationRecord
 from gateway.billing.models import IN_PROGRESS, EntryKind, Generation, LedgerEntry
-from gateway.billing.services import credits_reserve, generation_settle, statements_prepare
+from gateway.billing.services import credits_reserve, generation_settle
+from gateway.billing.statements import statements_prepare
 from tests.billing.books import assert_books, rows
 from tests.support import point_provider
 

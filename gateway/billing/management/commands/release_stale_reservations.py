@@ -2,7 +2,8 @@ import math
 
 from django.core.management.base import BaseCommand, CommandError
 
-from gateway.billing.services import holds_expire, key_usage_roll_up, longest_request_seconds, stale_hold_seconds
+from gateway.billing.rollups import key_usage_roll_up
+from gateway.billing.services import holds_expire, longest_request_seconds, stale_hold_seconds
 
 MSG_TOO_YOUNG = (
     "--older-than-minutes {minutes} would release the holds of live requests: a request may run for {longest} "
