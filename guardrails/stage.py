@@ -57,7 +57,7 @@ from routing.canonical import (
 from routing.errors import ErrorType
 from routing.limits import RoutingLimit
 from routing.pricing import usage_cost
-from routing.selection import endpoints_for_request
+from routing.selection import endpoints_for_request, unservable
 from routing.side_calls import bound_for, call_hold, call_worst
 from routing.stages import Block, RequestContext, Staged, StageEntry, ToolResultScan
 
@@ -75,6 +75,10 @@ MSG_ENTITY_TOO_LONG = (
 MSG_ENTITY_CHECK = (
     "A guardrail's person-name or address check could not run ({model} did not answer usably): the request "
     "was not sent unchecked; try again"
+)
+MSG_ENTITY_UNSERVED = (
+    "A guardrail's person-name or address check cannot run: its model {model} is not served by this gateway "
+    "({why}); the request was not sent unchecked, and retrying does not help"
 )
 
 
@@ -705,7 +709,9 @@ def _entities(
     except GatewayError as error:
         if error.status == 403:  # the caller's guardrails allow the entity model no endpoint: say so
             raise
-        raise GatewayError(MSG_ENTITY_CHECK.format(model=entity_model()), status=503) from None
+        # the deployment's configuration (no endpoint, no credential for it): a retry cannot help
+        message = MSG_ENTITY_UNSERVED.format(model=entity_model(), why=error.message)
+        raise unservable(message, models=[entity_model()], cause=error) from None
     probe = CanonicalRequest(
         model="",
         instructions=entity_instructions(slugs),

@@ -19,10 +19,18 @@ from decimal import Decimal
 from gateway.billing.services import ReservationHandle, hold_drop
 from gateway.errors import GatewayError
 from plugins.config import plugin_settings
-from plugins.moderation_engines import EngineUnavailable, Verdict, engine_config, moderate, moderation_worst
+from plugins.moderation_engines import (
+    EngineNotServed,
+    EngineUnavailable,
+    Verdict,
+    engine_config,
+    moderate,
+    moderation_worst,
+)
 from routing.canonical import CanonicalRequest, FunctionCallOutput, Message, TextPart
 from routing.errors import ErrorType
 from routing.limits import limits_for
+from routing.selection import unservable
 from routing.side_calls import call_hold
 from routing.stages import Block, RequestContext, Staged, StageEntry
 
@@ -34,6 +42,10 @@ MSG_NOT_CONFIGURED = (
     "MODERATION_MODEL); the request was not sent. Remove the plugin or ask the operator to configure one"
 )
 MSG_UNAVAILABLE = "The moderation engine could not check the input ({reason}); the request was not sent unmoderated"
+MSG_NOT_SERVED = (
+    "The moderation engine cannot run on this gateway ({reason}); the request was not sent unmoderated, and "
+    "retrying does not help"
+)
 MSG_TOO_LONG = "Moderation reads at most {limit} characters of text and this request has more"
 MSG_FLAGGED = "Input flagged by moderation ({reasons}); the request was not sent"
 
@@ -67,6 +79,9 @@ class ModerationStage:
                 return Block(hold.message, status=hold.status, metadata=hold.metadata or None)
             holds = (hold,)
             verdict = moderate(config, texts, limits_for(ctx.caller))
+        except EngineNotServed as unserved:  # the deployment's configuration: 404, not a 503 the SDKs retry
+            refused = unservable(MSG_NOT_SERVED.format(reason=unserved), models=[config.model])
+            return Block(refused.message, status=refused.status, metadata=refused.metadata, holds=holds)
         except EngineUnavailable as unavailable:
             return Block(
                 MSG_UNAVAILABLE.format(reason=unavailable),

@@ -58,6 +58,11 @@ class EngineUnavailable(Exception):
     """The engine gave no verdict (misconfigured, unreachable, or an answer it could not read)."""
 
 
+class EngineNotServed(EngineUnavailable):
+    """The engine cannot run on this deployment (an unknown kind, a model it does not serve): a fact of its
+    configuration, which a retry cannot change."""
+
+
 @dataclass(frozen=True, slots=True)
 class Verdict:
     flagged: bool
@@ -86,7 +91,7 @@ def engine_config() -> EngineConfig | None:
 def moderate(config: EngineConfig, texts: list[str], limits: tuple[RoutingLimit, ...]) -> Verdict:
     check = ENGINES.get(config.kind)
     if check is None:
-        raise EngineUnavailable(f"MODERATION_ENGINE {config.kind!r} is not one of {sorted(ENGINES)}")
+        raise EngineNotServed(f"MODERATION_ENGINE {config.kind!r} is not one of {sorted(ENGINES)}")
     return check(config.model, texts, _plan(config.model, limits))
 
 
@@ -108,7 +113,7 @@ def _plan(model: str, limits: tuple[RoutingLimit, ...]) -> RoutePlan:
     except GatewayError as error:
         if error.status == 403:  # the caller's guardrails allow the engine no endpoint: they say so
             raise
-        raise EngineUnavailable(f"{model}: {error.message}") from None
+        raise EngineNotServed(f"{model}: {error.message}") from None
 
 
 # ---- OpenAI-compatible /moderations ----------------------------------------------------------------------

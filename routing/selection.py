@@ -185,6 +185,21 @@ def availability_error(
     )
 
 
+def unservable(message: str, *, models: list[str], cause: GatewayError | None = None) -> GatewayError:
+    """A model a gateway call needs (the OCR model, the guardrails' entity model, an embeddings model) that this
+    deployment cannot serve: a fact of its configuration, not an outage, so 404 `no_endpoints` with
+    `x-should-retry: false`, as for a model no provider has credentials for (_nothing_left), never a 503 that the
+    SDKs retry to the same answer. `cause`: the plan's own refusal, whose error_type and exclusions it keeps."""
+    found = (cause.metadata or {}).get("availability", {}) if cause is not None else {}
+    error = availability_error(
+        status=404, code="no_endpoints", models=models, message=message, excluded_by=found.get("excluded_by", ())
+    )
+    if cause is not None and "error_type" in (cause.metadata or {}):
+        error.metadata["error_type"] = cause.metadata["error_type"]
+    error.headers["x-should-retry"] = "false"
+    return error
+
+
 def unhonoured(endpoint: EndpointInfo, used_params: frozenset[str], *, strict: bool = False) -> frozenset[str]:
     """The request's gated parameters (stop sequences, seed, logprobs) that this endpoint cannot honour: its
     adapter's wire format does not carry them, or its catalog entry lists its parameters without them; the

@@ -17,7 +17,7 @@ from routing.attempts import AttemptSequence, AttemptsFailed
 from routing.canonical import CanonicalRequest, ImagePart, Message, OutputMessage, TextPart
 from routing.limits import RoutingLimit
 from routing.pricing import usage_cost
-from routing.selection import endpoints_for_request
+from routing.selection import endpoints_for_request, unservable
 from routing.side_calls import bound_for, call_hold, call_worst
 from routing.stages import RequestContext
 
@@ -32,6 +32,10 @@ MSG_NOT_CONFIGURED = (
     "model in FILE_PARSER_OCR_MODEL); use pdf.engine 'pdf-text' for PDFs with a text layer"
 )
 MSG_UNROUTABLE = "file-parser: the OCR model '{model}' cannot serve requests now; the file was not read"
+MSG_NOT_SERVED = (
+    "file-parser: the OCR model '{model}' is not served by this gateway ({why}); the file was not read, and "
+    "retrying does not help: use pdf.engine 'pdf-text' for PDFs with a text layer"
+)
 
 
 MSG_TOO_MANY_SCANS = "more than {limit} scanned pages in the request for the OCR engine"
@@ -78,7 +82,9 @@ class OcrEngine:
         except GatewayError as error:
             if error.status == 403:  # the caller's guardrails allow the OCR model no endpoint: say so
                 raise
-            raise GatewayError(MSG_UNROUTABLE.format(model=self.model), status=503) from None
+            # this deployment's configuration (no endpoint, no credential): a retry cannot help
+            message = MSG_NOT_SERVED.format(model=self.model, why=error.message)
+            raise unservable(message, models=[self.model], cause=error) from None
         probe = CanonicalRequest(
             model="",
             instructions=OCR_INSTRUCTIONS,

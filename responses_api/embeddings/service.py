@@ -17,13 +17,13 @@ from routing.models import ModelKind
 from routing.preferences import split_model_suffix
 from routing.providers.embeddings import EmbeddingRequest, EmbeddingResponse
 from routing.providers.registry import adapter_for
-from routing.selection import Candidate, RoutePlan
+from routing.selection import Candidate, RoutePlan, unservable
 from routing.selectors import endpoints_for_model
 from routing.stages import RequestContext
 
 MSG_NOT_EMBEDDING = "{model} is not an embedding model: use /chat/completions, /messages or /responses"
 MSG_CHAT_ONLY = "{model} is an embedding model: use /embeddings"
-MSG_NO_ADAPTER = "No endpoint of {models} can serve embeddings"
+MSG_NO_ADAPTER = "No endpoint of {models} can serve embeddings on this gateway: retrying does not help"
 MSG_TOKENS_UNCHECKED = (
     "input[{index}]: token arrays cannot be checked by the guardrails that apply to this key; send the text"
 )
@@ -90,7 +90,8 @@ def _embedding_plan(plan: RoutePlan) -> RoutePlan:
             raise GatewayError(MSG_NOT_EMBEDDING.format(model=model), status=400, metadata={"param": "model"})
     candidates = tuple(c for c in plan.candidates if adapter_for(c.endpoint.adapter).supports_embeddings)
     if not candidates:
-        raise GatewayError(MSG_NO_ADAPTER.format(models=", ".join(plan.models)), status=503)
+        # no adapter of its providers speaks embeddings: a fact of the catalog, not an outage
+        raise unservable(MSG_NO_ADAPTER.format(models=", ".join(plan.models)), models=list(plan.models))
     return replace(plan, candidates=candidates)
 
 

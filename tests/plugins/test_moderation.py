@@ -176,9 +176,9 @@ def test_an_unreachable_engine_is_a_503(alice, moderations):
     assert generation_calls(moderations) == []
 
 
-def test_an_engine_missing_from_the_catalog_is_a_503(alice, standin_catalog, settings):
+def test_an_engine_missing_from_the_catalog_is_a_non_retryable_404(alice, standin_catalog, settings):
     settings.MODERATION_MODEL = "nobody/no-such-moderation"
-    body = assert_error_envelope(ask(alice, "A perfectly pleasant question"), 503)
+    body = assert_error_envelope(ask(alice, "A perfectly pleasant question"), 404)  # configuration: no retry helps
     assert "not sent unmoderated" in body["error"]["message"]
     assert generation_calls(standin_catalog) == []
 
