@@ -1,11 +1,15 @@
 """Fusion planned for the caller, as its own request is: a panel member (or the analyst) whose provider has no
 operator credential answers through the caller's BYOK key (the stand-in sees that key), billed as BYOK (the fee,
 after the month's free allowance); an account without such a key gets that member reported failed, as before. The
-same through the gateway:fusion server tool."""
+same through the gateway:fusion server tool, and a budget counting BYOK holds such a member at its list price.
+PostgreSQL: the panel's threads read the key and the holds over their own connections (transactional_db)."""
 
+import threading
+import time
 from decimal import Decimal
 
 import pytest
+from django.db import connections
 
 from gateway.accounts.models import Plan
 from gateway.billing.fees import BYOK_FEE_RATE, BYOK_MONTHLY_ALLOWANCE
@@ -14,6 +18,7 @@ from gateway.billing.provisioning import account_provision
 from routing.models import Provider
 from routing.services import provider_credential_set
 from tests.byok.test_byok_routing import add_key
+from tests.guardrails.test_enforcement import guardrail
 from tests.plugins import test_fusion_tools
 from tests.plugins.test_fusion import PANEL, fusion_catalog, fusion_entry, post
 from tests.plugins.test_fusion_tools import price_of
@@ -116,3 +121,47 @@ def test_the_fusion_tools_panel_uses_the_callers_key(alice, carol, transactional
     assert [failed["model"] for failed in item["failed_models"]] == [BYOK_ONLY]
     assert item["failed_models"][0]["status_code"] == 404
     assert credentials_for(standin, "gamma") == []
+
+
+def panel_holds_while(account_id, run) -> tuple[list[tuple[Decimal, Decimal]], object]:
+    """`run()`'s result, and the (held, upstream_cost) of the open panel holds another connection saw meanwhile."""
+    seen: list[tuple[Decimal, Decimal]] = []
+    stop = threading.Event()
+
+    def watch() -> None:
+        try:
+            while not stop.is_set():
+                rows = Generation.objects.filter(
+                    account_id=account_id, requested_model="gateway/fusion (panel)", status="in_progress"
+                )
+                seen.extend(rows.values_list("held", "upstream_cost"))
+                time.sleep(0.02)
+        finally:
+            connections.close_all()
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        result = run()
+    finally:
+        stop.set()
+        watcher.join()
+    return seen, result
+
+
+@pytest.mark.parametrize("include_byok", [True, False])
+def test_a_budget_counting_byok_holds_the_byok_member_at_its_list_price(alice, transactional_db, standin, include_byok):
+    """As the request's own hold: the credits hold the BYOK member's fee; a budget that counts BYOK holds it at its
+    list price (the open hold's upstream_cost), one that does not, at the fee."""
+    fusion_catalog(standin)
+    byok_only(alice)
+    guardrail(alice, limit_usd=5.0, include_byok_in_budgets=include_byok)
+    seen, response = panel_holds_while(alice.account_id, lambda: post(alice))
+    assert panel_of(response)[BYOK_ONLY]["is_byok"] is True
+    assert seen
+    held, counted = seen[0]
+    assert held > 0  # the other members and the analysis, at their list price
+    if include_byok:
+        assert counted > held  # the BYOK member's list-price worst case on top
+    else:
+        assert counted == 0
