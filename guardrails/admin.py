@@ -16,8 +16,9 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from gateway.admin_forms import ServiceValidatedForm
-from guardrails import content, selectors, services
+from guardrails import selectors, services
 from guardrails.models import Guardrail, GuardrailKeyAssignment, GuardrailMemberAssignment
+from guardrails.policy import policy_for
 from guardrails.serializers import MAX_LIMIT_USD, GuardrailUpdateRequestSerializer
 from routing.models import Provider
 
@@ -235,7 +236,7 @@ class GuardrailAdmin(admin.ModelAdmin):
             raise PermissionDenied
         form = TestTextForm(request.POST or None)
         scan = None
-        policy = content.policy_for(guardrail.content_filters, guardrail.content_filter_builtins)
+        policy = policy_for(guardrail.content_filters, guardrail.content_filter_builtins)
         if request.method == "POST" and form.is_valid():
             scan = policy.scan(form.cleaned_data["text"])
         context = {

@@ -1,13 +1,14 @@
 """Where a guardrail scan gives the other greenlets of a gevent worker their turn (`scan_pace`): each
 SCAN_YIELD_BYTES of work counted, between C calls that cannot be cut. Its own module because both the folding of
-texts (guardrails.textview) and the RE2 calls (guardrails.scanning, which imports textview) count their bytes."""
+texts (guardrails.textview) and the RE2 calls (guardrails.scan, which imports textview) count their bytes."""
 
 from __future__ import annotations
 
 import sys
 
-# How many bytes are read (RE2) or folded (NFKC) between two turns of the other greenlets: ~0.1-1 ms of CPU with
-# ordinary patterns, up to ~2 ms of folding for text that NFKC expands most (U+FDFA: 3 bytes to 33).
+# How many bytes are read (RE2) or folded (NFKC) between two turns of the other greenlets: small enough that a
+# turn comes every millisecond or two of CPU, even folding the text NFKC expands most (U+FDFA: 3 bytes to 33)
+# (benchmarks/RESULTS.md).
 SCAN_YIELD_BYTES = 64 * 1024
 
 _unyielded = 0  # bytes counted since the last turn given; one counter per process (a gevent worker is one thread)

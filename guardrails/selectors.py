@@ -62,7 +62,7 @@ class GuardrailRule:
     content_filter_builtins: tuple[BuiltinFilter, ...]
 
     def policy_inputs(self) -> tuple[list[dict], list[dict]]:
-        """The filters in the shape `guardrails.content.policy_for(filters, builtins)` takes."""
+        """The filters in the shape `guardrails.policy.policy_for(filters, builtins)` takes."""
         filters = [{"pattern": f.pattern, "action": f.action, "label": f.label} for f in self.content_filters]
         return filters, [{"slug": b.slug, "action": b.action} for b in self.content_filter_builtins]
 

@@ -11,7 +11,8 @@ from rest_framework import serializers
 from gateway import fields
 from gateway.accounts.models import ApiKey, Member
 from gateway.errors import GatewayError
-from guardrails import content
+from gateway.query import ClosedQuerySerializer
+from guardrails import detectors, patterns
 from guardrails.models import DataCollection, FilterAction, ResetInterval
 from routing.models import Provider
 from routing.preferences import slug_matches
@@ -52,9 +53,9 @@ class NullableListField(fields.ListField):
         return list(dict.fromkeys(super().to_internal_value(data)))
 
 
-@extend_schema_field({"type": "string", "minLength": 1, "maxLength": content.MAX_PATTERN_CHARS})
+@extend_schema_field({"type": "string", "minLength": 1, "maxLength": patterns.MAX_PATTERN_CHARS})
 class PatternField(fields.CharField):
-    """A filter's pattern. Its length and syntax are `content.pattern_problem`'s to judge (400
+    """A filter's pattern. Its length and syntax are `patterns.pattern_problem`'s to judge (400
     `invalid_regex_pattern` naming the filter); the schema states the length bound."""
 
 
@@ -71,7 +72,7 @@ class ContentFilterSerializer(fields.ClosedSerializer):
 
 
 class BuiltinFilterSerializer(fields.ClosedSerializer):
-    slug = fields.ChoiceField(choices=content.BUILTIN_SLUGS)
+    slug = fields.ChoiceField(choices=detectors.BUILTIN_SLUGS)
     action = fields.ChoiceField(choices=FilterAction.choices)
 
 
@@ -157,7 +158,7 @@ class GuardrailFieldsSerializer(fields.ClosedSerializer):
     data_collection = DataCollectionField(required=False)
     content_filters = fields.ListField(child=ContentFilterSerializer(), required=False, max_length=MAX_CONTENT_FILTERS)
     content_filter_builtins = fields.ListField(
-        child=BuiltinFilterSerializer(), required=False, max_length=len(content.BUILTIN_SLUGS)
+        child=BuiltinFilterSerializer(), required=False, max_length=len(detectors.BUILTIN_SLUGS)
     )
 
     def validate_description(self, value):
@@ -177,7 +178,7 @@ class GuardrailFieldsSerializer(fields.ClosedSerializer):
 
     def validate_content_filters(self, value):
         for index, item in enumerate(value):
-            reason = content.pattern_problem(item["pattern"])
+            reason = patterns.pattern_problem(item["pattern"])
             if reason is not None:
                 raise _pattern_error(index, reason)
         return [{"pattern": f["pattern"], "action": f["action"], "label": f.get("label")} for f in value]
@@ -188,7 +189,7 @@ class GuardrailFieldsSerializer(fields.ClosedSerializer):
         if repeated:
             raise serializers.ValidationError(f"each slug at most once: {repeated}")
         for index, slug in enumerate(slugs):
-            reason = content.builtin_problem(slug)
+            reason = detectors.builtin_problem(slug)
             if reason is not None:
                 name = f"content_filter_builtins[{index}].slug"
                 raise GatewayError(
@@ -257,13 +258,13 @@ class GuardrailListSerializer(serializers.Serializer):
     total_count = serializers.IntegerField()
 
 
-class GuardrailListQuerySerializer(serializers.Serializer):
+class GuardrailListQuerySerializer(ClosedQuerySerializer):
     workspace_id = fields.UUIDField(required=False)
     offset = fields.QueryIntegerField(required=False, default=0, min_value=0)
     limit = fields.QueryIntegerField(required=False, default=100, min_value=1, max_value=100)
 
 
-class AssignmentListQuerySerializer(serializers.Serializer):
+class AssignmentListQuerySerializer(ClosedQuerySerializer):
     offset = fields.QueryIntegerField(required=False, default=0, min_value=0)
     limit = fields.QueryIntegerField(required=False, default=100, min_value=1, max_value=1000)
 

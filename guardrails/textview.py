@@ -20,7 +20,7 @@ STRETCH characters; a redaction then takes more than the match, never less).
 Cost: an ASCII text is its own view (no work); other text is checked in C (`unicodedata.is_normalized` and one
 RE2 pass for ignorables) and is its own view when nothing folds. A text that does fold is folded in stretches
 of STRETCH characters, each in C (a regular expression drops the ignorables, `unicodedata.normalize` does the
-rest): about 1-2 ms for 20 kB made of look-alike characters throughout on this machine. Aligning a folded
+rest; cost: benchmarks/RESULTS.md). Aligning a folded
 stretch character by character, to map a span back, happens only for the stretches that hold a match.
 """
 

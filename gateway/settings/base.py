@@ -229,13 +229,13 @@ PIPELINE_POST_STAGES = [
 # Routing health bookkeeping (routing/health.py) is queued by requests and sent by one thread per process.
 HEALTH_WRITE_BEHIND = env.bool("HEALTH_WRITE_BEHIND", default=True)
 
-# Guardrails (guardrails/content.py): the catalog model that finds person names and addresses for the
+# Guardrails (guardrails/detectors/): the catalog model that finds person names and addresses for the
 # `person-name` / `address` builtins ("" = none: guardrails using them are refused), and the region whose
 # national phone number forms the `phone` builtin knows.
 GUARDRAILS_ENTITY_MODEL = env.str("GUARDRAILS_ENTITY_MODEL", default="")
 GUARDRAILS_PHONE_REGION = env.str("GUARDRAILS_PHONE_REGION", default="US")
 # The bytes (UTF-8) of request text one guardrail's content filters scan at most, and a request's guardrails in all
-# (the text's bytes times the guardrails that scan it); over either: 413, never a partial scan (guardrails/scanning.py).
+# (the text's bytes times the guardrails that scan it); over either: 413, never a partial scan (guardrails/scan.py).
 GUARDRAILS_SCAN_MAX_BYTES_PER_GUARDRAIL = env.int("GUARDRAILS_SCAN_MAX_BYTES_PER_GUARDRAIL", default=4 * 1024 * 1024)
 GUARDRAILS_SCAN_MAX_BYTES_PER_REQUEST = env.int("GUARDRAILS_SCAN_MAX_BYTES_PER_REQUEST", default=8 * 1024 * 1024)
 # The moderation plugin (plugins/moderation.py): the catalog model that moderates ("" = none: a request asking

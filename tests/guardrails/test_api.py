@@ -6,8 +6,8 @@ from decimal import Decimal
 import pytest
 
 from gateway.accounts.models import Workspace
-from guardrails.content import MAX_PATTERN_CHARS
 from guardrails.models import Guardrail
+from guardrails.patterns import MAX_PATTERN_CHARS
 from tests.support import assert_error_envelope
 
 RECORD_FIELDS = {

@@ -5,20 +5,12 @@ import dataclasses
 
 import pytest
 
-from guardrails import content
-from guardrails.content import (
-    MAX_CANDIDATES_PER_FILTER,
-    MAX_PATTERN_CHARS,
-    MAX_PHONE_CHECKS,
-    EntitySpan,
-    Match,
-    builtin_problem,
-    entity_instructions,
-    entity_spans,
-    pattern_problem,
-    policy_combine,
-    policy_for,
-)
+from guardrails.detectors import builtin_problem
+from guardrails.detectors.entity import EntitySpan, entity_instructions, entity_spans
+from guardrails.detectors.phone import MAX_PHONE_CHECKS
+from guardrails.matches import Match, Rule
+from guardrails.patterns import MAX_PATTERN_CHARS, pattern_problem
+from guardrails.policy import MAX_CANDIDATES_PER_FILTER, ContentPolicy, policy_combine, policy_for
 
 
 def rule(pattern: str, action: str, label: str | None = None) -> dict:
@@ -217,9 +209,7 @@ def test_bad_definitions_are_refused_when_compiled():
 
 def test_when_the_set_cannot_say_which_pattern_matched_every_pattern_runs(monkeypatch):
     """RE2::Set reports nothing when its DFA runs out of memory; the scan must not read that as 'no match'."""
-    policy = content.ContentPolicy(
-        (content.Rule("pattern", "needle", "block", "n"), content.Rule("pattern", "thread", "flag", "t"))
-    )
+    policy = ContentPolicy((Rule("pattern", "needle", "block", "n"), Rule("pattern", "thread", "flag", "t")))
 
     class SilentSet:
         def Match(self, data):  # noqa: N802 -- RE2's name

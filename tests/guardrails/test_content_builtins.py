@@ -2,7 +2,8 @@
 
 import pytest
 
-from guardrails.content import luhn_valid, policy_for
+from guardrails.detectors.credit_card import luhn_valid
+from guardrails.policy import policy_for
 
 POSITIVE = {
     "email": [

@@ -6,8 +6,9 @@ import random
 
 import pytest
 
-from guardrails import scanning, textview
-from guardrails.content import policy_for
+from guardrails import scan as re2_scan
+from guardrails import textview
+from guardrails.policy import policy_for
 from guardrails.textview import text_view
 
 PROJECT = [{"pattern": r"(?i)\bproject\s+kestrel\b", "action": "block", "label": "codename"}]
@@ -122,7 +123,7 @@ PIECES = [
 
 def whole_passes(policy, text, monkeypatch):
     with monkeypatch.context() as patch:
-        patch.setattr(scanning, "MAX_WINDOW_SEARCHES", 0)
+        patch.setattr(re2_scan, "MAX_WINDOW_SEARCHES", 0)
         return policy.scan(text)
 
 

@@ -13,10 +13,11 @@ import pytest
 
 from gateway.accounts.models import Member
 from gateway.accounts.services import api_key_create
-from guardrails import scanning
-from guardrails.content import ContentPolicy, Rule, policy_combine, policy_for
+from guardrails import scan as re2_scan
+from guardrails.matches import Rule
 from guardrails.pacing import SCAN_YIELD_BYTES
-from guardrails.scanning import (
+from guardrails.policy import ContentPolicy, policy_combine, policy_for
+from guardrails.scan import (
     MSG_SCAN_TOO_LARGE_GUARDRAIL,
     MSG_SCAN_TOO_LARGE_REQUEST,
     ScanTooLarge,
@@ -192,7 +193,7 @@ import gevent
 
 django.setup()
 
-from guardrails.content import policy_for
+from guardrails.policy import policy_for
 from guardrails.textview import text_views
 
 filters = [{"pattern": p, "action": "redact", "label": f"f{n}"} for n, p in enumerate(%(patterns)r)]
@@ -289,7 +290,7 @@ def test_a_text_is_folded_once_for_the_budget_and_every_scan(monkeypatch):
         folds.append(text)
         return text_views(text, *args, **kwargs)
 
-    monkeypatch.setattr(scanning, "text_views", counted)
+    monkeypatch.setattr(re2_scan, "text_views", counted)
     text = "\uff21\uff23\uff2d\uff25-1234 " + EXPANDING * 50 + " confidential " + str(os.getpid())
     first = policy_for([{"pattern": r"ACME-\d{4}", "action": "redact"}], [])
     second = policy_for([{"pattern": "confidential", "action": "flag"}], [])

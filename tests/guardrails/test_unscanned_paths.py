@@ -230,7 +230,7 @@ def test_look_alike_folding_is_for_matching_only(alice, standin_catalog):
 
 
 def test_a_look_alike_match_is_redacted_over_the_letters_that_spelled_it():
-    from guardrails.content import policy_for
+    from guardrails.policy import policy_for
 
     policy = policy_for([{"pattern": r"ACME-\d{4}", "action": "redact", "label": "code"}], [])
     text = f"see {CYRILLIC_ACME}, \uff21\u0421\u039c\uff25-\uff11\uff12\uff13\uff14 and ACME-1234 now"

@@ -1,5 +1,5 @@
-"""The scanning engine under guardrails.content: how much text a request's guardrails may scan, how their patterns
-are combined into RE2 programs, where a scan gives other greenlets their turn, and the byte-level helpers.
+"""The RE2 scan under guardrails.policy: how much text a request's guardrails may scan (the budget), how their
+patterns are combined into RE2 programs, where a scan gives other greenlets their turn, and the byte-level helpers.
 
 - Budget (`scan_budget_check`): a request's guardrails scan at most GUARDRAILS_SCAN_MAX_BYTES_PER_GUARDRAIL bytes
   (UTF-8) of text each, and GUARDRAILS_SCAN_MAX_BYTES_PER_REQUEST bytes in all (the bytes read times the passes:
@@ -15,9 +15,9 @@ are combined into RE2 programs, where a scan gives other greenlets their turn, a
   the text is read once per group (a combined search, then an RE2::Set naming the patterns to locate), not once per
   pattern. Small matters: some patterns that are cheap alone (counted repetitions such as `.{0,1000}secret`) make a
   union whose automaton has too many states for its memory; an RE2::Set never falls back from its DFA to the NFA as
-  a single program does, so it rebuilds states on nearly every byte (about 30 s of CPU per MiB for seven such
-  patterns, where each alone costs under 0.1 s). A group's program stays under GROUP_MAX_PROGRAM instructions, so
-  the usual filters and every builtin are still one group (one pass) while such patterns run in small groups.
+  a single program does, so it rebuilds states on nearly every byte, far slower than the patterns scanned each
+  alone (benchmarks/RESULTS.md). A group's program stays under GROUP_MAX_PROGRAM instructions, so the usual
+  filters and every builtin are still one group (one pass) while such patterns run in small groups.
 - Yielding (guardrails.pacing.scan_pace): every RE2 call of a scan reports the bytes it read, and folding a text
   the bytes of view it built; each SCAN_YIELD_BYTES of them, under gevent (a monkey-patched worker), the scan lets
   the other greenlets of the worker run (`gevent.sleep(0)`). A
@@ -57,8 +57,8 @@ MSG_SCAN_TOO_LARGE_REQUEST = (
     "request was refused, not sent partly unscanned"
 )
 
-# A group's combined program, in RE2 instructions (`programsize`): the 20 filters of benchmarks/guardrails_cost.py
-# and every builtin together make about 2,450 (one group), seven patterns with counted repetitions about 23,000.
+# A group's combined program, in RE2 instructions (`programsize`): large enough for the usual filters and every
+# builtin together, small enough to leave out unions of counted repetitions (sizes: benchmarks/RESULTS.md).
 GROUP_MAX_PROGRAM = 3000
 # The combined programs of a group hold up to every filter of several guardrails at once.
 COMBINED_MAX_MEM = 64 << 20
@@ -85,7 +85,7 @@ def scan_passes(guardrails: int, *, prescan: bool = False) -> tuple[int, int]:
 def scan_budget_check(*, texts: Iterable[str], guardrails: Sequence[str], prescan: bool = False) -> None:
     """Refuse (413) a request whose text is over a guardrail's or the request's scanned-bytes budget.
 
-    `texts`: each text the filters read (a run of parts joined and each part: guardrails.stage); `guardrails`: the
+    `texts`: each text the filters read (a run of parts joined and each part: guardrails.texts); `guardrails`: the
     names of the request's guardrails whose filters scan them (each reads all of it); `prescan`: the entity model
     is asked, so each guardrail reads the texts twice (`scan_passes`). A text counts what the filters read, its
     folded views (`views_of`: a view may be 11 times the text), and never less than its own size (folding reads
@@ -267,10 +267,9 @@ class Stopwatch:
 
 
 # A group whose combined programs read a text of at least SLOW_CHECK_BYTES slower than SLOW_NS_PER_BYTE is split
-# into its patterns for the scans after (`ContentPolicy`): a usual group reads 1-10 ns a byte (up to ~40 where
-# matches are dense: each of the many short searches costs a call), a group whose union has too many states
-# 250-1,300 ns, and its patterns alone 5-45 ns together. Results do not depend on it: groups of any shape find the
-# same matches; only the cost does.
+# into its patterns for the scans after (guardrails.policy): the bound lies well above what a usual group costs,
+# dense matches included, and well below a group whose union has too many states (benchmarks/RESULTS.md). Results
+# do not depend on it: groups of any shape find the same matches; only the cost does.
 SLOW_CHECK_BYTES = 32 * 1024
 SLOW_NS_PER_BYTE = 100
 
