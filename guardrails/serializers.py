@@ -11,7 +11,6 @@ from rest_framework import serializers
 from gateway import fields
 from gateway.accounts.models import ApiKey, Member
 from gateway.errors import GatewayError
-from gateway.query import ClosedQuerySerializer
 from guardrails import detectors, patterns
 from guardrails.models import DataCollection, FilterAction, ResetInterval
 from routing.models import Provider
@@ -258,13 +257,13 @@ class GuardrailListSerializer(serializers.Serializer):
     total_count = serializers.IntegerField()
 
 
-class GuardrailListQuerySerializer(ClosedQuerySerializer):
+class GuardrailListQuerySerializer(serializers.Serializer):
     workspace_id = fields.UUIDField(required=False)
     offset = fields.QueryIntegerField(required=False, default=0, min_value=0)
     limit = fields.QueryIntegerField(required=False, default=100, min_value=1, max_value=100)
 
 
-class AssignmentListQuerySerializer(ClosedQuerySerializer):
+class AssignmentListQuerySerializer(serializers.Serializer):
     offset = fields.QueryIntegerField(required=False, default=0, min_value=0)
     limit = fields.QueryIntegerField(required=False, default=100, min_value=1, max_value=1000)
 
