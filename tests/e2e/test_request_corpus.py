@@ -44,6 +44,8 @@ RESPONSES = {
     "plugins": [HEALING],
     "temperature": 0.5,
     "max_output_tokens": 100,
+    "stream": True,
+    "stream_options": {"include_obfuscation": False},
 }
 CHAT = {
     "model": "standin/echo",
@@ -54,6 +56,9 @@ CHAT = {
     "plugins": [HEALING],
     "temperature": 0.5,
     "max_tokens": 100,
+    "stream": True,
+    "stream_options": {"include_usage": True},
+    "response_format": {"type": "json_schema", "json_schema": {"name": "a", "schema": {"type": "object"}}},
 }
 MESSAGE = {
     "model": "standin/echo",
@@ -62,6 +67,7 @@ MESSAGE = {
     "tools": [{"name": "get_weather", "input_schema": WEATHER_PARAMETERS}],
     "thinking": {"type": "disabled"},
     "metadata": {"user_id": "u"},
+    "system": [{"type": "text", "text": "Be brief"}],
     "provider": PROVIDER,
     "plugins": [HEALING],
 }
@@ -193,7 +199,7 @@ class Case:
     kind: str
     names: str  # the path the error must name
     body: dict
-    or_names: str = ""  # a misspelt required field: naming it missing names it too
+    or_names: str = ""  # a misspelt field: naming it missing names it too
 
 
 def dotted(path: Path) -> str:
@@ -235,8 +241,8 @@ def closed(node: dict) -> bool:
 
 
 def mutations(node: dict, kind: str) -> Iterator[tuple[str, Any, str]]:
-    """For one object's schema: (the key the mutation sets, its value or RENAME, the declared field it names
-    when that field is required)."""
+    """For one object's schema: (the key the mutation sets, its value or RENAME, the declared field a renamed
+    one leaves out: an error naming it missing names the field too)."""
     properties = node["properties"]
     if kind == "unknown_sibling" and closed(node):
         yield UNKNOWN, 1, ""
@@ -245,7 +251,7 @@ def mutations(node: dict, kind: str) -> Iterator[tuple[str, Any, str]]:
             for wrong in WRONG_VALUES:
                 yield name, wrong, ""
         elif kind == "misspelling" and closed(node):
-            yield misspelt(name, properties), (RENAME, name), name if name in node.get("required", []) else ""
+            yield misspelt(name, properties), (RENAME, name), name
 
 
 RENAME = object()
@@ -310,12 +316,20 @@ def door_client(persona, endpoint: Endpoint) -> APIClient:
     return client
 
 
-def send(client: APIClient, endpoint: Endpoint, records: dict, body: dict):
+@dataclass(frozen=True)
+class Reply:
+    status_code: int
+    content: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.content)
+
+
+def send(client: APIClient, endpoint: Endpoint, records: dict, body: dict) -> Reply:
     url = "/api/v1" + endpoint.path.format(**records)
     response = getattr(client, endpoint.method)(url, body, format="json")
-    if getattr(response, "streaming", False):
-        b"".join(response.streaming_content)
-    return response
+    streamed = getattr(response, "streaming", False)
+    return Reply(response.status_code, b"".join(response.streaming_content) if streamed else response.content)
 
 
 def mentions(message: str, path: str) -> bool:
