@@ -20,6 +20,7 @@ from gateway.accounts.permissions import IsManagementKey
 from gateway.accounts.selectors import workspace_exists
 from gateway.api import error_responses
 from gateway.errors import GatewayError
+from gateway.query import query_params
 
 BYOK_ID = OpenApiParameter("byok_id", str, OpenApiParameter.PATH, description="BYOK key id (UUID)")
 
@@ -108,6 +109,7 @@ class ByokDetailApi(APIView):
         responses={200: ByokEnvelopeSerializer, **error_responses(401, 403, 404, 429, 500)},
     )
     def get(self, request, byok_id):
+        query_params(request)
         return Response(
             {"data": byok_record(selectors.byok_key_get(account_id=request.user.account_id, key_id=byok_id))}
         )

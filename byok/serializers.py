@@ -9,6 +9,7 @@ from byok.models import SharedCapacity
 from byok.sdk_fields import record_flags
 from gateway import fields
 from gateway.accounts.selectors import live_key_hashes, member_user_ids
+from gateway.query import ClosedQuerySerializer
 
 MAX_FILTER_ENTRIES = 100
 KEY_HASH = re.compile(r"^[0-9a-f]{64}$")
@@ -160,7 +161,7 @@ class ByokListSerializer(serializers.Serializer):
     total_count = serializers.IntegerField()
 
 
-class ByokListQuerySerializer(serializers.Serializer):
+class ByokListQuerySerializer(ClosedQuerySerializer):
     provider = fields.CharField(required=False, max_length=100)
     workspace_id = fields.UUIDField(required=False)
     offset = fields.QueryIntegerField(required=False, default=0, min_value=0)

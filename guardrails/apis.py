@@ -9,6 +9,7 @@ from gateway.accounts.models import Workspace
 from gateway.accounts.permissions import IsManagementKey
 from gateway.api import error_responses
 from gateway.errors import GatewayError
+from gateway.query import query_params
 from guardrails import selectors, services
 from guardrails.serializers import (
     AssignedCountSerializer,
@@ -99,6 +100,7 @@ class GuardrailDetailApi(APIView):
         responses={200: GuardrailEnvelopeSerializer, **error_responses(401, 403, 404, 429, 500)},
     )
     def get(self, request, guardrail_id):
+        query_params(request)
         guardrail = selectors.guardrail_get(account_id=request.user.account_id, guardrail_id=guardrail_id)
         return Response({"data": _record(guardrail)})
 

@@ -11,6 +11,7 @@ from rest_framework import serializers
 from gateway import fields
 from gateway.accounts.models import ApiKey, Member
 from gateway.errors import GatewayError
+from gateway.query import ClosedQuerySerializer
 from guardrails import detectors, patterns
 from guardrails.models import DataCollection, FilterAction, ResetInterval
 from routing.models import Provider
@@ -257,13 +258,13 @@ class GuardrailListSerializer(serializers.Serializer):
     total_count = serializers.IntegerField()
 
 
-class GuardrailListQuerySerializer(serializers.Serializer):
+class GuardrailListQuerySerializer(ClosedQuerySerializer):
     workspace_id = fields.UUIDField(required=False)
     offset = fields.QueryIntegerField(required=False, default=0, min_value=0)
     limit = fields.QueryIntegerField(required=False, default=100, min_value=1, max_value=100)
 
 
-class AssignmentListQuerySerializer(serializers.Serializer):
+class AssignmentListQuerySerializer(ClosedQuerySerializer):
     offset = fields.QueryIntegerField(required=False, default=0, min_value=0)
     limit = fields.QueryIntegerField(required=False, default=100, min_value=1, max_value=1000)
 

@@ -6,6 +6,7 @@ from rest_framework.views import APIView
 
 from gateway.accounts.permissions import IsManagementKey
 from gateway.api import error_responses
+from gateway.query import query_params
 from plugins.selectors import plugin_defaults_list
 from plugins.serializers import PluginDefaultsEnvelopeSerializer, PluginDefaultsUpdateRequestSerializer
 from plugins.services import plugin_defaults_replace
@@ -23,6 +24,7 @@ class PluginDefaultsApi(APIView):
         responses={200: PluginDefaultsEnvelopeSerializer, **error_responses(401, 403, 429, 500)},
     )
     def get(self, request):
+        query_params(request)
         rows = plugin_defaults_list(account_id=request.user.account_id)
         return Response({"data": {"plugins": [row.entry() for row in rows]}})
 

@@ -6,6 +6,7 @@ from rest_framework.views import APIView
 from gateway.accounts.permissions import IsManagementKey
 from gateway.api import error_responses
 from gateway.errors import NotFound
+from gateway.query import query_params
 from routing import selectors
 from routing.limits import RoutingLimit, limits_for
 from routing.listing import (
@@ -170,6 +171,7 @@ class ModelRetrieveApi(APIView):
         responses={200: ModelRetrieveSerializer, **error_responses(401, 404, 429, 500)},
     )
     def get(self, request, author: str, slug: str):
+        query_params(request)
         model = listed_model(request, author, slug)
         record = caller_record(model, available=model_available(request, model))
         return Response({**record, "object": "model", "owned_by": model.id.partition("/")[0]})
@@ -185,6 +187,7 @@ class ModelGetApi(APIView):
         responses={200: ModelEnvelopeSerializer, **error_responses(401, 404, 429, 500)},
     )
     def get(self, request, author: str, slug: str):
+        query_params(request)
         model = listed_model(request, author, slug)
         return Response({"data": caller_record(model, available=model_available(request, model))})
 
@@ -226,6 +229,7 @@ class ModelEndpointsApi(APIView):
         responses={200: ModelEndpointsEnvelopeSerializer, **error_responses(401, 404, 429, 500)},
     )
     def get(self, request, author: str, slug: str):
+        query_params(request)
         model = selectors.model_get(model_id=f"{author}/{slug}")
         if model is None:
             raise NotFound(MSG_MODEL_NOT_FOUND)
@@ -250,6 +254,7 @@ class ProviderListApi(APIView):
         responses={200: ProviderListSerializer, **error_responses(401, 429, 500)},
     )
     def get(self, request):
+        query_params(request)
         return Response({"data": ProviderRecordSerializer(selectors.providers_list(), many=True).data})
 
 
@@ -273,6 +278,7 @@ class AccountRoutingSettingsApi(APIView):
         responses={200: AccountRoutingEnvelopeSerializer, **error_responses(401, 403, 429, 500)},
     )
     def get(self, request):
+        query_params(request)
         return Response({"data": self._data(request.user.account_id)})
 
     @extend_schema(

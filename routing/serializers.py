@@ -1,6 +1,7 @@
 from rest_framework import serializers
 
 from gateway import fields
+from gateway.query import ClosedQuerySerializer
 from routing.models import ModelKind, Provider
 from routing.preferences import slug_matches
 from routing.pricing import per_token
@@ -84,7 +85,37 @@ class ModelCountSerializer(serializers.Serializer):
     data = ModelCountDataSerializer()  # type: ignore[assignment]  # the envelope's field shadows Serializer.data
 
 
-class ModelCountQuerySerializer(serializers.Serializer):
+def _not_filtered(what: str) -> str:
+    return f"not supported: this gateway does not filter or sort the model list by {what}"
+
+
+# The openrouter SDK's `models.list` / `list_for_user` parameters this gateway cannot honour (its catalog has
+# no categories, rankings, benchmarks or data regions, and filters only by the parameters declared below).
+MODEL_FILTERS_REFUSED = {
+    "category": _not_filtered("use-case category (the catalog has no categories)"),
+    "sort": _not_filtered("popularity, price, context, speed or benchmark: models come in catalog order"),
+    "context": _not_filtered("context length (each model's `context_length` is listed)"),
+    "min_price": _not_filtered("price (each model's `pricing` is listed)"),
+    "max_price": _not_filtered("price (each model's `pricing` is listed)"),
+    "min_output_price": _not_filtered("price (each model's `pricing` is listed)"),
+    "max_output_price": _not_filtered("price (each model's `pricing` is listed)"),
+    "arch": _not_filtered("architecture family"),
+    "model_authors": _not_filtered("author (a model id starts with its author; `q` searches ids)"),
+    "distillable": _not_filtered("distillation capability (the catalog does not record it)"),
+    "zdr": _not_filtered("zero data retention: ZDR is a routing setting (`provider.zdr`, /routing/settings)"),
+    "region": _not_filtered("data region (the catalog does not record one)"),
+    "min_age_days": _not_filtered("model age (each model's `created` is listed)"),
+    "max_age_days": _not_filtered("model age (each model's `created` is listed)"),
+    "use_rss": "not supported: this gateway answers JSON only",
+    **{
+        f"{bound}_{index}": _not_filtered("benchmark scores (the catalog has none)")
+        for bound in ("min", "max")
+        for index in ("intelligence_index", "coding_index", "agentic_index", "tool_success_rate")
+    },
+}
+
+
+class ModelCountQuerySerializer(ClosedQuerySerializer):
     """The filters /models takes (no paging: a count has no pages)."""
 
     q = fields.CharField(required=False, max_length=200, help_text="Search in id, name and description")
@@ -92,6 +123,8 @@ class ModelCountQuerySerializer(serializers.Serializer):
     input_modalities = fields.CharField(required=False, help_text="Comma list")
     output_modalities = fields.CharField(required=False, help_text="Comma list, or `all`")
     providers = fields.CharField(required=False, help_text="Comma list of provider slugs")
+
+    refused = MODEL_FILTERS_REFUSED
 
 
 class ListLinksSerializer(serializers.Serializer):
@@ -104,7 +137,7 @@ class ModelListSerializer(serializers.Serializer):
     links = ListLinksSerializer()
 
 
-class ModelListQuerySerializer(serializers.Serializer):
+class ModelListQuerySerializer(ClosedQuerySerializer):
     offset = fields.QueryIntegerField(required=False, min_value=0)
     limit = fields.QueryIntegerField(required=False, min_value=1, max_value=1000)
     q = fields.CharField(required=False, max_length=200, help_text="Search in id, name and description")
@@ -112,6 +145,8 @@ class ModelListQuerySerializer(serializers.Serializer):
     input_modalities = fields.CharField(required=False, help_text="Comma list")
     output_modalities = fields.CharField(required=False, help_text="Comma list, or `all`")
     providers = fields.CharField(required=False, help_text="Comma list of provider slugs")
+
+    refused = MODEL_FILTERS_REFUSED
 
     @staticmethod
     def as_list(value: str | None) -> list[str]:

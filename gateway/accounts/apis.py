@@ -18,6 +18,7 @@ from gateway.accounts.serializers import (
     api_key_record,
 )
 from gateway.api import error_responses
+from gateway.query import query_params
 
 KEY_HASH_PARAM = OpenApiParameter("key_hash", str, OpenApiParameter.PATH, description="SHA-256 hex of the key")
 
@@ -39,6 +40,7 @@ class ApiKeyListCreateApi(APIView):
             account_id=request.user.account_id,
             workspace_id=params.get("workspace_id"),
             include_disabled=params["include_disabled"],
+            include_expired=params["include_expired"],
         )
         page = keys[params["offset"] : params["offset"] + params["limit"]]
         return Response({"data": [api_key_record(key) for key in page], "total_count": keys.count()})
@@ -69,6 +71,7 @@ class ApiKeyDetailApi(APIView):
         responses={200: ApiKeyEnvelopeSerializer, **error_responses(401, 403, 404, 429, 500)},
     )
     def get(self, request, key_hash: str):
+        query_params(request)
         return Response({"data": api_key_record(self._key(request, key_hash))})
 
     @extend_schema(
@@ -105,6 +108,7 @@ class CurrentKeyApi(APIView):
         responses={200: CurrentKeyEnvelopeSerializer, **error_responses(401, 429, 500)},
     )
     def get(self, request):
+        query_params(request)
         key = selectors.api_key_get(account_id=request.user.account_id, key_hash=request.user.key_hash)
         record = api_key_record(key)
         fields = set(CurrentKeySerializer().fields) - {"is_free_tier", "is_provisioning_key"}

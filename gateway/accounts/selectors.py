@@ -1,6 +1,7 @@
 from uuid import UUID
 
 from django.db.models import QuerySet
+from django.utils import timezone
 
 from gateway.accounts.models import ApiKey, Member, Workspace
 from gateway.errors import NotFound
@@ -8,12 +9,16 @@ from gateway.errors import NotFound
 MSG_KEY_NOT_FOUND = "API key not found"
 
 
-def api_keys_list(*, account_id: UUID, workspace_id: UUID | None = None, include_disabled: bool = True) -> QuerySet:
+def api_keys_list(
+    *, account_id: UUID, workspace_id: UUID | None = None, include_disabled: bool = True, include_expired: bool = True
+) -> QuerySet:
     keys = ApiKey.objects.filter(account_id=account_id).select_related("creator").order_by("-created_at", "-id")
     if workspace_id is not None:
         keys = keys.filter(workspace_id=workspace_id)
     if not include_disabled:
         keys = keys.filter(disabled=False)
+    if not include_expired:
+        keys = keys.exclude(expires_at__lte=timezone.now())
     return keys
 
 

@@ -6,6 +6,7 @@ from rest_framework import serializers
 from gateway import fields
 from gateway.accounts.models import ApiKey, LimitReset
 from gateway.accounts.usage import key_usage_readers
+from gateway.query import ClosedQuerySerializer
 
 MAX_KEY_LIMIT = Decimal("1000000000")  # USD; the column holds 12 integer digits
 
@@ -87,9 +88,12 @@ class ApiKeyDeletedSerializer(serializers.Serializer):
     deleted = serializers.BooleanField()
 
 
-class ApiKeyListQuerySerializer(serializers.Serializer):
+class ApiKeyListQuerySerializer(ClosedQuerySerializer):
     workspace_id = fields.UUIDField(required=False)
     include_disabled = fields.QueryBooleanField(required=False, default=True)
+    include_expired = fields.QueryBooleanField(
+        required=False, default=True, help_text="false leaves out the keys whose `expires_at` has passed"
+    )
     offset = fields.QueryIntegerField(required=False, default=0, min_value=0)
     limit = fields.QueryIntegerField(required=False, default=100, min_value=1, max_value=1000)
 

@@ -13,6 +13,7 @@ from gateway.billing.serializers import (
     GenerationQuerySerializer,
     generation_data,
 )
+from gateway.query import query_params
 
 
 class CreditsApi(APIView):
@@ -24,6 +25,7 @@ class CreditsApi(APIView):
         responses={200: CreditsEnvelopeSerializer, **error_responses(401, 403, 429, 500)},
     )
     def get(self, request):
+        query_params(request)
         summary = credits_summary(account_id=request.user.account_id)
         data = CreditsSerializer({"total_credits": summary.total_credits, "total_usage": summary.total_usage}).data
         return Response({"data": data})

@@ -1,6 +1,7 @@
 from rest_framework import serializers
 
 from gateway import fields
+from gateway.query import ClosedQuerySerializer
 
 
 class CreditsSerializer(serializers.Serializer):
@@ -174,7 +175,7 @@ class GenerationEnvelopeSerializer(serializers.Serializer):
     data = GenerationSerializer()  # type: ignore[assignment]  # the envelope's field shadows Serializer.data
 
 
-class GenerationQuerySerializer(serializers.Serializer):
+class GenerationQuerySerializer(ClosedQuerySerializer):
     id = fields.CharField(max_length=64)
 
 

@@ -5,13 +5,14 @@ from django.core.validators import RegexValidator
 from rest_framework import serializers
 
 from gateway import fields
+from gateway.query import ClosedQuerySerializer
 
 KEY_HASH = re.compile(r"^[0-9a-f]{64}$")
 DAY = re.compile(r"^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])$")
 ACTIVITY_DAYS = 30
 
 
-class ActivityQuerySerializer(serializers.Serializer):
+class ActivityQuerySerializer(ClosedQuerySerializer):
     date = fields.CharField(
         required=False,
         max_length=10,
@@ -26,6 +27,16 @@ class ActivityQuerySerializer(serializers.Serializer):
         help_text="Only this API key's requests (its SHA-256 hash)",
     )
     workspace_id = fields.UUIDField(required=False, help_text="Only this workspace's requests")
+    group_by = fields.ChoiceField(
+        required=False,
+        choices=["workspace"],
+        help_text="`workspace` only: rows are always split per workspace, each with its `workspace_id`",
+    )
+
+    # The openrouter SDK's `get_user_activity` parameter this gateway cannot honour.
+    refused = {
+        "user_id": "not supported: activity is not recorded per organization member (filter by `api_key_hash`)",
+    }
 
     def validate_date(self, value: str) -> dt.date:
         try:
