@@ -313,7 +313,8 @@ TOOL_CHOICE_FIELD_SCHEMA = {
         {
             "type": "object",
             "required": ["type", "name"],
-            "description": "A function tool of `tools`, by name",
+            "description": "A function tool of `tools`, by name (not a deferred one: it is not sent before "
+            "gateway:tool_search finds it)",
             "properties": {
                 "type": {"type": "string", "enum": ["function"]},
                 "name": {"type": "string", "minLength": 1},
@@ -323,7 +324,8 @@ TOOL_CHOICE_FIELD_SCHEMA = {
             "type": "object",
             "required": ["type", "tools"],
             "description": "Only these tools of `tools` may be called (auto: may; required: one must be). Sent as "
-            "such to the Responses wire; elsewhere as the tool list cut to them, with auto or required",
+            "such to the Responses wire; elsewhere as the tool list cut to them, with auto or required. A deferred "
+            "function only beside gateway:tool_search: allowed once found",
             "properties": {
                 "type": {"type": "string", "enum": ["allowed_tools"]},
                 "mode": {"type": "string", "enum": ["auto", "required"]},
