@@ -21,19 +21,18 @@ from responses_api.metadata import metadata_headers_check, metadata_requested
 from responses_api.normalize import Prepared, reestimated
 from responses_api.own_hold import response_own_hold
 from responses_api.render import output_items
+from responses_api.run import ResponseRun, response_abandon
 from responses_api.service import (
-    ResponseRun,
     error_metadata,
-    response_abandon,
     response_charge_checks,
     response_hold,
     response_normalize,
     response_plan,
-    usage_add,
 )
 from responses_api.streaming import response_open_stream
 from responses_api.validation.request import ResponseCreateRequestSerializer
 from routing.attempts import AttemptsFailed
+from routing.pricing_usage import usage_add
 from routing.stages import Block, PreStage, RequestContext, StageBlocked, Staged, StageEntry
 
 

@@ -14,7 +14,7 @@ from django.conf import settings
 from responses_api import stages
 from responses_api.errors import final_error
 from responses_api.render import failure_error
-from responses_api.service import ResponseRun, Settled, response_abandon
+from responses_api.run import ResponseRun, Settled, response_abandon
 from responses_api.stream_render import DONE, KEEPALIVE, StreamRenderer
 from routing.attempts import WAITING, AttemptsFailed, AttemptStream, release_db_connection
 from routing.canonical import CanonicalResponse

@@ -1,6 +1,7 @@
 """The BYOK fee (spec rule 9): 5% of what the request would cost on shared capacity, after a monthly free
 allowance measured in list-price inference cost of the account's BYOK requests in the calendar month."""
 
+from collections.abc import Iterable
 from decimal import Decimal
 from uuid import UUID
 
@@ -28,3 +29,16 @@ def byok_fee(*, list_cost: Decimal, month_to_date: Decimal, plan: str) -> Decima
     above_after = max(Decimal(0), month_to_date + list_cost - allowance)
     above_before = max(Decimal(0), month_to_date - allowance)
     return (above_after - above_before) * BYOK_FEE_RATE
+
+
+def hold_amount(list_costs: Iterable[tuple[Decimal, bool]], *, plan: str, month_to_date: Decimal | None) -> Decimal:
+    """The worst case over a request's candidates, each (its list cost, whether it runs on a BYOK key): the list
+    price on shared capacity, the BYOK fee on a key. `month_to_date` None: the list price everywhere (what a budget
+    counting BYOK spends)."""
+    worst = Decimal(0)
+    for list_cost, is_byok in list_costs:
+        cost = list_cost
+        if is_byok and month_to_date is not None:
+            cost = byok_fee(list_cost=list_cost, month_to_date=month_to_date, plan=plan)
+        worst = max(worst, cost)
+    return worst

@@ -12,8 +12,8 @@ from responses_api.chat.apis import METADATA_HEADER, SESSION_HEADER
 from responses_api.embeddings.service import embeddings_call, embeddings_prepare_run, embeddings_result
 from responses_api.embeddings.validation import EmbeddingCreateRequestSerializer
 from responses_api.metadata import view_error_metadata
+from responses_api.run import response_abandon
 from responses_api.schema import GatewayMetadataSerializer
-from responses_api.service import response_abandon
 
 
 class EmbeddingDataSerializer(serializers.Serializer):

@@ -10,7 +10,8 @@ from gateway.errors import GatewayError
 from responses_api import pipeline, stages
 from responses_api.metadata import requested_models
 from responses_api.normalize import CHARS_PER_TOKEN, Prepared, safety_hash
-from responses_api.service import ResponseRun, error_metadata, response_charge_checks, response_hold, response_plan
+from responses_api.run import ResponseRun
+from responses_api.service import error_metadata, response_charge_checks, response_hold, response_plan
 from routing.attempts import AttemptSequence, AttemptsFailed
 from routing.canonical import CanonicalRequest, Message, TextPart, Usage
 from routing.models import ModelKind
@@ -28,7 +29,7 @@ MSG_TOKENS_UNCHECKED = (
     "input[{index}]: token arrays cannot be checked by the guardrails that apply to this key; send the text"
 )
 MSG_DIMENSIONS = "The provider returned {got} dimensions, not the {wanted} asked for"
-USAGE_INPUT_FACTOR, USAGE_INPUT_SLACK = 8, 4096  # as responses_api.service: a plausible reported count
+USAGE_INPUT_FACTOR, USAGE_INPUT_SLACK = 8, 4096  # as routing.pricing_usage: a plausible reported count
 
 
 def refuse_embedding_models(data: dict) -> None:

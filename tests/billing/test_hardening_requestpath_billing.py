@@ -58,7 +58,7 @@ def charge_and_hold(generation_id: str) -> tuple[Decimal, Decimal]:
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
 def test_huge_reported_usage_is_clamped_to_the_hold(alice, standin_catalog, provider, stream, caplog):
     # Given an upstream that reports a billion input and output tokens for max_output_tokens 16
-    caplog.set_level(logging.WARNING, logger="responses_api.service")
+    caplog.set_level(logging.WARNING, logger="responses_api.run")
     before = ledger_consistent(alice.account_id)
     response = ask(
         alice.client(),
@@ -194,8 +194,8 @@ def test_plausible_usage_is_billed_as_reported(alice, standin_catalog):
 
 
 def test_clamp_rules():
-    from responses_api.service import UsageBounds, clamp_usage
     from routing.canonical import Usage
+    from routing.pricing_usage import UsageBounds, clamp_usage
 
     bounds = UsageBounds(input_tokens=1000, output_tokens=80, held_input_tokens=50, held_output_tokens=16)
     plausible = Usage(input_tokens=900, cached_tokens=100, output_tokens=80, reasoning_tokens=30)

@@ -97,8 +97,8 @@ def test_an_account_that_can_pay_is_charged_exactly_the_tokens_and_the_searches(
 
 def test_searches_beyond_what_the_provider_was_allowed_are_not_billed():
     """A provider (a BYOK endpoint can point anywhere) reporting 1,000,000 searches: billed for the allowed ones."""
-    from responses_api.service import UsageBounds, clamp_usage
     from routing.canonical import Usage
+    from routing.pricing_usage import UsageBounds, clamp_usage
 
     bounds = UsageBounds(
         input_tokens=1000, output_tokens=80, held_input_tokens=50, held_output_tokens=16, web_searches=10
