@@ -163,6 +163,8 @@ def _tool_calls(fields: Fields) -> list[dict]:
         checked.only("id", "type", "function", "index")  # a call gathered from a stream keeps its index
         call_id = checked.text("id", required=True, max_length=256)
         checked.choice("type", ("function",), required=True)
+        if "index" in call and (not isinstance(call["index"], int) or isinstance(call["index"], bool)):
+            checked.errors["index"] = "must be an integer"
         function = Fields(checked.object("function") or {})
         function.only("name", "arguments")
         name = function.text("name", required=True, max_length=256)
