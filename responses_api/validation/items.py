@@ -185,6 +185,19 @@ def _unknown_in_parts(parts: list, names: tuple[str, ...]) -> dict[int, dict]:
     return found
 
 
+def _wrong_text_parts(parts: list) -> dict[int, object]:
+    """What is wrong with each text part, by position, so the error names the part's field (`output[0].text`)."""
+    found: dict[int, object] = {}
+    for index, part in enumerate(parts):
+        if not isinstance(part, dict):
+            found[index] = "must be an object"
+        elif part.get("type") not in ("input_text", "output_text"):
+            found[index] = {"type": 'must be "input_text" or "output_text"'}
+        elif not isinstance(part.get("text"), str):
+            found[index] = {"text": "must be a string"}
+    return found
+
+
 def _function_call_output(fields: Fields) -> None:
     fields.only("type", "id", "call_id", "status", "output")
     fields.text("id", null=True)
@@ -195,6 +208,9 @@ def _function_call_output(fields: Fields) -> None:
         return
     if isinstance(fields.source["output"], list) and (unknown := _unknown_in_parts(fields.source["output"], TEXT_PART)):
         fields.errors["output"] = unknown
+        return
+    if isinstance(fields.source["output"], list) and (wrong := _wrong_text_parts(fields.source["output"])):
+        fields.errors["output"] = wrong
         return
     output = _output_value(fields.source["output"])
     if output is None:
