@@ -34,9 +34,17 @@ WEATHER_PARAMETERS = {"type": "object", "properties": {}}
 HEALING = {"id": "response-healing"}
 PROVIDER = {"sort": "price", "max_price": {"prompt": 100}}
 
+CALL = {"type": "function_call", "call_id": "c1", "name": "get_weather", "arguments": "{}"}
 RESPONSES = {
     "model": "standin/echo",
-    "input": [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Hi"}]}],
+    "input": [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Hi"}]},
+        CALL,
+        {"type": "function_call_output", "call_id": "c1", "output": [{"type": "input_text", "text": "Sunny"}]},
+    ],
+    "cache_control": {"type": "ephemeral"},
+    "trace": {"trace_id": "t1"},
+    "debug": {"echo_upstream_body": True},
     "tools": [{"type": "function", "name": "get_weather", "parameters": WEATHER_PARAMETERS}],
     "provider": PROVIDER,
     "reasoning": {"effort": "low"},
@@ -49,8 +57,16 @@ RESPONSES = {
 }
 CHAT = {
     "model": "standin/echo",
-    "messages": [{"role": "user", "content": "Hi"}],
+    "messages": [
+        {"role": "user", "content": [{"type": "text", "text": "Hi"}]},
+        {
+            "role": "assistant",
+            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "Sunny"},
+    ],
     "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": WEATHER_PARAMETERS}}],
+    "cache_control": {"type": "ephemeral"},
     "provider": PROVIDER,
     "reasoning": {"effort": "low"},
     "plugins": [HEALING],
@@ -63,8 +79,13 @@ CHAT = {
 MESSAGE = {
     "model": "standin/echo",
     "max_tokens": 100,
-    "messages": [{"role": "user", "content": [{"type": "text", "text": "Hi"}]}],
+    "messages": [
+        {"role": "user", "content": [{"type": "text", "text": "Hi"}]},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "get_weather", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "Sunny"}]},
+    ],
     "tools": [{"name": "get_weather", "input_schema": WEATHER_PARAMETERS}],
+    "cache_control": {"type": "ephemeral"},
     "thinking": {"type": "disabled"},
     "metadata": {"user_id": "u"},
     "system": [{"type": "text", "text": "Be brief"}],
@@ -78,6 +99,7 @@ GUARDRAIL = {
     "limit_usd": 5,
     "allowed_models": ["standin/echo"],
     "content_filters": [{"pattern": "lorem", "action": "flag"}],
+    "content_filter_builtins": [{"slug": "email", "action": "redact"}],
 }
 
 
