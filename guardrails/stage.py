@@ -55,7 +55,7 @@ from routing.stages import Block, RequestContext, Staged, StageEntry, ToolResult
 
 SUMMARY = {"block": "blocked", "redact": "redacted", "flag": "flagged", None: "passed"}
 # The routers whose model calls read the request as it is, files included, before the file-parser and the second
-# pass run (the fusion panel: plugins.routing_plugins.fusion). With content filters in force, a file the first pass
+# pass run (the fusion panel: plugins.fusion.run). With content filters in force, a file the first pass
 # cannot read is refused before them. The auto-router's classifier reads only the text parts (scanned in the first
 # pass), the pareto router calls no model.
 PANEL_ROUTERS = frozenset({"gateway/fusion"})

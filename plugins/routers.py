@@ -10,7 +10,8 @@ from dataclasses import replace
 from decimal import Decimal
 
 from plugins.config import plugin_settings
-from plugins.routing_plugins import auto, fusion, pareto
+from plugins.fusion.stage import fusion_stage
+from plugins.routing_plugins import auto, pareto
 from plugins.routing_plugins.candidates import caller_limits, request_params
 from routing.canonical import CanonicalRequest
 from routing.stages import Block, RequestContext, Staged, StageEntry
@@ -55,7 +56,7 @@ class RouterStage:
             return Block(MSG_TURNED_OFF.format(slug=slug, id=plugin_id), status=400)
         options = options or {}
         if plugin_id == "fusion":
-            result = fusion.fusion_stage(request, ctx, options=options, limits=caller_limits(ctx))
+            result = fusion_stage(request, ctx, options=options, limits=caller_limits(ctx))
         elif plugin_id == "pareto-router":
             result = _pareto(request, ctx, options)
         else:

@@ -5,7 +5,7 @@ items). A tool that cannot do what the model asked returns a failed result the m
 A tool with progress to report is a generator: it yields its stream events as it runs (a web search's in_progress,
 searching, completed; a fusion run's panel and analysis events; None: still working) and returns its result;
 `run_tool` keeps them on the item (a buffered stream replays them). `gateway:fusion` runs a fusion panel
-(plugins.routing_plugins.fusion).
+(plugins.fusion.tool, registered by plugins.registry: this module never imports the plugins whose tools it runs).
 """
 
 import hashlib
@@ -266,13 +266,6 @@ def web_fetch_tool(args: dict, parameters: dict, tools: ToolContext) -> ToolResu
     return ToolResult(for_model=as_json(said), item=ServerToolItem(item=item))
 
 
-def fusion_tool(args: dict, parameters: dict, tools: ToolContext) -> Generator[dict | None, None, ToolResult]:
-    # imported here: a fusion panel member runs through the server-tool loop, which imports this module
-    from plugins.routing_plugins.fusion import fusion_tool_run
-
-    return (yield from fusion_tool_run(args, parameters, tools))
-
-
 ToolRun = Generator[dict | None, None, ToolResult]
 
 
@@ -302,8 +295,12 @@ RUNNERS = {
     "gateway:tool_search": Runner(tool_search_tool),
     "gateway:web_search": Runner(web_search_tool, available=lambda: bool(web_engines.configured_engines())),
     "gateway:web_fetch": Runner(web_fetch_tool),
-    "gateway:fusion": Runner(fusion_tool),
 }
+
+
+def runner_register(kind: str, runner: Runner) -> None:
+    """A tool another plugin runs (gateway:fusion: plugins.registry registers it when the app is ready)."""
+    RUNNERS[kind] = runner
 
 
 def pending_fields(kind: str, arguments: str, parameters: dict) -> dict:

@@ -51,7 +51,7 @@ RUN_TOOL_PARAMETERS = {
     ),
 }
 ROUTERS = ("gateway/auto", "gateway/auto-beta", "gateway/pareto-code", "gateway/fusion")  # the router model slugs
-# The server tools a fusion panel member may use (plugins.routing_plugins.fusion; never gateway:fusion itself).
+# The server tools a fusion panel member may use (plugins.fusion.panel; never gateway:fusion itself).
 PANEL_TOOLS = ("gateway:web_search", "gateway:web_fetch", "gateway:datetime", "gateway:search_models")
 OTHER_TOOL_TYPES = (
     "web_search",

@@ -11,7 +11,8 @@ import pytest
 
 from gateway.billing.models import Generation
 from gateway.billing.provisioning import account_provision
-from plugins.routing_plugins.fusion import _plan, panel_settings, worst_cost
+from plugins.fusion.costs import worst_cost
+from plugins.fusion.panel import member_plan, panel_settings
 from routing.canonical import CanonicalRequest, Message, TextPart
 from tests.billing.books import assert_books
 from tests.plugins.test_routers_catalog import routers_catalog
@@ -80,7 +81,7 @@ TOKENS = 2000  # what each panel member and the analyst report: their whole outp
 
 
 def fusion_worst(parameters: dict) -> Decimal:
-    """What one gateway:fusion run's credit check assumes (plugins.routing_plugins.fusion.fusion_tool_run)."""
+    """What one gateway:fusion run's credit check assumes (plugins.fusion.tool.fusion_tool_run)."""
     panel = panel_settings(parameters, analyst="corp/epsilon")
     assert not isinstance(panel, str)
     request = CanonicalRequest(
@@ -88,7 +89,7 @@ def fusion_worst(parameters: dict) -> Decimal:
         input=(Message(role="user", content=(TextPart("Name a cat"),)),),
         max_output_tokens=parameters["max_completion_tokens"],
     )
-    plans = {model: _plan(model, ()) for model in (*panel.models, panel.analyst)}
+    plans = {model: member_plan(model, ()) for model in (*panel.models, panel.analyst)}
     return worst_cost(request, [plans[m] for m in panel.models], plans[panel.analyst], panel=panel, final_answer=False)
 
 

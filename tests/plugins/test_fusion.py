@@ -8,7 +8,7 @@ from decimal import Decimal
 import pytest
 
 from gateway.billing.models import Generation
-from plugins.routing_plugins.fusion import analysis_parse
+from plugins.fusion.analysis import analysis_parse
 from routing.canonical import Usage
 from routing.catalog import endpoint_info
 from routing.models import Endpoint

@@ -129,25 +129,28 @@ def test_a_member_reporting_absurd_usage_is_billed_at_most_its_calls_worst_case(
     """Given a panel member whose upstream reports a million input and output tokens for a one-line question,
     when the panel runs, then that member is billed as what was sent and its output limit (not the model's
     context), and the whole run costs no more than the hold taken for it before it ran."""
-    from plugins.routing_plugins import fusion
+    from plugins.fusion.costs import worst_cost
+    from plugins.fusion.panel import Meter, Panel, member_plan, member_request, panel_settings
+    from plugins.fusion.run import fuse
+    from plugins.server_tools import drain
     from routing.canonical import CanonicalRequest, Message, TextPart
     from routing.side_calls import sent_tokens
 
     catalog(standin)
     hostile = "text=Answer,input_tokens=1000000,output_tokens=1000000"
     routers_catalog(standin, scripts={**{m: f"text=Answer from {m.split('/')[1]}" for m in PANEL}, PANEL[0]: hostile})
-    panel = fusion.panel_settings({"analysis_models": PANEL, "model": ANALYST, "tools": []})
-    assert isinstance(panel, fusion.Panel)
+    panel = panel_settings({"analysis_models": PANEL, "model": ANALYST, "tools": []})
+    assert isinstance(panel, Panel)
     question = CanonicalRequest(
         model="", input=(Message(role="user", content=(TextPart("Name a cat"),)),), max_output_tokens=MAX_OUTPUT
     )
-    plans = {model: fusion._plan(model, ()) for model in (*panel.models, panel.analyst)}
-    held = fusion.worst_cost(question, [plans[m] for m in panel.models], plans[ANALYST], panel=panel)
+    plans = {model: member_plan(model, ()) for model in (*panel.models, panel.analyst)}
+    held = worst_cost(question, [plans[m] for m in panel.models], plans[ANALYST], panel=panel)
 
-    fused = fusion.drain(fusion.fuse(question, panel, plans, fusion.Meter()))
+    fused = drain(fuse(question, panel, plans, Meter()))
 
     [member] = [answer for answer in fused.answers if answer.model == PANEL[0]]
-    sent = sent_tokens(fusion._member_request(question, panel))
+    sent = sent_tokens(member_request(question, panel))
     assert member.status == "completed"
     assert (member.usage.input_tokens, member.usage.output_tokens) == (sent, MAX_OUTPUT)  # not 32,768 and 128
     endpoint = endpoint_info(Endpoint.objects.select_related("provider", "model").get(model_id=PANEL[0]))
@@ -277,22 +280,24 @@ def test_a_web_search_is_held_within_the_budget_before_it_runs(alice, standin_ca
     assert_books(alice.account_id)
 
 
-@pytest.mark.parametrize("broken", ["analysis_parse", "Fused.data"])
+@pytest.mark.parametrize("broken", ["run.analysis_parse", "panel.Fused.data"])
 def test_a_fusion_panel_that_fails_unexpectedly_is_charged_what_it_spent(alice, db, standin, monkeypatch, broken):
     """Given a fusion run whose panel and analyst answered, when the stage then fails unexpectedly (a bug: the
     analysis' parser raises, within the run; or the pipeline entry's data, once it ran), then the request fails,
     what the calls that ran cost is charged out of the panel's hold (each at its list price, as reported: within
     its bounds) and the rest of the hold is given back. Before, the whole hold was given back (or, after the run,
     left open until the stale-hold sweep) and the calls that ran were written off."""
-    from plugins.routing_plugins import fusion
+    from plugins.fusion import panel, run
 
     catalog(standin)
 
     def bug(*args, **kwargs):
         raise RuntimeError("a bug")
 
-    owner, _, name = broken.rpartition(".")
-    monkeypatch.setattr(getattr(fusion, owner) if owner else fusion, name, bug)
+    path, _, name = broken.rpartition(".")
+    module, _, owner = path.partition(".")
+    where = {"run": run, "panel": panel}[module]
+    monkeypatch.setattr(getattr(where, owner) if owner else where, name, bug)
     client = alice.client()
     client.raise_request_exception = False
     plugin = {"id": "fusion", "analysis_models": PANEL, "model": ANALYST, "tools": []}
@@ -315,7 +320,8 @@ def test_a_fusion_request_its_own_hold_cannot_follow_is_refused_before_the_panel
     panel member runs: nothing is charged, no hold stays open. Before, the panel's hold counted the final answer as
     reading the question's last 20,000 characters only: the panel ran, the request's own hold was refused (402),
     and the panel was charged."""
-    from plugins.routing_plugins import fusion
+    from plugins.fusion.costs import worst_cost
+    from plugins.fusion.panel import Panel, member_plan, panel_settings
     from routing.canonical import CanonicalRequest, Message, TextPart
     from routing.pricing import max_cost
 
@@ -326,10 +332,10 @@ def test_a_fusion_request_its_own_hold_cannot_follow_is_refused_before_the_panel
     question = CanonicalRequest(
         model="", input=(Message(role="user", content=(TextPart(text),)),), max_output_tokens=MAX_OUTPUT
     )
-    panel = fusion.panel_settings({"analysis_models": PANEL, "model": ANALYST, "tools": []})
-    assert isinstance(panel, fusion.Panel)
-    plans = {model: fusion._plan(model, ()) for model in (*panel.models, panel.analyst)}
-    panel_and_analysis = fusion.worst_cost(
+    panel = panel_settings({"analysis_models": PANEL, "model": ANALYST, "tools": []})
+    assert isinstance(panel, Panel)
+    plans = {model: member_plan(model, ()) for model in (*panel.models, panel.analyst)}
+    panel_and_analysis = worst_cost(
         question, [plans[m] for m in panel.models], plans[ANALYST], panel=panel, final_answer=False
     )
     analyst = endpoint_info(Endpoint.objects.select_related("provider", "model").get(model_id=ANALYST))
@@ -350,10 +356,11 @@ def test_a_fusion_request_its_own_hold_cannot_follow_is_refused_before_the_panel
 def test_the_final_answer_reads_no_more_than_the_panels_hold_counted_for_it(alice, db, standin):
     """Given panel members that answer 100 kB each while reporting 20 output tokens, when a gateway/fusion request
     asking for 64 output tokens runs, then the writer's prompt carries each answer cut at what 64 tokens can
-    honestly hold, never more than the panel's hold counted for the final answer (fusion._writer_tokens: the
+    honestly hold, never more than the panel's hold counted for the final answer (writer_tokens: the
     estimate and the prompt it bounds cannot drift apart). The output bound (routing.output_bound) cuts such an
     answer at the same length already; the writer's prompt does not rely on it."""
-    from plugins.routing_plugins import fusion
+    from plugins.fusion.costs import writer_tokens
+    from plugins.fusion.panel import Panel, panel_settings
     from routing.canonical import CanonicalRequest, Message, TextPart
     from routing.side_calls import CHARS_PER_TOKEN
 
@@ -363,8 +370,8 @@ def test_the_final_answer_reads_no_more_than_the_panels_hold_counted_for_it(alic
     question = CanonicalRequest(
         model="", input=(Message(role="user", content=(TextPart("Name a cat"),)),), max_output_tokens=MAX_OUTPUT
     )
-    panel = fusion.panel_settings({"analysis_models": PANEL, "model": ANALYST, "tools": []})
-    assert isinstance(panel, fusion.Panel)
+    panel = panel_settings({"analysis_models": PANEL, "model": ANALYST, "tools": []})
+    assert isinstance(panel, Panel)
 
     response = fusion_slug(alice)
 
@@ -372,7 +379,7 @@ def test_the_final_answer_reads_no_more_than_the_panels_hold_counted_for_it(alic
     final = standin.requests_for("/chat/completions")[-1]["body"]
     [instructions] = [m["content"] for m in final["messages"] if m["role"] in ("system", "developer")]
     assert len(instructions) > len(PANEL) * MAX_OUTPUT  # the answers are there...
-    assert len(instructions) <= fusion._writer_tokens(question, panel) * CHARS_PER_TOKEN  # ...as far as held
+    assert len(instructions) <= writer_tokens(question, panel) * CHARS_PER_TOKEN  # ...as far as held
 
 
 def test_a_fusion_request_too_long_for_the_analyst_is_refused_before_the_panel_runs(alice, db, standin):
