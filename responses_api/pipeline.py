@@ -1,27 +1,32 @@
-"""The life of one POST /responses request, top to bottom. Each step is one call; the modules named do it.
+"""The life of one POST /responses request, top to bottom, for a JSON answer and a stream. Each step is one call;
+the modules named do it.
 
 authenticate (gateway.accounts, by the view's permission) -> validate (responses_api.validation) -> normalize
 to the canonical request (responses_api.normalize) -> pre-stages (responses_api.stages: guardrails, request
 plugins) -> plan (routing.selection) -> hold credits (gateway.billing) -> run attempts (routing.attempts, the
-one fallback loop) -> post-stages (response plugins, server-tool loop) -> settle + record (gateway.billing's
-generation_settle, one transaction) -> render (responses_api.render for JSON, responses_api.streaming for SSE).
-"""
+one fallback loop) -> post-stages (response plugins, server-tool loop) -> settle + record (ResponseRun.close:
+gateway.billing's generation_settle, one transaction) -> render (responses_api.render for JSON; for a stream,
+`respond_stream` below relays the events through responses_api.stream_render)."""
 
+import logging
+import time
 from collections.abc import Iterator, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import cast
 
+from django.conf import settings
 from rest_framework.request import Request
 
 from gateway.accounts.authentication import Caller
 from gateway.errors import GatewayError
 from responses_api import stages
+from responses_api.errors import final_error
 from responses_api.metadata import metadata_headers_check, metadata_requested
 from responses_api.normalize import Prepared, reestimated
 from responses_api.own_hold import response_own_hold
 from responses_api.render import output_items
-from responses_api.run import ResponseRun, response_abandon
+from responses_api.run import ResponseRun, Settled, response_abandon
 from responses_api.service import (
     error_metadata,
     response_charge_checks,
@@ -29,11 +34,25 @@ from responses_api.service import (
     response_normalize,
     response_plan,
 )
-from responses_api.streaming import response_open_stream
+from responses_api.stream_render import DONE, KEEPALIVE, StreamRenderer
+from responses_api.streaming import failure_frames
 from responses_api.validation.request import ResponseCreateRequestSerializer
-from routing.attempts import AttemptsFailed
+from routing.attempts import WAITING, AttemptsFailed, AttemptStream, release_db_connection
+from routing.canonical import CanonicalResponse
+from routing.errors import ErrorType, UpstreamError
 from routing.pricing_usage import usage_add
-from routing.stages import Block, PreStage, RequestContext, StageBlocked, Staged, StageEntry
+from routing.stages import (
+    Block,
+    LiveStage,
+    PreStage,
+    RequestContext,
+    StageBlocked,
+    Staged,
+    StageEntry,
+    ToolEvent,
+)
+
+logger = logging.getLogger(__name__)
 
 
 def authenticate(request: Request, data: dict) -> RequestContext:
@@ -165,7 +184,218 @@ def _respond_json(run: ResponseRun) -> dict:
     return run.result(response, served=served.candidate, items=output_items(response), settled=settled)
 
 
+# ---- the stream: the same steps, as a generator of SSE bytes -------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class StreamOutcome:
+    """How a stream ended when it was not served to completion: the error that ended it, or the client left."""
+
+    error: UpstreamError | None = None
+    cancelled: bool = False
+
+
 def respond_stream(run: ResponseRun) -> Iterator[bytes]:
-    """run attempts (the first 200 before answering) -> relay -> post-stages -> settle + record -> SSE. With
-    post-stages configured the answer is relayed once they passed it (keep-alives meanwhile)."""
-    return response_open_stream(run=run)
+    """run attempts (the first 200 before answering: errors are still HTTP errors here) -> relay -> post-stages ->
+    settle + record -> SSE. With post-stages configured the answer is relayed once they passed it (keep-alives
+    meanwhile)."""
+    renderer = StreamRenderer()
+    try:
+        stream = run.sequence.open_stream(
+            keepalive_interval=settings.STREAM_KEEPALIVE_SECONDS, committed=lambda: renderer.content_started
+        )
+    except AttemptsFailed as failed:
+        raise run.fail(failed.error) from None
+    except Exception:
+        response_abandon(run)
+        raise
+    return _stream_body(run, stream, renderer)
+
+
+def _stream_body(run: ResponseRun, stream: AttemptStream, renderer: StreamRenderer) -> Iterator[bytes]:
+    outcome = StreamOutcome()
+    release_db_connection()  # the relay may last minutes: hand the connection back meanwhile
+    try:
+        opening = [KEEPALIVE]
+        if run.prepared.data.get("debug", {}).get("echo_upstream_body"):
+            opening.append(renderer.debug(stream.upstream_body))
+        shell = run.shell.render(status="in_progress")
+        opening.append(renderer.lifecycles(("response.created", "response.in_progress"), shell))
+        yield b"".join(opening)
+        refused: StageBlocked | None = None
+        try:
+            yield from _relay(run, stream, renderer)
+        except StageBlocked as blocked:  # the guardrails refused a server tool's result (plugins.server_tools)
+            refused = blocked
+            outcome = StreamOutcome(error=UpstreamError(blocked.error_type, blocked.message, retryable=False))
+        except UpstreamError as error:
+            outcome = StreamOutcome(error=error)
+        except Exception:  # our own failure mid-stream: still end the stream properly
+            logger.exception("stream %s failed unexpectedly", run.generation_id)
+            outcome = StreamOutcome(
+                error=UpstreamError(error_type=ErrorType.SERVER, message="Internal server error", retryable=False)
+            )
+        if refused is not None:
+            yield from _blocked_in_band(run, renderer, refused)
+        elif outcome.error is not None:
+            yield from _fail_in_band(run, stream, renderer, outcome.error)
+        yield DONE
+    except GeneratorExit:
+        outcome = replace(outcome, cancelled=True)
+        raise
+    finally:
+        stream.close()
+        if run.settled is None:  # not served to completion: bill what was generated
+            _settle_unfinished(run, stream, outcome)
+        release_db_connection()
+
+
+def _relay(run: ResponseRun, stream: AttemptStream, renderer: StreamRenderer) -> Iterator[bytes]:
+    # A post-stage sees the whole answer before the client does: then the steps are kept (the fold has them)
+    # and only keep-alives go out until the stages passed it; the server-tool loop alone runs live.
+    wanted = stages.wanted_post_stages(run.ctx)
+    if (live := stages.live_stage(wanted)) is not None:
+        yield from _relay_live(run, stream, renderer, live)
+        return
+    buffered = bool(wanted)
+    # Whatever read the database since the upstream call began (a cached version check) must not keep a pooled
+    # connection for the whole stream: a burst of streams would exhaust the pool.
+    release_db_connection()
+    interval = settings.STREAM_KEEPALIVE_SECONDS
+    written = time.monotonic()
+    for steps in stream.events():
+        if not isinstance(steps, list):
+            yield KEEPALIVE
+        elif not buffered:
+            yield renderer.render(steps)  # the events one upstream event becomes, as one write
+        elif time.monotonic() - written >= interval:
+            written = time.monotonic()
+            yield KEEPALIVE
+    # The upstream finished: close the last item (or replay the checked answer), settle and record, complete.
+    response = stream.response
+    assert response is not None and run.served is not None
+    if buffered:
+        try:
+            response = stages.post_stages(response, run.ctx, run.pipeline, run.record)
+        except StageBlocked as blocked:
+            _settle_served(run, response, stream)
+            yield from _blocked_in_band(run, renderer, blocked)
+            return
+        closing = renderer.replay(response)
+    else:
+        closing = renderer.render(stream.fold.close())
+    settled = _settle_served(run, response, stream)
+    result = run.result(response, served=run.served, items=renderer.items, settled=settled)
+    kind = "response.incomplete" if response.status == "incomplete" else "response.completed"
+    yield closing + renderer.lifecycle(kind, result)
+
+
+def _relay_live(run: ResponseRun, stream: AttemptStream, renderer: StreamRenderer, stage: LiveStage) -> Iterator[bytes]:
+    """The server-tool loop as it runs (plugins.server_tools): each round's events as they arrive from upstream,
+    each call's item and progress events as it runs; then settle and complete. A later round's failure is raised
+    (UpstreamError: failed in band)."""
+    release_db_connection()
+    loop = stage.live(stream, run.ctx)
+    try:
+        while True:
+            try:
+                event = next(loop)
+            except StopIteration as stop:
+                restaged = stop.value
+                break
+            if event is WAITING:
+                yield KEEPALIVE
+            elif isinstance(event, ToolEvent):
+                if event.phase == "done":  # a tool that read the database (a fusion call's credit check)
+                    release_db_connection()  # does not keep a pooled connection while the stream goes on
+                yield renderer.tool_event(event)
+            else:
+                yield renderer.render(cast(list, event))
+    finally:
+        loop.close()  # a round cut short (the client left) is counted before the settlement
+    run.pipeline += restaged.entries
+    run.record.update(stages.record_merge(run.record, restaged.record))
+    response = restaged.response
+    settled = _settle_served(run, response, stream)
+    result = run.result(response, served=stream.candidate, items=renderer.items, settled=settled)
+    yield renderer.lifecycle("response.incomplete" if response.status == "incomplete" else "response.completed", result)
+
+
+def _ttft_ms(run: ResponseRun, stream: AttemptStream) -> int | None:
+    if stream.first_content_at is None:
+        return None
+    return int((stream.first_content_at - run.started) * 1000)
+
+
+def _fail_in_band(
+    run: ResponseRun, stream: AttemptStream, renderer: StreamRenderer, error: UpstreamError
+) -> Iterator[bytes]:
+    """After the 200 went out: a flat `error` event, then `response.failed`."""
+    gateway_error = final_error(error, attempts=run.attempts, gateway_metadata=None)
+    if renderer.content_started:  # what was sent is closed (a buffered answer sent nothing)
+        yield renderer.render(stream.fold.close())
+    masked = error.error_type in (ErrorType.SERVER, "unmapped")  # a server error's details stay ours
+    provider = stream.candidate.endpoint.provider_name
+    yield _failed(run, renderer, error.error_type, gateway_error.message, provider, error.provider_code, masked)
+
+
+def _blocked_in_band(run: ResponseRun, renderer: StreamRenderer, blocked: StageBlocked) -> Iterator[bytes]:
+    """A post-stage refused a streamed answer: nothing of it was sent; the refusal ends the stream."""
+    yield _failed(run, renderer, blocked.error_type, blocked.message)
+
+
+def _failed(
+    run: ResponseRun,
+    renderer: StreamRenderer,
+    error_type: str,
+    message: str,
+    provider: str | None = None,
+    provider_code: str | None = None,
+    masked: bool = False,
+) -> bytes:
+    return failure_frames(
+        renderer,
+        run.shell,
+        error_type=error_type,
+        message=message,
+        model=run.plan.requested,
+        metadata=run.metadata(),
+        provider=provider,
+        provider_code=None if masked else provider_code,
+    )
+
+
+def _settle_served(run: ResponseRun, response: CanonicalResponse, stream: AttemptStream) -> Settled:
+    """The answer was generated: billed as served (a post-stage's refusal too, as on the JSON path)."""
+    assert run.served is not None
+    ttft_ms = _ttft_ms(run, stream)
+    return run.close(
+        status=response.status,
+        served=run.served,
+        usage=response.usage,
+        upstream_id=response.upstream_id,
+        finish_reason=response.incomplete_reason or "stop",
+        ttft_ms=ttft_ms,
+    )
+
+
+def _settle_unfinished(run: ResponseRun, stream: AttemptStream, outcome: StreamOutcome) -> None:
+    """A failed, cut or cancelled stream: bill what was generated (reported or estimated, within the request's
+    limits) to the endpoint that generated it, or give the hold back; record the generation, once."""
+    error, cancelled = outcome.error, outcome.cancelled
+    try:
+        ttft_ms = _ttft_ms(run, stream)
+        response = stream.fold.response()
+        usage = run.bound_usage(response, stream.candidate)
+        run.close(
+            status="cancelled" if cancelled else "failed",
+            served=stream.candidate if usage.output_tokens or usage.web_search_requests else None,
+            usage=usage,
+            error_type=error.error_type if error else "",
+            cancelled=cancelled,
+            upstream_id=response.upstream_id,
+            ttft_ms=ttft_ms,
+            finish_reason="cancelled" if cancelled else "error",
+        )
+    except Exception:
+        logger.exception("could not settle stream %s", run.generation_id)

@@ -42,7 +42,7 @@ class Settled:
 @dataclass
 class ResponseRun:
     """One /responses request: what was asked (prepared), the plan, the hold, and its attempt sequence
-    (routing.attempts). Pricing and the one settlement (`close`) are here; rendering is in render/streaming."""
+    (routing.attempts). Pricing and the one settlement (`close`) are here; rendering is in render/stream_render."""
 
     ctx: RequestContext
     prepared: Prepared
@@ -269,22 +269,23 @@ class ResponseRun:
         stage_cost = self.prepared.stage_cost + self.tool_cost
         cost += stage_cost
         try:
+            record = self._record(
+                status=status,
+                served=served,
+                usage=usage,
+                cost=cost,
+                upstream_cost=list_cost,
+                finish_reason=finish_reason,
+                error_type=error_type,
+                upstream_id=upstream_id,
+                ttft_ms=ttft_ms,
+                cancelled=cancelled,
+            )
             charged = credits.generation_settle(
                 reservation=self.reservation,
                 replacing=tuple(self.tool_holds),
                 charge=served is not None or stage_cost > 0,
-                record=self._record(
-                    status=status,
-                    served=served,
-                    usage=usage,
-                    cost=cost,
-                    upstream_cost=list_cost,
-                    finish_reason=finish_reason,
-                    error_type=error_type,
-                    upstream_id=upstream_id,
-                    ttft_ms=ttft_ms,
-                    cancelled=cancelled,
-                ),
+                record=record,
             )
         finally:  # the settlement gave the tools' holds back; a failed one did not: given back now (once)
             credits.holds_drop(self.tool_holds)

@@ -2,6 +2,8 @@
 settings.PIPELINE_PRE_STAGES / PIPELINE_POST_STAGES (dotted paths of stage classes), so responses_api names
 no guardrail or plugin module itself; tests may replace the lists."""
 
+from typing import TypeGuard
+
 from django.conf import settings
 from django.utils.module_loading import import_string
 
@@ -9,7 +11,7 @@ from gateway.errors import GatewayError
 from responses_api.validation.tools import tool_choice_problem
 from routing.canonical import CanonicalResponse
 from routing.providers.hosted import CAPABILITIES, capability, tool_problem
-from routing.stages import Block, PostStage, PreStage, RequestContext, Restaged, StageEntry, ToolResultScan
+from routing.stages import Block, LiveStage, PostStage, PreStage, RequestContext, Restaged, StageEntry, ToolResultScan
 
 PRE_STAGES: list[PreStage] = [import_string(path)() for path in settings.PIPELINE_PRE_STAGES]
 POST_STAGES: list[PostStage] = [import_string(path)() for path in settings.PIPELINE_POST_STAGES]
@@ -67,7 +69,7 @@ def with_plugin_tools(data: dict, ctx: RequestContext) -> dict:
 def refuse_unhonoured_tools(tools: list[dict]) -> None:
     """A tool other than a function tool that no configured stage runs (the server-tool loop declares the types it
     runs as `tool_types`) and no provider runs (a hosted tool: routing.providers.hosted, routed to the endpoints
-    that run it by plugins.hosted_tools) is a 400, not a tool dropped on the way to the provider."""
+    that run it by plugins.common.hosted_tools) is a 400, not a tool dropped on the way to the provider."""
     honoured = frozenset(kind for stage in (*PRE_STAGES, *POST_STAGES) for kind in getattr(stage, "tool_types", ()))
     for index, tool in enumerate(tools):
         if capability(tool["type"]):
@@ -111,6 +113,19 @@ def tool_result_scan(ctx: RequestContext) -> ToolResultScan | None:
 def wanted_post_stages(ctx: RequestContext) -> list[PostStage]:
     """The post-stages that run on this request (a stream is buffered only for these)."""
     return [stage for stage in POST_STAGES if stage.wants(ctx)]
+
+
+def live_stage(wanted: list[PostStage]) -> LiveStage | None:
+    """The one post-stage that runs while its stream is relayed (the server-tool loop, a LiveStage), when it is the
+    only one wanted; None when the answer must be seen whole first. A plain attribute check: a runtime_checkable
+    Protocol's isinstance costs some 50 times more, on every stream."""
+    if len(wanted) == 1 and _is_live(wanted[0]):
+        return wanted[0]
+    return None
+
+
+def _is_live(stage: object) -> TypeGuard[LiveStage]:
+    return hasattr(stage, "live")
 
 
 def post_stage_notes(ctx: RequestContext) -> list[StageEntry]:

@@ -1,4 +1,4 @@
-"""The Responses event stream of responses_api.streaming, read back as events for another API's SSE.
+"""The Responses event stream of responses_api.pipeline.respond_stream, read back as events for another API's SSE.
 
 The other front doors relay the one stream implementation (fallback before the first byte, keep-alives,
 post-stages, in-band failure, settlement however the stream ends) and only rewrite its events: each write of
