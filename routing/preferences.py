@@ -9,7 +9,7 @@ from routing.models import AccountRoutingSettings
 SUFFIXES: dict[str, tuple[str | None, str | None]] = {
     "nitro": ("throughput", "priority"),
     "floor": ("price", "flex"),
-    "online": (None, None),  # no routing preference: the `web` plugin (plugins/web.py reads ctx.suffix)
+    "online": (None, None),  # no routing preference: the `web` plugin (plugins/web/stage.py reads ctx.suffix)
 }
 ROUTE_PARTITION = {"fallback": "model", "sort": "none"}
 

@@ -103,7 +103,7 @@ class EndpointCandidates:
 
 class Routable:
     """Routable for this caller: the one notion the plan (endpoints_for_request), the routers
-    (plugins.routing_plugins.candidates), /models' `available` flag and /models/user use: an endpoint is routable
+    (plugins.routers.candidates), /models' `available` flag and /models/user use: an endpoint is routable
     when a request could be sent to it now, that is with a BYOK key of the caller's workspace that applies to it
     (its filters match the model, API key and member) and serves its model, or with the operator's credential for
     its provider where the caller's Prioritized keys allow shared capacity. Only the caller's BYOK key records are

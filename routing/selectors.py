@@ -53,7 +53,7 @@ def provider_credentials(*, provider_slug: str, snapshot: CatalogSnapshot | None
 
 def chat_model_quality() -> QuerySet:
     """Every chat model's (id, task_scores, coding_score, context_length, input_modalities): what the routers
-    (plugins/routing_plugins/candidates.py) rank by."""
+    (plugins/routers/candidates.py) rank by."""
     return Model.objects.filter(kind=ModelKind.CHAT).values_list(
         "id", "task_scores", "coding_score", "context_length", "input_modalities"
     )

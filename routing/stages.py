@@ -116,7 +116,7 @@ LoopEvent: TypeAlias = "list[FoldStep] | ToolEvent | _Waiting"
 @dataclass(frozen=True)
 class RequestContext:
     """Who asks and how; set once the request is validated. `plugins`: the request's validated `plugins` entries
-    as given (a plugin package applies the account's defaults to them: plugins.config). `models`: the requested
+    as given (a plugin package applies the account's defaults to them: plugins.common.config). `models`: the requested
     models without routing suffixes. `request`: the canonical request as the pre-stages left it (None before),
     which the post-stages see (a response plugin needs the request's `text.format`)."""
 

@@ -1,4 +1,4 @@
-"""The task types the routers know (plugins/routing_plugins/): a model's `task_scores` are keyed by these, the
+"""The task types the routers know (plugins/routers/): a model's `task_scores` are keyed by these, the
 auto-router classifies a request into one of them. `general` is what a request nothing else fits is."""
 
 TASK_TYPES = (

@@ -211,19 +211,19 @@ READYZ_DATABASE_TIMEOUT = env.float("READYZ_DATABASE_TIMEOUT", default=1.0)
 # order: pre-stages see the canonical request before routing, post-stages the answer before settlement.
 PIPELINE_PRE_STAGES = [
     "guardrails.stage.GuardrailStage",  # first: local and cheap; a block costs nothing
-    "plugins.routers.RouterStage",  # auto / pareto / fusion slugs: chooses the models the rest of the pipeline sees
-    "plugins.hosted_tools.HostedToolsStage",  # tools the provider runs itself: only endpoints that run them
-    "plugins.web.WebStage",  # the `web` plugin: search results added to the context
-    "plugins.file_parser.FileParserStage",  # files become text before anything measures or moderates the input
+    "plugins.routers.stage.RouterStage",  # auto / pareto / fusion slugs: chooses the models the pipeline plans
+    "plugins.common.hosted_tools.HostedToolsStage",  # tools the provider runs itself: only endpoints that run them
+    "plugins.web.stage.WebStage",  # the `web` plugin: search results added to the context
+    "plugins.file_parser.stage.FileParserStage",  # files become text before anything measures or moderates the input
     "guardrails.stage.AddedTextGuardrailStage",  # the parsed files' and web results' text, and files sent as they are
-    "plugins.moderation.ModerationStage",
-    "plugins.compression.ContextCompressionStage",  # last: fits the final input to the endpoints' context
+    "plugins.moderation.stage.ModerationStage",
+    "plugins.compression.stage.ContextCompressionStage",  # last: fits the final input to the endpoints' context
 ]
 PIPELINE_POST_STAGES = [
-    "plugins.server_tools.ServerToolsStage",  # first: runs the model's server-tool calls and calls it again
-    "plugins.web.WebCitationStage",  # the `web` plugin's url_citation annotations
-    "plugins.healing.ResponseHealingStage",
-    "plugins.file_parser.FileAnnotationStage",  # the parsed files' annotations on the answer's first text part
+    "plugins.server_tools.stage.ServerToolsStage",  # first: runs the model's server-tool calls and calls it again
+    "plugins.web.stage.WebCitationStage",  # the `web` plugin's url_citation annotations
+    "plugins.healing.stage.ResponseHealingStage",
+    "plugins.file_parser.stage.FileAnnotationStage",  # the parsed files' annotations on the answer's first text part
 ]
 
 # Routing health bookkeeping (routing/health.py) is queued by requests and sent by one thread per process.
@@ -238,15 +238,15 @@ GUARDRAILS_PHONE_REGION = env.str("GUARDRAILS_PHONE_REGION", default="US")
 # (the text's bytes times the guardrails that scan it); over either: 413, never a partial scan (guardrails/scan.py).
 GUARDRAILS_SCAN_MAX_BYTES_PER_GUARDRAIL = env.int("GUARDRAILS_SCAN_MAX_BYTES_PER_GUARDRAIL", default=4 * 1024 * 1024)
 GUARDRAILS_SCAN_MAX_BYTES_PER_REQUEST = env.int("GUARDRAILS_SCAN_MAX_BYTES_PER_REQUEST", default=8 * 1024 * 1024)
-# The moderation plugin (plugins/moderation.py): the catalog model that moderates ("" = none: a request asking
+# The moderation plugin (plugins/moderation/): the catalog model that moderates ("" = none: a request asking
 # for moderation is refused with 400) and how it is called: `openai-moderations` (POST <provider>/moderations)
 # or `llama-guard` (a guard model over Chat Completions, answering safe / unsafe + categories).
 MODERATION_MODEL = env.str("MODERATION_MODEL", default="")
 MODERATION_ENGINE = env.str("MODERATION_ENGINE", default="openai-moderations")
-# The file-parser plugin's OCR engine (plugins/file_parser.py): a catalog model with image input that reads
+# The file-parser plugin's OCR engine (plugins/file_parser/ocr.py): a catalog model with image input that reads
 # scanned PDF pages ("" = none: a scan asked to be parsed is refused with 400).
 FILE_PARSER_OCR_MODEL = env.str("FILE_PARSER_OCR_MODEL", default="")
-# Web search (plugins/web_engines.py): an engine is on when its key (SearXNG: its URL) is set; the default engine is
+# Web search (plugins/web/search.py): an engine is on when its key (SearXNG: its URL) is set; the default engine is
 # needed when several are; prices are USD per search ("engine=price,...").
 WEB_SEARCH_DEFAULT_ENGINE = env.str("WEB_SEARCH_DEFAULT_ENGINE", default="")
 WEB_SEARCH_EXA_API_KEY = env.str("WEB_SEARCH_EXA_API_KEY", default="")
@@ -259,11 +259,11 @@ WEB_SEARCH_PRICES = env.str("WEB_SEARCH_PRICES", default="exa=0.007,tavily=0.008
 WEB_FETCH_MAX_BYTES = env.int("WEB_FETCH_MAX_BYTES", default=5 * 1024 * 1024)
 WEB_FETCH_TIMEOUT_SECONDS = env.float("WEB_FETCH_TIMEOUT_SECONDS", default=20.0)
 WEB_FETCH_MAX_REDIRECTS = env.int("WEB_FETCH_MAX_REDIRECTS", default=5)
-# The routers (plugins/routers.py): the catalog model that classifies a gateway/auto request's task type ("" = the
+# The routers (plugins/routers/): the catalog model that classifies a gateway/auto request's task type ("" = the
 # local keyword heuristic), what the auto-router ranks by (`benchmarks`: the catalog's task scores; `usage`: this
 # deployment's share of successful spend per task type over 7 days), and fusion's preset panels as JSON
-# ({"general-high": ["<model>", ...], ...}: the first model is the preset's analyst; unset: plugins.routing_plugins
-# .fusion DEFAULT_PRESETS).
+# ({"general-high": ["<model>", ...], ...}: the first model is the preset's analyst; unset: plugins.fusion
+# .panel DEFAULT_PRESETS).
 AUTO_ROUTER_CLASSIFIER_MODEL = env.str("AUTO_ROUTER_CLASSIFIER_MODEL", default="")
 AUTO_ROUTER_RANKING = env.str("AUTO_ROUTER_RANKING", default="benchmarks")
 FUSION_PRESETS = env.json("FUSION_PRESETS", default={})

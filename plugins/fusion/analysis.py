@@ -4,8 +4,8 @@ SDK declares)."""
 
 import json
 
+from plugins.common.repair import repair_bounded
 from plugins.fusion.panel import DEFAULT_OUTPUT_TOKENS, PanelAnswer
-from plugins.healing import repair_bounded
 from routing.canonical import CanonicalRequest, Message, TextPart
 from routing.side_calls import (
     CHARS_PER_TOKEN,
@@ -73,7 +73,7 @@ def analysis_parse(text: str) -> dict | None:
     try:
         value = json.loads(text)
     except ValueError:
-        try:  # json-repair is not linear in the worst case: bounded in a child process (plugins.healing)
+        try:  # json-repair is not linear in the worst case: bounded in a child process (plugins.common.repair)
             value = repair_bounded(text)
         except Exception:  # no JSON found, out of time, or anything else a model's text provokes
             return None

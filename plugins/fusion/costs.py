@@ -8,10 +8,10 @@ from functools import partial
 
 from gateway.billing.services import ReservationHandle
 from gateway.errors import GatewayError
-from plugins import web_engines
+from plugins.common.tool_loop import kind_of
+from plugins.common.tools import RUNNERS
 from plugins.fusion.analysis import analysis_input, analysis_request, shown_chars, writer_instructions
 from plugins.fusion.panel import DEFAULT_OUTPUT_TOKENS, Panel, PanelAnswer, member_request, round_input
-from plugins.server_tools import kind_of
 from routing.canonical import CanonicalRequest
 from routing.pricing import max_cost
 from routing.selection import RoutePlan
@@ -45,7 +45,8 @@ def worst_cost(
     `pricing`, a candidate on the caller's BYOK key counts its fee, as it is charged (else its list price)."""
     tool_calls = panel.max_tool_calls if panel.tools else 0
     searching = any(kind_of(tool) == "gateway:web_search" for tool in panel.tools)
-    search_price = max(map(web_engines.engine_price, web_engines.configured_engines()), default=Decimal(0))
+    search = RUNNERS.get("gateway:web_search")  # its price: the dearest configured engine's
+    search_price = search.price({}) if search is not None and search.price is not None else Decimal(0)
     member = member_request(request, panel)
     first = sent_tokens(member)
     analysis = analysis_input(request, len(plans))

@@ -10,10 +10,9 @@ from django.conf import settings
 
 from gateway.billing.services import ReservationHandle
 from gateway.errors import GatewayError
-from plugins import web_engines
-from plugins.routing_plugins.candidates import caller_prefs
-from plugins.server_tools import kind_of, usage_sum
-from plugins.tools import RUNNERS
+from plugins.common.caller import caller_prefs
+from plugins.common.tool_loop import kind_of, usage_sum
+from plugins.common.tools import RUNNERS
 from routing.canonical import CanonicalRequest, Usage
 from routing.limits import RoutingLimit
 from routing.preferences import Preferences
@@ -230,7 +229,8 @@ def panel_settings(options: dict, *, analyst: str | None = None) -> Panel | str:
             return MSG_ROUTER_MEMBER.format(model=model)
     tools = options.get("tools")
     if tools is None:
-        searching = bool(web_engines.configured_engines())
+        search = RUNNERS.get("gateway:web_search")
+        searching = search is not None and search.available()
         tools = [{"type": "gateway:web_search"}, {"type": "gateway:web_fetch"}] if searching else []
     usable = [kind for kind in PANEL_TOOLS if RUNNERS[kind].available()]
     refused = sorted({tool["type"] for tool in tools if kind_of(tool) not in usable})

@@ -13,9 +13,9 @@ from django.conf import settings
 from django.db import connection
 
 from gateway.errors import GatewayError
+from plugins.common.tool_loop import Loop, Refused, usage_sum
 from plugins.fusion.analysis import analysis_input, analysis_parse, analysis_request
 from plugins.fusion.panel import Fused, Meter, Panel, PanelAnswer, member_request, round_input
-from plugins.server_tools import Loop, Refused, usage_sum
 from routing.attempts import AttemptSequence, AttemptsFailed, Served
 from routing.canonical import CanonicalRequest, CanonicalResponse, OutputMessage, Usage
 from routing.errors import ErrorType, UpstreamError

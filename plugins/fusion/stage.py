@@ -7,13 +7,13 @@ from functools import partial
 
 from gateway.billing.services import ReservationHandle, SpendCapExceeded
 from gateway.errors import GatewayError
+from plugins.common.caller import request_params
+from plugins.common.hosted_tools import capable_endpoints
+from plugins.common.tool_loop import Refused, drain
 from plugins.fusion.analysis import writer_instructions
 from plugins.fusion.costs import final_hold, panel_hold, worst_cost
 from plugins.fusion.panel import Fused, Meter, Panel, member_plans, panel_settings
 from plugins.fusion.run import fuse, panel_scan
-from plugins.hosted_tools import capable_endpoints
-from plugins.routing_plugins.candidates import request_params
-from plugins.server_tools import Refused, drain
 from routing.canonical import CanonicalRequest
 from routing.limits import RoutingLimit
 from routing.side_calls import (
@@ -60,7 +60,7 @@ def fusion_stage(
     if isinstance(analyst_plan, GatewayError):  # refused before any paid call: the analyst writes the answer
         return Block(f"fusion analyst {panel.analyst}: {analyst_plan.message}", status=analyst_plan.status)
     if request.hosted_tools and not (capable := capable_endpoints([panel.analyst], request.hosted_tools)).endpoint_ids:
-        # the final answer is the analyst's: refused now, before the panel is paid for (plugins.hosted_tools)
+        # the final answer is the analyst's: refused now, before the panel is paid for (plugins.common.hosted_tools)
         tool = request.hosted_tools[max(capable.index, 0)]
         message = MSG_HOSTED.format(
             source=tool.source, type=tool.spec.get("type"), analyst=panel.analyst, why=capable.why

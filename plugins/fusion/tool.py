@@ -1,18 +1,18 @@
 """The server tool `gateway:fusion`: the model asks a fusion panel a question; the analysis and the answers are
 the tool result it reads, the call an output item of its own type. Registered among the server tools'
-runners (plugins.tools.RUNNERS) by plugins.registry when the app is ready: plugins.tools never imports fusion."""
+runners (plugins.tools.RUNNERS) by plugins.registry when the app is ready: plugins.common.tools never imports fusion."""
 
 from collections.abc import Generator
 from functools import partial
 
 from gateway.billing.services import SpendCapExceeded, holds_drop
 from gateway.errors import GatewayError
+from plugins.common.caller import caller_limits
+from plugins.common.tools import ToolContext, ToolResult, as_json, new_item_id
 from plugins.fusion.analysis import MAX_ANSWER_CHARS, question_text
 from plugins.fusion.costs import panel_hold, worst_cost
 from plugins.fusion.panel import DEFAULT_OUTPUT_TOKENS, Meter, member_plans, panel_settings
 from plugins.fusion.run import fuse, panel_scan
-from plugins.routing_plugins.candidates import caller_limits
-from plugins.tools import ToolContext, ToolResult, as_json, new_item_id
 from routing.canonical import CanonicalRequest, Message, TextPart
 from routing.side_calls import (
     CallerPricing,

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from gateway.billing.models import Generation
-from plugins.compression import Size, _item_size, middle_out, turns
+from plugins.compression.stage import Size, _item_size, middle_out, turns
 from routing.canonical import FunctionCall, FunctionCallOutput, Message, Reasoning, TextPart
 from tests.support import assert_error_envelope
 
@@ -211,7 +211,7 @@ def test_system_messages_in_the_middle_are_kept():
 def test_the_count_is_the_estimate_routing_compares_with_each_context():
     """Compression counts as routing does (responses_api.normalize.estimate_tokens), so an input it fitted is
     one routing accepts."""
-    from plugins.compression import _fixed_size
+    from plugins.compression.stage import _fixed_size
     from responses_api.normalize import estimate_tokens
     from routing.canonical import CanonicalRequest, FilePart, FunctionTool, ImagePart
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from gateway.accounts.authentication import Caller
 from gateway.versions import counters
 from gateway.versions.models import Version
-from plugins.config import plugin_mentioned, plugin_settings
+from plugins.common.config import plugin_mentioned, plugin_settings
 from plugins.models import PluginDefault
 from plugins.selectors import VERSION
 from plugins.services import plugin_defaults_replace

@@ -15,7 +15,7 @@ from django.test import override_settings
 
 from gateway.accounts.models import Account
 from gateway.billing.models import Generation
-from plugins.file_parser import FileAnnotationStage
+from plugins.file_parser.stage import FileAnnotationStage
 from responses_api import stages
 from routing.models import Endpoint, Model, Provider
 from routing.services import provider_credential_set
@@ -390,7 +390,7 @@ def test_only_the_scanned_page_of_a_mixed_pdf_goes_to_ocr_as_the_jpeg_it_holds(a
 
 
 def test_more_scanned_pages_than_the_ocr_cap_are_refused(alice, text_only, ocr_model, monkeypatch):
-    monkeypatch.setattr("plugins.files.ocr.MAX_OCR_PAGES", 0)
+    monkeypatch.setattr("plugins.file_parser.ocr.MAX_OCR_PAGES", 0)
     plugins = [{"id": "file-parser", "pdf": {"engine": "mistral-ocr"}}]
     body = assert_error_envelope(ask(alice, [file_part(scanned_pdf(), filename="scan.pdf")], plugins=plugins), 400)
     assert "scan.pdf" in body["error"]["message"] and "scanned pages" in body["error"]["message"]
@@ -431,7 +431,7 @@ def two_scanned_pages() -> bytes:
 
 
 def test_a_pdf_with_more_scanned_pages_than_the_cap_sends_none_of_them_to_ocr(alice, text_only, ocr_model, monkeypatch):
-    monkeypatch.setattr("plugins.files.ocr.MAX_OCR_PAGES", 1)
+    monkeypatch.setattr("plugins.file_parser.ocr.MAX_OCR_PAGES", 1)
     plugins = [{"id": "file-parser", "pdf": {"engine": "mistral-ocr"}}]
     body = assert_error_envelope(ask(alice, [file_part(two_scanned_pages(), filename="two.pdf")], plugins=plugins), 400)
     assert "two.pdf" in body["error"]["message"] and "more than 1 scanned pages" in body["error"]["message"]
@@ -457,7 +457,7 @@ def test_ocr_calls_are_charged_when_moderation_then_refuses_the_parsed_text(
     from tests.plugins.test_moderation import moderations_engine
 
     moderations_engine(settings, text_only)
-    monkeypatch.setattr("plugins.moderation.MAX_TEXT_CHARS", 20)  # the OCR page's text makes the input too long
+    monkeypatch.setattr("plugins.moderation.stage.MAX_TEXT_CHARS", 20)  # the OCR page's text makes the input too long
     plugins = [{"id": "file-parser", "pdf": {"engine": "mistral-ocr"}}, {"id": "moderation"}]
     body = assert_error_envelope(ask(alice, [file_part(scanned_pdf(), filename="scan.pdf")], plugins=plugins), 413)
     assert "Moderation reads at most 20 characters" in body["error"]["message"]

@@ -129,10 +129,10 @@ def test_a_member_reporting_absurd_usage_is_billed_at_most_its_calls_worst_case(
     """Given a panel member whose upstream reports a million input and output tokens for a one-line question,
     when the panel runs, then that member is billed as what was sent and its output limit (not the model's
     context), and the whole run costs no more than the hold taken for it before it ran."""
+    from plugins.common.tool_loop import drain
     from plugins.fusion.costs import worst_cost
     from plugins.fusion.panel import Meter, Panel, member_plan, member_request, panel_settings
     from plugins.fusion.run import fuse
-    from plugins.server_tools import drain
     from routing.canonical import CanonicalRequest, Message, TextPart
     from routing.side_calls import sent_tokens
 

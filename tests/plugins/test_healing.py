@@ -9,8 +9,8 @@ import time
 import pytest
 
 from gateway.billing.models import Generation
-from plugins import healing
-from plugins.healing import MAX_VALIDATION_STEPS, healing_schema
+from plugins.common import repair
+from plugins.healing.stage import MAX_VALIDATION_STEPS, healing_schema
 from tests.support import sse_events
 
 METADATA = {"HTTP_X_GATEWAY_METADATA": "enabled"}
@@ -187,7 +187,7 @@ def test_an_account_default_heals_requests_that_do_not_name_it(alice, standin_ca
 
 
 def test_an_answer_too_long_to_repair_is_left_as_it_is():
-    from plugins.healing import MAX_TEXT_CHARS, heal_answer
+    from plugins.healing.stage import MAX_TEXT_CHARS, heal_answer
     from routing.canonical import CanonicalResponse
 
     huge = "{a: 'b'," * (MAX_TEXT_CHARS // 8 + 1)
@@ -198,7 +198,7 @@ def test_an_answer_too_long_to_repair_is_left_as_it_is():
 def test_an_answer_that_would_keep_the_repairer_busy_is_cut_off(alice, standin_catalog, monkeypatch):
     """json-repair is not linear: 100 open braces and 5,000 letters kept it ~8 s, 150 kB of them minutes. It runs
     in a child killed at REPAIR_SECONDS; the answer comes back unchanged and the entry says why."""
-    monkeypatch.setattr(healing, "REPAIR_SECONDS", 0.5)
+    monkeypatch.setattr(repair, "REPAIR_SECONDS", 0.5)
     hostile = "{" * 100 + "a" * 5000
     started = time.monotonic()
     response = answer_with(alice.client(), hostile)
@@ -212,6 +212,6 @@ def test_an_answer_that_would_keep_the_repairer_busy_is_cut_off(alice, standin_c
 
 
 def test_a_repair_in_the_child_gives_the_same_value():
-    assert healing.repair_bounded("{'name': 'Ada', age: 36,") == {"name": "Ada", "age": 36}
+    assert repair.repair_bounded("{'name': 'Ada', age: 36,") == {"name": "Ada", "age": 36}
     with pytest.raises(ValueError):
-        healing.repair_bounded("[" * 5000)
+        repair.repair_bounded("[" * 5000)

@@ -8,8 +8,8 @@ import json
 import pytest
 
 from gateway.billing.models import Generation
-from plugins.moderation import input_texts, middle_truncated
-from plugins.moderation_engines import guard_verdict
+from plugins.moderation.engines import guard_verdict
+from plugins.moderation.stage import input_texts, middle_truncated
 from routing.canonical import CanonicalRequest, FunctionCallOutput, ImagePart, Message, TextPart
 from routing.models import Provider
 from routing.services import catalog_load, provider_credential_set

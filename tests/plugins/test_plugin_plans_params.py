@@ -92,7 +92,7 @@ def test_the_pareto_router_chooses_only_models_that_honour_the_seed(alice, db, s
 
 
 def test_the_plans_params_are_the_requests_as_normalize_names_them():
-    from plugins.routing_plugins.candidates import request_params
+    from plugins.common.caller import request_params
     from responses_api.normalize import used_parameters
     from routing.canonical import CanonicalRequest
 

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from gateway.billing.models import Generation
-from plugins.routing_plugins.classify import heuristic
+from plugins.routers.classify import heuristic
 from routing.health import health_record, stats_forget
 from routing.models import Endpoint
 from tests.plugins.test_routers_catalog import routers_catalog

@@ -10,7 +10,7 @@ import pytest
 from django.core.management import call_command
 
 from gateway.billing.models import Generation
-from plugins.webkit.engines import engine_price
+from plugins.web.search import engine_price
 from routing.models import SearchEngine
 from routing.services import CatalogError, catalog_load
 from tests.plugins.test_web_plugin import ask, searxng  # noqa: F401 (the stand-in SearXNG fixture)

@@ -12,16 +12,18 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from plugins.web_engines import (
+from plugins.common.domains import url_matches
+from plugins.web.search import (
+    READERS,
     SearchFailed,
     SearchRefused,
+    build_query,
     configured_engines,
     default_engine,
     engine_price,
+    engine_request,
     search,
-    url_matches,
 )
-from plugins.webkit.engines import READERS, build_query, engine_request
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "web"
 KEYS = {"exa": "exa-test-key", "tavily": "tvly-test-key", "brave": "BSA-test-key"}

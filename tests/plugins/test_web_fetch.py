@@ -7,8 +7,8 @@ address alone as "the internet" (at the address policy routing.http checks at co
 
 import pytest
 
-from plugins.web_engines import FetchedPage, FetchFailed, FetchRefused, fetch
-from plugins.webkit import fetch as fetch_module
+from plugins.web_fetch import fetch as fetch_module
+from plugins.web_fetch.fetch import FetchedPage, FetchFailed, FetchRefused, fetch
 from routing import http
 from routing.http import destinations
 

@@ -12,7 +12,7 @@ from decimal import Decimal
 import pytest
 
 from gateway.billing.models import Generation
-from plugins.web import DEFAULT_SEARCH_PROMPT, citations
+from plugins.web.stage import DEFAULT_SEARCH_PROMPT, citations
 from tests.support import assert_error_envelope, sse_events
 
 METADATA = {"HTTP_X_GATEWAY_METADATA": "enabled"}

@@ -14,7 +14,7 @@ import openai
 import pytest
 
 from gateway.billing.provisioning import account_provision
-from plugins.routing_plugins.auto import MSG_NO_MODELS
+from plugins.routers.auto import MSG_NO_MODELS
 from routing.errors import PROVIDER_NOT_CONFIGURED
 from routing.models import Provider
 from routing.services import provider_credential_set

@@ -1,0 +1,1 @@
+"""The moderation plugin: the pre-stage (stage) and its engines (engines)."""

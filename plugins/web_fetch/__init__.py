@@ -1,0 +1,1 @@
+"""The `web-fetch` plugin: one web page read for a model (fetch) and the gateway:web_fetch server tool (tool)."""
