@@ -83,9 +83,10 @@ def _function_tool(tool: dict) -> tuple[dict, dict]:
     fields.text("description", null=True, blank=True)
     parameters = fields.object("parameters", null=True)
     if parameters is not None and parameters.get("type", "object") != "object":
-        fields.errors["parameters"] = 'must be a JSON Schema with "type": "object"'
+        fields.errors["parameters"] = {"type": 'must be "object" (parameters is a JSON Schema of an object)'}
     fields.boolean("strict", null=True)
     fields.boolean("defer_loading", default=False)
+    fields.only("type", "name", "description", "parameters", "strict", "defer_loading")
     return fields.out, fields.errors
 
 
@@ -101,10 +102,12 @@ FUNCTION_TOOL_SCHEMA = {
             "nullable": True,
             "description": "JSON Schema of the arguments",
             "properties": {"type": {"type": "string", "enum": ["object"]}},
+            "additionalProperties": True,
         },
         "strict": {"type": "boolean", "nullable": True},
         "defer_loading": {"type": "boolean"},
     },
+    "additionalProperties": False,
 }
 OTHER_TOOL_SCHEMA = {
     "type": "object",

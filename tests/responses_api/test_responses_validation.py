@@ -52,7 +52,7 @@ INVALID = [
     ({"cache_control": {"type": "persistent"}}, "cache_control.type"),
     ({"image_config": {"size": True}}, "image_config.size"),
     ({"tools": [{"type": "function", "name": "bad name!"}]}, "tools[0].name"),
-    ({"tools": [{"type": "function", "name": "f", "parameters": {"type": "string"}}]}, "tools[0].parameters"),
+    ({"tools": [{"type": "function", "name": "f", "parameters": {"type": "string"}}]}, "tools[0].parameters.type"),
     ({"tools": [{"type": "telepathy"}]}, "tools[0].type"),
     ({"tools": [{"type": "function", "name": "f", "defer_loading": True}]}, "tools"),
     ({"tools": [{"type": "function", "name": "f", "defer_loading": True}, {"type": "gateway:tool_search"}]}, "tools"),
