@@ -260,8 +260,9 @@ HOLD_WITHIN_LIMIT_SQL = _KEY_LOCK + compose(
 def hold_run(sql: str, params: dict[str, Any]) -> tuple[bool, Decimal, Decimal | None, int]:
     """A hold on PostgreSQL (HOLD_SQL, or HOLD_WITHIN_LIMIT_SQL): whether the key's limit allowed it, the key's
     usage, its limit, and whether it was taken."""
-    # HOLD_SQL is one statement, prepared once per connection; the limit's pair of statements is sent as text.
-    with prepared_cursor("hold") if sql is HOLD_SQL else connections[DEFAULT_DB_ALIAS].cursor() as cursor:
+    # HOLD_SQL is one statement, prepared once per connection; the limit's pair of statements is sent as text (a
+    # prepared statement is one statement).
+    with prepared_cursor() if sql is HOLD_SQL else connections[DEFAULT_DB_ALIAS].cursor() as cursor:
         cursor.execute(sql, params)
         while cursor.nextset():  # the hold's result is the last (the key lock's comes first)
             pass
@@ -274,7 +275,7 @@ SETTLE_SQL = compose(_settle_chain(POSTGRESQL))
 
 def settle_params(generation_id: str, *, outcome: dict[str, Any], cost: Decimal) -> dict[str, Any]:
     """The settlement's parameters as the database takes them (on PostgreSQL, plain values as they are: psycopg
-    keeps one adapter per type on a kept cursor)."""
+    adapts them itself)."""
     db = connections[DEFAULT_DB_ALIAS]  # once (`connection` looks it up again on every use)
     prepare: Callable[[str, Any], Any] = (
         (lambda name, value: _OUTCOME_COLUMNS[name].get_db_prep_save(value, db))
@@ -296,7 +297,7 @@ def settle_run(params: dict[str, Any]) -> Decimal | None:
     if connections[DEFAULT_DB_ALIAS].vendor != "postgresql":
         rows = run_in_steps(SETTLE_CHAIN, params)
         return None if rows is None else money_value(rows["priced"][-1])
-    with prepared_cursor("settle") as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(SETTLE_SQL, params)
         row = cursor.fetchone()
     return None if row is None else row[0]
@@ -306,11 +307,12 @@ NO_ROW = UUID(int=0)  # no account has it; no key has id 0, no generation "0" (g
 
 
 def statements_prepare(conn: psycopg.Connection) -> None:
-    """Prepare a request's hold and settlement statements on one of the pool's PostgreSQL connections, changing
-    nothing (they name no existing account or generation): a new server process then has them planned and its
-    tables' catalog entries loaded before the first burst of requests rather than during it (gateway/wsgi.py
-    warm_up). The same statement text as the requests' own, with a JSON request's parameter types (psycopg
-    prepares a variant per parameter types: an int's size, a None where a stream has a number)."""
+    """Run a request's hold and settlement statements once on one of the pool's PostgreSQL connections, changing
+    nothing (they name no existing account or generation): psycopg prepares them as the connection's
+    prepare_threshold says (as for a request's), and a new server process has them planned and its tables' catalog
+    entries loaded before the first burst of requests rather than during it (gateway/wsgi.py warm_up). The same
+    statement text as the requests' own, with a JSON request's parameter types (psycopg prepares a variant per
+    parameter types: an int's size, a None where a stream has a number)."""
     record = GenerationRecord(  # the values typed as a JSON request's are
         id="0",
         account_id=NO_ROW,
@@ -323,8 +325,9 @@ def statements_prepare(conn: psycopg.Connection) -> None:
     zero = Decimal(0).quantize(Decimal(1).scaleb(-PLACES))
     hold = {"id": "0", "account": NO_ROW, "key": 0, "workspace": NO_ROW, "model": "", "amount": zero}
     settle = settle_params("0", outcome=generation_outcome(record=record), cost=zero)
+    # psycopg's Cursor binds on the server, as gateway/dbpool.py's does (a client-binding cursor is never prepared)
     with psycopg.Cursor(conn) as cursor:
         for sql, params in ((HOLD_SQL, hold), (SETTLE_SQL, settle)):
-            cursor.execute(sql, params, prepare=True)
+            cursor.execute(sql, params)
             while cursor.nextset():
                 pass

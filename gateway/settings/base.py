@@ -160,11 +160,10 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     DATABASES["default"]["CONN_MAX_AGE"] = 0
 elif env.bool("DB_POOL", default=True):
     # A bounded pool per process: a thread holds a connection only while it uses the database (long
-    # streams hand theirs back), so thousands of concurrent streams need only a few connections.
-    import gateway.dbpool  # noqa: F401  # its pool check (fewer round trips than CONN_HEALTH_CHECKS)
-
+    # streams hand theirs back), so thousands of concurrent streams need only a few connections. With
+    # CONN_HEALTH_CHECKS Django gives the pool psycopg_pool's check: a connection that died while idle (a database
+    # restart) is replaced before it is handed out, for a round trip per draw.
     DATABASES["default"]["CONN_MAX_AGE"] = 0
-    DATABASES["default"]["CONN_HEALTH_CHECKS"] = False  # the pool checks, now and then (gateway/dbpool.py)
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         # Kept open even when idle (gunicorn's workers raise it to the connections they open at start, gateway/wsgi.py:
         # a burst after a quiet spell would otherwise wait for the pool to open them again, one at a time).
@@ -196,8 +195,9 @@ if DATABASES["default"]["ENGINE"].endswith("postgresql"):
     if _tcp_ms:
         _db_options["tcp_user_timeout"] = _tcp_ms
 if DATABASES["default"]["ENGINE"].endswith("postgresql") and env.bool("DB_PREPARED_STATEMENTS", default=True):
-    # The hot path's fixed statements (gateway/dbpool.py prepared_cursor: a request's hold and settlement) are
-    # prepared on first use on each connection; the ORM's statements never are (Django binds them on the client).
+    # psycopg prepares a statement bound on the server on its first run on each connection: the hot path's fixed
+    # statements (gateway/dbpool.py prepared_cursor: a request's hold and settlement); the ORM's never are (Django
+    # binds them on the client, its default: server_side_binding stays off).
     # Off behind a pooler that cannot keep prepared statements (PgBouncer in transaction mode before 1.21).
     DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = 0
 # A settlement the database could not take (down, stalled) is tried again in the process for this long, in seconds

@@ -216,159 +216,50 @@ def test_a_hold_does_not_wait_for_the_disk_and_a_settlement_does(transactional_d
     assert_books(alice.account_id)
 
 
-def _pooled() -> bool:
-    # From the settings: `connection.pool` would create the pool, at collection time on the main database's name
-    return connection.vendor == "postgresql" and bool(settings.DATABASES["default"].get("OPTIONS", {}).get("pool"))
+def _prepared() -> bool:
+    # From the settings: the cursor binds on the server only where psycopg is told to prepare
+    options = settings.DATABASES["default"].get("OPTIONS", {})
+    return connection.vendor == "postgresql" and options.get("prepare_threshold") is not None
 
 
-@pytest.mark.skipif(not _pooled(), reason="PostgreSQL's connection pool")
+@pytest.mark.skipif(not _prepared(), reason="prepared statements are PostgreSQL's")
 @pytest.mark.django_db(transaction=True)
-def test_outside_a_transaction_the_hold_and_the_settlement_each_borrow_a_pooled_connection(alice, standin_catalog):
-    from django.db.backends.signals import connection_created
+def test_the_hold_and_the_settlement_bind_on_the_server_on_djangos_connection_in_its_wrapper(alice, standin_catalog):
+    from psycopg import ClientCursor, Cursor
 
     client = alice.client()
     assert ask(client).status_code == 200  # the key and the catalog are cached now
-    connection.close()
-    pool = connection.pool
-    ran: list[tuple[str, bool]] = []
-    opened: list[object] = []
+    ran: list[tuple[str, type]] = []
 
     def counting(execute, sql, params, many, context):
-        ran.append((sql.split("(", 1)[0].split()[0], connection.connection is None))
+        ran.append((sql.split("(", 1)[0].split()[0], type(context["cursor"].cursor)))
         return execute(sql, params, many, context)
 
-    def created(sender, connection, **kwargs):
-        opened.append(connection)
-
-    connection_created.connect(created)
-    before = pool.get_stats()  # (another thread of the test run may hold one of its connections)
-    try:
-        with connection.execute_wrapper(counting):
-            response = ask(client)
-    finally:
-        connection_created.disconnect(created)
+    with connection.execute_wrapper(counting):
+        response = ask(client)
     assert response.status_code == 200
-    # Then two statements (the hold's WITH, the settlement's WITH), counted as any cursor's, each on a connection
-    # borrowed from the pool and given back, and Django's own connection never opened for them
-    assert ran == [("WITH", True), ("WITH", True)]
-    assert opened == []
-    stats = pool.get_stats()
-    assert stats.get("requests_num", 0) - before.get("requests_num", 0) == 2
-    assert stats["pool_available"] - stats["pool_size"] == before["pool_available"] - before["pool_size"]
+    # Then two statements (the hold's WITH, the settlement's WITH), seen by Django's execute wrappers as any cursor's,
+    # each on psycopg's server-binding cursor (the ORM's cursors bind on the client: never prepared)
+    billing = [(verb, kind) for verb, kind in ran if verb == "WITH"]
+    assert billing == [("WITH", Cursor), ("WITH", Cursor)]
+    assert all(kind is ClientCursor or issubclass(kind, ClientCursor) for verb, kind in ran if verb != "WITH")
     record = Generation.objects.get(pk=response["X-Generation-Id"])
     assert record.status == "completed" and settlements(record.id) == [EntryKind.CHARGE]
 
 
-@pytest.mark.skipif(not _pooled(), reason="PostgreSQL's connection pool")
+@pytest.mark.skipif(not _prepared(), reason="prepared statements are PostgreSQL's")
 @pytest.mark.django_db(transaction=True)
-def test_a_failing_statement_on_a_borrowed_connection_is_djangos_error_and_the_connection_goes_back():
+def test_a_failing_prepared_statement_is_djangos_error_and_the_connection_serves_the_next():
     from gateway.dbpool import prepared_cursor
 
-    connection.close()
-    pool = connection.pool
-    before = pool.get_stats()
     with pytest.raises(DatabaseError, match="division by zero"), prepared_cursor() as cursor:
         cursor.execute("SELECT 1 / %(zero)s", {"zero": 0})
-    assert connection.connection is None
-    stats = pool.get_stats()
-    # returned (rolled back by the pool if it had to be)
-    assert stats["pool_available"] - stats["pool_size"] == before["pool_available"] - before["pool_size"]
     with prepared_cursor() as cursor:
         cursor.execute("SELECT %(one)s + 1", {"one": 1})
         assert cursor.fetchone() == (2,)
 
 
-@pytest.mark.skipif(not _pooled(), reason="PostgreSQL's connection pool")
-@pytest.mark.django_db(transaction=True)
-def test_a_pooled_connection_handed_back_without_autocommit_is_borrowed_with_it():
-    from gateway.dbpool import prepared_cursor
-
-    # Given every idle connection of the pool handed back with autocommit off (as a Django connection closed inside
-    # a transaction leaves it; Django's own connect turns it on again)
-    connection.close()
-    pool = connection.pool
-    idle = [pool.getconn() for _ in range(pool.get_stats()["pool_available"])]
-    for raw in idle:
-        raw.autocommit = False
-        pool.putconn(raw)
-    # When a statement borrows one, then it runs in autocommit (its effect stays after the connection goes back)
-    with prepared_cursor() as cursor:
-        assert cursor.connection.autocommit
-        cursor.execute("SELECT set_config('application_name', %(name)s, false)", {"name": "borrowed"})
-        cursor.execute("SELECT txid_current_if_assigned() IS NULL")
-        assert cursor.fetchone() == (True,)  # no transaction block opened
-
-
-@pytest.mark.skipif(not _pooled(), reason="PostgreSQL's connection pool")
-@pytest.mark.django_db(transaction=True)
-def test_a_borrowed_connection_keeps_a_cursor_per_statement_name_wrapped_only_while_queries_are_watched():
-    from django.db.backends.utils import CursorWrapper
-    from psycopg import Cursor
-
-    from gateway.dbpool import prepared_cursor
-
-    connection.close()
-    pool = connection.pool
-    # When statements of two names run one after the other, each name more often than the pool can have connections
-    used: list[tuple[object, str, Cursor]] = []
-    for turn in range(pool.max_size + 1):
-        for name in ("hold", "settle"):
-            with prepared_cursor(name) as cursor:
-                cursor.execute("SELECT %(n)s + 1", {"n": turn})
-                assert cursor.fetchone() == (turn + 1,)
-            used.append((cursor.connection, name, cursor))
-    # Then they ran on psycopg's cursors, left open, one per connection and name: a connection that served a name
-    # twice (some did) used the same cursor, and its two names had two cursors
-    assert all(type(cursor) is Cursor and not cursor.closed for _, _, cursor in used)
-    kept: dict[tuple[int, str], Cursor] = {}
-    for conn, name, cursor in used:
-        assert kept.setdefault((id(conn), name), cursor) is cursor
-    assert len(kept) < len(used)
-    for conn, _, _ in used:
-        if (id(conn), "hold") in kept and (id(conn), "settle") in kept:
-            assert kept[(id(conn), "hold")] is not kept[(id(conn), "settle")]
-    # And while something watches the queries, the statement runs through Django's wrapper around its connection's
-    # kept cursor (counted), which the wrapper does not close
-    seen: list[str] = []
-
-    def watching(execute, sql, params, many, context):
-        seen.append(sql)
-        return execute(sql, params, many, context)
-
-    with connection.execute_wrapper(watching), prepared_cursor("hold") as wrapped:
-        wrapped.execute("SELECT %(three)s + 1", {"three": 3})
-        assert wrapped.fetchone() == (4,)
-    assert isinstance(wrapped, CursorWrapper) and not wrapped.cursor.closed
-    assert wrapped.cursor.connection.__dict__["_gateway_cursors"]["hold"] is wrapped.cursor
-    assert seen == ["SELECT %(three)s + 1"]
-
-
-@pytest.mark.skipif(not _pooled(), reason="PostgreSQL's connection pool")
-@pytest.mark.django_db(transaction=True)
-def test_a_kept_cursor_whose_statement_failed_runs_the_next_one_on_its_connection():
-    from psycopg import pq
-
-    from gateway.dbpool import prepared_cursor
-
-    connection.close()
-    pool = connection.pool
-    failed = []
-    with pytest.raises(DatabaseError, match="division by zero"), prepared_cursor("hold") as cursor:
-        failed.append(cursor)
-        cursor.execute("SELECT 1 / %(zero)s", {"zero": 0})
-    # When that connection is drawn again (the pool hands its idle connections out in turn)
-    for _ in range(pool.max_size + 1):
-        with prepared_cursor("hold") as cursor:
-            cursor.execute("SELECT %(one)s + 1", {"one": 1})
-            assert cursor.fetchone() == (2,)
-            if cursor is failed[0]:
-                break
-    # Then the same cursor ran it, on a connection outside any transaction
-    assert cursor is failed[0]
-    assert cursor.connection.info.transaction_status == pq.TransactionStatus.IDLE
-
-
-@pytest.mark.skipif(not _pooled(), reason="PostgreSQL's connection pool")
+@pytest.mark.skipif(not _prepared(), reason="prepared statements are PostgreSQL's")
 @pytest.mark.django_db(transaction=True)
 def test_inside_a_transaction_whose_connection_was_closed_a_statement_is_refused_not_run_apart():
     from django.db import ProgrammingError, transaction
@@ -378,5 +269,5 @@ def test_inside_a_transaction_whose_connection_was_closed_a_statement_is_refused
     with pytest.raises(ProgrammingError, match="atomic block"), transaction.atomic():
         connection.ensure_connection()
         connection.close()  # the pool takes the connection back; the transaction is gone with it
-        with prepared_cursor() as cursor:  # borrowing here would run it on its own, outside the transaction
+        with prepared_cursor() as cursor:  # a new connection here would run it on its own, outside the transaction
             cursor.execute("SELECT 1")
