@@ -40,6 +40,10 @@ class ApiKeyRecordSerializer(KeyUsageFieldsSerializer):
     disabled = serializers.BooleanField()
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField(allow_null=True)
+    last_used_at = serializers.DateTimeField(allow_null=True, help_text="When the key last made a request.")
+    external_user = serializers.CharField(
+        allow_null=True, help_text="Always null: keys are not provisioned for an external user here."
+    )
     workspace_id = serializers.UUIDField()
 
 
@@ -65,6 +69,7 @@ def api_key_record(key: ApiKey) -> dict:
             "updated_at": key.updated_at,
             "expires_at": key.expires_at,
             "creator_user_id": key.creator.user_id if key.creator else None,
+            "external_user": None,
             "workspace_id": key.workspace_id,
         }
     ).data

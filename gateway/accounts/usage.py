@@ -4,6 +4,7 @@ here; before that, asking is a programming error."""
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal
 
 from gateway.accounts.models import ApiKey
@@ -19,6 +20,7 @@ class KeyUsage:
     byok_usage_daily: Decimal
     byok_usage_weekly: Decimal
     byok_usage_monthly: Decimal
+    last_used_at: datetime | None  # the key's latest request (None: never used)
 
 
 @dataclass(frozen=True, slots=True)

@@ -52,7 +52,8 @@ def key_usage(*, key_id: int) -> KeyUsage:
         aggregates[f"usage_{window}"] = _sum(charges & ~byok & Q(created_at__gte=start))
         aggregates[f"byok_usage_{window}"] = _sum(charges & byok & Q(created_at__gte=start))
     totals = LedgerEntry.objects.filter(api_key_id=key_id).aggregate(**aggregates)
-    return KeyUsage(**{name: -value for name, value in totals.items()})
+    last = Generation.objects.filter(api_key_id=key_id).order_by("-created_at").values_list("created_at", flat=True)
+    return KeyUsage(**{name: -value for name, value in totals.items()}, last_used_at=last.first())
 
 
 def limit_window_start(limit_reset: str | None) -> datetime | None:

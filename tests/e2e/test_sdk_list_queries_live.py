@@ -6,7 +6,6 @@ comes back as a typed 400 saying why."""
 from decimal import Decimal
 
 import pytest
-import requests
 from openai import OpenAI
 from openrouter import OpenRouter, errors
 
@@ -38,14 +37,16 @@ def test_openrouter_sdk_list_calls_with_their_query_parameters(live_gateway, gus
         key_assignments = admin.guardrails.list_key_assignments().result
         member_assignments = admin.guardrails.list_member_assignments().result
         activity = admin.analytics.get_user_activity(request={"group_by": "workspace"})
-    # The query `api_keys.list` sends; its parsing of the answer is not tested here (the SDK's key record
-    # requires `external_user` and `last_used_at`, which the gateway's does not have).
-    keys = requests.get(
-        f"{live_gateway.api}/keys?include_disabled=true&include_expired=false&offset=0",
-        headers={"Authorization": f"Bearer {gus.management_key}"},
-        timeout=20,
+        keys = admin.api_keys.list(include_disabled=True).data
+    listed = {key.hash: key for key in keys}
+    assert listed[gus.provisioned.inference_key.key.hash].last_used_at is None  # listing models is not a request
+    assert listed[gus.provisioned.management_key.key.hash].external_user is None
+    OpenAI(base_url=live_gateway.api, api_key=gus.api_key, max_retries=0).responses.create(
+        model="standin/echo", input="Hello"
     )
-    assert gus.provisioned.inference_key.key.hash in {key["hash"] for key in keys.json()["data"]}
+    with OpenRouter(api_key=gus.management_key, server_url=live_gateway.api) as admin:
+        used = admin.api_keys.get(hash=gus.provisioned.inference_key.key.hash).data
+    assert used.last_used_at is not None and used.external_user is None
     assert byok.data == [] and guardrails.data == [] and activity.data == []
     assert key_assignments.data == [] and member_assignments.data == []
 
