@@ -21,6 +21,10 @@ without a deadline; 31,600 with a gevent.Timeout), 0.5-0.9 us of CPU, a few per 
 Whether the server ran the statement is then unknown: the callers that must know (a hold, a settlement) close the
 hold again once the database answers (billing.settle_retry).
 
+psycopg (3.3) waits cooperatively under gevent by itself (`wait_poll`), but gives a query's wait no deadline, and
+nothing public does: statement_timeout is the frozen server's to enforce, connect_timeout covers only connecting, and
+TCP's timeouts see the frozen server's kernel acknowledging. Hence this wait, the one patch left on psycopg.
+
 `install()` puts it in place when gevent has patched `select` (gunicorn's gevent worker does before the
 application is imported); otherwise psycopg's choice stands."""
 
