@@ -106,15 +106,16 @@ def response_hold(*, ctx: RequestContext, prepared: Prepared, plan: RoutePlan) -
     amount = _reservation_amount(plan=plan, prepared=prepared, caller=ctx.caller) + prepared.stage_cost
     amount += _tools_hold(prepared)
     byok_counted = any(cap.include_byok for cap in prepared.caps) and any(c.is_byok for c in plan.candidates)
+    cap_amount = None  # what a budget counting BYOK spends: the list price on a key too
+    if byok_counted:
+        cap_amount = _reservation_amount(plan=plan, prepared=prepared, caller=ctx.caller, list_price=True)
     reservation = credits.credits_reserve(
         account_id=ctx.caller.account_id,
         amount=amount,
         api_key_id=ctx.caller.key_id,
         key_has_limit=ctx.caller.has_limit,
         caps=prepared.caps,
-        cap_amount=_reservation_amount(plan=plan, prepared=prepared, caller=ctx.caller, list_price=True)
-        if byok_counted
-        else None,
+        cap_amount=cap_amount,
         requested_model=plan.requested,
         workspace_id=ctx.caller.workspace_id,
         replacing=prepared.holds,  # what the pre-stages' calls spent is in `amount`: their holds are given back

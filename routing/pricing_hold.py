@@ -15,10 +15,11 @@ from routing.stages import SERVER_TOOL_RESULT_TOKENS
 def hold_list_cost(
     *, endpoint: EndpointInfo, request: CanonicalRequest, estimated_input_tokens: int, server_rounds: int
 ) -> Decimal:
+    searches = searches_bound(request.hosted_tools)
     output = output_allowance(request, endpoint).held  # a cut answer is billed as much
     cost = max_cost(endpoint=endpoint, input_tokens=estimated_input_tokens, max_output_tokens=output)
     # The provider's own web searches: the most each call may make (the provider is told), every round.
-    cost += searches_bound(request.hosted_tools) * endpoint.price_web_search * server_rounds
+    cost += searches * endpoint.price_web_search * server_rounds
     # The server-tool loop's later rounds: each round's input is the last one's plus its output and a tool
     # result at most (up to the endpoint's context), so the hold covers every round the loop may make.
     for done in range(1, server_rounds):

@@ -41,10 +41,12 @@ class UsageBounds:
 
 
 def usage_bounds(*, request: CanonicalRequest, estimated_input_tokens: int, endpoint: EndpointInfo) -> UsageBounds:
+    referenced = _has_referenced_documents(request)  # a document by URL or file id: any size up to the context
     allowed = output_allowance(request, endpoint)  # as the output bound and the hold
+    web_searches = searches_bound(request.hosted_tools)
     estimated = estimated_input_tokens
     plausible_input = estimated * USAGE_INPUT_FACTOR + USAGE_INPUT_SLACK
-    if _has_referenced_documents(request):  # a document by URL or file id can be any size up to the context
+    if referenced:
         plausible_input = max(plausible_input, endpoint.context_length or UNKNOWN_CONTEXT_TOKENS)
     elif endpoint.context_length:
         plausible_input = min(plausible_input, max(endpoint.context_length, estimated) + USAGE_INPUT_SLACK)
@@ -53,7 +55,7 @@ def usage_bounds(*, request: CanonicalRequest, estimated_input_tokens: int, endp
         output_tokens=allowed.tokens + USAGE_OUTPUT_MARGIN,
         held_input_tokens=estimated,
         held_output_tokens=allowed.held,
-        web_searches=searches_bound(request.hosted_tools),
+        web_searches=web_searches,
     )
 
 
