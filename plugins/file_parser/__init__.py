@@ -1,3 +1,3 @@
 """The file-parser plugin: its stages (stage); loading an `input_file` (sources), reading each kind of file as text
-(text; pdf, run in a limited child process by sandbox), reading scanned pages with a vision model (ocr), the file
-annotations an answer carries (annotations) and the 400 naming a refused file (errors)."""
+(text; PDFs and HTML in a limited child process: plugins.common.documents, shared with web fetch), reading scanned
+pages with a vision model (ocr) and the file annotations an answer carries (annotations)."""

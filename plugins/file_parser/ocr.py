@@ -11,8 +11,8 @@ from django.conf import settings
 
 from gateway.billing.services import ReservationHandle
 from gateway.errors import GatewayError
-from plugins.file_parser.errors import FileRefused
-from plugins.file_parser.pdf import PdfPage
+from plugins.common.documents.errors import FileRefused
+from plugins.common.documents.pdf import PdfPage
 from routing.attempts import AttemptSequence, AttemptsFailed
 from routing.canonical import CanonicalRequest, ImagePart, Message, OutputMessage, TextPart
 from routing.limits import RoutingLimit

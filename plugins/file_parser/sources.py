@@ -8,10 +8,10 @@ import binascii
 import hashlib
 import re
 import time
-from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
-from plugins.file_parser.errors import FileRefused
+from plugins.common.documents.errors import FileRefused
+from plugins.common.documents.loaded import LoadedFile
 from routing import http
 from routing.canonical import FilePart
 
@@ -48,14 +48,6 @@ EXTENSIONS = {
 }
 UNICODE_BOMS = (b"\xff\xfe", b"\xfe\xff", b"\x00\x00\xfe\xff")  # UTF-16 / UTF-32 text (NUL bytes, yet text)
 _DATA_URL = re.compile(r"data:(?P<media>[^;,]*)(?P<params>(;[^;,]*)*),", re.IGNORECASE)
-
-
-@dataclass(frozen=True)
-class LoadedFile:
-    name: str
-    data: bytes
-    kind: str  # one of KINDS
-    hash: str  # sha256 of the bytes: the annotation's `hash`
 
 
 def file_name(part: FilePart, index: int) -> str:

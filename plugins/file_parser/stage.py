@@ -20,12 +20,13 @@ from decimal import Decimal
 from gateway.billing.services import ReservationHandle, hold_drop
 from gateway.errors import GatewayError
 from plugins.common.config import plugin_mentioned, plugin_settings
+from plugins.common.documents.errors import FileRefused
+from plugins.common.documents.loaded import LoadedFile
+from plugins.common.documents.pdf import OutOfTime
+from plugins.common.documents.sandbox import PdfRead, pdf_read
 from plugins.file_parser import annotations, sources
-from plugins.file_parser.errors import FileRefused
 from plugins.file_parser.ocr import MSG_TOO_MANY_SCANS, OcrEngine, ocr_max_pages, ocr_model, ocr_require
-from plugins.file_parser.pdf import OutOfTime
-from plugins.file_parser.sandbox import PdfRead, pdf_read
-from plugins.file_parser.sources import LoadedFile, file_load, file_name
+from plugins.file_parser.sources import file_load, file_name
 from plugins.file_parser.text import text_of
 from routing.canonical import CanonicalRequest, CanonicalResponse, FilePart, Message, OutputMessage, TextPart
 from routing.limits import RoutingLimit, limits_for

@@ -1,15 +1,16 @@
 """Text files as the model reads them: plain text and Markdown as they are, CSV and JSON checked (a broken
 file is refused, not passed on half-read), HTML reduced to its main text by trafilatura (boilerplate, scripts
-and markup removed), in a child process within the request's parsing budget (plugins.file_parser.html_child)."""
+and markup removed), in a child process within the request's parsing budget (plugins.common.documents.html_child)."""
 
 import codecs
 import csv
 import io
 import json
 
-from plugins.file_parser.errors import FileRefused
-from plugins.file_parser.sandbox import html_read
-from plugins.file_parser.sources import MAX_FILE_BYTES, LoadedFile
+from plugins.common.documents.errors import FileRefused
+from plugins.common.documents.loaded import LoadedFile
+from plugins.common.documents.sandbox import html_read
+from plugins.file_parser.sources import MAX_FILE_BYTES
 
 MAX_HTML_BYTES = 5 * 1024 * 1024  # trafilatura builds a tree of the whole document
 

@@ -14,11 +14,11 @@ from django.conf import settings
 
 from gateway.errors import GatewayError
 from gateway.netaddr import is_public_address, literal_address
+from plugins.common.documents.errors import FileRefused
+from plugins.common.documents.loaded import LoadedFile
+from plugins.common.documents.pdf import OutOfTime
+from plugins.common.documents.sandbox import pdf_read
 from plugins.common.domains import parse_patterns, url_passes
-from plugins.file_parser.errors import FileRefused
-from plugins.file_parser.pdf import OutOfTime
-from plugins.file_parser.sandbox import pdf_read
-from plugins.file_parser.sources import LoadedFile
 from routing import http
 
 DEFAULT_MAX_BYTES = 5 * 1024 * 1024

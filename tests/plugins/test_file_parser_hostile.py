@@ -82,7 +82,7 @@ def test_a_page_tree_that_loops_is_refused(alice):
 
 
 def test_too_many_pages_are_refused_before_reading_them(alice, monkeypatch):
-    monkeypatch.setattr("plugins.file_parser.sandbox.MAX_PDF_PAGES", 3)
+    monkeypatch.setattr("plugins.common.documents.sandbox.MAX_PDF_PAGES", 3)
     refused(alice, file_part(text_pdf("a", "b", "c", "d"), filename="long.pdf"), "long.pdf", "4 pages; at most 3")
 
 
@@ -180,7 +180,7 @@ def test_a_file_url_over_the_size_limit_is_refused(alice, file_server, monkeypat
 
 
 def test_a_pdf_that_decodes_to_more_than_the_memory_limit_is_refused(alice, monkeypatch):
-    monkeypatch.setattr("plugins.file_parser.sandbox.MAX_PARSE_MEMORY", 64 * 1024 * 1024)
+    monkeypatch.setattr("plugins.common.documents.sandbox.MAX_PARSE_MEMORY", 64 * 1024 * 1024)
     # Each page's content is a 15 MB comment (within pypdf's per-stream limit, no tokens, no text) compressed to
     # 15 KB; pypdf keeps what it decoded, so 10 pages need 150 MB: the child stops at its address-space limit.
     comment = zlib.compress(b"%" + b"A" * 15_000_000 + b"\n", 9)

@@ -1,7 +1,7 @@
-"""PDFs (and HTML files, see plugins.file_parser.html_child) are read in a child process, so that a hostile one cannot
-take the worker down: the child limits its own address space (MAX_PARSE_MEMORY more than it starts with: pypdf keeps
-what it decoded, and a small file can decode to gigabytes within pypdf's per-stream limits) and CPU time, and the
-parent kills it when the request's parsing budget runs out, whatever pypdf is doing. Children are forked by a
+"""PDFs (and HTML files, see plugins.common.documents.html_child) are read in a child process, so that a hostile one
+cannot take the worker down: the child limits its own address space (MAX_PARSE_MEMORY more than it starts with: pypdf
+keeps what it decoded, and a small file can decode to gigabytes within pypdf's per-stream limits) and CPU time, and
+the parent kills it when the request's parsing budget runs out, whatever pypdf is doing. Children are forked by a
 forkserver (started once per worker process, pypdf already imported), not from the worker itself: nothing of the
 worker's threads, sockets or database connections is copied, and starting one costs milliseconds."""
 
@@ -10,10 +10,10 @@ import threading
 import time
 from dataclasses import dataclass
 
-from plugins.file_parser.errors import FileRefused
-from plugins.file_parser.html_child import html_child_main
-from plugins.file_parser.pdf import OutOfTime, PdfLimits, PdfPage, child_main
-from plugins.file_parser.sources import LoadedFile
+from plugins.common.documents.errors import FileRefused
+from plugins.common.documents.html_child import html_child_main
+from plugins.common.documents.loaded import LoadedFile
+from plugins.common.documents.pdf import OutOfTime, PdfLimits, PdfPage, child_main
 
 MAX_PDF_PAGES = 200
 MAX_TEXT_CHARS = 2_000_000  # per file: past it the model could not read it anyway
@@ -28,8 +28,8 @@ _context.set_forkserver_preload(
         "pypdf",
         "trafilatura",
         "json_repair",
-        "plugins.file_parser.pdf",
-        "plugins.file_parser.html_child",
+        "plugins.common.documents.pdf",
+        "plugins.common.documents.html_child",
         "plugins.common.repair_child",
     ]
 )
@@ -43,7 +43,7 @@ class PdfRead:
 
 
 def pdf_read(file: LoadedFile, *, deadline: float, images: bool) -> PdfRead:
-    """The PDF's pages (see plugins.file_parser.pdf.read_pages), read in a child. FileRefused naming the file when
+    """The PDF's pages (see plugins.common.documents.pdf.read_pages), read in a child. FileRefused naming the file when
     the PDF is refused or breaks the child's limits; OutOfTime when the budget ends first."""
     started = time.monotonic()
 

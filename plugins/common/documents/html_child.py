@@ -1,5 +1,5 @@
-"""HTML files are reduced to their main text by trafilatura in a child process (plugins.file_parser.sandbox): lxml and
-trafilatura take ~11 s per MB of ordinary paragraphs, which no worker thread can be interrupted in. This module
+"""HTML files are reduced to their main text by trafilatura in a child process (plugins.common.documents.sandbox): lxml
+and trafilatura take ~11 s per MB of ordinary paragraphs, which no worker thread can be interrupted in. This module
 imports no Django: the sandbox's children load it alone; trafilatura is imported in the child (the forkserver
 preloads it), so a worker that only names this function does not carry it."""
 

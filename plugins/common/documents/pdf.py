@@ -1,4 +1,4 @@
-"""The text-layer PDF engine (pypdf). It runs in a child process (plugins.file_parser.sandbox: memory, CPU and
+"""The text-layer PDF engine (pypdf). It runs in a child process (plugins.common.documents.sandbox: memory, CPU and
 wall-clock limits) and is bounded in itself too: the page count is checked before any page is read, pypdf's own
 decompression, parsing and page-tree limits are tightened (a deflate bomb or a content stream of millions of
 operators stops at the limit), the text is capped, and the time budget is checked between pages. pypdf never
