@@ -3,11 +3,11 @@ own endpoint fallback, priced at its endpoint's list price); the analyst `model`
 structured JSON (consensus, contradictions, partial coverage, unique insights, blind spots: the openrouter SDK's
 FusionAnalysisResult). Two ways in:
 
-- the model slug `gateway/fusion` (`fusion_stage`, a router pre-stage): the final answer is written by the analyst as
-  the request's own routed call (so it streams, falls back and is billed like any request), its instructions
-  carrying the panel answers and the analysis. The panel's and the analysis' costs are the stage's `cost_usd` and
-  their tokens its `usage` (held, charged and added to the request's usage).
-- the server tool `gateway:fusion` (`fusion_tool_run`, run by plugins.server_tools): the model asks the panel a
+- the model slug `gateway/fusion` (stage.fusion_stage, run by the router pre-stage plugins.routers): the final answer
+  is written by the analyst as the request's own routed call (so it streams, falls back and is billed like any
+  request), its instructions carrying the panel answers and the analysis. The panel's and the analysis' costs are the
+  stage's `cost_usd` and their tokens its `usage` (held, charged and added to the request's usage).
+- the server tool `gateway:fusion` (tool.fusion_tool_run, run by the server-tool loop): the model asks the panel a
   question; the analysis and the answers are the tool result it reads, the call an output item of its own type
   (`gateway:fusion`, with `response.fusion_call.*` stream events as it runs), its cost and tokens charged with the
   request and its figures a pipeline entry. The analyst defaults to the model that called it.

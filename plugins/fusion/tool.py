@@ -1,6 +1,6 @@
 """The server tool `gateway:fusion`: the model asks a fusion panel a question; the analysis and the answers are
-the tool result it reads, the call an output item of its own type. Registered among the server tools'
-runners (plugins.tools.RUNNERS) by plugins.registry when the app is ready: plugins.common.tools never imports fusion."""
+the tool result it reads, the call an output item of its own type. plugins.registry registers it among the server
+tools' runners (plugins.common.tools.RUNNERS) when the app is ready: the server-tool loop never imports fusion."""
 
 from collections.abc import Generator
 from functools import partial

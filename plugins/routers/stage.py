@@ -1,6 +1,7 @@
 """The router stage: the model slugs `gateway/auto`, `gateway/auto-beta` (auto-router, auto-beta-router),
 `gateway/pareto-code` (pareto-router) and `gateway/fusion` (fusion) choose the models the rest of the pipeline
-plans (plugins.routers: the classifier, the candidates and their quality data, each router). The
+plans (this package: the classifier, the candidates and their quality data, auto and pareto; gateway/fusion runs
+the fusion plugin's stage, registered in ROUTER_RUNS by plugins.registry). The
 decision is the pipeline entry (`gateway_metadata.pipeline`), `gateway_metadata.strategy`, and the generation
 record's `router`. A router's plugin entry configures it; an entry for a router the request does not use is
 refused (400), except auto-router settings on gateway/auto-beta and the other way round (ignored, as the spec
