@@ -187,11 +187,7 @@ def _reservation_amount(*, plan: RoutePlan, prepared: Prepared, caller: Caller, 
 
 
 def _tools_hold(prepared: Prepared) -> Decimal:
-    """What the post-stages' own calls may cost by themselves (the server tools' web searches: a stage's `hold`)."""
-    holds = (
-        stage.hold(prepared.data, prepared.server_rounds) for stage in stages.POST_STAGES if hasattr(stage, "hold")
-    )
-    return sum(holds, Decimal(0))
+    return stages.tools_hold(prepared.data, prepared.server_rounds)
 
 
 def _catalog_endpoints(models: list[str]) -> list[EndpointInfo]:

@@ -2,7 +2,9 @@
 settings.PIPELINE_PRE_STAGES / PIPELINE_POST_STAGES (dotted paths of stage classes), so responses_api names
 no guardrail or plugin module itself; tests may replace the lists."""
 
-from typing import TypeGuard
+from collections.abc import Iterable
+from decimal import Decimal
+from typing import Protocol, TypeGuard
 
 from django.conf import settings
 from django.utils.module_loading import import_string
@@ -15,6 +17,59 @@ from routing.stages import Block, LiveStage, PostStage, PreStage, RequestContext
 
 PRE_STAGES: list[PreStage] = [import_string(path)() for path in settings.PIPELINE_PRE_STAGES]
 POST_STAGES: list[PostStage] = [import_string(path)() for path in settings.PIPELINE_POST_STAGES]
+
+
+# What a stage may offer beyond its PreStage/PostStage contract, each checked by its guard below (a plain attribute
+# check: a runtime_checkable Protocol's isinstance costs some 50 times more, on every request).
+class AddsTools(Protocol):
+    """Adds tools to the request before they are checked (the web-fetch plugin's gateway:web_fetch)."""
+
+    def plugin_tools(self, ctx: RequestContext, tools: list[dict]) -> list[dict]: ...
+
+
+class RunsTools(Protocol):
+    """Runs these tool types itself (the server-tool loop)."""
+
+    tool_types: Iterable[str]
+
+
+class ScansToolResults(Protocol):
+    """Offers a scan of what the server-tool loop hands the model (the guardrails)."""
+
+    def tool_results(self, ctx: RequestContext) -> ToolResultScan | None: ...
+
+
+class HoldsOwnCalls(Protocol):
+    """Its own calls may cost by themselves (the server tools' web searches): held with the request."""
+
+    def hold(self, data: dict, rounds: int) -> Decimal: ...
+
+
+class Notes(Protocol):
+    """Says something about a request it does not run on (response-healing on a stream: not healed)."""
+
+    def note(self, ctx: RequestContext) -> StageEntry | None: ...
+
+
+def _adds_tools(stage: object) -> TypeGuard[AddsTools]:
+    return hasattr(stage, "plugin_tools")
+
+
+def _runs_tools(stage: object) -> TypeGuard[RunsTools]:
+    return hasattr(stage, "tool_types")
+
+
+def _scans_tool_results(stage: object) -> TypeGuard[ScansToolResults]:
+    return hasattr(stage, "tool_results")
+
+
+def _holds_own_calls(stage: object) -> TypeGuard[HoldsOwnCalls]:
+    return hasattr(stage, "hold")
+
+
+def _notes(stage: object) -> TypeGuard[Notes]:
+    return hasattr(stage, "note")
+
 
 MSG_PLUGIN_UNAVAILABLE = (
     "plugins[{index}]: the plugin '{id}' is not available on this gateway; remove it or set \"enabled\": false"
@@ -58,10 +113,7 @@ def with_plugin_tools(data: dict, ctx: RequestContext) -> dict:
     server tool runs in the same loop as the tool named in `tools`."""
     tools = list(data.get("tools") or [])
     added = [
-        tool
-        for stage in (*PRE_STAGES, *POST_STAGES)
-        if (add := getattr(stage, "plugin_tools", None)) is not None
-        for tool in add(ctx, tools)
+        tool for stage in (*PRE_STAGES, *POST_STAGES) if _adds_tools(stage) for tool in stage.plugin_tools(ctx, tools)
     ]
     return {**data, "tools": tools + added} if added else data
 
@@ -70,7 +122,9 @@ def refuse_unhonoured_tools(tools: list[dict]) -> None:
     """A tool other than a function tool that no configured stage runs (the server-tool loop declares the types it
     runs as `tool_types`) and no provider runs (a hosted tool: routing.providers.hosted, routed to the endpoints
     that run it by plugins.common.hosted_tools) is a 400, not a tool dropped on the way to the provider."""
-    honoured = frozenset(kind for stage in (*PRE_STAGES, *POST_STAGES) for kind in getattr(stage, "tool_types", ()))
+    honoured = frozenset(
+        kind for stage in (*PRE_STAGES, *POST_STAGES) if _runs_tools(stage) for kind in stage.tool_types
+    )
     for index, tool in enumerate(tools):
         if capability(tool["type"]):
             if why := tool_problem(tool):
@@ -104,8 +158,7 @@ def tool_result_scan(ctx: RequestContext) -> ToolResultScan | None:
     server-tool loop hands the model in later rounds, so that no round sends the model text the caller's
     guardrails did not read; None when no stage scans for this caller."""
     for stage in PRE_STAGES:
-        offer = getattr(stage, "tool_results", None)
-        if offer is not None and (scan := offer(ctx)) is not None:
+        if _scans_tool_results(stage) and (scan := stage.tool_results(ctx)) is not None:
             return scan
     return None
 
@@ -128,11 +181,16 @@ def _is_live(stage: object) -> TypeGuard[LiveStage]:
     return hasattr(stage, "live")
 
 
+def tools_hold(data: dict, rounds: int) -> Decimal:
+    """What the post-stages' own calls may cost by themselves (the server tools' web searches: a stage's `hold`)."""
+    return sum((stage.hold(data, rounds) for stage in POST_STAGES if _holds_own_calls(stage)), Decimal(0))
+
+
 def post_stage_notes(ctx: RequestContext) -> list[StageEntry]:
     """What the post-stages that do not run on this request say about it (`note(ctx)`, optional: e.g.
     response-healing on a stream: not healed), so a plugin the caller turned on is never silently skipped."""
-    notes = (getattr(stage, "note", None) for stage in POST_STAGES if not stage.wants(ctx))
-    return [entry for note in notes if note is not None and (entry := note(ctx)) is not None]
+    noting = (stage for stage in POST_STAGES if not stage.wants(ctx) and _notes(stage))
+    return [entry for stage in noting if (entry := stage.note(ctx)) is not None]
 
 
 def post_stages(
