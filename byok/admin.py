@@ -1,7 +1,9 @@
 import json
+from typing import Any
 
 from django import forms
 from django.contrib import admin
+from django.http import HttpRequest
 
 from byok import services
 from byok.catalog import catalog_lookups
@@ -9,6 +11,7 @@ from byok.models import ByokKey
 from byok.serializers import ByokCreateRequestSerializer, ByokUpdateRequestSerializer
 from byok.shapes import ShapeError, parse_credential
 from gateway.admin_forms import ServiceValidatedForm
+from gateway.admin_generics import ModelAdmin, ModelForm
 
 EDITABLE = ("name", "disabled", "is_fallback", "sort_order", "shared_capacity", *services.FILTERS)
 CREATED = ("account", "workspace", "provider", "name", "disabled", "is_fallback", "shared_capacity", *services.FILTERS)
@@ -33,12 +36,12 @@ class FilterListField(forms.CharField):
 
     widget = forms.Textarea(attrs={"rows": 3, "spellcheck": "false"})
 
-    def __init__(self, **kwargs):
+    def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("required", False)
         kwargs.setdefault("help_text", "One per line; empty: no restriction")
         super().__init__(strip=False, **kwargs)
 
-    def to_python(self, value):
+    def to_python(self, value: str | None) -> Any:  # lines, or the JSON pasted (the serializer checks it)
         text = (value or "").strip()
         if not text or text == "null":
             return None
@@ -49,12 +52,12 @@ class FilterListField(forms.CharField):
                 raise forms.ValidationError("Enter a valid JSON array, or one entry per line.") from None
         return [line.strip() for line in text.splitlines() if line.strip()]
 
-    def prepare_value(self, value):
+    def prepare_value(self, value: Any) -> Any:
         if isinstance(value, list) and all(isinstance(item, str) and "\n" not in item for item in value):
             return "\n".join(value)
         return "" if value is None else value
 
-    def validate(self, value):  # the serializer checks the entries (the API's rules)
+    def validate(self, value: Any) -> None:  # the serializer checks the entries (the API's rules)
         pass
 
 
@@ -78,7 +81,7 @@ class ByokKeyAddForm(ServiceValidatedForm):
         model = ByokKey
         fields = CREATED
 
-    def clean(self):
+    def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
         self.byok_create = None
         if self.errors:
@@ -120,7 +123,7 @@ class ByokKeyForm(ServiceValidatedForm):
         model = ByokKey
         fields = EDITABLE
 
-    def clean(self):
+    def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
         self.byok_changes, self.byok_credential = {}, None
         if self.errors:
@@ -141,7 +144,7 @@ class ByokKeyForm(ServiceValidatedForm):
 
 
 @admin.register(ByokKey)
-class ByokKeyAdmin(admin.ModelAdmin):
+class ByokKeyAdmin(ModelAdmin[ByokKey]):
     """Staff see keys masked, add keys as POST /byok does and edit what PATCH /byok can (rotation included); the
     material is never shown."""
 
@@ -173,19 +176,21 @@ class ByokKeyAdmin(admin.ModelAdmin):
 
     raw_id_fields = ("account", "workspace")  # ids with a lookup, not a list of every account on the page
 
-    def get_form(self, request, obj=None, change=False, **kwargs):
+    def get_form(
+        self, request: HttpRequest, obj: ByokKey | None = None, change: bool = False, **kwargs: Any
+    ) -> type[ModelForm[ByokKey]]:
         if obj is None:
             kwargs["form"] = ByokKeyAddForm
             kwargs["fields"] = (*CREATED, "key")
         return super().get_form(request, obj, change=change, **kwargs)
 
-    def get_fields(self, request, obj=None):
+    def get_fields(self, request: HttpRequest, obj: ByokKey | None = None) -> tuple[str, ...]:
         return (*CREATED, "key") if obj is None else self.fields
 
-    def get_readonly_fields(self, request, obj=None):
+    def get_readonly_fields(self, request: HttpRequest, obj: ByokKey | None = None) -> tuple[str, ...]:
         return () if obj is None else self.readonly_fields
 
-    def save_model(self, request, obj, form, change):
+    def save_model(self, request: HttpRequest, obj: ByokKey, form: Any, change: bool) -> None:
         if not change:
             plan = form.byok_create
             validated = plan["validated"]

@@ -1,4 +1,8 @@
+from typing import Any
+from uuid import UUID
+
 from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -15,7 +19,8 @@ from byok.serializers import (
     ByokUpdateRequestSerializer,
     byok_record,
 )
-from byok.shapes import ShapeError, parse_credential
+from byok.shapes import ParsedCredential, ShapeError, parse_credential
+from gateway.accounts.authentication import request_caller
 from gateway.accounts.permissions import IsManagementKey
 from gateway.accounts.selectors import workspace_exists
 from gateway.api import error_responses
@@ -32,17 +37,18 @@ def _provider_kind(slug: str) -> str:
     return kind
 
 
-def _credential(kind: str, value):
+def _credential(kind: str, value: Any) -> ParsedCredential:
     try:
         return parse_credential(kind=kind, value=value)
     except ShapeError as exc:
         raise GatewayError(f"key: {exc}", metadata={"fields": {"key": str(exc)}}) from None
 
 
-def _workspace(request, workspace_id):
+def _workspace(request: Request, workspace_id: UUID | None) -> UUID:
+    caller = request_caller(request)
     if workspace_id is None:
-        return request.user.workspace_id
-    if not workspace_exists(account_id=request.user.account_id, workspace_id=workspace_id):
+        return caller.workspace_id
+    if not workspace_exists(account_id=caller.account_id, workspace_id=workspace_id):
         raise GatewayError(
             "workspace_id: no such workspace in this account", metadata={"fields": {"workspace_id": "not found"}}
         )
@@ -58,12 +64,14 @@ class ByokListCreateApi(APIView):
         parameters=[ByokListQuerySerializer],
         responses={200: ByokListSerializer, **error_responses(400, 401, 403, 429, 500)},
     )
-    def get(self, request):
+    def get(self, request: Request) -> Response:
         query = ByokListQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         params = query.validated_data
         keys = selectors.byok_keys_list(
-            account_id=request.user.account_id, provider=params.get("provider"), workspace_id=params.get("workspace_id")
+            account_id=request_caller(request).account_id,
+            provider=params.get("provider"),
+            workspace_id=params.get("workspace_id"),
         )
         page = keys[params["offset"] : params["offset"] + params["limit"]]
         return Response({"data": [byok_record(key) for key in page], "total_count": keys.count()})
@@ -74,8 +82,9 @@ class ByokListCreateApi(APIView):
         request=ByokCreateRequestSerializer,
         responses={201: ByokEnvelopeSerializer, **error_responses(400, 401, 403, 429, 500)},
     )
-    def post(self, request):
-        body = ByokCreateRequestSerializer(data=request.data, context={"account_id": request.user.account_id})
+    def post(self, request: Request) -> Response:
+        caller = request_caller(request)
+        body = ByokCreateRequestSerializer(data=request.data, context={"account_id": caller.account_id})
         body.is_valid(raise_exception=True)
         data = capacity_from_flags(
             body.validated_data,
@@ -85,7 +94,7 @@ class ByokListCreateApi(APIView):
         )
         kind = _provider_kind(data["provider"])
         key = services.byok_key_create(
-            account_id=request.user.account_id,
+            account_id=caller.account_id,
             workspace_id=_workspace(request, data.get("workspace_id")),
             provider=data["provider"],
             kind=kind,
@@ -108,10 +117,10 @@ class ByokDetailApi(APIView):
         parameters=[BYOK_ID],
         responses={200: ByokEnvelopeSerializer, **error_responses(401, 403, 404, 429, 500)},
     )
-    def get(self, request, byok_id):
+    def get(self, request: Request, byok_id: UUID) -> Response:
         query_params(request)
         return Response(
-            {"data": byok_record(selectors.byok_key_get(account_id=request.user.account_id, key_id=byok_id))}
+            {"data": byok_record(selectors.byok_key_get(account_id=request_caller(request).account_id, key_id=byok_id))}
         )
 
     @extend_schema(
@@ -121,9 +130,10 @@ class ByokDetailApi(APIView):
         request=ByokUpdateRequestSerializer,
         responses={200: ByokEnvelopeSerializer, **error_responses(400, 401, 403, 404, 429, 500)},
     )
-    def patch(self, request, byok_id):
-        key = selectors.byok_key_get(account_id=request.user.account_id, key_id=byok_id)
-        body = ByokUpdateRequestSerializer(data=request.data, context={"account_id": request.user.account_id})
+    def patch(self, request: Request, byok_id: UUID) -> Response:
+        caller = request_caller(request)
+        key = selectors.byok_key_get(account_id=caller.account_id, key_id=byok_id)
+        body = ByokUpdateRequestSerializer(data=request.data, context={"account_id": caller.account_id})
         body.is_valid(raise_exception=True)
         changes = capacity_from_flags(
             body.validated_data,
@@ -141,6 +151,8 @@ class ByokDetailApi(APIView):
         parameters=[BYOK_ID],
         responses={200: ByokDeletedSerializer, **error_responses(401, 403, 404, 429, 500)},
     )
-    def delete(self, request, byok_id):
-        services.byok_key_delete(key=selectors.byok_key_get(account_id=request.user.account_id, key_id=byok_id))
+    def delete(self, request: Request, byok_id: UUID) -> Response:
+        services.byok_key_delete(
+            key=selectors.byok_key_get(account_id=request_caller(request).account_id, key_id=byok_id)
+        )
         return Response({"deleted": True})

@@ -1,6 +1,7 @@
 """Credentials as they cross app boundaries: frozen, and their repr never shows the secret."""
 
 from dataclasses import dataclass, field
+from typing import Any
 from uuid import UUID
 
 from byok.crypto import mask_secret
@@ -13,7 +14,7 @@ class ProviderCredentials:
     api_key: str = field(repr=False)
     is_byok: bool = False
     byok_key_id: UUID | None = None
-    extra: dict = field(default_factory=dict, repr=False)  # structured credentials (cloud platforms)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)  # structured credentials (cloud platforms)
 
     def __repr__(self) -> str:
         return (

@@ -9,6 +9,8 @@ routing already honours, so they need no column of their own and cannot disagree
 `declared_region` and `declared_zdr` are always null (undeclared): this gateway has no regional hosts and its ZDR
 routing reads the catalog's endpoint policy only, so a declaration would be accepted and ignored; it is refused."""
 
+from typing import Any
+
 from rest_framework import serializers
 
 from byok.models import SharedCapacity
@@ -20,7 +22,7 @@ MSG_FALLBACK = "cannot be combined with is_fallback: a byok-only key is the prov
 MSG_DISAGREES = "disagrees with shared_capacity {capacity!r} sent with it; send one of them"
 
 
-def record_flags(shared_capacity: str) -> dict:
+def record_flags(shared_capacity: str) -> dict[str, bool | None]:
     return {
         "is_byok_only": shared_capacity == SharedCapacity.NEVER,
         "is_required": shared_capacity != SharedCapacity.ALWAYS,
@@ -29,7 +31,9 @@ def record_flags(shared_capacity: str) -> dict:
     }
 
 
-def capacity_from_flags(data: dict, *, current: str, capacity_sent: bool, is_fallback: bool) -> dict:
+def capacity_from_flags(
+    data: dict[str, Any], *, current: str, capacity_sent: bool, is_fallback: bool
+) -> dict[str, Any]:
     """`data` (validated) with the SDK's flags folded into `shared_capacity`; a 400 naming the field when they
     cannot be honoured. `current`: the key's capacity now ("always" for a new key)."""
     data = dict(data)

@@ -3,6 +3,7 @@
 attempt that sends it."""
 
 from dataclasses import dataclass
+from typing import Any
 from uuid import UUID
 
 from django.db.models import QuerySet
@@ -40,7 +41,9 @@ class ByokKeyInfo:
         return self.allowed_user_ids is None or (user_id is not None and user_id in self.allowed_user_ids)
 
 
-def byok_keys_list(*, account_id: UUID, provider: str | None = None, workspace_id: UUID | None = None) -> QuerySet:
+def byok_keys_list(
+    *, account_id: UUID, provider: str | None = None, workspace_id: UUID | None = None
+) -> QuerySet[ByokKey]:
     keys = ByokKey.objects.filter(account_id=account_id).order_by("provider", "is_fallback", "sort_order", "created_at")
     if provider:
         keys = keys.filter(provider=provider)
@@ -123,7 +126,7 @@ def byok_credentials(*, key_id: UUID, model_id: str) -> ProviderCredentials | No
     return ProviderCredentials(api_key=parsed.api_key, is_byok=True, byok_key_id=row.id, extra=extra)
 
 
-def azure_config_for(configs: list[dict], *, model_id: str) -> dict | None:
+def azure_config_for(configs: list[dict[str, Any]], *, model_id: str) -> dict[str, Any] | None:
     """A per-deployment config wins for its `model_slug`; otherwise the first catalog config serves."""
     for config in configs:
         if config.get("endpoint_url") and config.get("model_slug") == model_id:
@@ -131,5 +134,5 @@ def azure_config_for(configs: list[dict], *, model_id: str) -> dict | None:
     return next((config for config in configs if config.get("resource_name")), None)
 
 
-def _tuple(value) -> tuple[str, ...] | None:
+def _tuple(value: list[str] | None) -> tuple[str, ...] | None:
     return None if value is None else tuple(value)

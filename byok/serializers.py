@@ -1,11 +1,12 @@
 import re
+from typing import Any
 
 from django.core.validators import RegexValidator
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from byok.catalog import catalog_lookups
-from byok.models import SharedCapacity
+from byok.models import ByokKey, SharedCapacity
 from byok.sdk_fields import record_flags
 from gateway import fields
 from gateway.accounts.selectors import live_key_hashes, member_user_ids
@@ -20,7 +21,7 @@ DECLARED_REGIONS = ["global", "europe", "us"]
 class NullableFilterField(fields.ListField):
     """An array of strings (at most 100), or null. An empty array is refused: use null to clear."""
 
-    def __init__(self, *, pattern: re.Pattern | None = None, pattern_message: str = "", **kwargs):
+    def __init__(self, *, pattern: re.Pattern[str] | None = None, pattern_message: str = "", **kwargs: Any) -> None:
         self.pattern, self.pattern_message = pattern, pattern_message
         validators = [RegexValidator(pattern, pattern_message)] if pattern else []  # (also the schema's pattern)
         super().__init__(
@@ -32,7 +33,7 @@ class NullableFilterField(fields.ListField):
             **kwargs,
         )
 
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: Any) -> list[str]:
         if not isinstance(data, list):
             raise serializers.ValidationError("must be an array of strings or null")
         if not data:
@@ -46,7 +47,7 @@ class NullableFilterField(fields.ListField):
         return list(dict.fromkeys(super().to_internal_value(data)))
 
 
-class ByokRecordSerializer(serializers.Serializer):
+class ByokRecordSerializer(serializers.Serializer[Any]):
     id = serializers.UUIDField()
     provider = serializers.CharField()
     workspace_id = serializers.UUIDField()
@@ -81,7 +82,7 @@ class ByokFiltersMixin(fields.ClosedSerializer):
     )
     allowed_user_ids = NullableFilterField(help_text="Member user ids of this account; null = all members")
 
-    def validate_allowed_api_key_hashes(self, value):
+    def validate_allowed_api_key_hashes(self, value: list[str] | None) -> list[str] | None:
         if value is None:
             return value
         malformed = [h for h in value if not KEY_HASH.match(h)]
@@ -95,7 +96,7 @@ class ByokFiltersMixin(fields.ClosedSerializer):
             )
         return value
 
-    def validate_allowed_models(self, value):
+    def validate_allowed_models(self, value: list[str] | None) -> list[str] | None:
         if value is None:
             return value
         model_exists = catalog_lookups().model_exists
@@ -104,7 +105,7 @@ class ByokFiltersMixin(fields.ClosedSerializer):
             raise serializers.ValidationError(f"unknown model ids: {bad[:5]}")
         return value
 
-    def validate_allowed_user_ids(self, value):
+    def validate_allowed_user_ids(self, value: list[str] | None) -> list[str] | None:
         if value is None:
             return value
         members = member_user_ids(account_id=self.context["account_id"], user_ids=value)
@@ -152,11 +153,11 @@ class ByokUpdateRequestSerializer(ByokFiltersMixin):
     declared_zdr = fields.BooleanField(required=False, allow_null=True)
 
 
-class ByokEnvelopeSerializer(serializers.Serializer):
+class ByokEnvelopeSerializer(serializers.Serializer[Any]):
     data = ByokRecordSerializer()  # type: ignore[assignment]  # the envelope's field shadows Serializer.data
 
 
-class ByokListSerializer(serializers.Serializer):
+class ByokListSerializer(serializers.Serializer[Any]):
     data = ByokRecordSerializer(many=True)  # type: ignore[assignment]  # the envelope's field shadows Serializer.data
     total_count = serializers.IntegerField()
 
@@ -168,11 +169,11 @@ class ByokListQuerySerializer(ClosedQuerySerializer):
     limit = fields.QueryIntegerField(required=False, default=100, min_value=1, max_value=1000)
 
 
-class ByokDeletedSerializer(serializers.Serializer):
+class ByokDeletedSerializer(serializers.Serializer[Any]):
     deleted = serializers.BooleanField()
 
 
-def byok_record(key) -> dict:
+def byok_record(key: ByokKey) -> dict[str, Any]:
     return ByokRecordSerializer(
         {
             "id": key.id,

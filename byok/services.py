@@ -1,9 +1,10 @@
 """BYOK writes: create, update (filters, order, rotation in place), delete, and re-sealing on key rotation."""
 
+from typing import Any
 from uuid import UUID
 
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, QuerySet
 
 from byok.crypto import Sealed as SealedBlob
 from byok.crypto import current_key_id, seal, unseal
@@ -19,7 +20,7 @@ def _seal_into(key: ByokKey, credential: ParsedCredential) -> None:
     key.serves_models = credential.serves_models
 
 
-def _section(key: ByokKey):
+def _section(key: ByokKey) -> QuerySet[ByokKey]:
     return ByokKey.objects.filter(
         account_id=key.account_id, workspace_id=key.workspace_id, provider=key.provider, is_fallback=key.is_fallback
     )
@@ -36,7 +37,7 @@ def byok_key_create(
     disabled: bool = False,
     is_fallback: bool = False,
     shared_capacity: str = "always",
-    filters: dict | None = None,
+    filters: dict[str, list[str] | None] | None = None,
 ) -> ByokKey:
     """A new key, last in its section (Prioritized or Fallback) of its provider."""
     with transaction.atomic():
@@ -57,7 +58,7 @@ def byok_key_create(
     return key
 
 
-def byok_key_update(*, key: ByokKey, changes: dict, credential: ParsedCredential | None = None) -> ByokKey:
+def byok_key_update(*, key: ByokKey, changes: dict[str, Any], credential: ParsedCredential | None = None) -> ByokKey:
     """Omitted fields stay; `None` clears a filter; an array replaces it. `sort_order` moves the key within
     its section and shifts the others; `is_fallback` moves it to the end of the other section; a new
     `credential` rotates the material in place (same id, filters and position)."""

@@ -10,7 +10,8 @@ import contextvars
 import json
 import re
 from dataclasses import dataclass
-from urllib.parse import parse_qs, urlsplit
+from typing import Any
+from urllib.parse import SplitResult, parse_qs, urlsplit
 
 from django.conf import settings
 
@@ -60,11 +61,11 @@ class ParsedCredential:
     material: str  # what gets sealed: the key string, or canonical JSON for structured credentials
     label: str
     api_key: str  # the secret an adapter sends (first config's key for Azure)
-    extra: dict | list | None = None
+    extra: dict[str, Any] | list[dict[str, Any]] | None = None
     serves_models: list[str] | None = None  # Azure: what its configs serve (see ByokKey.serves_models)
 
 
-def parse_credential(*, kind: str, value) -> ParsedCredential:
+def parse_credential(*, kind: str, value: Any) -> ParsedCredential:
     parser = {"api_key": _plain, "azure": _azure, "bedrock": _bedrock, "vertex": _vertex}[kind]
     if isinstance(value, str) and len(value) > MAX_KEY_CHARS:
         raise ShapeError(f"key is longer than {MAX_KEY_CHARS} characters")
@@ -121,12 +122,12 @@ def check_text(value: str, field: str, *, cap: int, multiline: bool = False) -> 
     return value  # unreachable: the pattern failed, so some character did
 
 
-def _fullmatch(pattern: re.Pattern, value: str) -> bool:
+def _fullmatch(pattern: re.Pattern[str], value: str) -> bool:
     """The whole value matches (`$` alone lets a trailing newline through); stored values load as before."""
     return bool(pattern.match(value) if _lenient.get() else pattern.fullmatch(value))
 
 
-def _json(value, expected: type, what: str):
+def _json(value: Any, expected: type, what: str) -> Any:
     if isinstance(value, str):
         try:
             value = json.loads(value)
@@ -138,7 +139,13 @@ def _json(value, expected: type, what: str):
 
 
 def _string(
-    config: dict, name: str, where: str, *, cap: int = MAX_FIELD_CHARS, multiline: bool = False, text: bool = True
+    config: dict[str, Any],
+    name: str,
+    where: str,
+    *,
+    cap: int = MAX_FIELD_CHARS,
+    multiline: bool = False,
+    text: bool = True,
 ) -> str:
     """A required string field, checked as text (`text=False`: the caller matches it against a pattern of
     visible ASCII characters, whose message is more precise)."""
@@ -148,7 +155,7 @@ def _string(
     return check_text(value, f"{where}.{name}", cap=cap, multiline=multiline) if text else value
 
 
-def _public_host(url, field: str) -> None:
+def _public_host(url: SplitResult, field: str) -> None:
     """A customer's URL must not name a loopback, private or link-local host literally (the outbound guard refuses
     it at connect time anyway, whatever its name resolves to: this says so when the key is saved)."""
     if settings.OUTBOUND_ALLOW_PRIVATE_NETWORKS:
@@ -159,7 +166,7 @@ def _public_host(url, field: str) -> None:
         raise ShapeError(f"{field} must be a public address (loopback, private and link-local hosts are refused)")
 
 
-def _url(value: str, field: str, *, schemes: tuple[str, ...]):
+def _url(value: str, field: str, *, schemes: tuple[str, ...]) -> SplitResult:
     check_text(value, field, cap=MAX_URL_CHARS)
     try:
         url = urlsplit(value)
@@ -171,7 +178,7 @@ def _url(value: str, field: str, *, schemes: tuple[str, ...]):
     return url
 
 
-def _plain(value) -> ParsedCredential:
+def _plain(value: Any) -> ParsedCredential:
     if not isinstance(value, str) or not value.strip():
         raise ShapeError("key must be a non-empty string")
     check_text(value, "key", cap=MAX_SECRET_CHARS)
@@ -180,7 +187,7 @@ def _plain(value) -> ParsedCredential:
     return ParsedCredential(material=value, label=mask_secret(value), api_key=value)
 
 
-def _azure(value) -> ParsedCredential:
+def _azure(value: Any) -> ParsedCredential:
     configs = _json(value, list, "an array of Azure configs")
     if not configs:
         raise ShapeError("key must contain at least one Azure config")
@@ -211,13 +218,13 @@ def _azure(value) -> ParsedCredential:
     )
 
 
-def azure_serves(configs: list[dict]) -> list[str]:
+def azure_serves(configs: list[dict[str, Any]]) -> list[str]:
     """The model slugs of the per-deployment configs, and '*' when a catalog config serves any other model."""
     models = {config["model_slug"] for config in configs if config.get("endpoint_url") and config.get("model_slug")}
     return sorted(models) + (["*"] if any(config.get("resource_name") for config in configs) else [])
 
 
-def _azure_catalog(config: dict, where: str) -> None:
+def _azure_catalog(config: dict[str, Any], where: str) -> None:
     unknown = set(config) - AZURE_CATALOG_FIELDS
     if unknown:
         raise ShapeError(f"{where} has unknown fields {sorted(unknown)} for a catalog config")
@@ -229,7 +236,7 @@ def _azure_catalog(config: dict, where: str) -> None:
         raise ShapeError(f"{where}.resource_type must be one of {list(AZURE_RESOURCE_TYPES)}")
 
 
-def _azure_deployment(config: dict, where: str) -> None:
+def _azure_deployment(config: dict[str, Any], where: str) -> None:
     unknown = set(config) - AZURE_DEPLOYMENT_FIELDS
     if unknown:
         raise ShapeError(f"{where} has unknown fields {sorted(unknown)} for a per-deployment config")
@@ -245,7 +252,7 @@ def _azure_deployment(config: dict, where: str) -> None:
         raise ShapeError(f"{where}.model_slug must be a gateway model id like <author>/<slug>")
 
 
-def _bedrock(value) -> ParsedCredential:
+def _bedrock(value: Any) -> ParsedCredential:
     if isinstance(value, str) and not value.lstrip().startswith("{"):
         parsed = _plain(value)
         return ParsedCredential(material=parsed.material, label=parsed.label, api_key=parsed.api_key)
@@ -264,7 +271,7 @@ def _bedrock(value) -> ParsedCredential:
     return ParsedCredential(material=material, label=mask_secret(secret), api_key=secret, extra=config)
 
 
-def _vertex(value) -> ParsedCredential:
+def _vertex(value: Any) -> ParsedCredential:
     config = _json(value, dict, "the service-account JSON key object")
     unknown = set(config) - set(VERTEX_REQUIRED) - set(VERTEX_OPTIONAL)
     if unknown:

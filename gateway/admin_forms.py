@@ -3,15 +3,22 @@ admin can save nothing the API would refuse and a service's refusal is an error 
 lists are edited as checkboxes plus a text box (StringListField), never as raw JSON."""
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeVar
 
 from django import forms
+from django.forms.renderers import BaseRenderer
+from django.utils.datastructures import MultiValueDict
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
+from rest_framework.serializers import Serializer
 
+from gateway.admin_generics import ModelForm
 from gateway.errors import GatewayError
+
+T = TypeVar("T")
+F = TypeVar("F", bound=forms.Field)
 
 
 def split_list(text: str) -> list[str]:
@@ -19,7 +26,7 @@ def split_list(text: str) -> list[str]:
     return [item.strip() for line in text.splitlines() for item in line.split(",") if item.strip()]
 
 
-def parse_json_list(text: str, *, default: list | None):
+def parse_json_list(text: str, *, default: list[Any] | None) -> Any:
     """Text that is JSON (an array, an object or a string) as its value, whatever its shape (the service then
     refuses a shape it does not take, by name); otherwise `default`, or the text as a comma-separated list."""
     if text.strip() == "null":
@@ -36,11 +43,11 @@ class StringListWidget(forms.Widget):
     """A list of strings: a checkbox per suggested value (the ticked ones first, in the list's order, so an
     unchanged list is submitted as it was), and a text box for the list's other values, comma-separated."""
 
-    def __init__(self, suggestions: Sequence[str] = (), attrs: dict | None = None):
+    def __init__(self, suggestions: Sequence[str] = (), attrs: dict[str, Any] | None = None) -> None:
         super().__init__(attrs)
         self.suggestions: Sequence[str] = suggestions
 
-    def format_value(self, value) -> list:
+    def format_value(self, value: Any) -> list[Any]:
         if value in (None, ""):
             return []
         if isinstance(value, str):
@@ -50,7 +57,9 @@ class StringListWidget(forms.Widget):
                 return [value]
         return list(value) if isinstance(value, list | tuple) else [value]
 
-    def render(self, name, value, attrs=None, renderer=None) -> SafeString:
+    def render(
+        self, name: str, value: Any, attrs: dict[str, Any] | None = None, renderer: BaseRenderer | None = None
+    ) -> SafeString:
         values = self.format_value(value)
         ticked = [item for item in values if isinstance(item, str) and item in self.suggestions]
         boxes = [*ticked, *(item for item in self.suggestions if item not in ticked)]
@@ -77,7 +86,7 @@ class StringListWidget(forms.Widget):
             name,
         )
 
-    def value_from_datadict(self, data, files, name):
+    def value_from_datadict(self, data: Mapping[str, Any], files: MultiValueDict[str, Any], name: str) -> Any:
         ticked = data.getlist(name) if hasattr(data, "getlist") else list(data.get(name) or [])
         other = data.get(f"{name}__other")
         if other is None and len(ticked) == 1:
@@ -86,10 +95,10 @@ class StringListWidget(forms.Widget):
         listed = [*ticked, *(typed if isinstance(typed, list) else [typed])]
         return listed or None  # nothing ticked or typed: the field's empty value
 
-    def value_omitted_from_data(self, data, files, name) -> bool:
+    def value_omitted_from_data(self, data: Mapping[str, Any], files: MultiValueDict[str, Any], name: str) -> bool:
         return False  # no box ticked and no text is an empty list, not an omitted field
 
-    def id_for_label(self, id_):
+    def id_for_label(self, id_: str) -> str:
         return f"{id_}_other" if id_ else id_
 
 
@@ -97,13 +106,13 @@ class StringListField(forms.Field):
     """A JSON list of strings edited as checkboxes (suggested values) plus free text; the list's entries are then
     checked by the form's service (the catalog loader's or the API serializer's rules), not here."""
 
-    def __init__(self, *, suggestions: Sequence[str] = (), nullable: bool = False, **kwargs):
+    def __init__(self, *, suggestions: Sequence[str] = (), nullable: bool = False, **kwargs: Any) -> None:
         kwargs.setdefault("required", False)
         kwargs.setdefault("widget", StringListWidget(suggestions))
         super().__init__(**kwargs)
         self.nullable = nullable  # an empty list is saved as null (e.g. a guardrail's "no restriction")
 
-    def to_python(self, value):
+    def to_python(self, value: Any) -> Any:
         if value is None:
             return None if self.nullable else []
         if not isinstance(value, list | tuple):
@@ -111,10 +120,10 @@ class StringListField(forms.Field):
         # An empty box posts ""; anything else, duplicates and non-strings included, is kept for the service.
         return [item.strip() if isinstance(item, str) else item for item in value if item != ""]
 
-    def prepare_value(self, value):
+    def prepare_value(self, value: Any) -> Any:
         return value
 
-    def has_changed(self, initial, data) -> bool:
+    def has_changed(self, initial: Any, data: Any) -> bool:
         return initial != self.to_python(data)
 
     def set_suggestions(self, suggestions: Sequence[str]) -> None:
@@ -125,11 +134,13 @@ class ScoresWidget(forms.Widget):
     """A JSON object of names -> numbers as one number box per known name (`keys`), empty when unset; a stored
     name that is not known gets its own box too, so nothing stored is hidden."""
 
-    def __init__(self, keys: Sequence[str] = (), attrs: dict | None = None):
+    def __init__(self, keys: Sequence[str] = (), attrs: dict[str, Any] | None = None) -> None:
         super().__init__(attrs)
         self.keys = keys
 
-    def render(self, name, value, attrs=None, renderer=None) -> SafeString:
+    def render(
+        self, name: str, value: Any, attrs: dict[str, Any] | None = None, renderer: BaseRenderer | None = None
+    ) -> SafeString:
         if isinstance(value, str):
             try:
                 value = json.loads(value)
@@ -149,7 +160,7 @@ class ScoresWidget(forms.Widget):
         )
         return format_html('<div class="gw-scores" id="{}">{}</div>', base_id, boxes)
 
-    def value_from_datadict(self, data, files, name):
+    def value_from_datadict(self, data: Mapping[str, Any], files: MultiValueDict[str, Any], name: str) -> Any:
         if name in data:  # posted as JSON by a script (no widget's boxes)
             return parse_json_list(data[name], default=data[name])
         prefix = f"{name}__"
@@ -159,10 +170,10 @@ class ScoresWidget(forms.Widget):
             if key.startswith(prefix) and str(text).strip() != ""
         }
 
-    def value_omitted_from_data(self, data, files, name) -> bool:
+    def value_omitted_from_data(self, data: Mapping[str, Any], files: MultiValueDict[str, Any], name: str) -> bool:
         return False  # every box empty is an empty object
 
-    def id_for_label(self, id_):
+    def id_for_label(self, id_: str) -> str:
         return f"{id_}_{self.keys[0]}" if id_ and self.keys else id_
 
 
@@ -178,19 +189,19 @@ class ScoresField(forms.Field):
     """A JSON object of names -> numbers (e.g. a model's task scores) edited as number boxes; the object is then
     checked by the form's service, not here."""
 
-    def __init__(self, *, keys: Sequence[str] = (), **kwargs):
+    def __init__(self, *, keys: Sequence[str] = (), **kwargs: Any) -> None:
         kwargs.setdefault("required", False)
         kwargs.setdefault("widget", ScoresWidget(keys))
         super().__init__(**kwargs)
 
-    def to_python(self, value):
+    def to_python(self, value: Any) -> Any:
         return {} if value in (None, "") else value
 
-    def has_changed(self, initial, data) -> bool:
+    def has_changed(self, initial: Any, data: Any) -> bool:
         return (initial or {}) != self.to_python(data)
 
 
-class JsonFieldsForm(forms.ModelForm):
+class JsonFieldsForm(ModelForm[Any]):
     """A model form whose JSON fields are edited with widgets, not as JSON text: `list_fields` (field name ->
     suggested values, or a callable giving them when the form is built, e.g. the catalog's provider slugs) as
     StringListFields (those in `nullable_lists` saved as null when empty), `score_fields` (field name -> known
@@ -200,7 +211,7 @@ class JsonFieldsForm(forms.ModelForm):
     nullable_lists: tuple[str, ...] = ()
     score_fields: dict[str, Sequence[str]] = {}
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         for name, suggestions in self.list_fields.items():
             if name in self.fields:
@@ -212,10 +223,11 @@ class JsonFieldsForm(forms.ModelForm):
             if name in self.fields:
                 self._replace(name, ScoresField, "Empty: no score", keys=keys)
 
-    def _replace(self, name: str, kind, help_text: str, **kwargs):
+    def _replace(self, name: str, kind: type[F], help_text: str, **kwargs: Any) -> F:
         field = self.fields[name]
-        self.fields[name] = kind(label=field.label, help_text=field.help_text or help_text, **kwargs)
-        return self.fields[name]
+        replacement = kind(label=field.label, help_text=field.help_text or help_text, **kwargs)
+        self.fields[name] = replacement
+        return replacement
 
 
 class ServiceValidatedForm(JsonFieldsForm):
@@ -232,7 +244,9 @@ class ServiceValidatedForm(JsonFieldsForm):
         super().clean()
         return self.cleaned_data
 
-    def run_service_check(self, check, *args, error_field: str | None = None, **kwargs):
+    def run_service_check(
+        self, check: Callable[..., T], *args: Any, error_field: str | None = None, **kwargs: Any
+    ) -> T | None:
         """`check(...)`'s result, or None with its errors added to the form."""
         try:
             return check(*args, **kwargs)
@@ -243,7 +257,7 @@ class ServiceValidatedForm(JsonFieldsForm):
             self.add_field_error(getattr(exc, "field", None) or error_field, str(exc))
         return None
 
-    def run_serializer(self, serializer) -> dict | None:
+    def run_serializer(self, serializer: Serializer[Any]) -> dict[str, Any] | None:
         """The serializer's validated data, or None with its errors added to the form."""
         if serializer.is_valid():
             return dict(serializer.validated_data)
@@ -263,7 +277,7 @@ class ServiceValidatedForm(JsonFieldsForm):
         self.add_error(name, message)
 
 
-def _flatten(detail) -> list[str]:
+def _flatten(detail: Any) -> list[str]:
     if isinstance(detail, dict):
         return [f"{key}: {text}" for key, value in detail.items() for text in _flatten(value)]
     if isinstance(detail, list | tuple):
@@ -271,7 +285,7 @@ def _flatten(detail) -> list[str]:
     return [str(detail)]
 
 
-def usd_text(value) -> str:
+def usd_text(value: Decimal | str | int | None) -> str:
     """Dollars to 4 decimals; a non-zero amount under a cent to 8, trailing zeros cut (one request's charge is often
     below $0.0001, and "$0.0000" would hide it)."""
     if value is None:

@@ -4,24 +4,38 @@ assignments move a key or member that had another guardrail, as the API does. "T
 the guardrail's filters would block, redact or flag in a text."""
 
 import re
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Generic, TypeAlias, TypedDict, TypeVar
+from uuid import UUID
 
 from django import forms
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
-from django.db.models import Count
-from django.forms.models import BaseInlineFormSet
+from django.db.models import Count, QuerySet
+from django.http import HttpRequest
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
-from django.urls import path, reverse
+from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 
 from gateway.admin_forms import ServiceValidatedForm
+from gateway.admin_generics import BaseInlineFormSet, ModelAdmin, ModelForm, TabularInline
 from guardrails import selectors, services
 from guardrails.models import Guardrail, GuardrailKeyAssignment, GuardrailMemberAssignment
 from guardrails.policy import policy_for
 from guardrails.serializers import MAX_LIMIT_USD, GuardrailUpdateRequestSerializer
 from routing.models import Provider
 
+M = TypeVar("M", GuardrailKeyAssignment, GuardrailMemberAssignment)
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
+
+    class _AssignmentCounts(TypedDict):
+        key_count: int
+        member_count: int
+
+    CountedGuardrail: TypeAlias = WithAnnotations[Guardrail, _AssignmentCounts]  # GuardrailAdmin.get_queryset's rows
 VALIDATED = tuple(name for name in services.EDITABLE if name not in ("name", "limit_usd"))
 MAX_TEST_TEXT_CHARS = 100_000
 
@@ -47,9 +61,9 @@ class GuardrailForm(ServiceValidatedForm):
         """`content_filters[1].pattern` (the API's name for the filter) is an error on `content_filters` here."""
         super().add_field_error(re.split(r"[\[.]", name, maxsplit=1)[0] if name else None, message)
 
-    def clean(self):
+    def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
-        self.guardrail_fields: dict = {}
+        self.guardrail_fields: dict[str, Any] = {}
         if self.errors:
             return cleaned
         adding = self.instance._state.adding
@@ -72,12 +86,13 @@ class GuardrailForm(ServiceValidatedForm):
         return cleaned
 
 
-class AssignmentFormSet(BaseInlineFormSet):
+class AssignmentFormSet(BaseInlineFormSet[M, Guardrail, ModelForm[M]], Generic[M]):
     """Only the guardrail's own account's keys or members; one of them assigned elsewhere moves here."""
 
+    model: type[M]  # always set by the inline's formset factory
     target = ""  # "api_key" or "member"
 
-    def clean(self):
+    def clean(self) -> None:
         super().clean()
         for form in self.forms:
             chosen = form.cleaned_data.get(self.target) if form.cleaned_data else None
@@ -90,32 +105,32 @@ class AssignmentFormSet(BaseInlineFormSet):
 
     refusal = ""
 
-    def _assignable(self, chosen) -> bool:
+    def _assignable(self, chosen: Any) -> bool:  # an ApiKey or a Member, as `target` says
         return True
 
 
-class KeyAssignmentFormSet(AssignmentFormSet):
+class KeyAssignmentFormSet(AssignmentFormSet[GuardrailKeyAssignment]):
     target = "api_key"
     refusal = "This key is of another workspace, and this guardrail is not account-level (of the default workspace)."
 
-    def _assignable(self, chosen) -> bool:
+    def _assignable(self, chosen: Any) -> bool:
         return not services.guardrail_keys_outside(guardrail=self.instance, keys=[chosen])
 
 
-class MemberAssignmentFormSet(AssignmentFormSet):
+class MemberAssignmentFormSet(AssignmentFormSet[GuardrailMemberAssignment]):
     target = "member"
     refusal = "A member's guardrail must be account-level (of the account's default workspace)."
 
-    def _assignable(self, chosen) -> bool:
+    def _assignable(self, chosen: Any) -> bool:
         return services.guardrail_is_account_level(guardrail=self.instance)
 
 
-class AssignmentForm(forms.ModelForm):
+class AssignmentForm(ModelForm[Any]):
     def validate_unique(self) -> None:
         """Skipped on purpose: a key or member that has another guardrail is moved here when saved."""
 
 
-class KeyAssignmentInline(admin.TabularInline):
+class KeyAssignmentInline(TabularInline[GuardrailKeyAssignment, Guardrail]):
     model = GuardrailKeyAssignment
     form = AssignmentForm
     formset = KeyAssignmentFormSet
@@ -125,7 +140,7 @@ class KeyAssignmentInline(admin.TabularInline):
     extra = 0
 
 
-class MemberAssignmentInline(admin.TabularInline):
+class MemberAssignmentInline(TabularInline[GuardrailMemberAssignment, Guardrail]):
     model = GuardrailMemberAssignment
     form = AssignmentForm
     formset = MemberAssignmentFormSet
@@ -140,7 +155,7 @@ class TestTextForm(forms.Form):
 
 
 @admin.register(Guardrail)
-class GuardrailAdmin(admin.ModelAdmin):
+class GuardrailAdmin(ModelAdmin[Guardrail]):
     form = GuardrailForm
     inlines = [KeyAssignmentInline, MemberAssignmentInline]
     list_display = ("name", "account", "workspace", "scope", "budget", "spend", "resets_at")
@@ -149,11 +164,11 @@ class GuardrailAdmin(admin.ModelAdmin):
     readonly_fields = ("id", "test_text_link", "created_at", "updated_at")
     fields = ("id", "account", "workspace", *services.EDITABLE, "test_text_link", "created_at", "updated_at")
 
-    def get_readonly_fields(self, request, obj=None):
+    def get_readonly_fields(self, request: HttpRequest, obj: Guardrail | None = None) -> tuple[str, ...]:
         # A guardrail never moves to another account or workspace (the API cannot move one either).
         return (*self.readonly_fields, "account", "workspace") if obj else self.readonly_fields
 
-    def get_queryset(self, request):
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Guardrail]:
         return (
             super()
             .get_queryset(request)
@@ -163,34 +178,34 @@ class GuardrailAdmin(admin.ModelAdmin):
         )
 
     @admin.display(description="Scope")
-    def scope(self, obj) -> str:
+    def scope(self, obj: "CountedGuardrail") -> str:
         parts = ["workspace default"] if obj.is_workspace_default else []
         parts += [f"{obj.key_count} key(s)"] if obj.key_count else []
         parts += [f"{obj.member_count} member(s)"] if obj.member_count else []
         return ", ".join(parts) or "unassigned"
 
     @admin.display(description="Budget")
-    def budget(self, obj) -> str:
+    def budget(self, obj: Guardrail) -> str:
         if obj.limit_usd is None:
             return "-"
         return f"${obj.limit_usd.normalize():f} {obj.reset_interval or 'lifetime'}"
 
     @admin.display(description="Spend this period")
-    def spend(self, obj) -> str:
+    def spend(self, obj: Guardrail) -> str:
         return f"${selectors.guardrail_usage(guardrail=obj).usage.normalize():f}"
 
     @admin.display(description="Resets at")
-    def resets_at(self, obj):
+    def resets_at(self, obj: Guardrail) -> datetime | str:
         return selectors.period_bounds(obj.reset_interval)[1] or "never (lifetime)"
 
     @admin.display(description="Test this text")
-    def test_text_link(self, obj) -> str:
+    def test_text_link(self, obj: Guardrail) -> str:
         if obj is None or obj.pk is None:
             return "Save the guardrail first."
         url = reverse("admin:guardrails_guardrail_test_text", args=[obj.pk])
         return format_html('<a href="{}">Test a text against these filters</a>', url)
 
-    def save_model(self, request, obj, form, change):
+    def save_model(self, request: HttpRequest, obj: Guardrail, form: GuardrailForm, change: bool) -> None:
         if change:
             saved = services.guardrail_update(guardrail=obj, changes=form.guardrail_fields)
         else:
@@ -200,7 +215,9 @@ class GuardrailAdmin(admin.ModelAdmin):
         obj.pk, obj.created_at, obj.updated_at = saved.pk, saved.created_at, saved.updated_at
         obj._state.adding = False
 
-    def save_formset(self, request, form, formset, change):
+    def save_formset(
+        self, request: HttpRequest, form: GuardrailForm, formset: AssignmentFormSet[Any], change: bool
+    ) -> None:
         """Assignments are written by the services, which move a key or member from its old guardrail."""
         target = formset.target
         guardrail, by = form.instance, f"admin:{request.user.get_username()}"
@@ -220,7 +237,7 @@ class GuardrailAdmin(admin.ModelAdmin):
         formset.new_objects = list(formset.model.objects.filter(guardrail=guardrail, **{f"{target}__in": chosen}))
         formset.changed_objects, formset.deleted_objects = [], old_rows
 
-    def get_urls(self):
+    def get_urls(self) -> list[URLPattern]:
         test = path(
             "<uuid:guardrail_id>/test-text/",
             self.admin_site.admin_view(self.test_text_view),
@@ -228,7 +245,7 @@ class GuardrailAdmin(admin.ModelAdmin):
         )
         return [test, *super().get_urls()]
 
-    def test_text_view(self, request, guardrail_id):
+    def test_text_view(self, request: HttpRequest, guardrail_id: UUID) -> TemplateResponse:
         """What the guardrail's own filters would do with a text (the entity builtins need the entity model,
         which only the request pipeline asks: they are listed as not checked here)."""
         guardrail = get_object_or_404(Guardrail, pk=guardrail_id)

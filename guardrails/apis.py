@@ -1,16 +1,24 @@
 """The /guardrails management API (management key): guardrails, and their assignments to keys and members.
 Another account's guardrail is a 404; another account's key hash or member in an assignment is a 400."""
 
+from collections.abc import Callable
+from typing import Any, TypeVar
+from uuid import UUID
+
+from django.db.models import Model, QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from gateway.accounts.authentication import request_caller
 from gateway.accounts.models import Workspace
 from gateway.accounts.permissions import IsManagementKey
 from gateway.api import error_responses
 from gateway.errors import GatewayError
 from gateway.query import query_params
 from guardrails import selectors, services
+from guardrails.models import Guardrail
 from guardrails.serializers import (
     AssignedCountSerializer,
     AssignmentListQuerySerializer,
@@ -32,23 +40,25 @@ from guardrails.serializers import (
 
 GUARDRAIL_ID = OpenApiParameter("guardrail_id", str, OpenApiParameter.PATH, description="Guardrail id (UUID)")
 TAGS = ["Guardrails"]
+M = TypeVar("M", bound=Model)
 
 
-def _record(guardrail) -> dict:
+def _record(guardrail: Guardrail) -> dict[str, Any]:
     return guardrail_record(guardrail, selectors.guardrail_usage(guardrail=guardrail))
 
 
-def _workspace(request, workspace_id):
+def _workspace(request: Request, workspace_id: UUID | None) -> UUID:
+    caller = request_caller(request)
     if workspace_id is None:
-        return request.user.workspace_id
-    if not Workspace.objects.filter(pk=workspace_id, account_id=request.user.account_id).exists():
+        return caller.workspace_id
+    if not Workspace.objects.filter(pk=workspace_id, account_id=caller.account_id).exists():
         raise GatewayError(
             "workspace_id: no such workspace in this account", metadata={"fields": {"workspace_id": "not found"}}
         )
     return workspace_id
 
 
-def _page(request, rows, record) -> Response:
+def _page(request: Request, rows: QuerySet[M], record: Callable[[M], dict[str, Any]]) -> Response:
     query = AssignmentListQuerySerializer(data=request.query_params)
     query.is_valid(raise_exception=True)
     offset, limit = query.validated_data["offset"], query.validated_data["limit"]
@@ -64,11 +74,13 @@ class GuardrailListCreateApi(APIView):
         parameters=[GuardrailListQuerySerializer],
         responses={200: GuardrailListSerializer, **error_responses(400, 401, 403, 429, 500)},
     )
-    def get(self, request):
+    def get(self, request: Request) -> Response:
         query = GuardrailListQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         params = query.validated_data
-        rows = selectors.guardrails_list(account_id=request.user.account_id, workspace_id=params.get("workspace_id"))
+        rows = selectors.guardrails_list(
+            account_id=request_caller(request).account_id, workspace_id=params.get("workspace_id")
+        )
         page = rows[params["offset"] : params["offset"] + params["limit"]]
         return Response({"data": [_record(row) for row in page], "total_count": rows.count()})
 
@@ -78,12 +90,12 @@ class GuardrailListCreateApi(APIView):
         request=GuardrailCreateRequestSerializer,
         responses={201: GuardrailEnvelopeSerializer, **error_responses(400, 401, 403, 429, 500)},
     )
-    def post(self, request):
+    def post(self, request: Request) -> Response:
         body = GuardrailCreateRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = dict(body.validated_data)
         guardrail = services.guardrail_create(
-            account_id=request.user.account_id,
+            account_id=request_caller(request).account_id,
             workspace_id=_workspace(request, data.pop("workspace_id", None)),
             fields=data,
         )
@@ -99,9 +111,9 @@ class GuardrailDetailApi(APIView):
         parameters=[GUARDRAIL_ID],
         responses={200: GuardrailEnvelopeSerializer, **error_responses(401, 403, 404, 429, 500)},
     )
-    def get(self, request, guardrail_id):
+    def get(self, request: Request, guardrail_id: UUID) -> Response:
         query_params(request)
-        guardrail = selectors.guardrail_get(account_id=request.user.account_id, guardrail_id=guardrail_id)
+        guardrail = selectors.guardrail_get(account_id=request_caller(request).account_id, guardrail_id=guardrail_id)
         return Response({"data": _record(guardrail)})
 
     @extend_schema(
@@ -111,8 +123,8 @@ class GuardrailDetailApi(APIView):
         request=GuardrailUpdateRequestSerializer,
         responses={200: GuardrailEnvelopeSerializer, **error_responses(400, 401, 403, 404, 429, 500)},
     )
-    def patch(self, request, guardrail_id):
-        guardrail = selectors.guardrail_get(account_id=request.user.account_id, guardrail_id=guardrail_id)
+    def patch(self, request: Request, guardrail_id: UUID) -> Response:
+        guardrail = selectors.guardrail_get(account_id=request_caller(request).account_id, guardrail_id=guardrail_id)
         body = GuardrailUpdateRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         guardrail = services.guardrail_update(guardrail=guardrail, changes=dict(body.validated_data))
@@ -124,8 +136,8 @@ class GuardrailDetailApi(APIView):
         parameters=[GUARDRAIL_ID],
         responses={200: GuardrailDeletedSerializer, **error_responses(401, 403, 404, 429, 500)},
     )
-    def delete(self, request, guardrail_id):
-        guardrail = selectors.guardrail_get(account_id=request.user.account_id, guardrail_id=guardrail_id)
+    def delete(self, request: Request, guardrail_id: UUID) -> Response:
+        guardrail = selectors.guardrail_get(account_id=request_caller(request).account_id, guardrail_id=guardrail_id)
         services.guardrail_delete(guardrail=guardrail)
         return Response({"deleted": True})
 
@@ -139,9 +151,10 @@ class GuardrailKeyAssignmentsApi(APIView):
         parameters=[GUARDRAIL_ID, AssignmentListQuerySerializer],
         responses={200: KeyAssignmentListSerializer, **error_responses(400, 401, 403, 404, 429, 500)},
     )
-    def get(self, request, guardrail_id):
-        guardrail = selectors.guardrail_get(account_id=request.user.account_id, guardrail_id=guardrail_id)
-        rows = selectors.key_assignments_list(account_id=request.user.account_id, guardrail_id=guardrail.id)
+    def get(self, request: Request, guardrail_id: UUID) -> Response:
+        caller = request_caller(request)
+        guardrail = selectors.guardrail_get(account_id=caller.account_id, guardrail_id=guardrail_id)
+        rows = selectors.key_assignments_list(account_id=caller.account_id, guardrail_id=guardrail.id)
         return _page(request, rows, key_assignment_record)
 
     @extend_schema(
@@ -151,14 +164,17 @@ class GuardrailKeyAssignmentsApi(APIView):
         request=KeyHashesRequestSerializer,
         responses={200: AssignedCountSerializer, **error_responses(400, 401, 403, 404, 429, 500)},
     )
-    def post(self, request, guardrail_id):
-        guardrail = selectors.guardrail_get(account_id=request.user.account_id, guardrail_id=guardrail_id)
+    def post(self, request: Request, guardrail_id: UUID) -> Response:
+        caller = request_caller(request)
+        guardrail = selectors.guardrail_get(account_id=caller.account_id, guardrail_id=guardrail_id)
         body = KeyHashesRequestSerializer(
-            data=request.data, context={"account_id": request.user.account_id, "live_only": True}
+            data=request.data, context={"account_id": caller.account_id, "live_only": True}
         )
         body.is_valid(raise_exception=True)
         count = services.guardrail_keys_assign(
-            guardrail=guardrail, keys=body.validated_data["key_hashes"], assigned_by=request.user.creator_user_id or ""
+            guardrail=guardrail,
+            keys=body.validated_data["key_hashes"],
+            assigned_by=caller.creator_user_id or "",
         )
         return Response({"assigned_count": count})
 
@@ -173,9 +189,10 @@ class GuardrailKeyUnassignApi(APIView):
         request=KeyHashesRequestSerializer,
         responses={200: UnassignedCountSerializer, **error_responses(400, 401, 403, 404, 429, 500)},
     )
-    def post(self, request, guardrail_id):
-        guardrail = selectors.guardrail_get(account_id=request.user.account_id, guardrail_id=guardrail_id)
-        body = KeyHashesRequestSerializer(data=request.data, context={"account_id": request.user.account_id})
+    def post(self, request: Request, guardrail_id: UUID) -> Response:
+        caller = request_caller(request)
+        guardrail = selectors.guardrail_get(account_id=caller.account_id, guardrail_id=guardrail_id)
+        body = KeyHashesRequestSerializer(data=request.data, context={"account_id": caller.account_id})
         body.is_valid(raise_exception=True)
         count = services.guardrail_keys_unassign(guardrail=guardrail, keys=body.validated_data["key_hashes"])
         return Response({"unassigned_count": count})
@@ -190,9 +207,10 @@ class GuardrailMemberAssignmentsApi(APIView):
         parameters=[GUARDRAIL_ID, AssignmentListQuerySerializer],
         responses={200: MemberAssignmentListSerializer, **error_responses(400, 401, 403, 404, 429, 500)},
     )
-    def get(self, request, guardrail_id):
-        guardrail = selectors.guardrail_get(account_id=request.user.account_id, guardrail_id=guardrail_id)
-        rows = selectors.member_assignments_list(account_id=request.user.account_id, guardrail_id=guardrail.id)
+    def get(self, request: Request, guardrail_id: UUID) -> Response:
+        caller = request_caller(request)
+        guardrail = selectors.guardrail_get(account_id=caller.account_id, guardrail_id=guardrail_id)
+        rows = selectors.member_assignments_list(account_id=caller.account_id, guardrail_id=guardrail.id)
         return _page(request, rows, member_assignment_record)
 
     @extend_schema(
@@ -202,14 +220,15 @@ class GuardrailMemberAssignmentsApi(APIView):
         request=MemberUserIdsRequestSerializer,
         responses={200: AssignedCountSerializer, **error_responses(400, 401, 403, 404, 429, 500)},
     )
-    def post(self, request, guardrail_id):
-        guardrail = selectors.guardrail_get(account_id=request.user.account_id, guardrail_id=guardrail_id)
-        body = MemberUserIdsRequestSerializer(data=request.data, context={"account_id": request.user.account_id})
+    def post(self, request: Request, guardrail_id: UUID) -> Response:
+        caller = request_caller(request)
+        guardrail = selectors.guardrail_get(account_id=caller.account_id, guardrail_id=guardrail_id)
+        body = MemberUserIdsRequestSerializer(data=request.data, context={"account_id": caller.account_id})
         body.is_valid(raise_exception=True)
         count = services.guardrail_members_assign(
             guardrail=guardrail,
             members=body.validated_data["member_user_ids"],
-            assigned_by=request.user.creator_user_id or "",
+            assigned_by=caller.creator_user_id or "",
         )
         return Response({"assigned_count": count})
 
@@ -224,9 +243,10 @@ class GuardrailMemberUnassignApi(APIView):
         request=MemberUserIdsRequestSerializer,
         responses={200: UnassignedCountSerializer, **error_responses(400, 401, 403, 404, 429, 500)},
     )
-    def post(self, request, guardrail_id):
-        guardrail = selectors.guardrail_get(account_id=request.user.account_id, guardrail_id=guardrail_id)
-        body = MemberUserIdsRequestSerializer(data=request.data, context={"account_id": request.user.account_id})
+    def post(self, request: Request, guardrail_id: UUID) -> Response:
+        caller = request_caller(request)
+        guardrail = selectors.guardrail_get(account_id=caller.account_id, guardrail_id=guardrail_id)
+        body = MemberUserIdsRequestSerializer(data=request.data, context={"account_id": caller.account_id})
         body.is_valid(raise_exception=True)
         count = services.guardrail_members_unassign(guardrail=guardrail, members=body.validated_data["member_user_ids"])
         return Response({"unassigned_count": count})
@@ -241,8 +261,12 @@ class KeyAssignmentsApi(APIView):
         parameters=[AssignmentListQuerySerializer],
         responses={200: KeyAssignmentListSerializer, **error_responses(400, 401, 403, 429, 500)},
     )
-    def get(self, request):
-        return _page(request, selectors.key_assignments_list(account_id=request.user.account_id), key_assignment_record)
+    def get(self, request: Request) -> Response:
+        return _page(
+            request,
+            selectors.key_assignments_list(account_id=request_caller(request).account_id),
+            key_assignment_record,
+        )
 
 
 class MemberAssignmentsApi(APIView):
@@ -254,6 +278,6 @@ class MemberAssignmentsApi(APIView):
         parameters=[AssignmentListQuerySerializer],
         responses={200: MemberAssignmentListSerializer, **error_responses(400, 401, 403, 429, 500)},
     )
-    def get(self, request):
-        rows = selectors.member_assignments_list(account_id=request.user.account_id)
+    def get(self, request: Request) -> Response:
+        rows = selectors.member_assignments_list(account_id=request_caller(request).account_id)
         return _page(request, rows, member_assignment_record)

@@ -5,9 +5,10 @@ within CACHE_VERSION_CHECK_SECONDS in every process (the "guardrails" version co
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
+from typing import Any
 from uuid import UUID
 
-from django.db.models import Case, DecimalField, F, Q, QuerySet, Sum, Value, When
+from django.db.models import Case, DecimalField, F, Model, Q, QuerySet, Sum, Value, When
 from django.db.models.functions import Coalesce
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
@@ -61,7 +62,7 @@ class GuardrailRule:
     content_filters: tuple[ContentFilter, ...]
     content_filter_builtins: tuple[BuiltinFilter, ...]
 
-    def policy_inputs(self) -> tuple[list[dict], list[dict]]:
+    def policy_inputs(self) -> tuple[list[dict[str, str | None]], list[dict[str, str]]]:
         """The filters in the shape `guardrails.policy.policy_for(filters, builtins)` takes."""
         filters = [{"pattern": f.pattern, "action": f.action, "label": f.label} for f in self.content_filters]
         return filters, [{"slug": b.slug, "action": b.action} for b in self.content_filter_builtins]
@@ -132,7 +133,7 @@ def _tuple(value: list[str] | None) -> tuple[str, ...] | None:
 @receiver([post_save, post_delete], sender=Guardrail)
 @receiver([post_save, post_delete], sender=GuardrailKeyAssignment)
 @receiver([post_save, post_delete], sender=GuardrailMemberAssignment)
-def _bump_version(sender, **kwargs) -> None:
+def _bump_version(sender: type[Model], **kwargs: Any) -> None:
     """Saves and deletes, including the cascades from a deleted key, member, workspace or account."""
     version_bump(VERSION)
 
@@ -155,14 +156,16 @@ def guardrail_get(*, account_id: UUID, guardrail_id: UUID) -> Guardrail:
     return guardrail
 
 
-def key_assignments_list(*, account_id: UUID, guardrail_id: UUID | None = None) -> QuerySet:
+def key_assignments_list(*, account_id: UUID, guardrail_id: UUID | None = None) -> QuerySet[GuardrailKeyAssignment]:
     rows = GuardrailKeyAssignment.objects.filter(guardrail__account_id=account_id).select_related("api_key")
     if guardrail_id is not None:
         rows = rows.filter(guardrail_id=guardrail_id)
     return rows.order_by("created_at", "id")
 
 
-def member_assignments_list(*, account_id: UUID, guardrail_id: UUID | None = None) -> QuerySet:
+def member_assignments_list(
+    *, account_id: UUID, guardrail_id: UUID | None = None
+) -> QuerySet[GuardrailMemberAssignment]:
     rows = GuardrailMemberAssignment.objects.filter(guardrail__account_id=account_id).select_related("member")
     if guardrail_id is not None:
         rows = rows.filter(guardrail_id=guardrail_id)

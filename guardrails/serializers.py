@@ -3,6 +3,7 @@ a content pattern the regex engine refuses is 400 `invalid_regex_pattern` naming
 
 import re
 from decimal import Decimal
+from typing import Any
 
 from django.core.validators import RegexValidator
 from drf_spectacular.utils import extend_schema_field
@@ -13,7 +14,15 @@ from gateway.accounts.models import ApiKey, Member
 from gateway.errors import GatewayError
 from gateway.query import ClosedQuerySerializer
 from guardrails import detectors, patterns
-from guardrails.models import DataCollection, FilterAction, ResetInterval
+from guardrails.models import (
+    DataCollection,
+    FilterAction,
+    Guardrail,
+    GuardrailKeyAssignment,
+    GuardrailMemberAssignment,
+    ResetInterval,
+)
+from guardrails.selectors import GuardrailUsage
 from routing.models import Provider
 from routing.preferences import slug_matches
 from routing.selectors import model_exists
@@ -34,7 +43,7 @@ class NullableListField(fields.ListField):
     """An array of distinct non-blank strings (at most 100), or null; an empty array is refused (null
     removes the restriction)."""
 
-    def __init__(self, *, pattern: re.Pattern | None = None, pattern_message: str = "", **kwargs):
+    def __init__(self, *, pattern: re.Pattern[str] | None = None, pattern_message: str = "", **kwargs: Any) -> None:
         validators = [RegexValidator(pattern, pattern_message)] if pattern else []  # (also the schema's pattern)
         super().__init__(
             child=fields.CharField(max_length=256, validators=validators),
@@ -45,7 +54,7 @@ class NullableListField(fields.ListField):
             **kwargs,
         )
 
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: Any) -> list[str]:
         if isinstance(data, list) and not data:
             raise serializers.ValidationError("must not be empty: use null to remove the restriction")
         if isinstance(data, list) and len(data) > MAX_LIST_ENTRIES:  # as sent: repeats count (150 copies are 150)
@@ -112,7 +121,7 @@ def _pattern_error(index: int, reason: str) -> GatewayError:
 class ResetIntervalField(fields.ChoiceField):
     """Documented inline: the same three values as a key's `limit_reset` would otherwise get two enum names."""
 
-    def __init__(self, **kwargs):
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(choices=ResetInterval.values, allow_null=True, **kwargs)
 
 
@@ -120,7 +129,7 @@ class ResetIntervalField(fields.ChoiceField):
 class DataCollectionField(fields.ChoiceField):
     """Documented inline, like the routing settings' `data_collection` (one enum name for both)."""
 
-    def __init__(self, **kwargs):
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(choices=DataCollection.values, **kwargs)
 
 
@@ -161,29 +170,29 @@ class GuardrailFieldsSerializer(fields.ClosedSerializer):
         child=BuiltinFilterSerializer(), required=False, max_length=len(detectors.BUILTIN_SLUGS)
     )
 
-    def validate_description(self, value):
+    def validate_description(self, value: str | None) -> str:
         return value or ""
 
-    def validate_allowed_models(self, value):
+    def validate_allowed_models(self, value: list[str] | None) -> list[str] | None:
         return _known_models(value)
 
-    def validate_ignored_models(self, value):
+    def validate_ignored_models(self, value: list[str] | None) -> list[str] | None:
         return _known_models(value)
 
-    def validate_allowed_providers(self, value):
+    def validate_allowed_providers(self, value: list[str] | None) -> list[str] | None:
         return _known_providers(value)
 
-    def validate_ignored_providers(self, value):
+    def validate_ignored_providers(self, value: list[str] | None) -> list[str] | None:
         return _known_providers(value)
 
-    def validate_content_filters(self, value):
+    def validate_content_filters(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for index, item in enumerate(value):
             reason = patterns.pattern_problem(item["pattern"])
             if reason is not None:
                 raise _pattern_error(index, reason)
         return [{"pattern": f["pattern"], "action": f["action"], "label": f.get("label")} for f in value]
 
-    def validate_content_filter_builtins(self, value):
+    def validate_content_filter_builtins(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
         slugs = [item["slug"] for item in value]
         repeated = sorted({slug for slug in slugs if slugs.count(slug) > 1})
         if repeated:
@@ -211,18 +220,18 @@ class GuardrailUpdateRequestSerializer(GuardrailFieldsSerializer):
     name = fields.CharField(max_length=200, required=False)
 
 
-class ContentFilterRecordSerializer(serializers.Serializer):
+class ContentFilterRecordSerializer(serializers.Serializer[Any]):
     pattern = serializers.CharField()
     action = serializers.CharField()
     label = serializers.CharField(allow_null=True)  # type: ignore[assignment]  # shadows Field.label
 
 
-class BuiltinFilterRecordSerializer(serializers.Serializer):
+class BuiltinFilterRecordSerializer(serializers.Serializer[Any]):
     slug = serializers.CharField()
     action = serializers.CharField()
 
 
-class GuardrailRecordSerializer(serializers.Serializer):
+class GuardrailRecordSerializer(serializers.Serializer[Any]):
     id = serializers.UUIDField()
     workspace_id = serializers.UUIDField()
     is_workspace_default = serializers.BooleanField()
@@ -249,11 +258,11 @@ class GuardrailRecordSerializer(serializers.Serializer):
 GuardrailFieldsSerializer.record = GuardrailRecordSerializer
 
 
-class GuardrailEnvelopeSerializer(serializers.Serializer):
+class GuardrailEnvelopeSerializer(serializers.Serializer[Any]):
     data = GuardrailRecordSerializer()  # type: ignore[assignment]  # the envelope's field shadows Serializer.data
 
 
-class GuardrailListSerializer(serializers.Serializer):
+class GuardrailListSerializer(serializers.Serializer[Any]):
     data = GuardrailRecordSerializer(many=True)  # type: ignore[assignment]  # the envelope's field shadows Serializer.data
     total_count = serializers.IntegerField()
 
@@ -269,7 +278,7 @@ class AssignmentListQuerySerializer(ClosedQuerySerializer):
     limit = fields.QueryIntegerField(required=False, default=100, min_value=1, max_value=1000)
 
 
-class GuardrailDeletedSerializer(serializers.Serializer):
+class GuardrailDeletedSerializer(serializers.Serializer[Any]):
     deleted = serializers.BooleanField()
 
 
@@ -314,15 +323,15 @@ class MemberUserIdsRequestSerializer(fields.ClosedSerializer):
         return [found[u] for u in value]
 
 
-class AssignedCountSerializer(serializers.Serializer):
+class AssignedCountSerializer(serializers.Serializer[Any]):
     assigned_count = serializers.IntegerField()
 
 
-class UnassignedCountSerializer(serializers.Serializer):
+class UnassignedCountSerializer(serializers.Serializer[Any]):
     unassigned_count = serializers.IntegerField()
 
 
-class KeyAssignmentRecordSerializer(serializers.Serializer):
+class KeyAssignmentRecordSerializer(serializers.Serializer[Any]):
     id = serializers.IntegerField()
     guardrail_id = serializers.UUIDField()
     key_hash = serializers.CharField()
@@ -332,7 +341,7 @@ class KeyAssignmentRecordSerializer(serializers.Serializer):
     created_at = serializers.DateTimeField()
 
 
-class MemberAssignmentRecordSerializer(serializers.Serializer):
+class MemberAssignmentRecordSerializer(serializers.Serializer[Any]):
     id = serializers.IntegerField()
     guardrail_id = serializers.UUIDField()
     user_id = serializers.CharField()
@@ -340,17 +349,17 @@ class MemberAssignmentRecordSerializer(serializers.Serializer):
     created_at = serializers.DateTimeField()
 
 
-class KeyAssignmentListSerializer(serializers.Serializer):
+class KeyAssignmentListSerializer(serializers.Serializer[Any]):
     data = KeyAssignmentRecordSerializer(many=True)  # type: ignore[assignment]  # the envelope's field shadows Serializer.data
     total_count = serializers.IntegerField()
 
 
-class MemberAssignmentListSerializer(serializers.Serializer):
+class MemberAssignmentListSerializer(serializers.Serializer[Any]):
     data = MemberAssignmentRecordSerializer(many=True)  # type: ignore[assignment]  # the envelope's field shadows Serializer.data
     total_count = serializers.IntegerField()
 
 
-def guardrail_record(guardrail, usage) -> dict:
+def guardrail_record(guardrail: Guardrail, usage: GuardrailUsage) -> dict[str, Any]:
     """`usage`: the guardrail's GuardrailUsage (selectors.guardrail_usage)."""
     return GuardrailRecordSerializer(
         {
@@ -378,7 +387,7 @@ def guardrail_record(guardrail, usage) -> dict:
     ).data
 
 
-def key_assignment_record(row) -> dict:
+def key_assignment_record(row: GuardrailKeyAssignment) -> dict[str, Any]:
     return KeyAssignmentRecordSerializer(
         {
             "id": row.id,
@@ -392,7 +401,7 @@ def key_assignment_record(row) -> dict:
     ).data
 
 
-def member_assignment_record(row) -> dict:
+def member_assignment_record(row: GuardrailMemberAssignment) -> dict[str, Any]:
     return MemberAssignmentRecordSerializer(
         {
             "id": row.id,

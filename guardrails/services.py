@@ -2,6 +2,7 @@
 Each change bumps the "guardrails" version (through the model receivers in selectors.py and, for the bulk
 writes that send no signal, here), so every process applies it within CACHE_VERSION_CHECK_SECONDS."""
 
+from typing import Any
 from uuid import UUID
 
 from django.db import transaction
@@ -31,7 +32,7 @@ EDITABLE = (
 )
 
 
-def guardrail_create(*, account_id: UUID, workspace_id: UUID, fields: dict) -> Guardrail:
+def guardrail_create(*, account_id: UUID, workspace_id: UUID, fields: dict[str, Any]) -> Guardrail:
     """A new guardrail; omitted fields take their defaults. As the workspace default it replaces the old one."""
     with transaction.atomic():
         guardrail = Guardrail(account_id=account_id, workspace_id=workspace_id)
@@ -44,7 +45,7 @@ def guardrail_create(*, account_id: UUID, workspace_id: UUID, fields: dict) -> G
     return guardrail
 
 
-def guardrail_update(*, guardrail: Guardrail, changes: dict) -> Guardrail:
+def guardrail_update(*, guardrail: Guardrail, changes: dict[str, Any]) -> Guardrail:
     """Omitted fields stay; a sent value (a list, null) replaces the stored one."""
     with transaction.atomic():
         guardrail = Guardrail.objects.select_for_update().get(pk=guardrail.pk)

@@ -34,7 +34,7 @@ def file_setter(index: int, part_index: int, field: str, encode: Callable[[str],
     return put
 
 
-def annotation_setter(index: int, part_index: int, path: tuple) -> Callable[[CanonicalRequest, str], CanonicalRequest]:
+def annotation_setter(index: int, part_index: int, path: JsonPath) -> Setter:
     def put(request: CanonicalRequest, new: str) -> CanonicalRequest:
         items: list[Item] = list(request.input)
         message = items[index]
@@ -56,7 +56,11 @@ class _Key:
     name: str
 
 
-def json_strings(value: object, path: tuple) -> Iterator[tuple[tuple, str]]:
+# A place in a JSON value: object keys, array positions, and a final _Key for a property name itself.
+JsonPath = tuple[str | int | _Key, ...]
+
+
+def json_strings(value: object, path: JsonPath) -> Iterator[tuple[JsonPath, str]]:
     """Every string of a JSON value and every key of its objects (a schema's property names reach the model as
     much as its descriptions). A key comes after what is under it, so that changing the texts in this order
     never renames a key on the path of a text still to change."""
@@ -72,7 +76,7 @@ def json_strings(value: object, path: tuple) -> Iterator[tuple[tuple, str]]:
             yield from json_strings(inner, (*path, position))
 
 
-def _set_in(tree: Any, path: tuple, new: str) -> Any:
+def _set_in(tree: Any, path: JsonPath, new: str) -> Any:
     """A copy of the JSON value `tree` with the string at `path` (or the key, for a final _Key) replaced."""
     tree = copy.deepcopy(tree)
     node: Any = tree
@@ -92,7 +96,7 @@ def _set_in(tree: Any, path: tuple, new: str) -> Any:
     return tree
 
 
-def tool_setter(index: int, path: tuple) -> Callable[[CanonicalRequest, str], CanonicalRequest]:
+def tool_setter(index: int, path: JsonPath) -> Setter:
     """`path` () is the description, else where the string is in the parameters."""
 
     def put(request: CanonicalRequest, new: str) -> CanonicalRequest:
@@ -106,7 +110,7 @@ def tool_setter(index: int, path: tuple) -> Callable[[CanonicalRequest, str], Ca
     return put
 
 
-def format_setter(path: tuple) -> Callable[[CanonicalRequest, str], CanonicalRequest]:
+def format_setter(path: JsonPath) -> Setter:
     def put(request: CanonicalRequest, new: str) -> CanonicalRequest:
         return replace(request, text_format=_set_in(request.text_format, path, new))
 

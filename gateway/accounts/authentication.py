@@ -9,6 +9,7 @@ A key that is not found is not cached (unknown keys cannot fill memory; a new ke
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING, Any, cast
 from uuid import UUID
 
 from django.db.models.signals import post_delete, post_save
@@ -16,11 +17,15 @@ from django.dispatch import receiver
 from django.utils import timezone
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
+from rest_framework.request import Request
 
 from gateway.accounts.keys import KEY_PREFIX, key_hash
 from gateway.accounts.models import Account, ApiKey, KeyKind, Member, Plan
 from gateway.errors import MSG_INVALID_KEY, MSG_MISSING_AUTH
 from gateway.versions.counters import VersionedCache, version_bump
+
+if TYPE_CHECKING:  # drf_spectacular.openapi imports DRF's views, which import this module (DRF's settings)
+    from drf_spectacular.openapi import AutoSchema
 
 VERSION = "keys"
 # Keys kept per process (the oldest go first): about 1 KB each.
@@ -49,6 +54,12 @@ class Caller:
     @property
     def is_enterprise(self) -> bool:
         return self.plan == Plan.ENTERPRISE
+
+
+def request_caller(request: Request) -> Caller:
+    """The Caller that ApiKeyAuthentication put on `request.user` (the API views' permission classes let no
+    other user through)."""
+    return cast(Caller, request.user)
 
 
 @dataclass(frozen=True)
@@ -81,7 +92,12 @@ def suspended_message(reason: str) -> str:
 @receiver([post_save, post_delete], sender=ApiKey)
 @receiver([post_save, post_delete], sender=Account)
 @receiver([post_save, post_delete], sender=Member)
-def _keys_changed_by(sender, created: bool = False, update_fields=None, **kwargs) -> None:
+def _keys_changed_by(
+    sender: type[ApiKey | Account | Member],
+    created: bool = False,
+    update_fields: frozenset[str] | None = None,
+    **kwargs: Any,
+) -> None:
     """A new row cannot be in any cache; an account matters for its plan (balance moves are not saves)."""
     if created or (sender is Account and update_fields is not None and not ACCOUNT_FIELDS_CACHED & set(update_fields)):
         return
@@ -126,7 +142,7 @@ def key_state_load(hash_: str) -> KeyState | None:
 
 
 class ApiKeyAuthentication(authentication.BaseAuthentication):
-    def authenticate(self, request):
+    def authenticate(self, request: Request) -> tuple[Caller, str]:
         header = request.META.get("HTTP_AUTHORIZATION", "")
         if not header:
             key = request.META.get("HTTP_X_API_KEY", "")
@@ -139,7 +155,7 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
             raise exceptions.AuthenticationFailed(MSG_INVALID_KEY)
         return self.authenticate_key(token.strip())
 
-    def authenticate_key(self, token: str):
+    def authenticate_key(self, token: str) -> tuple[Caller, str]:
         if not token.startswith(KEY_PREFIX) or len(token) > 200:
             raise exceptions.AuthenticationFailed(MSG_INVALID_KEY)
         state = _keys.get_or_load(key_hash(token), key_state_load)
@@ -153,7 +169,7 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
             raise exceptions.AuthenticationFailed("API key has expired")
         return state.caller, state.caller.key_hash
 
-    def authenticate_header(self, request):
+    def authenticate_header(self, request: Request) -> str:
         return 'Bearer realm="api"'
 
 
@@ -161,7 +177,7 @@ class ApiKeyAuthenticationScheme(OpenApiAuthenticationExtension):
     target_class = "gateway.accounts.authentication.ApiKeyAuthentication"
     name = "ApiKeyAuth"
 
-    def get_security_definition(self, auto_schema):
+    def get_security_definition(self, auto_schema: "AutoSchema") -> dict[str, Any]:
         return {
             "type": "http",
             "scheme": "bearer",
