@@ -5,7 +5,7 @@ canonical response they add up to, valid at any point (a cut stream is billed fr
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from routing.canonical import (
     CanonicalResponse,
@@ -63,7 +63,7 @@ class PartDone:
     part: PartKind
     part_index: int
     text: str
-    annotations: tuple[dict, ...] = ()  # the first output_text part of a message: the message's annotations
+    annotations: tuple[dict[str, Any], ...] = ()  # the first output_text part of a message: the message's annotations
     logprobs: tuple[TokenLogprob, ...] = ()  # an output_text part's tokens, when asked for
 
 
@@ -74,7 +74,7 @@ class Annotated:
     index: int
     part_index: int
     annotation_index: int
-    annotation: dict
+    annotation: dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +109,7 @@ class _OpenItem:
     call_id: str = ""
     name: str = ""
     arguments: list[str] = field(default_factory=list)
-    annotations: tuple[dict, ...] = ()  # a message's (set by replay: a post-stage's file annotations)
+    annotations: tuple[dict[str, Any], ...] = ()  # a message's (set by replay: a post-stage's file annotations)
     stop_sequence: str | None = None  # a message's (set when the stream finished on one)
 
     def item(self) -> OutputItem:
@@ -211,7 +211,7 @@ class Fold:
         item.parts[-1].logprobs += logprobs
         return [*steps, Delta(item.index, kind, len(item.parts) - 1, text, logprobs)]
 
-    def _annotated(self, annotation: dict) -> list[FoldStep]:
+    def _annotated(self, annotation: dict[str, Any]) -> list[FoldStep]:
         """The message's annotation, on its first output_text part (opened when no text came yet): announced
         while that part is open (closed already: it is on the message item only)."""
         steps = self._open_as("message")

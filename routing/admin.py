@@ -1,5 +1,6 @@
 from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 from django import forms
 from django.contrib import admin
@@ -62,7 +63,7 @@ def parameters() -> list[str]:
 class CatalogRowForm(ServiceValidatedForm):
     """A catalog row checked by the loader's own rules (`routing.services.*_problems`)."""
 
-    problems: Callable[[dict], list[tuple[str, str]]] = staticmethod(lambda values: [])
+    problems: Callable[[dict[str, Any]], list[tuple[str, str]]] = staticmethod(lambda values: [])
     service_errors: tuple[type[Exception], ...] = (CatalogError,)
 
     def clean(self):

@@ -1,3 +1,5 @@
+from typing import Any
+
 from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.response import Response
@@ -87,7 +89,7 @@ class ModelListApi(APIView):
         return models, models_available(listed_models(snapshot=snapshot), routable=routable)
 
     @staticmethod
-    def page(request, params: dict, models: list[ListedModel], available: dict[str, bool]) -> dict:
+    def page(request, params: dict[str, Any], models: list[ListedModel], available: dict[str, bool]) -> dict[str, Any]:
         total = len(models)
         offset = params.get("offset", 0)
         limit = params.get("limit", total - offset if "offset" in params else total)
@@ -263,7 +265,7 @@ class AccountRoutingSettingsApi(APIView):
 
     permission_classes = [IsManagementKey]
 
-    def _data(self, account_id) -> dict:
+    def _data(self, account_id) -> dict[str, Any]:
         defaults = account_defaults(account_id=account_id)
         return {
             "allowed_providers": list(defaults.allowed_providers),

@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Final, TypeVar
+from typing import Any, Final, TypeVar
 
 from django.db import connection
 
@@ -86,7 +86,7 @@ class Embedded:
 class _Opened:
     candidate: Candidate
     stream: upstream.UpstreamStream
-    upstream_body: dict
+    upstream_body: dict[str, Any]
     started: float
     budget: OutputBudget  # what the request allows this endpoint to write (routing.output_bound)
 

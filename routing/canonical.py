@@ -5,7 +5,7 @@ directly and each adapter only knows its own wire format.
 """
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 # ---- request -----------------------------------------------------------------------------------
 
@@ -13,17 +13,17 @@ from typing import Literal
 @dataclass(frozen=True)
 class TextPart:
     text: str
-    cache_control: dict | None = None
+    cache_control: dict[str, Any] | None = None
     # An assistant's output_text sent back: its annotations; a file the file-parser turned into this text: the
     # file's annotation (what the answer carries so the caller can skip parsing it again). Adapters send text only.
-    annotations: tuple[dict, ...] = ()
+    annotations: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
 class ImagePart:
     url: str  # https URL or data: URL
     detail: str = "auto"
-    cache_control: dict | None = None  # a prompt-cache breakpoint after this block (Anthropic's wire)
+    cache_control: dict[str, Any] | None = None  # a prompt-cache breakpoint after this block (Anthropic's wire)
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class FilePart:
     file_data: str | None = None  # data: URL or base64
     file_url: str | None = None
     file_id: str | None = None
-    cache_control: dict | None = None
+    cache_control: dict[str, Any] | None = None
 
 
 Part = TextPart | ImagePart | FilePart
@@ -50,14 +50,14 @@ class FunctionCall:
     name: str
     arguments: str
     id: str | None = None
-    cache_control: dict | None = None
+    cache_control: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
 class FunctionCallOutput:
     call_id: str
     output: str
-    cache_control: dict | None = None
+    cache_control: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ class HostedTool:
     """A tool the provider runs itself: its definition in the Responses tool shape (`spec`, what the caller gave),
     and where the request named it (`source`: `tools[2]`, or the plugin that added it), for the errors."""
 
-    spec: dict
+    spec: dict[str, Any]
     source: str = "tools"
 
 
@@ -88,9 +88,9 @@ class HostedTool:
 class FunctionTool:
     name: str
     description: str | None = None
-    parameters: dict | None = None
+    parameters: dict[str, Any] | None = None
     strict: bool | None = None
-    cache_control: dict | None = None  # a prompt-cache breakpoint after this tool (Anthropic's wire)
+    cache_control: dict[str, Any] | None = None  # a prompt-cache breakpoint after this tool (Anthropic's wire)
 
 
 @dataclass(frozen=True)
@@ -107,7 +107,7 @@ class CanonicalRequest:
     input: tuple[Item, ...]
     instructions: str | None = None
     tools: tuple[FunctionTool, ...] = ()
-    tool_choice: str | dict | None = None  # "auto" | "none" | "required" | {"type": "function", "name": ...}
+    tool_choice: str | dict[str, Any] | None = None  # "auto" | "none" | "required" | {"type": "function", "name": ...}
     parallel_tool_calls: bool | None = None
     temperature: float | None = None
     top_p: float | None = None
@@ -119,13 +119,15 @@ class CanonicalRequest:
     seed: int | None = None
     logprobs: bool = False  # return each output token's log probability
     top_logprobs: int | None = None  # and this many most likely alternatives at each position (with logprobs)
-    text_format: dict | None = None  # {"type": "json_schema", "name", "schema", "strict"} | {"type": "json_object"}
+    text_format: dict[str, Any] | None = (
+        None  # {"type": "json_schema", "name", "schema", "strict"} | {"type": "json_object"}
+    )
     verbosity: str | None = None
     reasoning: ReasoningConfig | None = None
     stream: bool = False
     safety_identifier: str | None = None  # already a keyed hash, never the caller's raw value
     prompt_cache_key: str | None = None
-    cache_control: dict | None = None  # top-level {"type": "ephemeral", "ttl"?}
+    cache_control: dict[str, Any] | None = None  # top-level {"type": "ephemeral", "ttl"?}
     service_tier: str | None = None
     # Tools the provider runs itself (web_search, code_interpreter, image_generation, mcp, ...): sent only to
     # endpoints whose catalog entry lists them (`hosted_tools`), each adapter in its format.
@@ -170,7 +172,7 @@ class TokenLogprob:
 class OutputMessage:
     text: str = ""
     refusal: str | None = None
-    annotations: tuple[dict, ...] = ()  # the first output_text part's (file-parser's file annotations)
+    annotations: tuple[dict[str, Any], ...] = ()  # the first output_text part's (file-parser's file annotations)
     logprobs: tuple[TokenLogprob, ...] = ()  # the text's tokens, when the request asked and the upstream returned them
     stop_sequence: str | None = None  # the request's stop sequence that ended the text, when the upstream names it
 
@@ -197,7 +199,7 @@ class OutputHostedTool:
     ...): the Responses output item as the caller sees it, and the stream events between its output_item.added and
     .done (a web search's in_progress, searching, completed)."""
 
-    item: dict
+    item: dict[str, Any]
     progress: tuple[str, ...] = ()
 
 
@@ -288,7 +290,7 @@ class HostedToolCall:
 class TextAnnotated:
     """An annotation on the message being written (a provider's url_citation, in the flat Responses shape)."""
 
-    annotation: dict
+    annotation: dict[str, Any]
 
 
 StreamEvent = (

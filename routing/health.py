@@ -29,13 +29,18 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar
+from uuid import UUID
 
 from django.conf import settings
 from django.core.cache import cache, caches
 from django.core.cache.backends.base import BaseCache
+from redis import Redis
 from redis.exceptions import NoScriptError, ResponseError
 
 from gateway.cache import LocalExtras, ResilientRedisCache, list_push, lists_get
+
+Result = TypeVar("Result")
 
 logger = logging.getLogger(__name__)
 
@@ -55,9 +60,9 @@ def now() -> float:
 class EndpointStats:
     healthy: bool = True
     samples: int = 0
-    latency: dict | None = None  # seconds, by percentile
-    ttft: dict | None = None  # seconds
-    throughput: dict | None = None  # output tokens per second
+    latency: dict[str, float] | None = None  # seconds, by percentile
+    ttft: dict[str, float] | None = None  # seconds
+    throughput: dict[str, float] | None = None  # output tokens per second
 
 
 MEASURES = ("latency", "ttft", "throughput")
@@ -153,7 +158,7 @@ class Attempt:
         return self.ok and self.measures != ("-", "-", "-")
 
 
-def _run(backend: ResilientRedisCache, source: str, keys: list[str], args: list):
+def _run(backend: ResilientRedisCache, source: str, keys: list[str], args: list[str | int | float]) -> Any:
     client = backend._cache.get_client(None, write=True)
     names = [backend.make_key(key) for key in keys]
     try:
@@ -165,7 +170,13 @@ def _run(backend: ResilientRedisCache, source: str, keys: list[str], args: list)
 
 def _redis_push(backend: ResilientRedisCache, attempt: Attempt) -> None:
     sample = [attempt.at, *attempt.measures] if attempt.has_sample else [""]
-    args = [KEPT_SECONDS, f"{attempt.at} {int(attempt.ok)}", FAILURES_TO_TRIP, MAX_SAMPLES, *sample]
+    args: list[str | int | float] = [
+        KEPT_SECONDS,
+        f"{attempt.at} {int(attempt.ok)}",
+        FAILURES_TO_TRIP,
+        MAX_SAMPLES,
+        *sample,
+    ]
     _run(backend, PUSH_LUA, _redis_keys(attempt.endpoint_id), args)
 
 
@@ -192,7 +203,7 @@ def _bulk(value: str) -> bytes:
 
 # (key prefix, version, key function, endpoint id) -> EVALSHA, the script, the key count and the keys, packed
 # (and how many parts that is).
-_PUSH_HEADS: dict[tuple, tuple[int, bytes]] = {}
+_PUSH_HEADS: dict[tuple[str, int, Callable[..., str], int], tuple[int, bytes]] = {}
 
 
 def _push_command(backend: ResilientRedisCache, attempt: Attempt) -> bytes:
@@ -211,15 +222,15 @@ def _push_command(backend: ResilientRedisCache, attempt: Attempt) -> bytes:
     return b"*%d\r\n%b%b" % (count + len(args), head, b"".join([_bulk(arg) for arg in args]))
 
 
-def _exchange(client, packed: bytes, count: int) -> list:
+def _exchange(client: Redis, packed: bytes, count: int) -> list[Any]:
     """Send `count` packed commands in one write and read their `count` replies (an error reply as its exception),
     on one pooled connection, retried as redis-py retries a pipeline (a connection error: disconnected, resent)."""
     pool = client.connection_pool
     connection = pool.get_connection()
 
-    def send_and_read() -> list:
+    def send_and_read() -> list[Any]:
         connection.send_packed_command([packed])
-        replies: list = []
+        replies: list[Any] = []  # Redis's replies, and an error reply as its exception
         for _ in range(count):
             try:
                 replies.append(connection.read_response())
@@ -264,7 +275,9 @@ def _local_push(backend: BaseCache, extras: LocalExtras | None, attempt: Attempt
             extras.list_push(backend, key, item, max_items=cap, timeout=KEPT_SECONDS)
 
 
-def _shared_or_local(redis_op: Callable, local_op: Callable):
+def _shared_or_local(
+    redis_op: Callable[[ResilientRedisCache], Result], local_op: Callable[[BaseCache, LocalExtras | None], Result]
+) -> Result:
     """redis_op(backend) on the shared Redis cache; local_op(backend, extras) on process-local memory (the
     local-memory cache, or the Redis cache's own fallback while Redis is unavailable)."""
     backend = caches["default"]
@@ -366,7 +379,7 @@ def health_reset(*, endpoint_id: int) -> None:
     cache.delete_many(_redis_keys(endpoint_id))
 
 
-def _percentiles(values: list[float]) -> dict | None:
+def _percentiles(values: list[float]) -> dict[str, float] | None:
     if not values:
         return None
     ordered = sorted(values)
@@ -378,7 +391,7 @@ def _healthy(outcomes: list[str], current: float) -> bool:
     return not (len(recent) == FAILURES_TO_TRIP and all(item.endswith(" 0") for item in recent))
 
 
-def _local_stats(found: dict[str, list], endpoint_id: int, current: float) -> EndpointStats:
+def _local_stats(found: dict[str, list[str]], endpoint_id: int, current: float) -> EndpointStats:
     latency: list[float] = []
     ttft: list[float] = []
     throughput: list[float] = []
@@ -441,7 +454,7 @@ def stats_forget() -> None:
 STICKY_TTL = 300
 
 
-def sticky_key(*, account_id, session_id: str, model: str) -> str:
+def sticky_key(*, account_id: UUID, session_id: str, model: str) -> str:
     digest = hashlib.sha256(f"{account_id}:{model}:{session_id}".encode()).hexdigest()[:40]
     return f"routing:sticky:{digest}"
 

@@ -20,6 +20,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+from uuid import UUID
 
 from routing.catalog import EndpointInfo
 from routing.limits import RoutingLimit, allowed_by
@@ -28,6 +29,9 @@ from routing.selection import Routable
 from routing.selectors import models_list
 from routing.serializers import model_record
 from routing.snapshot import CatalogSnapshot
+
+# (path, account, API key hash, the caller's limits): one rendered body each.
+ListingKey = tuple[str, UUID, str, tuple[RoutingLimit, ...]]
 
 # Bytes of rendered plain listings kept per snapshot (about 1 KB per model per account and limits); past it they
 # are dropped and rendered again, so many accounts cannot grow a process without bound.
@@ -121,13 +125,13 @@ class RenderedListings:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._bodies: dict[tuple, bytes] = {}
+        self._bodies: dict[ListingKey, bytes] = {}
         self._size = 0
 
-    def get(self, key: tuple) -> bytes | None:
+    def get(self, key: ListingKey) -> bytes | None:
         return self._bodies.get(key)
 
-    def put(self, key: tuple, body: bytes) -> None:
+    def put(self, key: ListingKey, body: bytes) -> None:
         if len(body) > RENDERED_MAX_BYTES:
             return  # rendered per request
         with self._lock:

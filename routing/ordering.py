@@ -66,8 +66,12 @@ def _weighted_first(endpoints: list[EndpointInfo], rng: random.Random) -> list[E
     return [first] + [e for e in by_price if e is not first]
 
 
-def _sort_key(by: str, stats: dict[int, EndpointStats]) -> Callable:
-    def stat(endpoint, name):
+# (a measure, if sorting by one; the price; the id). None only where mypy cannot see the check before it.
+SortKey = tuple[float | Decimal | int | None, ...]
+
+
+def _sort_key(by: str, stats: dict[int, EndpointStats]) -> Callable[[EndpointInfo], SortKey]:
+    def stat(endpoint: EndpointInfo, name: str) -> float | None:
         values = getattr(stats.get(endpoint.id) or EndpointStats(), name)
         return values["p50"] if values else None
 
@@ -79,7 +83,7 @@ def _sort_key(by: str, stats: dict[int, EndpointStats]) -> Callable:
 
 
 def _by_provider_order(endpoints: list[EndpointInfo], order: tuple[str, ...]) -> list[EndpointInfo]:
-    def rank(endpoint):
+    def rank(endpoint: EndpointInfo) -> int:
         return next((i for i, p in enumerate(order) if slug_matches(p, endpoint.provider_slug)), len(order))
 
     return sorted(endpoints, key=lambda e: (rank(e), _price(e), e.id))
@@ -128,7 +132,14 @@ def order_endpoints(
     return Ordering(endpoints=tuple(ordered), excluded_by=frozenset(excluded), basis=_basis(prefs))
 
 
-def _order_group(group, prefs, used_params, stats, sticky_endpoint_id, rng) -> list[EndpointInfo]:
+def _order_group(
+    group: list[EndpointInfo],
+    prefs: Preferences,
+    used_params: frozenset[str],
+    stats: dict[int, EndpointStats],
+    sticky_endpoint_id: int | None,
+    rng: random.Random,
+) -> list[EndpointInfo]:
     healthy = [e for e in group if (stats.get(e.id) or EndpointStats()).healthy]
     unhealthy = [e for e in group if e not in healthy]
     if prefs.order:

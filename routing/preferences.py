@@ -2,9 +2,13 @@
 request can only tighten), plus model-suffix shortcuts (`:nitro`, `:floor`) and the deprecated `route`."""
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from routing.models import AccountRoutingSettings
+
+if TYPE_CHECKING:
+    from routing.snapshot import CatalogSnapshot
 
 SUFFIXES: dict[str, tuple[str | None, str | None]] = {
     "nitro": ("throughput", "priority"),
@@ -34,14 +38,14 @@ class Preferences:
     quantizations: tuple[str, ...] | None = None
     sort_by: str | None = None
     partition: str = "model"
-    max_price: dict = field(default_factory=dict)  # USD per million tokens / per request
-    min_throughput: dict = field(default_factory=dict)  # {"p50": tokens/s, ...}
-    max_latency: dict = field(default_factory=dict)  # {"p50": seconds, ...}
+    max_price: dict[str, Any] = field(default_factory=dict)  # USD per million tokens / per request
+    min_throughput: dict[str, Any] = field(default_factory=dict)  # {"p50": tokens/s, ...}
+    max_latency: dict[str, Any] = field(default_factory=dict)  # {"p50": seconds, ...}
     service_tier: str | None = None
     account_allowed: tuple[str, ...] | None = None  # the account's allow-list: a ceiling for `only`
 
 
-def account_defaults(*, account_id: UUID, snapshot=None) -> AccountDefaults:
+def account_defaults(*, account_id: UUID, snapshot: "CatalogSnapshot | None" = None) -> AccountDefaults:
     """The account's routing defaults (through the catalog snapshot's per-account cache when given)."""
     if snapshot is not None:
         return snapshot.cached(("routing-defaults", account_id), lambda: account_defaults(account_id=account_id))
@@ -65,7 +69,12 @@ def split_model_suffix(model: str) -> tuple[str, str | None]:
 
 
 def preferences_build(
-    *, provider: dict | None, route: str | None, service_tier: str | None, suffix: str | None, account: AccountDefaults
+    *,
+    provider: dict[str, Any] | None,
+    route: str | None,
+    service_tier: str | None,
+    suffix: str | None,
+    account: AccountDefaults,
 ) -> Preferences:
     provider = provider or {}
     sort = provider.get("sort") or {}

@@ -21,6 +21,7 @@ from typing import Any
 from urllib.parse import parse_qsl, quote, urlsplit
 
 from routing.canonical import CanonicalResponse, Finished, OutputMessage, ResponseStarted
+from routing.errors import UpstreamError
 
 # Request headers whose values are credentials.
 SECRET_HEADERS = frozenset(
@@ -74,7 +75,7 @@ _AFTER_WORD = re.compile(
 )
 
 
-def request_secrets(*, url: str, headers: dict, extra: Iterable[str] = ()) -> tuple[str, ...]:
+def request_secrets(*, url: str, headers: dict[str, str], extra: Iterable[str] = ()) -> tuple[str, ...]:
     """Everything secret an attempt sends: credential header values (also the token after the scheme, and
     SigV4's access key id and signature), credential-like query parameters, plus `extra` (the credential
     material it was built from). Longest first, so a secret containing another is removed whole."""
@@ -330,14 +331,14 @@ def _cut_tail(text: str, secret: str) -> str:
     return text
 
 
-def _redact_token(match: re.Match) -> str:
+def _redact_token(match: re.Match[str]) -> str:
     token = match.group(3)
     if not any(c.isdigit() for c in token) or token.startswith("[") or REDACTED in token:
         return match.group(0)
     return match.group(1) + match.group(2) + REDACTED
 
 
-def scrub_error(error, secrets: Iterable[str]):
+def scrub_error(error: UpstreamError, secrets: Iterable[str]) -> UpstreamError:
     """The UpstreamError with its upstream-derived text scrubbed (in place; returned for `raise`)."""
     secrets = secrets if isinstance(secrets, Secrets) else Secrets(secrets)
     try:
@@ -349,7 +350,7 @@ def scrub_error(error, secrets: Iterable[str]):
     return error
 
 
-def scrub_token(value: Any, secrets: Iterable[str], *, shape: re.Pattern = UPSTREAM_ID) -> str | None:
+def scrub_token(value: Any, secrets: Iterable[str], *, shape: re.Pattern[str] = UPSTREAM_ID) -> str | None:
     """An upstream-provided identifier (its response id, model, service tier), as the gateway may store and show
     it: None unless it is a short token of plain characters in which scrubbing finds nothing."""
     if not isinstance(value, str) or not shape.fullmatch(value):

@@ -1,6 +1,6 @@
 """Which endpoints a request tries, in what order: `endpoints_for_request`."""
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
@@ -169,7 +169,13 @@ class RoutePlan:
 
 
 def availability_error(
-    *, status: int, code: str, message: str, models: list[str], excluded_by=(), retryable: bool = False
+    *,
+    status: int,
+    code: str,
+    message: str,
+    models: list[str],
+    excluded_by: Iterable[str] = (),
+    retryable: bool = False,
 ) -> GatewayError:
     return GatewayError(
         message,
@@ -291,7 +297,9 @@ def endpoints_for_request(
     )
 
 
-def _arrange(endpoints, *, partition, routable: Routable, excluded: set[str]) -> tuple:
+def _arrange(
+    endpoints: tuple[EndpointInfo, ...], *, partition: str, routable: Routable, excluded: set[str]
+) -> tuple[Candidate, ...]:
     sections: list[list[EndpointInfo]] = []
     for endpoint in endpoints:  # one section per model, or one for all with `partition: none`
         if sections and (partition == "none" or sections[-1][0].model_id == endpoint.model_id):
@@ -329,7 +337,7 @@ def _shared_allowed(endpoint: EndpointInfo, keys: list[ByokKeyInfo]) -> bool:
     return True
 
 
-def _unhonoured_error(*, models, names: str, missing, constraints) -> GatewayError:
+def _unhonoured_error(*, models: list[str], names: str, missing: set[str], constraints: set[str]) -> GatewayError:
     """No endpoint left, some for a gated parameter the request sets: 404 constraint_filtered naming it (`param`,
     and the availability error's `constraint`), with the other constraints that left out the rest."""
     message = MSG_UNHONOURED.format(models=names, params=", ".join(sorted(missing)))
@@ -344,7 +352,7 @@ def _unhonoured_error(*, models, names: str, missing, constraints) -> GatewayErr
     return error
 
 
-def _limited(limited_by: list[RoutingLimit], *, models) -> GatewayError:
+def _limited(limited_by: list[RoutingLimit], *, models: list[str]) -> GatewayError:
     """Every endpoint of the request was excluded by its caller's limits: refused, naming them."""
     sources = ", ".join(dict.fromkeys(limit.source for limit in limited_by))
     return GatewayError(
@@ -354,7 +362,15 @@ def _limited(limited_by: list[RoutingLimit], *, models) -> GatewayError:
     )
 
 
-def _nothing_left(*, known, models, available, excluded, estimated_input_tokens, missing=()) -> GatewayError:
+def _nothing_left(
+    *,
+    known: list[str],
+    models: list[str],
+    available: list[EndpointInfo],
+    excluded: set[str],
+    estimated_input_tokens: int,
+    missing: set[str],
+) -> GatewayError:
     names = ", ".join(known)
     if not available:
         return availability_error(

@@ -2,6 +2,7 @@
 
 import os
 from collections.abc import Sequence
+from typing import Any
 
 from django.db.models import Prefetch, Q, QuerySet
 
@@ -12,7 +13,7 @@ from routing.models import Endpoint, Model, ModelKind, Provider, ProviderStatus
 from routing.snapshot import CatalogSnapshot, current_snapshot
 
 
-def routable_endpoints() -> QuerySet:
+def routable_endpoints() -> QuerySet[Endpoint]:
     return Endpoint.objects.filter(enabled=True, provider__status=ProviderStatus.ACTIVE).select_related(
         "provider", "model"
     )
@@ -51,7 +52,7 @@ def provider_credentials(*, provider_slug: str, snapshot: CatalogSnapshot | None
     return None
 
 
-def chat_model_quality() -> QuerySet:
+def chat_model_quality() -> QuerySet[Model, tuple[str, Any, float | None, int, Any]]:
     """Every chat model's (id, task_scores, coding_score, context_length, input_modalities): what the routers
     (plugins/routers/candidates.py) rank by."""
     return Model.objects.filter(kind=ModelKind.CHAT).values_list(
@@ -80,7 +81,7 @@ def models_list(
     result = list(models.order_by("-created", "id"))
 
     # JSON list containment is not portable across SQLite and PostgreSQL: filter these in Python.
-    def has_all(values, wanted):
+    def has_all(values: list[str] | None, wanted: Sequence[str]) -> bool:
         return all(item in (values or []) for item in wanted)
 
     return [
@@ -101,7 +102,7 @@ def model_get(*, model_id: str) -> Model | None:
     )
 
 
-def providers_list() -> QuerySet:
+def providers_list() -> QuerySet[Provider]:
     return Provider.objects.filter(status=ProviderStatus.ACTIVE).order_by("slug")
 
 

@@ -1,14 +1,17 @@
+from collections.abc import Iterable
+from typing import Any
+
 from rest_framework import serializers
 
 from gateway import fields
 from gateway.query import ClosedQuerySerializer
-from routing.models import ModelKind, Provider
+from routing.models import Endpoint, Model, ModelKind, Provider
 from routing.preferences import slug_matches
 from routing.pricing import per_token
 from routing.selectors import cheapest
 
 
-class ModelArchitectureSerializer(serializers.Serializer):
+class ModelArchitectureSerializer(serializers.Serializer[dict[str, Any]]):
     modality = serializers.CharField()
     input_modalities = serializers.ListField(child=serializers.CharField())
     output_modalities = serializers.ListField(child=serializers.CharField())
@@ -16,7 +19,7 @@ class ModelArchitectureSerializer(serializers.Serializer):
     instruct_type = serializers.CharField(allow_null=True)
 
 
-class ModelPricingSerializer(serializers.Serializer):
+class ModelPricingSerializer(serializers.Serializer[dict[str, Any]]):
     prompt = serializers.CharField(help_text="USD per input token")
     completion = serializers.CharField(help_text="USD per output token")
     request = serializers.CharField(help_text="USD per request")
@@ -27,17 +30,17 @@ class ModelPricingSerializer(serializers.Serializer):
     web_search = serializers.CharField(help_text="USD per web search the provider runs itself (native web search)")
 
 
-class TopProviderSerializer(serializers.Serializer):
+class TopProviderSerializer(serializers.Serializer[dict[str, Any]]):
     context_length = serializers.IntegerField()
     max_completion_tokens = serializers.IntegerField(allow_null=True)
     is_moderated = serializers.BooleanField()
 
 
-class ModelLinksSerializer(serializers.Serializer):
+class ModelLinksSerializer(serializers.Serializer[dict[str, Any]]):
     details = serializers.CharField()
 
 
-class ModelRecordSerializer(serializers.Serializer):
+class ModelRecordSerializer(serializers.Serializer[dict[str, Any]]):
     id = serializers.CharField()
     canonical_slug = serializers.CharField()
     name = serializers.CharField()
@@ -71,17 +74,17 @@ class ModelRetrieveSerializer(ModelRecordSerializer):
     owned_by = serializers.CharField(help_text="The model's author (the id's part before the slash)")
 
 
-class ModelEnvelopeSerializer(serializers.Serializer):
+class ModelEnvelopeSerializer(serializers.Serializer[dict[str, Any]]):
     """GET /model/{author}/{slug} (the openrouter SDK's `models.get`): the /models entry in `data`."""
 
     data = ModelRecordSerializer()  # type: ignore[assignment]  # the envelope's field shadows Serializer.data
 
 
-class ModelCountDataSerializer(serializers.Serializer):
+class ModelCountDataSerializer(serializers.Serializer[dict[str, Any]]):
     count = serializers.IntegerField(help_text="How many models /models lists for this caller and these filters")
 
 
-class ModelCountSerializer(serializers.Serializer):
+class ModelCountSerializer(serializers.Serializer[dict[str, Any]]):
     data = ModelCountDataSerializer()  # type: ignore[assignment]  # the envelope's field shadows Serializer.data
 
 
@@ -127,11 +130,11 @@ class ModelCountQuerySerializer(ClosedQuerySerializer):
     refused = MODEL_FILTERS_REFUSED
 
 
-class ListLinksSerializer(serializers.Serializer):
+class ListLinksSerializer(serializers.Serializer[dict[str, Any]]):
     next = serializers.CharField(allow_null=True)
 
 
-class ModelListSerializer(serializers.Serializer):
+class ModelListSerializer(serializers.Serializer[dict[str, Any]]):
     data = ModelRecordSerializer(many=True)  # type: ignore[assignment]  # the envelope's field shadows Serializer.data
     total_count = serializers.IntegerField()
     links = ListLinksSerializer()
@@ -153,7 +156,7 @@ class ModelListQuerySerializer(ClosedQuerySerializer):
         return [part.strip() for part in (value or "").split(",") if part.strip() and part.strip() != "all"]
 
 
-class EndpointPricingSerializer(serializers.Serializer):
+class EndpointPricingSerializer(serializers.Serializer[dict[str, Any]]):
     prompt = serializers.CharField()
     completion = serializers.CharField()
     request = serializers.CharField()
@@ -163,7 +166,7 @@ class EndpointPricingSerializer(serializers.Serializer):
     web_search = serializers.CharField(help_text="USD per web search the provider runs itself (native web search)")
 
 
-class EndpointRecordSerializer(serializers.Serializer):
+class EndpointRecordSerializer(serializers.Serializer[dict[str, Any]]):
     name = serializers.CharField()
     model_id = serializers.CharField()
     provider_name = serializers.CharField()
@@ -179,7 +182,7 @@ class EndpointRecordSerializer(serializers.Serializer):
     is_zdr = serializers.BooleanField()
 
 
-class ModelEndpointsSerializer(serializers.Serializer):
+class ModelEndpointsSerializer(serializers.Serializer[dict[str, Any]]):
     id = serializers.CharField()
     name = serializers.CharField()
     created = serializers.IntegerField()
@@ -188,11 +191,12 @@ class ModelEndpointsSerializer(serializers.Serializer):
     endpoints = EndpointRecordSerializer(many=True)
 
 
-class ModelEndpointsEnvelopeSerializer(serializers.Serializer):
+class ModelEndpointsEnvelopeSerializer(serializers.Serializer[dict[str, Any]]):
     data = ModelEndpointsSerializer()  # type: ignore[assignment]  # the envelope's field shadows Serializer.data
 
 
-class ProviderRecordSerializer(serializers.Serializer):
+# Its instance: a provider, or (many=True, which DRF's stubs do not model) the providers.
+class ProviderRecordSerializer(serializers.Serializer[Provider | Iterable[Provider]]):
     slug = serializers.CharField()
     name = serializers.CharField()
     region = serializers.CharField()
@@ -203,11 +207,11 @@ class ProviderRecordSerializer(serializers.Serializer):
     docs_url = serializers.CharField(allow_blank=True)
 
 
-class ProviderListSerializer(serializers.Serializer):
+class ProviderListSerializer(serializers.Serializer[dict[str, Any]]):
     data = ProviderRecordSerializer(many=True)  # type: ignore[assignment]  # the envelope's field shadows Serializer.data
 
 
-def architecture(model) -> dict:
+def architecture(model: Model) -> dict[str, Any]:
     inputs, outputs = list(model.input_modalities or ["text"]), list(model.output_modalities or ["text"])
     return {
         "modality": f"{'+'.join(inputs)}->{'+'.join(outputs)}",
@@ -218,7 +222,7 @@ def architecture(model) -> dict:
     }
 
 
-def endpoint_pricing(endpoint) -> dict:
+def endpoint_pricing(endpoint: Endpoint) -> dict[str, Any]:
     return {
         "prompt": per_token(endpoint.price_prompt),
         "completion": per_token(endpoint.price_completion),
@@ -232,7 +236,7 @@ def endpoint_pricing(endpoint) -> dict:
     }
 
 
-def model_record(model) -> dict:
+def model_record(model: Model) -> dict[str, Any]:
     top = cheapest(model.live_endpoints)
     if top is None and model.kind == ModelKind.ROUTER:
         return router_record(model)
@@ -241,13 +245,15 @@ def model_record(model) -> dict:
     return _record(model, pricing=pricing, context_length=top.context_length, max_tokens=top.max_completion_tokens)
 
 
-def router_record(model) -> dict:
+def router_record(model: Model) -> dict[str, Any]:
     """A router slug (plugins.routers): priced by the model it routes to, so its prices are "-1"."""
-    unknown = {name: "-1" for name in ModelPricingSerializer().fields}
+    unknown = {name: "-1" for name in ModelPricingSerializer().fields.keys()}
     return _record(model, pricing=unknown, context_length=model.context_length, max_tokens=None)
 
 
-def _record(model, *, pricing: dict, context_length: int | None, max_tokens: int | None) -> dict:
+def _record(
+    model: Model, *, pricing: dict[str, Any], context_length: int | None, max_tokens: int | None
+) -> dict[str, Any]:
     return ModelRecordSerializer(
         {
             "id": model.id,
@@ -274,7 +280,7 @@ def _record(model, *, pricing: dict, context_length: int | None, max_tokens: int
     ).data
 
 
-def endpoint_record(endpoint) -> dict:
+def endpoint_record(endpoint: Endpoint) -> dict[str, Any]:
     return EndpointRecordSerializer(
         {
             "name": f"{endpoint.provider.name} | {endpoint.model_id}",
@@ -312,12 +318,12 @@ class AccountRoutingSettingsSerializer(fields.ClosedSerializer):
             raise serializers.ValidationError(f"unknown provider slugs: {unknown}")
         return slugs
 
-    def validate_allowed_providers(self, value):
+    def validate_allowed_providers(self, value: list[str]) -> list[str]:
         return self._known(value)
 
-    def validate_ignored_providers(self, value):
+    def validate_ignored_providers(self, value: list[str]) -> list[str]:
         return self._known(value)
 
 
-class AccountRoutingEnvelopeSerializer(serializers.Serializer):
+class AccountRoutingEnvelopeSerializer(serializers.Serializer[dict[str, Any]]):
     data = AccountRoutingSettingsSerializer()  # type: ignore[assignment]  # the envelope's field shadows Serializer.data

@@ -3,13 +3,24 @@
 import re
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
+from typing import Any, TypeGuard
 from urllib.parse import urlsplit
+from uuid import UUID
 
 from django.db import transaction
 
 from byok.crypto import Sealed, current_key_id, reseal, seal
 from byok.shapes import MAX_URL_CHARS, ShapeError, check_text, operator_credential
-from routing.models import TASK_TYPES, AdapterKind, Endpoint, Model, ModelKind, Provider, SearchEngine
+from routing.models import (
+    TASK_TYPES,
+    AccountRoutingSettings,
+    AdapterKind,
+    Endpoint,
+    Model,
+    ModelKind,
+    Provider,
+    SearchEngine,
+)
 from routing.providers.hosted import CAPABILITIES
 from routing.providers.registry import adapter_for
 
@@ -66,7 +77,7 @@ class CatalogError(ValueError):
         self.field = field
 
 
-def provider_problems(values: dict) -> list[tuple[str, str]]:
+def provider_problems(values: dict[str, Any]) -> list[tuple[str, str]]:
     """(field, message) for every provider value the gateway could not use (admin forms and the loader)."""
     problems = []
     slug = values.get("slug")
@@ -83,7 +94,7 @@ def provider_problems(values: dict) -> list[tuple[str, str]]:
     return problems
 
 
-def model_problems(values: dict) -> list[tuple[str, str]]:
+def model_problems(values: dict[str, Any]) -> list[tuple[str, str]]:
     problems = []
     model_id = values.get("id")
     if model_id is not None and not (
@@ -103,11 +114,11 @@ def model_problems(values: dict) -> list[tuple[str, str]]:
     return problems + quality_problems(values)
 
 
-def _score(value) -> bool:
+def _score(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= 1
 
 
-def quality_problems(values: dict) -> list[tuple[str, str]]:
+def quality_problems(values: dict[str, Any]) -> list[tuple[str, str]]:
     """The routers' quality data: task_scores {task type: 0-1} over routing.models.TASK_TYPES, coding_score 0-1."""
     problems = []
     scores = values.get("task_scores")
@@ -126,7 +137,7 @@ def quality_problems(values: dict) -> list[tuple[str, str]]:
     return problems
 
 
-def endpoint_problems(values: dict) -> list[tuple[str, str]]:
+def endpoint_problems(values: dict[str, Any]) -> list[tuple[str, str]]:
     problems = []
     upstream = values.get("upstream_model")
     if upstream is not None and not (isinstance(upstream, str) and upstream and _visible_ascii(upstream)):
@@ -154,7 +165,7 @@ def endpoint_problems(values: dict) -> list[tuple[str, str]]:
     return problems + hosted_tools_problems(values.get("hosted_tools"), adapter)
 
 
-def hosted_tools_problems(hosted, adapter: str | None) -> list[tuple[str, str]]:
+def hosted_tools_problems(hosted: object, adapter: str | None) -> list[tuple[str, str]]:
     """An endpoint's `hosted_tools`: capabilities this gateway knows (routing.providers.hosted) that the provider's
     adapter can pass through."""
     if hosted is None:
@@ -169,7 +180,7 @@ def hosted_tools_problems(hosted, adapter: str | None) -> list[tuple[str, str]]:
     return []
 
 
-def _url_problem(value, field: str) -> str | None:
+def _url_problem(value: object, field: str) -> str | None:
     if not isinstance(value, str) or not value:
         return f"{field} must be an http or https URL"
     try:
@@ -189,11 +200,11 @@ def _visible_ascii(value: str) -> bool:
     return all(0x21 <= ord(char) <= 0x7E for char in value)
 
 
-def _positive_int(value) -> bool:
+def _positive_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 0 < value < 2**31
 
 
-def _strings(value) -> bool:
+def _strings(value: object) -> TypeGuard[list[str]]:
     return isinstance(value, list) and all(isinstance(item, str) for item in value)
 
 
@@ -211,7 +222,7 @@ class CatalogLoadResult:
     search_engines: int = 0
 
 
-def catalog_load(*, data: dict) -> CatalogLoadResult:
+def catalog_load(*, data: dict[str, Any]) -> CatalogLoadResult:
     """Upsert providers (by slug), models (by id) and endpoints (by model and provider). Idempotent."""
     providers, models, endpoints = 0, 0, 0
     with transaction.atomic():
@@ -238,7 +249,7 @@ def catalog_load(*, data: dict) -> CatalogLoadResult:
     return CatalogLoadResult(providers=providers, models=models, endpoints=endpoints, search_engines=engines)
 
 
-def _search_engine_upsert(row: dict) -> None:
+def _search_engine_upsert(row: dict[str, Any]) -> None:
     """A web search engine's price per search (`{engine, price_per_search, source?}`)."""
     _require(row, "engine", "price_per_search")
     engine = row["engine"]
@@ -254,7 +265,7 @@ def _search_engine_upsert(row: dict) -> None:
     SearchEngine.objects.update_or_create(engine=engine, defaults=defaults)
 
 
-def _endpoint_upsert(model: Model, row: dict) -> None:
+def _endpoint_upsert(model: Model, row: dict[str, Any]) -> None:
     _require(row, "provider", "upstream_model", "pricing")
     provider = Provider.objects.filter(slug=row["provider"]).first()
     if provider is None:
@@ -299,20 +310,18 @@ def provider_credential_set(*, provider: Provider, plaintext: str | None) -> Pro
     return provider  # saving bumped the catalog version (routing.snapshot)
 
 
-def _require(row: dict, *names: str) -> None:
+def _require(row: dict[str, Any], *names: str) -> None:
     missing = [name for name in names if row.get(name) in (None, "")]
     if missing:
         raise CatalogError(f"catalog entry {row.get('slug') or row.get('id') or row!r} lacks {', '.join(missing)}")
 
 
-def _pick(row: dict, names: tuple[str, ...]) -> dict:
+def _pick(row: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
     return {name: row[name] for name in names if name in row}
 
 
-def account_routing_update(*, account_id, changes: dict):
+def account_routing_update(*, account_id: UUID, changes: dict[str, Any]) -> AccountRoutingSettings:
     """Create or update an account's routing defaults (only the given fields)."""
-    from routing.models import AccountRoutingSettings
-
     settings_row, _ = AccountRoutingSettings.objects.get_or_create(account_id=account_id)
     for name, value in changes.items():
         setattr(settings_row, name, value)

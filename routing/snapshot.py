@@ -7,16 +7,20 @@ process that made them and within that window in every other. Bulk `QuerySet.upd
 call `catalog_changed()` after one."""
 
 import threading
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from decimal import Decimal
+from typing import Any, TypeVar
 
-from django.db import transaction
+from django.db import models, transaction
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
 from gateway.versions.counters import Flights, version_bump, version_current
 from routing.catalog import EndpointInfo, endpoint_info
 from routing.models import AccountRoutingSettings, Endpoint, Model, Provider, ProviderStatus, SearchEngine
+
+Loaded = TypeVar("Loaded")
 
 VERSION = "catalog"
 
@@ -39,14 +43,15 @@ class CatalogSnapshot:
     secrets: dict[str, ProviderSecret]
     # Per-account routing data (routing defaults, BYOK key filters), loaded on first use; it lives and dies
     # with the snapshot, and saving either bumps the version like a catalog change.
-    per_account: dict = field(default_factory=dict)
-    _loading: Flights = field(default_factory=Flights, repr=False, compare=False)
+    per_account: dict[Hashable, Any] = field(default_factory=dict)  # each key's own kind of value
+    _loading: Flights[Hashable, Any] = field(default_factory=Flights, repr=False, compare=False)
 
-    def cached(self, key, load):
+    def cached(self, key: Hashable, load: Callable[[], Loaded]) -> Loaded:
         """`load()`'s value, loaded once per snapshot (concurrent first uses share one load)."""
         if key not in self.per_account:
             self.per_account[key] = self._loading.load(key, load)
-        return self.per_account[key]
+        loaded: Loaded = self.per_account[key]
+        return loaded
 
 
 _lock = threading.Lock()
@@ -65,7 +70,7 @@ def catalog_changed() -> None:
 @receiver([post_save, post_delete], sender=AccountRoutingSettings)
 # By label: routing reads BYOK keys only through byok.selectors (pyproject.toml: each app's models are its own).
 @receiver([post_save, post_delete], sender="byok.ByokKey")
-def _bump_version(sender, **kwargs) -> None:
+def _bump_version(sender: type[models.Model] | str, **kwargs: object) -> None:
     catalog_changed()
 
 

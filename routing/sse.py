@@ -10,7 +10,7 @@ the attempt instead of growing without bound.
 import re
 from collections import deque
 from collections.abc import Iterable, Iterator
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from routing import jsonsafe
 from routing.errors import UpstreamError
@@ -26,7 +26,7 @@ class SSEEvent(NamedTuple):
     event: str
     data: str
 
-    def json(self):
+    def json(self) -> Any:
         return jsonsafe.loads(self.data)
 
 

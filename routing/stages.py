@@ -9,7 +9,7 @@ pre-stage with more to say returns `Staged`: its own entries, and limits on wher
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import TYPE_CHECKING, Literal, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
 
 from gateway.accounts.authentication import Caller
 from gateway.billing.services import ReservationHandle, SpendCap
@@ -74,7 +74,7 @@ class ToolLoop:
     charged with the request and added to its usage, and on a stream `stream`: a round as `call` does it, streamed
     (its fold steps as they arrive, WAITING while the first content is awaited; returns the round served)."""
 
-    data: dict
+    data: dict[str, Any]
     call: "Callable[[CanonicalRequest], Served]"
     first: "Callable[[], Candidate | None]"
     charge: Callable[[Decimal, Usage], None]
@@ -93,8 +93,8 @@ class ServerToolItem:
     between its output_item.added and .done (each its `type` and fields: a web search's in_progress, searching,
     completed; a fusion call's panel and analysis events)."""
 
-    item: dict
-    progress: tuple[dict, ...] = ()
+    item: dict[str, Any]
+    progress: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,8 +104,8 @@ class ToolEvent:
 
     phase: Literal["added", "progress", "done"]
     index: int
-    item: dict
-    event: dict | None = None
+    item: dict[str, Any]
+    event: dict[str, Any] | None = None
 
 
 # What the live server-tool loop yields to the stream: a round's fold steps (output indices over the whole
@@ -123,13 +123,15 @@ class RequestContext:
     caller: Caller
     session_id: str = ""
     want_metadata: bool = False
-    plugins: tuple[dict, ...] = ()
+    plugins: tuple[dict[str, Any], ...] = ()
     models: tuple[str, ...] = ()
     stream: bool = False
     request: CanonicalRequest | None = None
     tool_loop: ToolLoop | None = None  # the server-tool loop's access to the run (post-stages only)
     suffix: str | None = None  # the first requested model's routing suffix (":nitro" -> "nitro"; a router sees it)
-    provider: dict | None = None  # the request's provider preferences: a plugin's own model calls honour them too
+    provider: dict[str, Any] | None = (
+        None  # the request's provider preferences: a plugin's own model calls honour them too
+    )
     # The budgets (guardrails) the request's holds must fit in, once the guardrail stage set them: every hold of a
     # model call made for the request (a fusion panel's) checks them, with the credits, before the call.
     caps: tuple[SpendCap, ...] = ()
@@ -149,7 +151,7 @@ class Block:
 
     message: str
     status: int = 400
-    metadata: dict | None = None  # the error's `metadata` (a guardrail: its `patterns`)
+    metadata: dict[str, Any] | None = None  # the error's `metadata` (a guardrail: its `patterns`)
     error_type: ErrorType = ErrorType.INVALID_REQUEST  # a stream refused after its 200: the failed event's
     entries: tuple["StageEntry", ...] = ()  # the stage's own pipeline entries (else one "blocked" entry)
     cost_usd: Decimal = Decimal(0)  # what the stage's own checks cost before it refused (charged: they ran)
@@ -163,10 +165,10 @@ class StageBlocked(GatewayError):
     """A stage's Block as an error: an HTTP error before a stream's 200, a failed event after it. `pipeline`:
     the entries of the stages that ran, for the error's gateway_metadata."""
 
-    def __init__(self, message: str, *, status: int, metadata: dict | None, error_type: ErrorType):
+    def __init__(self, message: str, *, status: int, metadata: dict[str, Any] | None, error_type: ErrorType):
         super().__init__(message, status=status, metadata=metadata)
         self.error_type = error_type
-        self.pipeline: list[dict] = []
+        self.pipeline: list[dict[str, Any]] = []
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,12 +179,12 @@ class StageEntry:
     type: str  # the stage's kind: guardrail, request_plugin, response_plugin, server_tools
     name: str
     outcome: str
-    data: dict = field(default_factory=dict)
-    extra: dict = field(default_factory=dict)
+    data: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
     cost_usd: Decimal | None = None  # what the stage's own model calls cost (charged with the request)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         entry = {"type": self.type, "name": self.name, "summary": self.outcome, **self.extra, "data": self.data}
         if self.cost_usd is not None:
             entry["cost_usd"] = float(self.cost_usd)
@@ -203,7 +205,7 @@ class Staged:
     limits: tuple[RoutingLimit, ...] = ()
     caps: tuple[SpendCap, ...] = ()  # budgets the credit hold must fit in
     cost_usd: Decimal = Decimal(0)  # the stage's own model calls (moderation, OCR): added to the hold and charge
-    record: dict = field(default_factory=dict)  # figures for the generation record (GenerationRecord fields)
+    record: dict[str, Any] = field(default_factory=dict)  # figures for the generation record (GenerationRecord fields)
     models: tuple[str, ...] = ()  # a router's choice: the models to plan instead of the requested ones, in order
     strategy: str = ""  # how they were chosen (gateway_metadata.strategy: auto, pareto, fusion), with `models`
     usage: Usage = field(default_factory=Usage)  # the tokens of the stage's own model calls (added to the usage)
@@ -238,7 +240,7 @@ class Restaged:
 
     response: CanonicalResponse
     entries: tuple[StageEntry, ...] = ()
-    record: dict = field(default_factory=dict)  # figures for the generation record
+    record: dict[str, Any] = field(default_factory=dict)  # figures for the generation record
 
 
 class PreStage(Protocol):

@@ -6,10 +6,10 @@ an answer (its id, model and service tier): kept only when they are short clean 
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from django.conf import settings
 
@@ -22,6 +22,8 @@ from routing.providers.base import UpstreamRequest
 from routing.providers.embeddings import EmbeddingRequest, EmbeddingResponse
 from routing.providers.registry import adapter_for
 from routing.redact import UPSTREAM_MODEL, request_secrets, scrub_error, scrub_event, scrub_response, scrub_token
+
+Parsed = TypeVar("Parsed")  # what a body parser makes of the upstream body
 
 MAX_ERROR_BODY = http.MAX_ERROR_BODY
 
@@ -72,7 +74,7 @@ def credential_secrets(credentials: ProviderCredentials) -> tuple[str, ...]:
 
 
 @contextmanager
-def _scrubbed(secrets: tuple[str, ...]):
+def _scrubbed(secrets: tuple[str, ...]) -> Iterator[None]:
     try:
         yield
     except UpstreamError as error:
@@ -102,7 +104,9 @@ def attempt_secrets(upstream: UpstreamRequest) -> tuple[str, ...]:
     return request_secrets(url=upstream.url, headers=upstream.headers, extra=upstream.secrets)
 
 
-def _send(endpoint: EndpointInfo, upstream: UpstreamRequest, *, stream: bool, timeouts: http.Timeouts | None):
+def _send(
+    endpoint: EndpointInfo, upstream: UpstreamRequest, *, stream: bool, timeouts: http.Timeouts | None
+) -> http.Response:
     try:
         payload: dict[str, Any] = (
             {"content": upstream.content} if upstream.content is not None else {"json_body": upstream.body}
@@ -130,7 +134,8 @@ def call(
 ) -> CanonicalResponse:
     secrets = attempt_secrets(upstream)
     with _scrubbed(secrets):
-        return scrub_response(_call(endpoint=endpoint, upstream=upstream, timeouts=timeouts), secrets)
+        parse = adapter_for(endpoint.adapter).parse_response
+        return scrub_response(_call(endpoint=endpoint, upstream=upstream, timeouts=timeouts, parse=parse), secrets)
 
 
 def embed(
@@ -149,7 +154,13 @@ def embed(
     return replace(response, model=scrub_token(response.model, secrets, shape=UPSTREAM_MODEL))
 
 
-def _call(*, endpoint: EndpointInfo, upstream: UpstreamRequest, timeouts: http.Timeouts | None, parse=None):
+def _call(
+    *,
+    endpoint: EndpointInfo,
+    upstream: UpstreamRequest,
+    timeouts: http.Timeouts | None,
+    parse: Callable[[dict[str, Any]], Parsed],
+) -> Parsed:
     response = _send(endpoint, upstream, stream=False, timeouts=timeouts)
     try:
         body = jsonsafe.loads(response.content)
@@ -170,7 +181,7 @@ def _call(*, endpoint: EndpointInfo, upstream: UpstreamRequest, timeouts: http.T
             status=response.status_code,
         )
     try:
-        return (parse or adapter_for(endpoint.adapter).parse_response)(body)
+        return parse(body)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise UpstreamError(
             error_type="provider_unavailable",

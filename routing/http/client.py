@@ -6,7 +6,7 @@ import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from typing import cast
+from typing import Any, cast
 from urllib.parse import urlencode
 
 import urllib3
@@ -53,7 +53,7 @@ class Response:
         self.content = b""
         self.gateway_watch = watch
 
-    def json(self):
+    def json(self) -> Any:
         return json.loads(self.content)
 
 
@@ -92,7 +92,7 @@ _HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _UNSENDABLE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]|[^\x00-\xff]")  # controls (HTAB is allowed) and non-Latin-1
 
 
-def _check_headers(headers: dict) -> None:
+def _check_headers(headers: dict[str, str]) -> None:
     """Refuse what http.client would choke on or pass through (NUL, CR/LF, other controls, non-Latin-1)."""
     for name, value in headers.items():
         if not isinstance(name, str) or not _HEADER_NAME.fullmatch(name):
@@ -103,7 +103,7 @@ def _check_headers(headers: dict) -> None:
             raise SendFailed(f"the {name} header holds characters that cannot be sent")
 
 
-def _with_defaults(headers: dict) -> dict:
+def _with_defaults(headers: dict[str, str]) -> dict[str, str]:
     names = {name.lower() for name in headers}
     missing = {name: value for name, value in _DEFAULT_HEADERS.items() if name.lower() not in names}
     return {**missing, **headers} if missing else headers
@@ -114,8 +114,8 @@ def request(
     url: str,
     *,
     headers: dict[str, str],
-    json_body: dict | None = None,
-    form_body: dict | None = None,
+    json_body: dict[str, Any] | None = None,
+    form_body: dict[str, Any] | None = None,
     content: bytes | None = None,
     timeouts: Timeouts | None = None,
     stream: bool = False,
@@ -165,7 +165,13 @@ def request(
 
 
 def _send(
-    method: str, url: str, data: bytes | None, headers: dict, timeouts: Timeouts, watch: Watch, allow_private: bool
+    method: str,
+    url: str,
+    data: bytes | None,
+    headers: dict[str, str],
+    timeouts: Timeouts,
+    watch: Watch,
+    allow_private: bool,
 ) -> HTTPResponse:
     """urlopen on each checked address of the URL's host in turn, until one connects."""
     to = destinations.target(url)

@@ -43,7 +43,7 @@ StopMapping = dict[str, tuple[ResponseStatus, str | None]]
 @dataclass(frozen=True)
 class UpstreamRequest:
     url: str
-    body: dict
+    body: dict[str, Any]
     headers: dict[str, str] = field(repr=False)
     # The URL came from a customer's credential: the provider row's private-network switch does not apply.
     customer_url: bool = False
@@ -76,11 +76,12 @@ class ProviderAdapter(ABC):
         """The upstream HTTP request for a canonical request (pure; credentials are passed in)."""
 
     @abstractmethod
-    def parse_response(self, body: dict) -> CanonicalResponse:
+    def parse_response(self, body: dict[str, Any]) -> CanonicalResponse:
         """A successful non-streaming upstream body as a canonical response."""
 
-    def decode(self, chunks: Iterable[bytes]) -> Iterable:
-        """The upstream stream's framing: server-sent events, unless the provider uses another one."""
+    def decode(self, chunks: Iterable[bytes]) -> Iterable[Any]:
+        """The upstream stream's framing: server-sent events, unless the provider uses another one (whose frames its
+        own stream_events reads)."""
         return decode_sse(chunks)
 
     @abstractmethod
@@ -94,7 +95,7 @@ class ProviderAdapter(ABC):
         """The upstream HTTP request for embeddings (adapters with `supports_embeddings`)."""
         raise self._no_embeddings()
 
-    def parse_embeddings(self, body: dict, *, expected: int) -> EmbeddingResponse:
+    def parse_embeddings(self, body: dict[str, Any], *, expected: int) -> EmbeddingResponse:
         """A successful embeddings body: exactly `expected` vectors in input order, or an UpstreamError (an adapter
         without embeddings never gets this far: its build_embeddings_request refuses first)."""
         raise self._no_embeddings()
@@ -180,7 +181,7 @@ def drop_none(mapping: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in mapping.items() if value is not None}
 
 
-def merge_turn(messages: list[dict], role: str, blocks: list[dict]) -> None:
+def merge_turn(messages: list[dict[str, Any]], role: str, blocks: list[dict[str, Any]]) -> None:
     """Providers that want user and assistant turns to alternate (Anthropic, Bedrock): merge same-role turns."""
     if messages and messages[-1]["role"] == role:
         messages[-1]["content"].extend(blocks)
@@ -188,7 +189,7 @@ def merge_turn(messages: list[dict], role: str, blocks: list[dict]) -> None:
         messages.append({"role": role, "content": list(blocks)})
 
 
-def arguments_object(raw: str) -> dict:
+def arguments_object(raw: str) -> dict[str, Any]:
     """Function-call arguments (a JSON string) as the object providers with native tool input expect."""
     try:
         value = json.loads(raw or "{}")
@@ -209,7 +210,7 @@ def reasoning_effort(reasoning: ReasoningConfig | None) -> str | None:
     return "medium" if reasoning.enabled else None
 
 
-def forces_tool(choice) -> bool:
+def forces_tool(choice: str | dict[str, Any] | None) -> bool:
     """Whether a tool choice makes the model call a tool: required, one tool by name or type, or allowed tools in
     required mode."""
     if isinstance(choice, dict):
@@ -234,7 +235,7 @@ def allowed_tools_applied(request: CanonicalRequest) -> CanonicalRequest:
     )
 
 
-def _allowed_hosted(spec: dict, references: list[dict]) -> bool:
+def _allowed_hosted(spec: dict[str, Any], references: list[dict[str, Any]]) -> bool:
     """Whether allowed_tools references name this provider-run tool (by what it runs; an MCP server by label)."""
     runs = capability(str(spec.get("type")))
     return any(

@@ -3,6 +3,7 @@ wire format (https://platform.openai.com/docs/api-reference/embeddings) that Ope
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from routing.canonical import Usage
 from routing.errors import ErrorType, UpstreamError
@@ -25,8 +26,8 @@ class EmbeddingResponse:
     model: str | None = None
 
 
-def openai_body(request: EmbeddingRequest) -> dict:
-    body: dict = {
+def openai_body(request: EmbeddingRequest) -> dict[str, Any]:
+    body: dict[str, Any] = {
         "model": request.model,
         "input": [item if isinstance(item, str) else list(item) for item in request.input],
         "encoding_format": "float",  # the gateway encodes base64 itself when asked
@@ -38,14 +39,14 @@ def openai_body(request: EmbeddingRequest) -> dict:
     return body
 
 
-def _tokens(value) -> int:
+def _tokens(value: object) -> int:
     """A reported count, or 0 when it is not a finite number (billing then estimates and records it)."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         return 0
     return int(value)
 
 
-def _vector(value) -> tuple[float, ...]:
+def _vector(value: object) -> tuple[float, ...]:
     if not isinstance(value, list) or not value:
         raise ValueError("an embedding must be a non-empty array")
     vector = tuple(float(number) for number in value)
@@ -54,7 +55,7 @@ def _vector(value) -> tuple[float, ...]:
     return vector
 
 
-def openai_parse(body: dict, *, expected: int) -> EmbeddingResponse:
+def openai_parse(body: dict[str, Any], *, expected: int) -> EmbeddingResponse:
     """The vectors in input order (by each entry's `index`); exactly one per input, or the attempt failed."""
     data = body.get("data")
     if not isinstance(data, list) or len(data) != expected:

@@ -10,6 +10,7 @@ carry their results back, so they stay refused."""
 
 import json
 import re
+from typing import Any
 
 from routing.canonical import HostedTool, OutputHostedTool
 
@@ -60,7 +61,7 @@ def capability(tool_type: str) -> str:
     return TOOL_CAPABILITY.get(tool_type, "")
 
 
-def hosted_tools(tools: list[dict]) -> tuple[HostedTool, ...]:
+def hosted_tools(tools: list[dict[str, Any]]) -> tuple[HostedTool, ...]:
     """A request's tools that a provider runs (responses_api.stages refuses the ones not fit to pass on), as the
     canonical request carries them."""
     return tuple(
@@ -75,7 +76,7 @@ def searches_bound(tools: tuple[HostedTool, ...]) -> int:
     return SEARCHES_PER_CALL if any(capability(str(tool.spec.get("type"))) == WEB_SEARCH for tool in tools) else 0
 
 
-def tool_problem(tool: dict) -> str | None:
+def tool_problem(tool: dict[str, Any]) -> str | None:
     """Why a hosted tool's definition cannot be passed on (None: it can): a known type, a bounded size, and a web
     search's options in their documented shape (the adapters translate them: a string where a list belongs would
     reach Anthropic as a list of characters, a location that is no object would be dropped)."""
@@ -88,7 +89,7 @@ def tool_problem(tool: dict) -> str | None:
     return None
 
 
-def web_search_problem(tool: dict) -> str | None:
+def web_search_problem(tool: dict[str, Any]) -> str | None:
     """A web_search tool's filters, user_location and search_context_size checked against the Responses shape
     (https://platform.openai.com/docs/api-reference/responses/create: tools, web search)."""
     filters = tool.get("filters")
@@ -114,7 +115,7 @@ def web_search_problem(tool: dict) -> str | None:
     return None
 
 
-def url_citation(url: object, title: object, start: object, end: object) -> dict | None:
+def url_citation(url: object, title: object, start: object, end: object) -> dict[str, Any] | None:
     """A provider's citation in the flat Responses shape, or None when it is not one a client can use: indices that
     are integers with 0 <= start <= end, an http(s) URL (never javascript: and the like), bounded text."""
     if type(start) is not int or type(end) is not int or not 0 <= start <= end:
@@ -125,12 +126,12 @@ def url_citation(url: object, title: object, start: object, end: object) -> dict
     return {"type": "url_citation", "url": url, "title": title, "start_index": start, "end_index": end}
 
 
-def citation_within(annotation: dict, length: int) -> bool:
+def citation_within(annotation: dict[str, Any], length: int) -> bool:
     """Whether a url_citation's span lies within a text of `length` characters (other annotations: yes)."""
     return annotation.get("type") != "url_citation" or annotation["end_index"] <= length
 
 
-def hosted_item(item: dict) -> OutputHostedTool | None:
+def hosted_item(item: dict[str, Any]) -> OutputHostedTool | None:
     """A provider's output item for a call it ran, as passed back to the caller (None: not such an item)."""
     kind = item.get("type")
     if not isinstance(kind, str) or kind not in ITEM_PROGRESS or not isinstance(item.get("id"), str):

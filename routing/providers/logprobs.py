@@ -4,6 +4,7 @@
 output_text.logprobs). Upstream values are checked: a malformed entry is dropped, never a failed answer."""
 
 import math
+from typing import Any
 
 from routing.canonical import TokenLogprob, TopLogprob
 
@@ -46,7 +47,7 @@ def _utf8(token: str, known: tuple[int, ...] | None) -> list[int]:
     return list(known) if known is not None else list(token.encode("utf-8", "surrogatepass"))
 
 
-def token_dicts(tokens: tuple[TokenLogprob, ...]) -> list[dict]:
+def token_dicts(tokens: tuple[TokenLogprob, ...]) -> list[dict[str, Any]]:
     """Canonical token logprobs in the wire shape (`bytes` always present, as OpenAI sends it)."""
     return [
         {

@@ -6,15 +6,19 @@ import json
 import math
 import struct
 import time
+from typing import TYPE_CHECKING, Any
 
 from routing.standin import formats
 from routing.standin.script import Script, directive
+
+if TYPE_CHECKING:
+    from routing.standin.server import StandinHandler
 
 DEFAULT_DIMENSIONS = 8
 MAX_DIMENSIONS = 4096
 
 
-def vector(value: str | list, dimensions: int) -> list[float]:
+def vector(value: str | list[int], dimensions: int) -> list[float]:
     """A unit vector from the input's SHA-256 stream: the same input always gives the same vector."""
     seed = json.dumps(value).encode()
     raw: list[float] = []
@@ -28,13 +32,13 @@ def vector(value: str | list, dimensions: int) -> list[float]:
     return [x / norm for x in raw]
 
 
-def _inputs(value) -> list:
+def _inputs(value: object) -> list[Any]:
     if isinstance(value, str) or (isinstance(value, list) and value and all(isinstance(v, int) for v in value)):
         return [value]
     return value if isinstance(value, list) else []
 
 
-def body(payload: dict) -> dict:
+def body(payload: dict[str, Any]) -> dict[str, Any]:
     inputs = _inputs(payload.get("input"))
     dimensions = payload.get("dimensions") or DEFAULT_DIMENSIONS
     tokens = sum(len(item) if isinstance(item, list) else max(1, len(item) // 4) for item in inputs)
@@ -48,7 +52,7 @@ def body(payload: dict) -> dict:
     }
 
 
-def answer(handler, payload: dict, script: Script, credential: str) -> None:
+def answer(handler: "StandinHandler", payload: dict[str, Any], script: Script, credential: str) -> None:
     """Answer one embeddings request on `handler` (a StandinHandler)."""
     inputs = _inputs(payload.get("input"))
     script = script.merged(directive("\n".join(item for item in inputs if isinstance(item, str))))

@@ -55,11 +55,11 @@ def split(text: str, parts: int) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 
-def token_logprobs(text: str, top: int) -> list[dict]:
+def token_logprobs(text: str, top: int) -> list[dict[str, Any]]:
     """The text's tokens (words with their leading space) with deterministic log probabilities, each with `top`
     alternatives (the token itself first), in OpenAI's shape."""
 
-    def entry(token: str, logprob: float) -> dict:
+    def entry(token: str, logprob: float) -> dict[str, Any]:
         return {"token": token, "logprob": logprob, "bytes": list(token.encode())}
 
     out = []
@@ -70,7 +70,7 @@ def token_logprobs(text: str, top: int) -> list[dict]:
     return out
 
 
-def text_pieces(plan: Plan) -> list[tuple[str, list[dict]]]:
+def text_pieces(plan: Plan) -> list[tuple[str, list[dict[str, Any]]]]:
     """The streamed text deltas with their tokens' logprobs: whole tokens per delta when logprobs were asked for."""
     if not plan.logprobs:
         return [(piece, []) for piece in split(plan.text, plan.chunks)]
@@ -80,7 +80,7 @@ def text_pieces(plan: Plan) -> list[tuple[str, list[dict]]]:
     return [("".join(token["token"] for token in group), group) for group in groups]
 
 
-def sse(data: dict | str, event: str | None = None) -> bytes:
+def sse(data: dict[str, Any] | str, event: str | None = None) -> bytes:
     payload = data if isinstance(data, str) else json.dumps(data, separators=(",", ":"))
     return (f"event: {event}\n" if event else "").encode() + f"data: {payload}\n\n".encode()
 
@@ -100,12 +100,12 @@ OPENAI_ERRORS = {
 }
 
 
-def openai_error(status: int) -> dict:
+def openai_error(status: int) -> dict[str, Any]:
     error_type, code, message = OPENAI_ERRORS.get(status, ("server_error", None, "Upstream error."))
     return {"error": {"message": message, "type": error_type, "param": None, "code": code}}
 
 
-def _chat_usage(plan: Plan) -> dict:
+def _chat_usage(plan: Plan) -> dict[str, Any]:
     return {
         "prompt_tokens": plan.input_tokens,
         "completion_tokens": plan.output_tokens,
@@ -119,15 +119,15 @@ def _chat_finish(plan: Plan) -> str:
     return "tool_calls" if plan.tool_name else ("length" if plan.finish == "length" else "stop")
 
 
-def _chat_logprobs(plan: Plan, tokens: list[dict] | None = None) -> dict | None:
+def _chat_logprobs(plan: Plan, tokens: list[dict[str, Any]] | None = None) -> dict[str, Any] | None:
     if not plan.logprobs:
         return None
     content = token_logprobs(plan.text, plan.top_logprobs) if tokens is None else tokens
     return {"content": content, "refusal": None}
 
 
-def chat_body(plan: Plan) -> dict:
-    message: dict = {"role": "assistant", "content": plan.text or None, "refusal": None}
+def chat_body(plan: Plan) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": plan.text or None, "refusal": None}
     if plan.reasoning:
         message["reasoning_content"] = plan.reasoning
     if plan.tool_name:
@@ -160,7 +160,7 @@ def chat_stream(plan: Plan) -> tuple[list[bytes], bytes]:
         "model": plan.model,
     }
 
-    def chunk(delta: dict, finish: str | None = None, logprobs: dict | None = None) -> bytes:
+    def chunk(delta: dict[str, Any], finish: str | None = None, logprobs: dict[str, Any] | None = None) -> bytes:
         return sse({**base, "choices": [{"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish}]})
 
     out = [chunk({"role": "assistant", "content": ""})]
@@ -183,7 +183,7 @@ def chat_stream_error(status: int) -> bytes:
 # ---- OpenAI Responses --------------------------------------------------------------------------
 
 
-def _responses_usage(plan: Plan) -> dict:
+def _responses_usage(plan: Plan) -> dict[str, Any]:
     return {
         "input_tokens": plan.input_tokens,
         "input_tokens_details": {"cached_tokens": plan.cached_tokens},
@@ -193,23 +193,23 @@ def _responses_usage(plan: Plan) -> dict:
     }
 
 
-def _output_text(plan: Plan) -> dict:
+def _output_text(plan: Plan) -> dict[str, Any]:
     part: dict[str, Any] = {"type": "output_text", "text": plan.text, "annotations": []}
     if plan.logprobs:
         part["logprobs"] = token_logprobs(plan.text, plan.top_logprobs)
     return part
 
 
-def _delta_logprobs(tokens: list[dict]) -> list[dict]:
+def _delta_logprobs(tokens: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Logprobs as a delta event carries them (no bytes)."""
 
-    def bare(entry: dict) -> dict:
+    def bare(entry: dict[str, Any]) -> dict[str, Any]:
         return {"token": entry["token"], "logprob": entry["logprob"]}
 
     return [{**bare(token), "top_logprobs": [bare(top) for top in token["top_logprobs"]]} for token in tokens]
 
 
-def _responses_items(plan: Plan) -> list[dict]:
+def _responses_items(plan: Plan) -> list[dict[str, Any]]:
     items = []
     if plan.reasoning:
         items.append(
@@ -244,7 +244,7 @@ def _responses_items(plan: Plan) -> list[dict]:
     return items
 
 
-def responses_body(plan: Plan, response_id: str | None = None) -> dict:
+def responses_body(plan: Plan, response_id: str | None = None) -> dict[str, Any]:
     incomplete = plan.finish == "length"
     return {
         "id": response_id or f"resp_{uuid.uuid4().hex[:24]}",
@@ -263,7 +263,7 @@ def responses_stream(plan: Plan) -> tuple[list[bytes], bytes]:
     response_id = f"resp_{uuid.uuid4().hex[:24]}"
     seq = iter(range(10_000))
 
-    def event(kind: str, **fields) -> bytes:
+    def event(kind: str, **fields: Any) -> bytes:
         return sse({"type": kind, "sequence_number": next(seq), **fields}, event=kind)
 
     shell = {**responses_body(plan, response_id), "status": "in_progress", "output": [], "usage": None}
@@ -363,7 +363,7 @@ ANTHROPIC_ERRORS = {
 }
 
 
-def anthropic_error(status: int) -> dict:
+def anthropic_error(status: int) -> dict[str, Any]:
     error_type, message = ANTHROPIC_ERRORS.get(status, ("api_error", "Internal server error"))
     return {
         "type": "error",
@@ -380,7 +380,7 @@ def _anthropic_stop(plan: Plan) -> str:
     return "stop_sequence" if plan.stop_sequence is not None else "end_turn"
 
 
-def _anthropic_usage(plan: Plan) -> dict:
+def _anthropic_usage(plan: Plan) -> dict[str, Any]:
     return {
         "input_tokens": plan.input_tokens - plan.cached_tokens,
         "cache_read_input_tokens": plan.cached_tokens,
@@ -389,7 +389,7 @@ def _anthropic_usage(plan: Plan) -> dict:
     }
 
 
-def messages_body(plan: Plan) -> dict:
+def messages_body(plan: Plan) -> dict[str, Any]:
     content = []
     if plan.reasoning:
         content.append(
@@ -414,7 +414,7 @@ def messages_body(plan: Plan) -> dict:
 
 
 def messages_stream(plan: Plan) -> tuple[list[bytes], bytes]:
-    def event(kind: str, **fields) -> bytes:
+    def event(kind: str, **fields: Any) -> bytes:
         return sse({"type": kind, **fields}, event=kind)
 
     start = {
@@ -488,7 +488,7 @@ BEDROCK_ERRORS = {
 }
 
 
-def bedrock_error(status: int) -> dict:
+def bedrock_error(status: int) -> dict[str, Any]:
     return {"message": f"{BEDROCK_ERRORS.get(status, 'InternalServerException')} from the stand-in"}
 
 
@@ -496,7 +496,7 @@ def _converse_stop(plan: Plan) -> str:
     return _anthropic_stop(plan)  # Converse names its stop reasons as Anthropic does (end_turn, stop_sequence, ...)
 
 
-def _converse_usage(plan: Plan) -> dict:
+def _converse_usage(plan: Plan) -> dict[str, Any]:
     return {
         "inputTokens": plan.input_tokens - plan.cached_tokens,
         "outputTokens": plan.output_tokens,
@@ -505,7 +505,7 @@ def _converse_usage(plan: Plan) -> dict:
     }
 
 
-def converse_body(plan: Plan) -> dict:
+def converse_body(plan: Plan) -> dict[str, Any]:
     content: list[dict[str, Any]] = []
     if plan.reasoning:
         content.append({"reasoningContent": {"reasoningText": {"text": plan.reasoning, "signature": "standin-sig"}}})
@@ -530,7 +530,7 @@ def converse_body(plan: Plan) -> dict:
     }
 
 
-def _converse_stop_field(plan: Plan) -> dict:
+def _converse_stop_field(plan: Plan) -> dict[str, Any]:
     """The stop sequence as Claude on Bedrock reports it, when the request asked for it."""
     if plan.stop_field and _converse_stop(plan) == "stop_sequence":
         return {"additionalModelResponseFields": {"stop_sequence": plan.stop_sequence}}

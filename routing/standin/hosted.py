@@ -22,6 +22,7 @@ https://docs.anthropic.com/en/docs/agents-and-tools/tool-use/web-search-tool"""
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 from urllib.parse import urlsplit
 
 from routing.standin import formats
@@ -33,7 +34,7 @@ ANTHROPIC_TOOL = "web_search_20250305"
 SOURCES = "web_search_call.action.sources"
 FLOOD_ITEM_BYTES = 64 * 1024  # the logs of one flooding code_interpreter_call (script.flood_field "hosted")
 PIXEL = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
-Wire = Callable[[Plan], dict]
+Wire = Callable[[Plan], dict[str, Any]]
 Stream = Callable[[Plan], tuple[list[bytes], bytes]]
 
 
@@ -51,7 +52,7 @@ def _matches(url: str, domain: str) -> bool:
     return on_host and (not path or parts.path.rstrip("/").startswith("/" + path.rstrip("/")))
 
 
-def search(query: str, allowed: list, blocked: list) -> Search:
+def search(query: str, allowed: list[str], blocked: list[str]) -> Search:
     pages = [
         (url, title)
         for url, title, _ in RESULTS
@@ -60,7 +61,7 @@ def search(query: str, allowed: list, blocked: list) -> Search:
     return Search(query=" ".join(query.split())[:100], pages=tuple(pages[:3]))
 
 
-def _last_user_text(body: dict) -> str:
+def _last_user_text(body: dict[str, Any]) -> str:
     turns = body.get("input") if isinstance(body.get("input"), list) else body.get("messages")
     turns = turns if isinstance(turns, list) else []
     for turn in reversed(turns):
@@ -87,7 +88,7 @@ def answer(plan: Plan, found: Search) -> tuple[str, list[tuple[int, int, str, st
 # ---- OpenAI Responses --------------------------------------------------------------------------
 
 
-def _flood_items(flood: str) -> list[dict]:
+def _flood_items(flood: str) -> list[dict[str, Any]]:
     """A hostile upstream's provider-run items: code interpreter calls whose logs carry `flood`."""
     pieces = [flood[start : start + FLOOD_ITEM_BYTES] for start in range(0, len(flood), FLOOD_ITEM_BYTES)]
     return [
@@ -103,12 +104,12 @@ def _flood_items(flood: str) -> list[dict]:
     ]
 
 
-def _responses_items(body: dict, found: Search | None) -> list[dict]:
-    items: list[dict] = []
+def _responses_items(body: dict[str, Any], found: Search | None) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
     for n, tool in enumerate(t for t in body.get("tools") or [] if isinstance(t, dict)):
         kind, suffix = tool.get("type"), f"standin_{n + 1}"
         if kind in RESPONSES_TOOLS and found is not None:
-            action: dict = {"type": "search", "query": found.query}
+            action: dict[str, Any] = {"type": "search", "query": found.query}
             if SOURCES in (body.get("include") or []):
                 action["sources"] = [{"type": "url", "url": url} for url, _ in found.pages]
             items.append({"type": "web_search_call", "id": f"ws_{suffix}", "status": "completed", "action": action})
@@ -153,7 +154,7 @@ def _responses_items(body: dict, found: Search | None) -> list[dict]:
     return items
 
 
-def _responses_search(body: dict) -> Search | None:
+def _responses_search(body: dict[str, Any]) -> Search | None:
     tool = next((t for t in body.get("tools") or [] if isinstance(t, dict) and t.get("type") in RESPONSES_TOOLS), None)
     if tool is None:
         return None
@@ -161,14 +162,14 @@ def _responses_search(body: dict) -> Search | None:
     return search(_last_user_text(body), allowed, [])
 
 
-def _url_citations(cited: list) -> list[dict]:
+def _url_citations(cited: list[tuple[int, int, str, str]]) -> list[dict[str, Any]]:
     return [
         {"type": "url_citation", "start_index": start, "end_index": end, "url": url, "title": title}
         for start, end, url, title in cited
     ]
 
 
-def responses_body(body: dict, plan: Plan) -> dict:
+def responses_body(body: dict[str, Any], plan: Plan) -> dict[str, Any]:
     found = _responses_search(body)
     text, cited = answer(plan, found) if found else (plan.text, [])
     answered = formats.responses_body(replace(plan, text=text))
@@ -179,11 +180,11 @@ def responses_body(body: dict, plan: Plan) -> dict:
     return answered
 
 
-def responses_stream(body: dict, plan: Plan) -> tuple[list[bytes], bytes]:
+def responses_stream(body: dict[str, Any], plan: Plan) -> tuple[list[bytes], bytes]:
     final = responses_body(body, plan)
     seq = iter(range(10_000))
 
-    def event(kind: str, **fields) -> bytes:
+    def event(kind: str, **fields: Any) -> bytes:
         return sse({"type": kind, "sequence_number": next(seq), **fields}, event=kind)
 
     out = [event("response.created", response={**final, "status": "in_progress", "output": [], "usage": None})]
@@ -226,14 +227,14 @@ def responses_stream(body: dict, plan: Plan) -> tuple[list[bytes], bytes]:
 # ---- Anthropic Messages ------------------------------------------------------------------------
 
 
-def _anthropic_search(body: dict) -> Search | None:
+def _anthropic_search(body: dict[str, Any]) -> Search | None:
     tool = next((t for t in body.get("tools") or [] if isinstance(t, dict) and t.get("type") == ANTHROPIC_TOOL), None)
     if tool is None:
         return None
     return search(_last_user_text(body), tool.get("allowed_domains") or [], tool.get("blocked_domains") or [])
 
 
-def _anthropic_content(plan: Plan, found: Search) -> list[dict]:
+def _anthropic_content(plan: Plan, found: Search) -> list[dict[str, Any]]:
     text, cited = answer(plan, found)
     server_id = "srvtoolu_standin_1"
     results = [
@@ -246,7 +247,7 @@ def _anthropic_content(plan: Plan, found: Search) -> list[dict]:
         }
         for url, title in found.pages
     ]
-    content: list[dict] = [
+    content: list[dict[str, Any]] = [
         {"type": "server_tool_use", "id": server_id, "name": "web_search", "input": {"query": found.query}},
         {"type": "web_search_tool_result", "tool_use_id": server_id, "content": results},
     ]
@@ -268,7 +269,7 @@ def _anthropic_content(plan: Plan, found: Search) -> list[dict]:
     return content
 
 
-def messages_body(body: dict, plan: Plan) -> dict:
+def messages_body(body: dict[str, Any], plan: Plan) -> dict[str, Any]:
     answered = formats.messages_body(plan)
     found = _anthropic_search(body)
     if found is not None:
@@ -279,10 +280,10 @@ def messages_body(body: dict, plan: Plan) -> dict:
     return answered
 
 
-def messages_stream(body: dict, plan: Plan) -> tuple[list[bytes], bytes]:
+def messages_stream(body: dict[str, Any], plan: Plan) -> tuple[list[bytes], bytes]:
     final = messages_body(body, plan)
 
-    def event(kind: str, **fields) -> bytes:
+    def event(kind: str, **fields: Any) -> bytes:
         return sse({"type": kind, **fields}, event=kind)
 
     start = {**final, "content": [], "stop_reason": None, "usage": {**final["usage"], "output_tokens": 1}}
@@ -327,7 +328,7 @@ def messages_stream(body: dict, plan: Plan) -> tuple[list[bytes], bytes]:
 # ---- OpenAI Chat Completions -------------------------------------------------------------------
 
 
-def chat_body(body: dict, plan: Plan) -> dict:
+def chat_body(body: dict[str, Any], plan: Plan) -> dict[str, Any]:
     found = search(_last_user_text(body), [], [])
     text, cited = answer(plan, found)
     answered = formats.chat_body(replace(plan, text=text))
@@ -338,7 +339,7 @@ def chat_body(body: dict, plan: Plan) -> dict:
     return answered
 
 
-def chat_stream(body: dict, plan: Plan) -> tuple[list[bytes], bytes]:
+def chat_stream(body: dict[str, Any], plan: Plan) -> tuple[list[bytes], bytes]:
     final = chat_body(body, plan)
     message = final["choices"][0]["message"]
     chunks, terminal = formats.chat_stream(replace(plan, text=message["content"]))
@@ -350,7 +351,7 @@ def chat_stream(body: dict, plan: Plan) -> tuple[list[bytes], bytes]:
 # ---- which requests ----------------------------------------------------------------------------
 
 
-def wire(path: str, body: dict, body_fn: Wire, stream_fn: Stream) -> tuple[Wire, Stream]:
+def wire(path: str, body: dict[str, Any], body_fn: Wire, stream_fn: Stream) -> tuple[Wire, Stream]:
     """The answer builders for this request: the emulation's when it carries a provider-run tool (and the script
     does not call a function tool), else the given ones."""
     if path.endswith("/responses") and any(
@@ -367,7 +368,7 @@ def wire(path: str, body: dict, body_fn: Wire, stream_fn: Stream) -> tuple[Wire,
         return body_fn, stream_fn
     build, streamed = emulated
 
-    def body_of(plan: Plan) -> dict:
+    def body_of(plan: Plan) -> dict[str, Any]:
         return body_fn(plan) if plan.tool_name else build(body, plan)
 
     def stream_of(plan: Plan) -> tuple[list[bytes], bytes]:

@@ -12,9 +12,13 @@ directive's `status` / `latency_ms` / `key` apply as on the other paths."""
 import json
 import time
 import uuid
+from typing import TYPE_CHECKING, Any
 
 from routing.standin import formats
 from routing.standin.script import Script, directive
+
+if TYPE_CHECKING:
+    from routing.standin.server import StandinHandler
 
 CATEGORIES = (
     "harassment",
@@ -35,7 +39,7 @@ IMAGE_CATEGORIES = {"self-harm", "self-harm/intent", "self-harm/instructions", "
 KEYWORD = "STANDIN-FLAG"
 
 
-def _texts(value) -> list[str]:
+def _texts(value: object) -> list[str]:
     """One text per result: each string of an array, or all the text parts of a multimodal array together."""
     if isinstance(value, str):
         return [value]
@@ -56,7 +60,7 @@ def flagged_categories(text: str) -> list[str]:
     return found
 
 
-def result(text: str) -> dict:
+def result(text: str) -> dict[str, Any]:
     flagged = set(flagged_categories(text))
     return {
         "flagged": bool(flagged),
@@ -68,7 +72,7 @@ def result(text: str) -> dict:
     }
 
 
-def body(payload: dict) -> dict:
+def body(payload: dict[str, Any]) -> dict[str, Any]:
     return {
         "id": f"modr-{uuid.uuid4().hex[:24]}",
         "model": payload.get("model") or "omni-moderation-latest",
@@ -76,7 +80,7 @@ def body(payload: dict) -> dict:
     }
 
 
-def answer(handler, payload: dict, script: Script, credential: str) -> None:
+def answer(handler: "StandinHandler", payload: dict[str, Any], script: Script, credential: str) -> None:
     """Answer one moderation request on `handler` (a StandinHandler)."""
     texts = _texts(payload.get("input"))
     script = script.merged(directive("\n".join(texts)))

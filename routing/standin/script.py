@@ -43,7 +43,7 @@ class Script:
     flood: int = 0
     flood_field: str = "text"
 
-    def merged(self, overrides: dict) -> "Script":
+    def merged(self, overrides: dict[str, Any]) -> "Script":
         known = {f.name: f.type for f in fields(self)}
         clean: dict[str, Any] = {}
         for name, value in overrides.items():
@@ -64,7 +64,7 @@ class Script:
         return replace(self, **clean)
 
 
-def parse_path(path: str) -> tuple[dict, str]:
+def parse_path(path: str) -> tuple[dict[str, Any], str]:
     """'/s/status=503,latency_ms=10/v1/chat/completions' -> ({'status': '503', ...}, '/v1/chat/completions')."""
     if not path.startswith("/s/"):
         return {}, path
@@ -76,7 +76,7 @@ def parse_path(path: str) -> tuple[dict, str]:
     return overrides, "/" + rest
 
 
-def directive(prompt_text: str) -> dict:
+def directive(prompt_text: str) -> dict[str, Any]:
     match = DIRECTIVE.search(prompt_text)
     if not match:
         return {}

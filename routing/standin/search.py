@@ -14,9 +14,13 @@
 Every request is recorded like the model requests (`server.received`, path `/search` or `/pages/...`)."""
 
 import json
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, urlsplit
 
 from routing.standin.script import parse_path
+
+if TYPE_CHECKING:
+    from routing.standin.server import StandinHandler
 
 NO_RESULTS = "STANDIN-NO-RESULTS"
 RESULTS = (
@@ -80,7 +84,7 @@ def handles(path: str) -> bool:
     return plain.startswith(("/search", "/pages/"))
 
 
-def answer(handler) -> None:
+def answer(handler: "StandinHandler") -> None:
     """Answer a GET for /search or /pages/... on the stand-in's handler."""
     overrides, path = parse_path(handler.path)
     parts = urlsplit(path)
@@ -105,7 +109,7 @@ def answer(handler) -> None:
         _page(handler, parts.path.removeprefix("/pages/"), query)
 
 
-def _search(handler, query: dict) -> None:
+def _search(handler: "StandinHandler", query: dict[str, str]) -> None:
     if query.get("format") != "json":
         handler._send_bytes(403, b"Forbidden", "text/html")
         return
@@ -136,7 +140,7 @@ def _search(handler, query: dict) -> None:
     handler._send_bytes(200, json.dumps(payload).encode(), "application/json")
 
 
-def _page(handler, name: str, query: dict) -> None:
+def _page(handler: "StandinHandler", name: str, query: dict[str, str]) -> None:
     if name == "article.html":
         handler._send_bytes(200, ARTICLE.encode(), "text/html; charset=utf-8")
     elif name == "doc.pdf":

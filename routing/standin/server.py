@@ -4,11 +4,14 @@ of our adapters, with scripted behaviour (see script.py). Used by the tests, the
 
 import json
 import random
+import socket
 import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 from urllib.parse import parse_qs
 
 from routing.standin import embeddings, formats, hosted, moderations, search
@@ -36,7 +39,7 @@ FLOOD_DELTA_BYTES = 1024  # a flood's deltas (script.flood)
 WORDS = ("amber", "brook", "cedar", "dune", "ember", "fjord", "grove", "harbor", "isle", "juniper", "kelp", "lagoon")
 
 
-def _strings(value) -> list[str]:
+def _strings(value: object) -> list[str]:
     if isinstance(value, str):
         return [value]
     if isinstance(value, dict):
@@ -46,12 +49,12 @@ def _strings(value) -> list[str]:
     return []
 
 
-def _prompt_text(body: dict) -> str:
+def _prompt_text(body: dict[str, Any]) -> str:
     """All text the caller sent, to find a `<<standin {...}>>` directive and to count tokens."""
     return "\n".join(_strings([body.get("messages"), body.get("input"), body.get("system"), body.get("instructions")]))
 
 
-def _first_tool(body: dict) -> str:
+def _first_tool(body: dict[str, Any]) -> str:
     for tool in body.get("tools") or []:
         name = tool.get("name") or (tool.get("function") or {}).get("name")
         if name:
@@ -59,13 +62,13 @@ def _first_tool(body: dict) -> str:
     return "get_weather"
 
 
-def _tool_names(body: dict) -> set[str]:
+def _tool_names(body: dict[str, Any]) -> set[str]:
     tools = (body.get("tools") or []) + ((body.get("toolConfig") or {}).get("tools") or [])
     names = {t.get("name") or (t.get("function") or t.get("toolSpec") or {}).get("name") for t in tools}
     return {name for name in names if isinstance(name, str)}
 
 
-def _stop_sequences(body: dict) -> list[str]:
+def _stop_sequences(body: dict[str, Any]) -> list[str]:
     """The request's stop sequences in each wire format: Chat `stop`, Anthropic `stop_sequences`, Converse
     `inferenceConfig.stopSequences` (the Responses API has none)."""
     found = body.get("stop") or body.get("stop_sequences") or (body.get("inferenceConfig") or {}).get("stopSequences")
@@ -79,7 +82,7 @@ def _cut(text: str, stops: list[str]) -> tuple[str, str | None]:
     return (text[: hits[0][0]], hits[0][2]) if hits else (text, None)
 
 
-def _logprobs(body: dict) -> tuple[bool, int]:
+def _logprobs(body: dict[str, Any]) -> tuple[bool, int]:
     """Whether the request asked for token logprobs (Chat `logprobs`; Responses `include`), and how many
     alternatives."""
     wanted = body.get("logprobs") is True or "message.output_text.logprobs" in (body.get("include") or ())
@@ -98,7 +101,7 @@ def _flood(script: Script) -> dict[str, str]:
     return {script.flood_field: text}
 
 
-def _tool_results(value) -> int:
+def _tool_results(value: object) -> int:
     """How many tool results the request carries (a tool message, function_call_output, tool_result, toolResult)."""
     if isinstance(value, list):
         return sum(_tool_results(item) for item in value)
@@ -113,14 +116,14 @@ class StandinServer(ThreadingHTTPServer):
     request_queue_size = 2048
     allow_reuse_address = True
 
-    def __init__(self, address, script: Script | None = None):
+    def __init__(self, address: tuple[str, int], script: Script | None = None) -> None:
         super().__init__(address, StandinHandler)
         self.script = script or Script()
-        self.received: deque[dict] = deque(maxlen=500)
+        self.received: deque[dict[str, Any]] = deque(maxlen=500)
         self.aborted_streams = 0  # streams whose client hung up before the end
         self.lock = threading.Lock()
 
-    def handle_error(self, request, client_address):
+    def handle_error(self, request: socket.socket | tuple[bytes, socket.socket], client_address: Any) -> None:
         if isinstance(sys.exc_info()[1], ConnectionError):
             return  # the client hung up (timeouts, disconnect tests): expected, not an error
         super().handle_error(request, client_address)
@@ -131,7 +134,7 @@ class StandinServer(ThreadingHTTPServer):
         assert isinstance(host, str)  # an AF_INET server
         return f"http://{host}:{port}"
 
-    def requests_for(self, suffix: str = "") -> list[dict]:
+    def requests_for(self, suffix: str = "") -> list[dict[str, Any]]:
         with self.lock:
             return [r for r in self.received if r["path"].endswith(suffix)]
 
@@ -145,10 +148,10 @@ class StandinHandler(BaseHTTPRequestHandler):
     disable_nagle_algorithm = True  # small SSE writes go out at once (no 40 ms delayed-ACK stalls)
     server: StandinServer
 
-    def log_message(self, format, *args):  # quiet: the gateway's access log is the one that matters
+    def log_message(self, format: str, *args: Any) -> None:  # quiet: the gateway's access log is the one that matters
         return
 
-    def do_GET(self):
+    def do_GET(self) -> None:
         if self.path.startswith("/_standin/requests"):
             with self.server.lock:
                 payload = json.dumps(list(self.server.received)).encode()
@@ -162,7 +165,7 @@ class StandinHandler(BaseHTTPRequestHandler):
             return
         self._send_bytes(404, b'{"error":{"message":"not found"}}', "application/json")
 
-    def do_POST(self):
+    def do_POST(self) -> None:
         overrides, path = parse_path(self.path)
         if path.endswith("/token"):
             self._token()
@@ -244,7 +247,7 @@ class StandinHandler(BaseHTTPRequestHandler):
             200, b'{"access_token":"ya29.standin-token","expires_in":3599,"token_type":"Bearer"}', "application/json"
         )
 
-    def _plan(self, body: dict, script: Script) -> formats.Plan:
+    def _plan(self, body: dict[str, Any], script: Script) -> formats.Plan:
         tool = ""
         if "," in script.tool_call:  # a sequence: the n-th name once the request carries n tool results
             names = script.tool_call.split(",")
@@ -304,7 +307,7 @@ class StandinHandler(BaseHTTPRequestHandler):
             "x-ratelimit-reset-requests": "6ms",
         }
 
-    def _send_error(self, status: int, payload: dict, script: Script) -> None:
+    def _send_error(self, status: int, payload: dict[str, Any], script: Script) -> None:
         headers = self._rate_headers()
         if status == 429:
             headers["x-ratelimit-remaining-requests"] = "0"
@@ -312,7 +315,9 @@ class StandinHandler(BaseHTTPRequestHandler):
             headers["retry-after"] = str(script.retry_after)
         self._send_bytes(status, json.dumps(payload).encode(), "application/json", headers)
 
-    def _send_bytes(self, status: int, payload: bytes, content_type: str, headers: dict | None = None) -> None:
+    def _send_bytes(
+        self, status: int, payload: bytes, content_type: str, headers: dict[str, str] | None = None
+    ) -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(payload)))
@@ -326,7 +331,7 @@ class StandinHandler(BaseHTTPRequestHandler):
         chunks: list[bytes],
         terminal: bytes,
         script: Script,
-        stream_error_fn,
+        stream_error_fn: Callable[[int], bytes],
         content_type: str = "text/event-stream",
     ) -> None:
         self.send_response(200)

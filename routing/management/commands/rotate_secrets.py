@@ -1,3 +1,5 @@
+from typing import Any
+
 from django.core.management.base import BaseCommand, CommandError
 
 from byok.crypto import SecretsError, current_key_id
@@ -11,7 +13,7 @@ class Command(BaseCommand):
         "GATEWAY_ENCRYPTION_KEYS. Rotation: prepend a new key, run this, then remove the old key."
     )
 
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any) -> None:
         try:
             keys, providers = byok_reseal_all(), provider_reseal_all()
         except SecretsError as exc:

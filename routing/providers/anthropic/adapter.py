@@ -1,10 +1,16 @@
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from byok.credentials import ProviderCredentials
 from routing import jsonsafe
+from routing.canonical import CanonicalRequest, CanonicalResponse, StreamEvent
 from routing.errors import UpstreamError, error_type_for_status, is_retryable, parse_retry_after
 from routing.providers.anthropic import request as messages_request
 from routing.providers.anthropic import response as messages_response
 from routing.providers.anthropic import web_search
 from routing.providers.base import ProviderAdapter, UpstreamRequest
 from routing.providers.hosted import WEB_SEARCH
+from routing.sse import SSEEvent
 
 # The status each Anthropic error type normally comes with. https://docs.anthropic.com/en/api/errors
 NATURAL_STATUS = {
@@ -26,17 +32,19 @@ class AnthropicAdapter(ProviderAdapter):
     parameters = frozenset({"stop", "structured_outputs", "parallel_tool_calls_off", "strict_tools"})
     sampling = frozenset({"temperature", "top_p", "top_k"})  # no penalties, no verbosity
 
-    def build_request(self, request, *, base_url, credentials):
+    def build_request(
+        self, request: CanonicalRequest, *, base_url: str, credentials: ProviderCredentials
+    ) -> UpstreamRequest:
         headers = {"x-api-key": credentials.api_key, "anthropic-version": messages_request.API_VERSION}
         return UpstreamRequest(url=f"{base_url}/messages", body=messages_request.build_body(request), headers=headers)
 
-    def parse_response(self, body):
+    def parse_response(self, body: dict[str, Any]) -> CanonicalResponse:
         return messages_response.parse(body)
 
-    def stream_events(self, events):
+    def stream_events(self, events: Iterable[SSEEvent]) -> Iterator[StreamEvent]:
         return messages_response.stream(events)
 
-    def map_error(self, status, body, headers):
+    def map_error(self, status: int, body: bytes, headers: Mapping[str, str]) -> UpstreamError:
         """Anthropic errors: {"type": "error", "error": {"type", "message"}}; 529 is overloaded.
         https://docs.anthropic.com/en/api/errors"""
         try:
@@ -64,6 +72,6 @@ class AnthropicAdapter(ProviderAdapter):
     # The tools Anthropic runs itself that this adapter passes on: web search (its web_search_20250305 tool).
     hosted_tools = frozenset({WEB_SEARCH})
 
-    def hosted_tool_problem(self, tool: dict) -> str | None:
+    def hosted_tool_problem(self, tool: dict[str, Any]) -> str | None:
         """Why Anthropic cannot run a hosted tool as given (None: it can)."""
         return web_search.tool_problem(tool)

@@ -2,6 +2,7 @@
 https://docs.anthropic.com/en/api/messages"""
 
 import re
+from typing import Any
 
 from routing.canonical import (
     CanonicalRequest,
@@ -32,7 +33,7 @@ EFFORT_BUDGET = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 16384, "x
 _DATA_URL = re.compile(r"^data:(?P<media>[\w/+.-]+);base64,(?P<data>.+)$", re.DOTALL)
 
 
-def _source(url: str, default_media: str) -> dict:
+def _source(url: str, default_media: str) -> dict[str, Any]:
     match = _DATA_URL.match(url)
     if match:
         return {"type": "base64", "media_type": match["media"], "data": match["data"]}
@@ -41,7 +42,7 @@ def _source(url: str, default_media: str) -> dict:
     return {"type": "base64", "media_type": default_media, "data": url}
 
 
-def _block(part: Part) -> dict:
+def _block(part: Part) -> dict[str, Any]:
     if isinstance(part, TextPart):
         return drop_none({"type": "text", "text": part.text, "cache_control": part.cache_control})
     if isinstance(part, ImagePart):
@@ -59,9 +60,9 @@ def _block(part: Part) -> dict:
     raise TypeError(type(part))
 
 
-def system_and_messages(request: CanonicalRequest) -> tuple[list[dict], list[dict]]:
-    system: list[dict] = [{"type": "text", "text": request.instructions}] if request.instructions else []
-    messages: list[dict] = []
+def system_and_messages(request: CanonicalRequest) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    system: list[dict[str, Any]] = [{"type": "text", "text": request.instructions}] if request.instructions else []
+    messages: list[dict[str, Any]] = []
     for item in request.input:
         if isinstance(item, Message):
             blocks = [_block(part) for part in item.content]
@@ -101,7 +102,9 @@ def system_and_messages(request: CanonicalRequest) -> tuple[list[dict], list[dic
     return system, messages
 
 
-def _apply_automatic_cache(system: list[dict], messages: list[dict], cache_control: dict) -> None:
+def _apply_automatic_cache(
+    system: list[dict[str, Any]], messages: list[dict[str, Any]], cache_control: dict[str, Any]
+) -> None:
     """Top-level cache_control: one breakpoint on the last cacheable block (the prompt's end)."""
     for message in reversed(messages):
         for block in reversed(message["content"]):
@@ -112,7 +115,7 @@ def _apply_automatic_cache(system: list[dict], messages: list[dict], cache_contr
         system[-1].setdefault("cache_control", cache_control)
 
 
-def _tool_choice(choice, parallel: bool | None) -> dict | None:
+def _tool_choice(choice: str | dict[str, Any] | None, parallel: bool | None) -> dict[str, Any] | None:
     """Anthropic's {type: auto|any|tool|none, disable_parallel_tool_use}. A provider-run tool chosen by type is
     web search (the only one this wire runs: planning routes no other here), chosen by web_search.tool_choice."""
     if choice is None and parallel is None:
@@ -126,7 +129,7 @@ def _tool_choice(choice, parallel: bool | None) -> dict | None:
     return result
 
 
-def _thinking(request: CanonicalRequest, max_tokens: int) -> dict | None:
+def _thinking(request: CanonicalRequest, max_tokens: int) -> dict[str, Any] | None:
     reasoning = request.reasoning
     if reasoning is None or reasoning.enabled is False or reasoning.effort == "none":
         return None
@@ -141,7 +144,7 @@ def _thinking(request: CanonicalRequest, max_tokens: int) -> dict | None:
     return {"type": "enabled", "budget_tokens": budget}
 
 
-def build_body(request: CanonicalRequest) -> dict:
+def build_body(request: CanonicalRequest) -> dict[str, Any]:
     request = allowed_tools_applied(request)  # no allowed-tools form here: the tools filtered, auto or any
     system, messages = system_and_messages(request)
     text_format = request.text_format or {}

@@ -26,6 +26,7 @@ from routing.errors import UpstreamError
 from routing.providers.anthropic import web_search
 from routing.providers.anthropic.request import FORMAT
 from routing.providers.base import StopMapping, as_mapping, stream_cut_error, token_count
+from routing.sse import SSEEvent
 
 # The most of a reasoning signature this adapter gathers (it arrives in deltas) before handing it on: above any
 # output bound (routing.output_bound), so a signature that passes it is cut there instead of held without end.
@@ -74,7 +75,7 @@ def stop_sequence(holder: Mapping[str, Any]) -> str | None:
     return value if holder.get("stop_reason") == "stop_sequence" and isinstance(value, str) else None
 
 
-def parse(body: dict) -> CanonicalResponse:
+def parse(body: dict[str, Any]) -> CanonicalResponse:
     output: list[OutputItem] = []
     texts: list[str] = []
     calls: list[OutputFunctionCall] = []
@@ -111,7 +112,7 @@ def parse(body: dict) -> CanonicalResponse:
     return web_search.with_searches(parsed, body.get("content"))
 
 
-def stream_error(payload: dict) -> UpstreamError:
+def stream_error(payload: dict[str, Any]) -> UpstreamError:
     error = payload.get("error") or {}
     error_type, retryable = ERROR_TYPES.get(str(error.get("type")), ("provider_unavailable", True))
     return UpstreamError(
@@ -122,7 +123,7 @@ def stream_error(payload: dict) -> UpstreamError:
     )
 
 
-def stream(events: Iterable) -> Iterator[StreamEvent]:
+def stream(events: Iterable[SSEEvent]) -> Iterator[StreamEvent]:
     input_usage: Mapping[str, Any] = {}
     tool_index: dict[int, int] = {}  # content block index -> tool call index
     signature: list[str] = []

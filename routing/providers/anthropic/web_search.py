@@ -31,7 +31,7 @@ TOOL_NAME = "web_search"
 LOCATION_FIELDS = ("type", "city", "region", "country", "timezone")
 
 
-def tool_problem(tool: dict) -> str | None:
+def tool_problem(tool: dict[str, Any]) -> str | None:
     """Why a hosted tool cannot run on Anthropic as given (None: it can): web search only, with the options
     Anthropic's tool has (domains allowed or blocked, not both, no wildcards; an approximate user location)."""
     if capability(str(tool.get("type"))) != WEB_SEARCH:
@@ -51,13 +51,13 @@ def tool_problem(tool: dict) -> str | None:
     return None
 
 
-def tools_body(tools: tuple[HostedTool, ...]) -> list[dict]:
+def tools_body(tools: tuple[HostedTool, ...]) -> list[dict[str, Any]]:
     """Anthropic's web search server tool for the request's web_search tool (checked by tool_problem first)."""
     body = []
     uses = max(1, SEARCHES_PER_CALL // max(1, len(tools)))  # the searches the hold covers, shared among the tools
     for tool in (hosted.spec for hosted in tools):
         filters = as_mapping(tool.get("filters"))
-        entry: dict = {"type": TOOL_TYPE, "name": TOOL_NAME, "max_uses": uses}
+        entry: dict[str, Any] = {"type": TOOL_TYPE, "name": TOOL_NAME, "max_uses": uses}
         for name in ("allowed_domains", "blocked_domains"):
             if filters.get(name):
                 entry[name] = list(filters[name])
@@ -71,7 +71,7 @@ def tool_choice(choice: object, parallel: bool | None, declared: object) -> obje
     """The tool choice with the search among the tools: the search chosen by type is Anthropic's tool by name;
     `declared` is the function tools' choice when there are some (required: any tool, the search included)."""
     if isinstance(choice, dict) and capability(str(choice.get("type"))) == WEB_SEARCH:
-        found: dict = {"type": "tool", "name": TOOL_NAME}
+        found: dict[str, Any] = {"type": "tool", "name": TOOL_NAME}
         if parallel is False:
             found["disable_parallel_tool_use"] = True
         return found
@@ -103,7 +103,7 @@ def search_call(result: Mapping[str, Any], query: str) -> OutputHostedTool | Non
     return hosted_item(item)
 
 
-def _citation(raw: object, start: int, end: int) -> dict | None:
+def _citation(raw: object, start: int, end: int) -> dict[str, Any] | None:
     if not isinstance(raw, dict) or raw.get("type") != "web_search_result_location":
         return None
     return url_citation(raw.get("url"), raw.get("title"), start, end)
@@ -120,7 +120,7 @@ def with_searches(response: CanonicalResponse, content: object) -> CanonicalResp
     blocks = [block for block in content if isinstance(block, dict)] if isinstance(content, list) else []
     queries = {b.get("id"): _query(b) for b in blocks if b.get("type") == "server_tool_use"}
     calls: list[OutputHostedTool] = []
-    cited: list[dict] = []
+    cited: list[dict[str, Any]] = []
     offset = 0
     for block in blocks:
         if block.get("type") == "web_search_tool_result":
@@ -163,7 +163,7 @@ class SearchStream:
                 retryable=True,
             )
 
-    def take(self, kind: str, payload: dict) -> Iterable[StreamEvent] | None:
+    def take(self, kind: str, payload: dict[str, Any]) -> Iterable[StreamEvent] | None:
         """The events for an upstream event this handles (consumed), or None (the adapter's own handling)."""
         index = payload.get("index", 0)
         if kind == "content_block_start":

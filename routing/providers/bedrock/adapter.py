@@ -1,12 +1,16 @@
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
+from typing import Any
 from urllib.parse import quote
 
+from byok.credentials import ProviderCredentials
+from routing.canonical import CanonicalRequest, CanonicalResponse, StreamEvent
 from routing.errors import UpstreamError, error_type_for_status, is_retryable, parse_retry_after
 from routing.providers.base import ProviderAdapter, UpstreamRequest, error_details
 from routing.providers.bedrock import request as converse_request
 from routing.providers.bedrock import response as converse_response
 from routing.providers.bedrock import sigv4
-from routing.providers.bedrock.eventstream import decode_event_stream
+from routing.providers.bedrock.eventstream import StreamMessage, decode_event_stream
 
 AWS_HOST = "amazonaws.com"
 
@@ -27,7 +31,9 @@ class BedrockAdapter(ProviderAdapter):
     parameters = frozenset({"stop"})  # inferenceConfig.stopSequences; Converse has no seed, logprobs or JSON schema
     sampling = frozenset({"temperature", "top_p", "top_k"})  # inferenceConfig; top_k as a model field
 
-    def build_request(self, request, *, base_url, credentials):
+    def build_request(
+        self, request: CanonicalRequest, *, base_url: str, credentials: ProviderCredentials
+    ) -> UpstreamRequest:
         extra = credentials.extra if isinstance(credentials.extra, dict) else {}
         method = "converse-stream" if request.stream else "converse"
         url = f"{bedrock_base(base_url, extra.get('region'))}/model/{quote(request.model, safe='')}/{method}"
@@ -52,16 +58,17 @@ class BedrockAdapter(ProviderAdapter):
             headers["Authorization"] = f"Bearer {credentials.api_key}"
         return UpstreamRequest(url=url, body=body, headers=headers, content=content)
 
-    def parse_response(self, body):
+    def parse_response(self, body: dict[str, Any]) -> CanonicalResponse:
         return converse_response.parse(body)
 
-    def decode(self, chunks):
+    def decode(self, chunks: Iterable[bytes]) -> Iterator[StreamMessage]:
         return decode_event_stream(chunks)
 
-    def stream_events(self, events):
+    # Its decode yields event-stream messages, not server-sent events: the frames this reads.
+    def stream_events(self, events: Iterable[StreamMessage]) -> Iterator[StreamEvent]:  # type: ignore[override]
         return converse_response.stream(events)
 
-    def map_error(self, status, body, headers):
+    def map_error(self, status: int, body: bytes, headers: Mapping[str, str]) -> UpstreamError:
         """Bedrock errors: `{"message"}` with the exception in the `x-amzn-ErrorType` header."""
         message, _ = error_details(body)
         error_header = next((v for k, v in headers.items() if k.lower() == "x-amzn-errortype"), "")

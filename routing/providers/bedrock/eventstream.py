@@ -7,6 +7,7 @@ import struct
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from routing import jsonsafe
 from routing.sse import max_line_bytes, oversized_event
@@ -17,7 +18,7 @@ STRING = 7
 @dataclass(frozen=True)
 class StreamMessage:
     headers: dict[str, str]
-    payload: dict
+    payload: dict[str, Any]
 
     @property
     def event_type(self) -> str:
@@ -83,7 +84,7 @@ def decode_event_stream(chunks: Iterable[bytes], *, limit: int | None = None) ->
             start = 0
 
 
-def encode_message(headers: dict[str, str], payload: dict) -> bytes:
+def encode_message(headers: dict[str, str], payload: dict[str, Any]) -> bytes:
     """One framed message (the stand-in provider speaks it; also handy in tests)."""
     raw_headers = b"".join(
         bytes([len(name)]) + name.encode() + bytes([STRING]) + struct.pack(">H", len(value.encode())) + value.encode()
@@ -96,7 +97,7 @@ def encode_message(headers: dict[str, str], payload: dict) -> bytes:
     return head + struct.pack(">I", zlib.crc32(head))
 
 
-def event(kind: str, payload: dict) -> bytes:
+def event(kind: str, payload: dict[str, Any]) -> bytes:
     return encode_message({":event-type": kind, ":content-type": "application/json", ":message-type": "event"}, payload)
 
 

@@ -12,6 +12,7 @@ from routing.canonical import (
     FunctionCallOutput,
     ImagePart,
     Message,
+    Part,
     Reasoning,
     TextPart,
 )
@@ -43,7 +44,7 @@ def _inline(url: str, what: str) -> tuple[str, str]:
     return match["media"], match["data"]
 
 
-def _block(part) -> dict:
+def _block(part: Part) -> dict[str, Any]:
     if isinstance(part, TextPart):
         return {"text": part.text}
     if isinstance(part, ImagePart):
@@ -56,14 +57,14 @@ def _block(part) -> dict:
     raise TypeError(type(part))
 
 
-def _cached(block: dict, cache_control: dict | None) -> list[dict]:
+def _cached(block: dict[str, Any], cache_control: dict[str, Any] | None) -> list[dict[str, Any]]:
     """The block, and a cache point after it when it carries a breakpoint (Converse's prompt caching)."""
     return [block, CACHE_POINT] if cache_control else [block]
 
 
-def system_and_messages(request: CanonicalRequest) -> tuple[list[dict], list[dict]]:
+def system_and_messages(request: CanonicalRequest) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     system = [{"text": request.instructions}] if request.instructions else []
-    messages: list[dict] = []
+    messages: list[dict[str, Any]] = []
     for item in request.input:
         if isinstance(item, Message):
             blocks = [block for part in item.content for block in _cached(_block(part), part.cache_control)]
@@ -107,7 +108,7 @@ def system_and_messages(request: CanonicalRequest) -> tuple[list[dict], list[dic
     return system, messages
 
 
-def _tool_choice(choice) -> dict | None:
+def _tool_choice(choice: str | dict[str, Any] | None) -> dict[str, Any] | None:
     """Converse's toolChoice: {auto}, {any} or {tool: {name}} (none: no toolConfig at all). No provider-run tool
     runs on this wire, so planning routes no choice of one here."""
     if isinstance(choice, dict) and choice.get("type") == "function":
@@ -115,7 +116,7 @@ def _tool_choice(choice) -> dict | None:
     return {"required": {"any": {}}, "auto": {"auto": {}}}.get(choice) if isinstance(choice, str) else None
 
 
-def build_body(request: CanonicalRequest) -> dict:
+def build_body(request: CanonicalRequest) -> dict[str, Any]:
     request = allowed_tools_applied(request)  # no allowed-tools form here: the tools filtered, auto or any
     system, messages = system_and_messages(request)
     if (request.text_format or {}).get("type") == "json_object":  # Converse has no JSON mode: asked for in words
@@ -182,5 +183,5 @@ def build_body(request: CanonicalRequest) -> dict:
     return drop_none(body)
 
 
-def encode(body: dict) -> bytes:
+def encode(body: dict[str, Any]) -> bytes:
     return json.dumps(body, separators=(",", ":")).encode()

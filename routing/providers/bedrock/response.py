@@ -3,6 +3,7 @@ https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_ConverseStre
 
 import json
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 from routing.canonical import (
     CanonicalResponse,
@@ -27,7 +28,7 @@ from routing.providers.bedrock.eventstream import StreamMessage
 from routing.providers.bedrock.request import FORMAT
 
 
-def stop_sequence(holder: dict) -> str | None:
+def stop_sequence(holder: dict[str, Any]) -> str | None:
     """The stop sequence that ended the answer: in additionalModelResponseFields when the request asked for
     /stop_sequence and the model reports it (stopReason "stop_sequence")."""
     value = as_mapping(holder.get("additionalModelResponseFields")).get("stop_sequence")
@@ -65,7 +66,7 @@ def usage(raw: object) -> Usage:
     )
 
 
-def parse(body: dict) -> CanonicalResponse:
+def parse(body: dict[str, Any]) -> CanonicalResponse:
     output: list[OutputItem] = []
     texts: list[str] = []
     calls: list[OutputFunctionCall] = []

@@ -1,6 +1,8 @@
 """Canonical request -> OpenAI Chat Completions body.
 https://platform.openai.com/docs/api-reference/chat/create"""
 
+from typing import Any
+
 from routing.canonical import (
     CanonicalRequest,
     FilePart,
@@ -16,7 +18,7 @@ from routing.providers.base import allowed_tools_applied, drop_none, reasoning_e
 from routing.providers.openai_chat import web_search
 
 
-def _part(part: Part) -> dict:
+def _part(part: Part) -> dict[str, Any]:
     if isinstance(part, TextPart):
         return {"type": "text", "text": part.text}
     if isinstance(part, ImagePart):
@@ -31,7 +33,7 @@ def _part(part: Part) -> dict:
     raise TypeError(type(part))
 
 
-def _content(parts: tuple[Part, ...]) -> str | list[dict]:
+def _content(parts: tuple[Part, ...]) -> str | list[dict[str, Any]]:
     if len(parts) == 1 and isinstance(parts[0], TextPart):
         return parts[0].text
     return [_part(part) for part in parts]
@@ -41,8 +43,8 @@ def _text_only(parts: tuple[Part, ...]) -> str:
     return "".join(part.text for part in parts if isinstance(part, TextPart))
 
 
-def messages(request: CanonicalRequest) -> list[dict]:
-    out: list[dict] = []
+def messages(request: CanonicalRequest) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
     if request.instructions:
         out.append({"role": "system", "content": request.instructions})
     for item in request.input:
@@ -73,7 +75,7 @@ def messages(request: CanonicalRequest) -> list[dict]:
     return out
 
 
-def tool_choice(choice):
+def tool_choice(choice: str | dict[str, Any] | None) -> str | dict[str, Any] | None:
     """Chat Completions' tool_choice: auto|none|required or {type: function, function: {name}}. A provider-run tool
     chosen by type can only be web search here (planning routes no other to this wire), which a search model runs
     on every call without being chosen: the function tools beside it stay at auto."""
@@ -82,7 +84,7 @@ def tool_choice(choice):
     return choice if isinstance(choice, str) else None
 
 
-def response_format(text_format: dict | None) -> dict | None:
+def response_format(text_format: dict[str, Any] | None) -> dict[str, Any] | None:
     if not text_format or text_format.get("type") == "text":
         return None
     if text_format["type"] == "json_schema":
@@ -100,15 +102,15 @@ def response_format(text_format: dict | None) -> dict | None:
     return {"type": "json_object"}
 
 
-def sampling(request: CanonicalRequest) -> dict:
+def sampling(request: CanonicalRequest) -> dict[str, Any]:
     """Stop sequences, seed and logprobs: `stop` (up to 4 on OpenAI), `seed`, `logprobs` with `top_logprobs`."""
-    body: dict = {"stop": list(request.stop) or None, "seed": request.seed}
+    body: dict[str, Any] = {"stop": list(request.stop) or None, "seed": request.seed}
     if request.logprobs:
         body.update(logprobs=True, top_logprobs=request.top_logprobs)
     return drop_none(body)
 
 
-def build_body(request: CanonicalRequest) -> dict:
+def build_body(request: CanonicalRequest) -> dict[str, Any]:
     # allowed_tools as a filtered tool list with auto or required: OpenAI's own {type: allowed_tools,
     # allowed_tools: {...}} is refused or ignored by most of the providers that speak this wire, a shorter list is not.
     request = allowed_tools_applied(request)

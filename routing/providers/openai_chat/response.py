@@ -4,6 +4,7 @@ https://platform.openai.com/docs/api-reference/chat-streaming"""
 
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
+from typing import Any
 
 from routing.canonical import (
     CanonicalResponse,
@@ -51,7 +52,7 @@ def usage(raw: object) -> Usage:
     )
 
 
-def _reasoning_text(holder: dict) -> str | None:
+def _reasoning_text(holder: dict[str, Any]) -> str | None:
     # OpenAI-compatible servers name it `reasoning_content` (DeepSeek, vLLM) or `reasoning` (Groq, OpenRouter).
     return holder.get("reasoning_content") or holder.get("reasoning")
 
@@ -59,7 +60,7 @@ def _reasoning_text(holder: dict) -> str | None:
 MSG_ERROR_IN_200 = "The provider answered with an error instead of a completion"
 
 
-def parse(body: dict) -> CanonicalResponse:
+def parse(body: dict[str, Any]) -> CanonicalResponse:
     if not body.get("choices") and isinstance(body.get("error"), dict | str):
         # Some OpenAI-compatible servers answer 200 with only an error object: a failed attempt, not an empty answer.
         raise UpstreamError(error_type=ErrorType.PROVIDER_UNAVAILABLE, message=MSG_ERROR_IN_200, retryable=True)

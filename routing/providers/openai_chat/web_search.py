@@ -15,7 +15,7 @@ from routing.providers.hosted import WEB_SEARCH, capability, citation_within, ur
 LOCATION_FIELDS = ("city", "region", "country", "timezone")
 
 
-def tool_problem(tool: dict) -> str | None:
+def tool_problem(tool: dict[str, Any]) -> str | None:
     """Why a hosted tool cannot run on Chat Completions as given (None: it can): web search with a context size
     and an approximate user location, no domain filters."""
     if capability(str(tool.get("type"))) != WEB_SEARCH:
@@ -27,10 +27,10 @@ def tool_problem(tool: dict) -> str | None:
     return None
 
 
-def options(tools: tuple[HostedTool, ...]) -> dict:
+def options(tools: tuple[HostedTool, ...]) -> dict[str, Any]:
     """`web_search_options` for the request's web_search tool (checked by tool_problem first)."""
     tool = next(t.spec for t in tools if capability(str(t.spec.get("type"))) == WEB_SEARCH)
-    found: dict = {}
+    found: dict[str, Any] = {}
     if tool.get("search_context_size"):
         found["search_context_size"] = tool["search_context_size"]
     location = {k: v for k, v in as_mapping(tool.get("user_location")).items() if k in LOCATION_FIELDS}
@@ -39,7 +39,7 @@ def options(tools: tuple[HostedTool, ...]) -> dict:
     return found
 
 
-def annotation(raw: object) -> dict | None:
+def annotation(raw: object) -> dict[str, Any] | None:
     """A message annotation as a flat url_citation (None: not one a client can use: routing.providers.hosted)."""
     citation = as_mapping(as_mapping(raw).get("url_citation"))
     if as_mapping(raw).get("type") != "url_citation":

@@ -4,8 +4,9 @@ https://platform.openai.com/docs/guides/tools-web-search  https://platform.opena
 
 import json
 from dataclasses import replace
+from typing import Any
 
-from routing.canonical import HostedTool, OutputHostedTool, OutputMessage
+from routing.canonical import HostedTool, OutputHostedTool, OutputItem, OutputMessage
 from routing.providers.base import as_mapping
 from routing.providers.hosted import (
     WEB_SEARCH,
@@ -21,7 +22,7 @@ FILE_ANNOTATIONS = ("file_citation", "container_file_citation", "file_path")  # 
 MAX_ANNOTATION_BYTES = 4096  # the pages a search found, on its web_search_call item
 
 
-def tool_problem(tool: dict) -> str | None:
+def tool_problem(tool: dict[str, Any]) -> str | None:
     """Why OpenAI cannot run a hosted tool as given (None: it can): the Responses shape is its own; its web search
     filters allow domains (each with its subdomains), never block them, and take no paths or wildcards."""
     if capability(str(tool.get("type"))) != WEB_SEARCH:
@@ -34,7 +35,7 @@ def tool_problem(tool: dict) -> str | None:
     return None
 
 
-def tools_body(tools: tuple[HostedTool, ...]) -> list[dict]:
+def tools_body(tools: tuple[HostedTool, ...]) -> list[dict[str, Any]]:
     return [dict(tool.spec) for tool in tools]
 
 
@@ -49,7 +50,7 @@ def include(tools: tuple[HostedTool, ...]) -> list[str]:
     return [SOURCES] if any(capability(str(tool.spec.get("type"))) == WEB_SEARCH for tool in tools) else []
 
 
-def annotation(raw: object, offset: int = 0) -> dict | None:
+def annotation(raw: object, offset: int = 0) -> dict[str, Any] | None:
     """An output_text annotation: a url_citation in the flat Responses shape (indices moved by `offset`, the text
     before its part), a file citation or path as it came; None for anything else or a citation no client can use
     (routing.providers.hosted.url_citation)."""
@@ -66,10 +67,10 @@ def annotation(raw: object, offset: int = 0) -> dict | None:
     return found
 
 
-def message_annotations(item: dict) -> tuple[dict, ...]:
+def message_annotations(item: dict[str, Any]) -> tuple[dict[str, Any], ...]:
     """The annotations of a message item's output_text parts, indexed in the message's whole text (a citation
     beyond its part's text left out)."""
-    found: list[dict] = []
+    found: list[dict[str, Any]] = []
     offset = 0
     for part in item.get("content") or []:
         if isinstance(part, dict) and part.get("type") == "output_text":
@@ -83,14 +84,14 @@ def message_annotations(item: dict) -> tuple[dict, ...]:
     return tuple(found)
 
 
-def with_hosted(item: dict, parsed):
+def with_hosted(item: dict[str, Any], parsed: OutputItem | None) -> OutputItem | None:
     """An output item as parsed, with what a provider-run tool adds: a message's citations, a call it ran."""
     if isinstance(parsed, OutputMessage) and (found := message_annotations(item)):
         return replace(parsed, annotations=parsed.annotations + found)
     return parsed if parsed is not None else hosted_item(item)
 
 
-def searches(output: tuple) -> int:
+def searches(output: tuple[OutputItem, ...]) -> int:
     """The web searches OpenAI ran (each web_search_call that searched is billed)."""
     return sum(
         1

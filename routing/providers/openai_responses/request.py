@@ -10,6 +10,7 @@ from routing.canonical import (
     FunctionCallOutput,
     HostedTool,
     ImagePart,
+    Item,
     Message,
     Part,
     Reasoning,
@@ -23,7 +24,7 @@ FORMAT = "openai-responses-v1"
 LOGPROBS = "message.output_text.logprobs"
 
 
-def _part(part: Part) -> dict:
+def _part(part: Part) -> dict[str, Any]:
     if isinstance(part, TextPart):
         return {"type": "input_text", "text": part.text}
     if isinstance(part, ImagePart):
@@ -41,7 +42,7 @@ def _part(part: Part) -> dict:
     raise TypeError(type(part))
 
 
-def _item(item) -> dict | None:
+def _item(item: Item) -> dict[str, Any] | None:
     if isinstance(item, Message):
         if item.role == "assistant":
             text = "".join(p.text for p in item.content if isinstance(p, TextPart))
@@ -65,7 +66,7 @@ def _item(item) -> dict | None:
     raise TypeError(type(item))
 
 
-def logprobs(request: CanonicalRequest, include: list[str]) -> dict:
+def logprobs(request: CanonicalRequest, include: list[str]) -> dict[str, Any]:
     """Token logprobs: `include` message.output_text.logprobs, with `top_logprobs` alternatives. The Responses API
     has no stop sequences or seed (routing sends those to other endpoints: ProviderAdapter.parameters)."""
     if not request.logprobs:
@@ -73,7 +74,7 @@ def logprobs(request: CanonicalRequest, include: list[str]) -> dict:
     return drop_none({"include": [*include, LOGPROBS], "top_logprobs": request.top_logprobs})
 
 
-def _as_declared(choice, tools: tuple[HostedTool, ...]):
+def _as_declared(choice: object, tools: tuple[HostedTool, ...]) -> object:
     """A provider-run tool chosen by type, spelt as the request's tool is (web_search_preview chosen, web_search
     declared: OpenAI finds no such tool), in an allowed_tools list too."""
     if not isinstance(choice, dict):
@@ -87,7 +88,7 @@ def _as_declared(choice, tools: tuple[HostedTool, ...]):
     return {**choice, "type": declared} if declared else choice
 
 
-def build_body(request: CanonicalRequest) -> dict:
+def build_body(request: CanonicalRequest) -> dict[str, Any]:
     text = drop_none({"format": request.text_format, "verbosity": request.verbosity})
     reasoning = None
     if request.reasoning and request.reasoning.enabled is not False:

@@ -4,12 +4,14 @@ https://platform.openai.com/docs/api-reference/responses-streaming"""
 
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
+from typing import Any
 
 from routing.canonical import (
     CanonicalResponse,
     Finished,
     HostedToolCall,
     OutputFunctionCall,
+    OutputItem,
     OutputMessage,
     OutputReasoning,
     ReasoningDelta,
@@ -31,6 +33,7 @@ from routing.providers.hosted import hosted_item
 from routing.providers.logprobs import parse_tokens
 from routing.providers.openai_responses import hosted
 from routing.providers.openai_responses.request import FORMAT
+from routing.sse import SSEEvent
 
 
 def usage(raw: object) -> Usage:
@@ -43,13 +46,13 @@ def usage(raw: object) -> Usage:
     )
 
 
-def _status(body: dict) -> tuple[ResponseStatus, str | None]:
+def _status(body: dict[str, Any]) -> tuple[ResponseStatus, str | None]:
     if body.get("status") == "incomplete":
         return "incomplete", (body.get("incomplete_details") or {}).get("reason") or "max_output_tokens"
     return "completed", None
 
 
-def _output_item(item: dict):
+def _output_item(item: dict[str, Any]) -> OutputItem | None:
     kind = item.get("type")
     if kind == "message":
         texts, refusals = [], []
@@ -75,7 +78,7 @@ def _output_item(item: dict):
     return None  # a call OpenAI ran: hosted.with_hosted
 
 
-def parse(body: dict) -> CanonicalResponse:
+def parse(body: dict[str, Any]) -> CanonicalResponse:
     status, reason = _status(body)
     items = [item for item in body.get("output") or [] if isinstance(item, dict)]
     output = tuple(out for item in items if (out := hosted.with_hosted(item, _output_item(item))) is not None)
@@ -90,7 +93,7 @@ def parse(body: dict) -> CanonicalResponse:
     )
 
 
-def _failure(payload: dict) -> UpstreamError:
+def _failure(payload: dict[str, Any]) -> UpstreamError:
     error = payload.get("error") or (payload.get("response") or {}).get("error") or payload
     code = error.get("code") if isinstance(error, dict) else None
     message = (error.get("message") if isinstance(error, dict) else None) or "Provider returned error"
@@ -98,7 +101,7 @@ def _failure(payload: dict) -> UpstreamError:
     return UpstreamError(error_type=error_type, message=str(message)[:500], retryable=True, provider_code=code)
 
 
-def stream(events: Iterable) -> Iterator[StreamEvent]:
+def stream(events: Iterable[SSEEvent]) -> Iterator[StreamEvent]:
     calls: dict[int, int] = {}  # output_index -> tool call index
     searched = 0  # web searches OpenAI ran (billed per search)
     for event in events:

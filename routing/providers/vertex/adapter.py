@@ -3,6 +3,7 @@
 https://cloud.google.com/vertex-ai/generative-ai/docs/partner-models/claude/use-claude"""
 
 from byok.credentials import ProviderCredentials
+from routing.canonical import CanonicalRequest
 from routing.providers.anthropic.adapter import AnthropicAdapter
 from routing.providers.base import UpstreamRequest
 from routing.providers.vertex.auth import vertex_credentials
@@ -25,7 +26,9 @@ class VertexAnthropicAdapter(AnthropicAdapter):
     def prepare_credentials(self, credentials: ProviderCredentials) -> ProviderCredentials:
         return vertex_credentials(credentials)  # a service account's token exchange (cached)
 
-    def build_request(self, request, *, base_url, credentials):
+    def build_request(
+        self, request: CanonicalRequest, *, base_url: str, credentials: ProviderCredentials
+    ) -> UpstreamRequest:
         anthropic = super().build_request(request, base_url=base_url, credentials=credentials)
         body = {key: value for key, value in anthropic.body.items() if key != "model"}
         body["anthropic_version"] = VERTEX_ANTHROPIC_VERSION

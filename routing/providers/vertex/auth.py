@@ -12,6 +12,7 @@ import json
 import math
 import threading
 import time
+from typing import Any
 
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
@@ -31,7 +32,7 @@ def _b64(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
 
-def signed_assertion(account: dict, *, now: int) -> str:
+def signed_assertion(account: dict[str, Any], *, now: int) -> str:
     header = {"alg": "RS256", "typ": "JWT", "kid": str(account.get("private_key_id") or "")}
     claims = {
         "iss": str(account.get("client_email") or ""),
@@ -53,7 +54,7 @@ def signed_assertion(account: dict, *, now: int) -> str:
     return f"{signing_input}.{_b64(signature)}"
 
 
-def token_cache_key(account: dict, *, owner: str) -> str:
+def token_cache_key(account: dict[str, Any], *, owner: str) -> str:
     """Everything that makes the token: the owner and every field of the secret, unambiguously encoded."""
     fields = [owner] + [
         str(account.get(name) or "") for name in ("private_key", "client_email", "private_key_id", "token_uri")
@@ -72,7 +73,7 @@ def _remember(cache_key: str, token: str, expires_at: float) -> None:
         _cache[cache_key] = (token, expires_at)
 
 
-def access_token(account: dict, *, owner: str = "operator") -> str:
+def access_token(account: dict[str, Any], *, owner: str = "operator") -> str:
     """`owner`: who the credential belongs to ("byok:<key id>" or "operator"); part of the cache key."""
     cache_key = token_cache_key(account, owner=owner)
     with _lock:

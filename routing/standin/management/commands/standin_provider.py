@@ -1,4 +1,6 @@
-from django.core.management.base import BaseCommand
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
 
 from routing.standin.script import Script
 from routing.standin.server import StandinServer
@@ -10,7 +12,7 @@ class Command(BaseCommand):
         "OpenAI Responses (/v1/responses) and Anthropic Messages (/v1/messages) with scripted behaviour."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--host", default="127.0.0.1")
         parser.add_argument("--port", type=int, default=9100)
         parser.add_argument("--text", default=Script.text)
@@ -19,7 +21,7 @@ class Command(BaseCommand):
         parser.add_argument("--latency-ms", type=int, default=0)
         parser.add_argument("--status", type=int, default=200, help="Answer every request with this status")
 
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any) -> None:
         script = Script(
             text=options["text"],
             chunks=options["chunks"],
