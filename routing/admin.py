@@ -5,9 +5,11 @@ from typing import Any
 from django import forms
 from django.contrib import admin
 from django.db.models import Sum
+from django.http import HttpRequest
 from django.utils import timezone
 
 from byok.shapes import ShapeError, operator_credential
+from gateway import admin_generics
 from gateway.admin_forms import ServiceValidatedForm
 from gateway.billing.models import Generation
 from routing.models import TASK_TYPES, AccountRoutingSettings, Endpoint, Model, Provider, SearchEngine
@@ -66,7 +68,7 @@ class CatalogRowForm(ServiceValidatedForm):
     problems: Callable[[dict[str, Any]], list[tuple[str, str]]] = staticmethod(lambda values: [])
     service_errors: tuple[type[Exception], ...] = (CatalogError,)
 
-    def clean(self):
+    def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
         values = {name: value for name, value in cleaned.items() if name not in self.errors}
         for field, message in self.problems(values):
@@ -88,7 +90,7 @@ class ProviderForm(CatalogRowForm):
         model = Provider
         fields = ("slug", *PROVIDER_FIELDS)
 
-    def clean(self):
+    def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
         if cleaned.get("new_credential") and cleaned.get("credential_kind"):
             # The same checks as a customer's key: printable, header-safe, sane length (never echoed back).
@@ -128,7 +130,7 @@ class ModelForm(CatalogRowForm):
         fields = "__all__"
 
 
-class EndpointInline(admin.TabularInline):
+class EndpointInline(admin_generics.TabularInline[Endpoint, Provider]):
     model = Endpoint
     form = EndpointForm
     extra = 0
@@ -145,7 +147,7 @@ class EndpointInline(admin.TabularInline):
 
 
 @admin.register(Provider)
-class ProviderAdmin(admin.ModelAdmin):
+class ProviderAdmin(admin_generics.ModelAdmin[Provider]):
     form = ProviderForm
     list_display = ("slug", "name", "adapter", "base_url", "status", "zdr", "is_local_standin", "credential_label")
     list_filter = ("adapter", "status", "zdr", "is_local_standin")
@@ -153,7 +155,7 @@ class ProviderAdmin(admin.ModelAdmin):
     readonly_fields = ("credential_label", "credential_key_id", "updated_at")
     inlines = [EndpointInline]
 
-    def save_model(self, request, obj, form, change):
+    def save_model(self, request: HttpRequest, obj: Provider, form: ProviderForm, change: bool) -> None:
         super().save_model(request, obj, form, change)
         if form.cleaned_data.get("new_credential"):
             provider_credential_set(provider=obj, plaintext=form.cleaned_data["new_credential"])
@@ -161,7 +163,7 @@ class ProviderAdmin(admin.ModelAdmin):
             provider_credential_set(provider=obj, plaintext=None)
 
 
-class ModelEndpointInline(admin.TabularInline):
+class ModelEndpointInline(admin_generics.TabularInline[Endpoint, Model]):
     model = Endpoint
     form = EndpointForm
     extra = 1
@@ -180,7 +182,7 @@ class ModelEndpointInline(admin.TabularInline):
 
 
 @admin.register(Model)
-class ModelAdmin(admin.ModelAdmin):
+class ModelAdmin(admin_generics.ModelAdmin[Model]):
     form = ModelForm
     list_display = ("id", "name", "kind", "context_length", "coding_score", "created")
     list_filter = ("kind",)
@@ -211,7 +213,7 @@ class ModelAdmin(admin.ModelAdmin):
 
 
 @admin.register(Endpoint)
-class EndpointAdmin(admin.ModelAdmin):
+class EndpointAdmin(admin_generics.ModelAdmin[Endpoint]):
     form = EndpointForm
     list_display = ("model", "provider", "upstream_model", "price_prompt", "price_completion", "enabled")
     list_filter = ("enabled", "provider")
@@ -223,12 +225,13 @@ class AccountRoutingSettingsForm(ServiceValidatedForm):
 
     SETTINGS = ("allowed_providers", "ignored_providers", "enforce_zdr", "data_collection")
     list_fields = {"allowed_providers": provider_slugs, "ignored_providers": provider_slugs}
+    routing_changes: dict[str, Any] | None  # the validated settings, set by clean()
 
     class Meta:
         model = AccountRoutingSettings
         fields = ("account", "allowed_providers", "ignored_providers", "enforce_zdr", "data_collection")
 
-    def clean(self):
+    def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
         self.routing_changes = None
         if self.errors:
@@ -242,23 +245,26 @@ class AccountRoutingSettingsForm(ServiceValidatedForm):
 
 
 @admin.register(AccountRoutingSettings)
-class AccountRoutingSettingsAdmin(admin.ModelAdmin):
+class AccountRoutingSettingsAdmin(admin_generics.ModelAdmin[AccountRoutingSettings]):
     form = AccountRoutingSettingsForm
     list_display = ("account", "enforce_zdr", "data_collection", "allowed_providers", "ignored_providers")
     list_filter = ("enforce_zdr", "data_collection")
     search_fields = ("account__name",)
 
-    def get_readonly_fields(self, request, obj=None):
+    def get_readonly_fields(self, request: HttpRequest, obj: AccountRoutingSettings | None = None) -> tuple[str, ...]:
         return ("account",) if obj else ()  # settings never move to another account
 
-    def save_model(self, request, obj, form, change):
+    def save_model(
+        self, request: HttpRequest, obj: AccountRoutingSettings, form: AccountRoutingSettingsForm, change: bool
+    ) -> None:
+        assert form.routing_changes is not None  # set by clean(): the admin saves only a valid form
         saved = account_routing_update(account_id=obj.account_id, changes=form.routing_changes)
         obj.pk, obj.updated_at = saved.pk, saved.updated_at
         obj._state.adding = False
 
 
 @admin.register(SearchEngine)
-class SearchEngineAdmin(admin.ModelAdmin):
+class SearchEngineAdmin(admin_generics.ModelAdmin[SearchEngine]):
     """The web search engines' prices (USD per search): what the web plugin and gateway:web_search charge."""
 
     list_display = ("engine", "price_per_search", "source", "updated_at")

@@ -1,10 +1,13 @@
-from typing import Any
+from typing import Any, cast
+from uuid import UUID
 
 from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from gateway.accounts.authentication import request_caller
 from gateway.accounts.permissions import IsManagementKey
 from gateway.api import error_responses
 from gateway.errors import NotFound
@@ -50,7 +53,7 @@ class ModelListApi(APIView):
         parameters=[ModelListQuerySerializer],
         responses={200: ModelListSerializer, **error_responses(400, 401, 429, 500)},
     )
-    def get(self, request):
+    def get(self, request: Request) -> HttpResponse:
         query = ModelListQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         params = query.validated_data
@@ -61,12 +64,13 @@ class ModelListApi(APIView):
             # The plain listing, rendered once per snapshot, caller (account and API key) and limits
             # (routing/listing.py).
             cache = rendered_listings(snapshot=snapshot)
-            key = (request.path, request.user.account_id, request.user.key_hash, limits)
+            key = (request.path, request_caller(request).account_id, request_caller(request).key_hash, limits)
             body = cache.get(key)
             if body is None:
                 listed = models_allowed(listed_models(snapshot=snapshot), limits=limits, snapshot=snapshot)
                 data = self.page(request, params, *self.served(request, snapshot, listed))
-                body = renderer.render(data, media_type, self.get_renderer_context())
+                # The configured renderers are JSON ones, which render bytes.
+                body = cast(bytes, renderer.render(data, media_type, self.get_renderer_context()))
                 cache.put(key, body)
             return HttpResponse(body, content_type=renderer.media_type)
         models = models_filter(
@@ -81,15 +85,17 @@ class ModelListApi(APIView):
         return Response(self.page(request, params, *self.served(request, snapshot, listed)))
 
     def served(
-        self, request, snapshot: CatalogSnapshot, models: list[ListedModel]
+        self, request: Request, snapshot: CatalogSnapshot, models: list[ListedModel]
     ) -> tuple[list[ListedModel], dict[str, bool]]:
         """The models to list and, per model, whether this caller can be served it (routing.selection.Routable):
         /models lists them all, each with its flag (the hosted API lists its whole catalog)."""
-        routable = Routable(RoutingCaller.of(request.user), snapshot=snapshot)
+        routable = Routable(RoutingCaller.of(request_caller(request)), snapshot=snapshot)
         return models, models_available(listed_models(snapshot=snapshot), routable=routable)
 
     @staticmethod
-    def page(request, params: dict[str, Any], models: list[ListedModel], available: dict[str, bool]) -> dict[str, Any]:
+    def page(
+        request: Request, params: dict[str, Any], models: list[ListedModel], available: dict[str, bool]
+    ) -> dict[str, Any]:
         total = len(models)
         offset = params.get("offset", 0)
         limit = params.get("limit", total - offset if "offset" in params else total)
@@ -100,9 +106,9 @@ class ModelListApi(APIView):
         data = [caller_record(model, available=available[model.id]) for model in page]
         return {"data": data, "total_count": total, "links": {"next": next_link}}
 
-    def caller_limits(self, request, snapshot: CatalogSnapshot) -> tuple[RoutingLimit, ...]:
+    def caller_limits(self, request: Request, snapshot: CatalogSnapshot) -> tuple[RoutingLimit, ...]:
         """The caller's guardrails hide the models they allow no endpoint of."""
-        return limits_for(request.user)
+        return limits_for(request_caller(request))
 
 
 class UserModelListApi(ModelListApi):
@@ -116,19 +122,19 @@ class UserModelListApi(ModelListApi):
         parameters=[ModelListQuerySerializer],
         responses={200: ModelListSerializer, **error_responses(400, 401, 429, 500)},
     )
-    def get(self, request):
+    def get(self, request: Request) -> HttpResponse:
         return super().get(request)
 
     def served(
-        self, request, snapshot: CatalogSnapshot, models: list[ListedModel]
+        self, request: Request, snapshot: CatalogSnapshot, models: list[ListedModel]
     ) -> tuple[list[ListedModel], dict[str, bool]]:
         """Only the models this caller can be served now."""
         models, available = super().served(request, snapshot, models)
         return [model for model in models if available[model.id]], available
 
-    def caller_limits(self, request, snapshot: CatalogSnapshot) -> tuple[RoutingLimit, ...]:
-        own = limits_for(request.user)
-        defaults = account_defaults(account_id=request.user.account_id, snapshot=snapshot)
+    def caller_limits(self, request: Request, snapshot: CatalogSnapshot) -> tuple[RoutingLimit, ...]:
+        own = limits_for(request_caller(request))
+        defaults = account_defaults(account_id=request_caller(request).account_id, snapshot=snapshot)
         account = RoutingLimit(
             source="the account's routing settings",
             allowed_providers=defaults.allowed_providers or None,
@@ -145,21 +151,21 @@ MODEL_PATH = [
 ]
 
 
-def listed_model(request, author: str, slug: str) -> ListedModel:
+def listed_model(request: Request, author: str, slug: str) -> ListedModel:
     """The /models entry of `author/slug` as this caller's /models lists it (a variant suffix names its base
     model); a model the caller's guardrails hide is as unknown here as it is there."""
     snapshot = current_snapshot()
     model_id, _suffix = split_model_suffix(f"{author}/{slug}")
     found = [model for model in listed_models(snapshot=snapshot) if model.id == model_id]
-    if not models_allowed(found, limits=limits_for(request.user), snapshot=snapshot):
+    if not models_allowed(found, limits=limits_for(request_caller(request)), snapshot=snapshot):
         raise NotFound(MSG_MODEL_NOT_FOUND)
     return found[0]
 
 
-def model_available(request, model: ListedModel) -> bool:
+def model_available(request: Request, model: ListedModel) -> bool:
     """The entry's `available` flag, as /models has it for this caller."""
     snapshot = current_snapshot()
-    routable = Routable(RoutingCaller.of(request.user), snapshot=snapshot)
+    routable = Routable(RoutingCaller.of(request_caller(request)), snapshot=snapshot)
     return models_available(listed_models(snapshot=snapshot), routable=routable)[model.id]
 
 
@@ -172,7 +178,7 @@ class ModelRetrieveApi(APIView):
         parameters=MODEL_PATH,
         responses={200: ModelRetrieveSerializer, **error_responses(401, 404, 429, 500)},
     )
-    def get(self, request, author: str, slug: str):
+    def get(self, request: Request, author: str, slug: str) -> Response:
         query_params(request)
         model = listed_model(request, author, slug)
         record = caller_record(model, available=model_available(request, model))
@@ -188,7 +194,7 @@ class ModelGetApi(APIView):
         parameters=MODEL_PATH,
         responses={200: ModelEnvelopeSerializer, **error_responses(401, 404, 429, 500)},
     )
-    def get(self, request, author: str, slug: str):
+    def get(self, request: Request, author: str, slug: str) -> Response:
         query_params(request)
         model = listed_model(request, author, slug)
         return Response({"data": caller_record(model, available=model_available(request, model))})
@@ -203,7 +209,7 @@ class ModelCountApi(APIView):
         parameters=[ModelCountQuerySerializer],
         responses={200: ModelCountSerializer, **error_responses(400, 401, 429, 500)},
     )
-    def get(self, request):
+    def get(self, request: Request) -> Response:
         query = ModelCountQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         params, as_list = query.validated_data, ModelListQuerySerializer.as_list
@@ -216,7 +222,7 @@ class ModelCountApi(APIView):
             output_modalities=as_list(params.get("output_modalities")),
             providers=as_list(params.get("providers")),
         )
-        allowed = models_allowed(models, limits=limits_for(request.user), snapshot=snapshot)
+        allowed = models_allowed(models, limits=limits_for(request_caller(request)), snapshot=snapshot)
         return Response({"data": {"count": len(allowed)}})
 
 
@@ -230,7 +236,7 @@ class ModelEndpointsApi(APIView):
         ],
         responses={200: ModelEndpointsEnvelopeSerializer, **error_responses(401, 404, 429, 500)},
     )
-    def get(self, request, author: str, slug: str):
+    def get(self, request: Request, author: str, slug: str) -> Response:
         query_params(request)
         model = selectors.model_get(model_id=f"{author}/{slug}")
         if model is None:
@@ -255,7 +261,7 @@ class ProviderListApi(APIView):
         tags=["Models"],
         responses={200: ProviderListSerializer, **error_responses(401, 429, 500)},
     )
-    def get(self, request):
+    def get(self, request: Request) -> Response:
         query_params(request)
         return Response({"data": ProviderRecordSerializer(selectors.providers_list(), many=True).data})
 
@@ -265,7 +271,7 @@ class AccountRoutingSettingsApi(APIView):
 
     permission_classes = [IsManagementKey]
 
-    def _data(self, account_id) -> dict[str, Any]:
+    def _data(self, account_id: UUID) -> dict[str, Any]:
         defaults = account_defaults(account_id=account_id)
         return {
             "allowed_providers": list(defaults.allowed_providers),
@@ -279,9 +285,9 @@ class AccountRoutingSettingsApi(APIView):
         tags=["Routing"],
         responses={200: AccountRoutingEnvelopeSerializer, **error_responses(401, 403, 429, 500)},
     )
-    def get(self, request):
+    def get(self, request: Request) -> Response:
         query_params(request)
-        return Response({"data": self._data(request.user.account_id)})
+        return Response({"data": self._data(request_caller(request).account_id)})
 
     @extend_schema(
         operation_id="updateRoutingSettings",
@@ -289,8 +295,8 @@ class AccountRoutingSettingsApi(APIView):
         request=AccountRoutingSettingsSerializer,
         responses={200: AccountRoutingEnvelopeSerializer, **error_responses(400, 401, 403, 429, 500)},
     )
-    def patch(self, request):
+    def patch(self, request: Request) -> Response:
         body = AccountRoutingSettingsSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        account_routing_update(account_id=request.user.account_id, changes=body.validated_data)
-        return Response({"data": self._data(request.user.account_id)})
+        account_routing_update(account_id=request_caller(request).account_id, changes=body.validated_data)
+        return Response({"data": self._data(request_caller(request).account_id)})
