@@ -1,12 +1,14 @@
-from django import forms
+from typing import Any
+
 from django.contrib import admin
 
+from gateway.admin_generics import ModelAdmin, ModelForm
 from plugins.models import PluginDefault
 from plugins.serializers import plugin_entries_check
 from plugins.services import options
 
 
-class PluginDefaultForm(forms.ModelForm):
+class PluginDefaultForm(ModelForm[PluginDefault]):
     """Validated as the API validates an entry (the request's serializer for the plugin; a plugin no stage
     honours is refused while enabled)."""
 
@@ -14,7 +16,7 @@ class PluginDefaultForm(forms.ModelForm):
         model = PluginDefault
         fields = ("account", "plugin_id", "enabled", "options")
 
-    def clean(self):
+    def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
         if self.errors:
             return cleaned
@@ -30,7 +32,7 @@ class PluginDefaultForm(forms.ModelForm):
         return cleaned
 
 
-def _text(messages) -> str:
+def _text(messages: object) -> str:
     if isinstance(messages, dict):
         return "; ".join(f"{key}: {_text(value)}" for key, value in messages.items())
     if isinstance(messages, list):
@@ -39,7 +41,7 @@ def _text(messages) -> str:
 
 
 @admin.register(PluginDefault)
-class PluginDefaultAdmin(admin.ModelAdmin):
+class PluginDefaultAdmin(ModelAdmin[PluginDefault]):
     form = PluginDefaultForm
     list_display = ("account", "plugin_id", "enabled", "updated_at")
     list_filter = ("plugin_id", "enabled")

@@ -1,9 +1,11 @@
 """GET|PUT /plugins/defaults: the account's plugin defaults, for management keys."""
 
 from drf_spectacular.utils import extend_schema
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from gateway.accounts.authentication import request_caller
 from gateway.accounts.permissions import IsManagementKey
 from gateway.api import error_responses
 from gateway.query import query_params
@@ -23,9 +25,9 @@ class PluginDefaultsApi(APIView):
         tags=["Plugins"],
         responses={200: PluginDefaultsEnvelopeSerializer, **error_responses(401, 403, 429, 500)},
     )
-    def get(self, request):
+    def get(self, request: Request) -> Response:
         query_params(request)
-        rows = plugin_defaults_list(account_id=request.user.account_id)
+        rows = plugin_defaults_list(account_id=request_caller(request).account_id)
         return Response({"data": {"plugins": [row.entry() for row in rows]}})
 
     @extend_schema(
@@ -34,8 +36,10 @@ class PluginDefaultsApi(APIView):
         request=PluginDefaultsUpdateRequestSerializer,
         responses={200: PluginDefaultsEnvelopeSerializer, **error_responses(400, 401, 403, 429, 500)},
     )
-    def put(self, request):
+    def put(self, request: Request) -> Response:
         body = PluginDefaultsUpdateRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        rows = plugin_defaults_replace(account_id=request.user.account_id, entries=body.validated_data["plugins"])
+        rows = plugin_defaults_replace(
+            account_id=request_caller(request).account_id, entries=body.validated_data["plugins"]
+        )
         return Response({"data": {"plugins": [row.entry() for row in rows]}})

@@ -1,3 +1,5 @@
+from typing import Any
+
 from django.db import models
 
 
@@ -21,6 +23,6 @@ class PluginDefault(models.Model):
     def __str__(self) -> str:
         return f"{self.plugin_id} default of {self.account_id}"
 
-    def entry(self) -> dict:
+    def entry(self) -> dict[str, Any]:
         """The default as a request's `plugins` entry."""
         return {**self.options, "id": self.plugin_id, "enabled": self.enabled}

@@ -2,6 +2,7 @@
 change drops within CACHE_VERSION_CHECK_SECONDS in every process (the "plugin_defaults" version counter), so a
 request runs no query for them in the steady state."""
 
+from typing import Any
 from uuid import UUID
 
 from django.db.models.signals import post_delete, post_save
@@ -13,16 +14,16 @@ from plugins.models import PluginDefault
 VERSION = "plugin_defaults"
 MAX_CACHED_ACCOUNTS = 8192
 
-_defaults: VersionedCache[UUID, tuple[dict, ...]] = VersionedCache(VERSION, max_entries=MAX_CACHED_ACCOUNTS)
+_defaults: VersionedCache[UUID, tuple[dict[str, Any], ...]] = VersionedCache(VERSION, max_entries=MAX_CACHED_ACCOUNTS)
 
 
-def plugin_defaults_for_account(*, account_id: UUID) -> tuple[dict, ...]:
+def plugin_defaults_for_account(*, account_id: UUID) -> tuple[dict[str, Any], ...]:
     """The account's defaults as `plugins` entries (`id`, `enabled` and the options); () when it has none. The
     entries are shared: read them, never change them."""
     return _defaults.get_or_load(account_id, _load) or ()
 
 
-def _load(account_id: UUID) -> tuple[dict, ...]:
+def _load(account_id: UUID) -> tuple[dict[str, Any], ...]:
     return tuple(row.entry() for row in PluginDefault.objects.filter(account_id=account_id).order_by("plugin_id"))
 
 
@@ -32,6 +33,6 @@ def plugin_defaults_list(*, account_id: UUID) -> list[PluginDefault]:
 
 
 @receiver([post_save, post_delete], sender=PluginDefault)
-def _bump_version(sender, **kwargs) -> None:
+def _bump_version(sender: type[PluginDefault], **kwargs: Any) -> None:
     """Saves and deletes (the admin's, the API's, and the cascade of a deleted account)."""
     version_bump(VERSION)

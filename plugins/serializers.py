@@ -26,14 +26,16 @@ MSG_NOT_INSTALLED = "plugins.serializers.plugin_rules_install was not called (ga
 
 @dataclass(frozen=True)
 class PluginRules:
-    serializers: Mapping[str, type[serializers.Serializer]]  # by plugin id: the request's serializer of an entry
+    serializers: Mapping[str, type[serializers.Serializer[Any]]]  # by plugin id: the request's serializer of an entry
     honoured: Callable[[], frozenset[str]]  # the plugin ids some configured stage honours
 
 
 _installed: list[PluginRules] = []
 
 
-def plugin_rules_install(*, serializers: Mapping[str, type[serializers.Serializer]], honoured) -> None:
+def plugin_rules_install(
+    *, serializers: Mapping[str, type[serializers.Serializer[Any]]], honoured: Callable[[], frozenset[str]]
+) -> None:
     _installed[:] = [PluginRules(serializers=serializers, honoured=honoured)]
 
 
@@ -43,7 +45,7 @@ def _rules() -> PluginRules:
     return _installed[0]
 
 
-def plugin_entries_validate(entries: list) -> list[dict]:
+def plugin_entries_validate(entries: list[Any]) -> list[dict[str, Any]]:
     """Each entry validated as a request's `plugins` entry (with `enabled`, true by default); a ValidationError
     naming the field (`[1].pdf.engine`) otherwise."""
     cleaned, errors = plugin_entries_check(entries)
@@ -52,11 +54,11 @@ def plugin_entries_validate(entries: list) -> list[dict]:
     return cleaned
 
 
-def plugin_entries_check(entries: list) -> tuple[list[dict], dict[int, Any]]:
+def plugin_entries_check(entries: list[Any]) -> tuple[list[dict[str, Any]], dict[int, Any]]:
     """(the valid entries, the errors of the others by position)."""
     rules = _rules()
     honoured = rules.honoured()
-    cleaned: list[dict] = []
+    cleaned: list[dict[str, Any]] = []
     errors: dict[int, Any] = {}
     seen: set[str] = set()
     for index, entry in enumerate(entries):
@@ -85,7 +87,7 @@ def plugin_entries_check(entries: list) -> tuple[list[dict], dict[int, Any]]:
     return cleaned, errors
 
 
-def _unknown_fields(data: dict, fields: Mapping[str, Any], prefix: str = "") -> list[str]:
+def _unknown_fields(data: dict[str, Any], fields: Mapping[str, Any], prefix: str = "") -> list[str]:
     """The names in `data` that no field takes, nested objects included (`pdf.engnie`), in order."""
     unknown = []
     for name, value in data.items():
@@ -97,7 +99,7 @@ def _unknown_fields(data: dict, fields: Mapping[str, Any], prefix: str = "") -> 
     return sorted(unknown)
 
 
-def _plain(value):
+def _plain(value: Any) -> Any:
     """Validated data as plain JSON values (nested serializers give OrderedDicts)."""
     if isinstance(value, dict):
         return {key: _plain(item) for key, item in value.items()}
@@ -114,7 +116,7 @@ ENTRY_SCHEMA = {"$ref": "#/components/schemas/Plugin"}
 
 @extend_schema_field({"type": "array", "items": ENTRY_SCHEMA, "maxItems": MAX_ENTRIES})
 class PluginDefaultEntriesField(fields.JSONField):
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: Any) -> list[dict[str, Any]]:
         data = super().to_internal_value(data)
         if not isinstance(data, list):
             raise serializers.ValidationError("must be an array of plugin entries")
@@ -129,9 +131,9 @@ class PluginDefaultsUpdateRequestSerializer(fields.ClosedSerializer):
     )
 
 
-class PluginDefaultsSerializer(serializers.Serializer):
+class PluginDefaultsSerializer(serializers.Serializer[Any]):
     plugins = PluginDefaultEntriesField(help_text="Applied to each request that does not name the plugin")
 
 
-class PluginDefaultsEnvelopeSerializer(serializers.Serializer):
+class PluginDefaultsEnvelopeSerializer(serializers.Serializer[Any]):
     data = PluginDefaultsSerializer()  # type: ignore[assignment]  # the envelope's field shadows Serializer.data

@@ -2,6 +2,7 @@
 every process serves the new defaults within CACHE_VERSION_CHECK_SECONDS. Entries are validated before they
 come here (plugins.serializers)."""
 
+from typing import Any
 from uuid import UUID
 
 from django.db import transaction
@@ -11,7 +12,7 @@ from plugins.models import PluginDefault
 from plugins.selectors import VERSION
 
 
-def plugin_defaults_replace(*, account_id: UUID, entries: list[dict]) -> list[PluginDefault]:
+def plugin_defaults_replace(*, account_id: UUID, entries: list[dict[str, Any]]) -> list[PluginDefault]:
     """The account's defaults become `entries` (validated `plugins` entries; at most one per plugin id)."""
     with transaction.atomic():
         PluginDefault.objects.filter(account_id=account_id).delete()
@@ -25,6 +26,6 @@ def plugin_defaults_replace(*, account_id: UUID, entries: list[dict]) -> list[Pl
     return sorted(rows, key=lambda row: row.plugin_id)
 
 
-def options(entry: dict) -> dict:
+def options(entry: dict[str, Any]) -> dict[str, Any]:
     """A validated entry's options: everything but `id` and `enabled`."""
     return {name: value for name, value in entry.items() if name not in ("id", "enabled")}

@@ -4,11 +4,13 @@ nothing. A request's entry replaces the default whole (its options are not merge
 entry with `enabled: false`, the request's or the default's, turns the plugin off. The defaults come from a
 per-process cache (no query per request)."""
 
+from typing import Any
+
 from plugins.selectors import plugin_defaults_for_account
 from routing.stages import RequestContext
 
 
-def plugin_entry(ctx: RequestContext, plugin_id: str) -> dict | None:
+def plugin_entry(ctx: RequestContext, plugin_id: str) -> dict[str, Any] | None:
     """The entry that decides for this request (the request's, else the account's default), None when neither
     names the plugin."""
     entry = next((plugin for plugin in ctx.plugins if plugin["id"] == plugin_id), None)
@@ -18,7 +20,7 @@ def plugin_entry(ctx: RequestContext, plugin_id: str) -> dict | None:
     return next((plugin for plugin in defaults if plugin["id"] == plugin_id), None)
 
 
-def plugin_settings(ctx: RequestContext, plugin_id: str) -> dict | None:
+def plugin_settings(ctx: RequestContext, plugin_id: str) -> dict[str, Any] | None:
     """The plugin's options when it is on for this request (its entry, `enabled` included), else None. Read it,
     never change it (a default's entry is shared by the account's requests)."""
     entry = plugin_entry(ctx, plugin_id)

@@ -8,6 +8,7 @@
 """
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
@@ -54,7 +55,7 @@ def parse_pattern(raw: str) -> Pattern | None:
     return Pattern(host=host, subdomains_only=subdomains_only, path=path)
 
 
-def parse_patterns(values, *, field: str, error: type[Exception]) -> tuple[Pattern, ...]:
+def parse_patterns(values: Iterable[object] | None, *, field: str, error: type[Exception]) -> tuple[Pattern, ...]:
     """The patterns of a list, or `error` (a 400) naming the first one that is not a domain."""
     values = list(values or ())
     if len(values) > MAX_PATTERNS:
@@ -97,7 +98,7 @@ def url_passes(url: str, *, include: tuple[Pattern, ...], exclude: tuple[Pattern
     return not (exclude and url_matches(url, exclude))
 
 
-def domain_allowed(url: str, allowed=None, blocked=None) -> bool:
+def domain_allowed(url: str, allowed: Iterable[object] | None = None, blocked: Iterable[object] | None = None) -> bool:
     """The web-fetch rule: not blocked, and allowed when an allowed list is given (ValueError for a list item
     that is not a domain pattern)."""
     allow = parse_patterns(allowed, field="allowed_domains", error=ValueError)

@@ -8,6 +8,7 @@ native search (plugins.web) routes with the same rule (`capable_endpoints`)."""
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from routing.canonical import CanonicalRequest, HostedTool
 from routing.catalog import EndpointInfo
@@ -43,7 +44,7 @@ class EndpointsLimit(RoutingLimit):
         return endpoint.id not in self.endpoint_ids
 
 
-def tool_problem(endpoint: EndpointInfo, tool: dict) -> str | None:
+def tool_problem(endpoint: EndpointInfo, tool: dict[str, Any]) -> str | None:
     """Why this endpoint cannot run the hosted tool as given (None: it can)."""
     if capability(str(tool.get("type"))) not in endpoint.hosted_tools:
         return "not listed"

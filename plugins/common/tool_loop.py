@@ -20,12 +20,12 @@ import time
 from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, field, fields, replace
 from decimal import Decimal
-from typing import TypeVar
+from typing import Any, TypeVar, cast
 
 from gateway.errors import GatewayError
 from plugins.common.tools import RUNNERS, ToolContext, ToolResult, new_item_id, pending_fields, run_tool
 from routing.accumulate import FoldStep, ItemDone, ItemOpened
-from routing.attempts import WAITING, AttemptStream, Served
+from routing.attempts import WAITING, AttemptStream, Served, _Waiting
 from routing.canonical import (
     CanonicalRequest,
     CanonicalResponse,
@@ -35,12 +35,14 @@ from routing.canonical import (
     Item,
     Message,
     OutputFunctionCall,
+    OutputItem,
     OutputMessage,
     OutputReasoning,
     Reasoning,
     TextPart,
     Usage,
 )
+from routing.catalog import EndpointInfo
 from routing.errors import STATUS_ERROR_TYPES, ErrorType
 from routing.pricing import usage_cost
 from routing.stages import (
@@ -68,7 +70,7 @@ T = TypeVar("T")
 MAX_TOOL_CALLS = 30  # the spec's default and maximum of `max_tool_calls` (stop conditions stop it sooner)
 
 
-def kind_of(tool: dict) -> str:
+def kind_of(tool: dict[str, Any]) -> str:
     """A tool's server tool type: openrouter:<tool> is an alias of gateway:<tool>."""
     return tool["type"].replace("openrouter:", "gateway:", 1)
 
@@ -102,7 +104,7 @@ class LoopState:
     def total_calls(self) -> int:
         return sum(self.calls.values())
 
-    def count(self, usage: Usage, endpoint) -> None:
+    def count(self, usage: Usage, endpoint: EndpointInfo | None) -> None:
         self.tokens += usage.input_tokens + usage.output_tokens
         self.usage = usage_sum((self.usage, usage))
         if endpoint is not None:
@@ -115,7 +117,7 @@ def finish_reason(response: CanonicalResponse) -> str:
     return "tool_calls" if any(isinstance(item, OutputFunctionCall) for item in response.output) else "stop"
 
 
-def stop_condition(conditions: list[dict], state: LoopState, response: CanonicalResponse) -> str:
+def stop_condition(conditions: list[dict[str, Any]], state: LoopState, response: CanonicalResponse) -> str:
     """The first `stop_server_tools_when` condition that holds (OR), as the summary says it; "" when none."""
     for condition in conditions:
         kind = condition.get("type")
@@ -133,7 +135,7 @@ def stop_condition(conditions: list[dict], state: LoopState, response: Canonical
     return ""
 
 
-def as_input(output: Iterable) -> list[Item]:
+def as_input(output: Iterable[OutputItem]) -> list[Item]:
     """A round's output items as the next round's input (the model's own turn)."""
     items: list[Item] = []
     for item in output:
@@ -167,7 +169,7 @@ class Relay:
     """Output indices over the whole answer: a streamed round's items (its server-tool calls left out) and the
     calls the gateway ran, in the order the client sees them."""
 
-    def __init__(self, kinds: dict[str, dict]):
+    def __init__(self, kinds: dict[str, dict[str, Any]]):
         self.kinds = kinds
         self.next = 0
         self.mapped: dict[int, int] = {}  # the round's fold index -> output index
@@ -233,7 +235,7 @@ class Loop:
         return served
 
     def _relayed(
-        self, events: Generator | Iterator, close: Callable[[], list[FoldStep]] | None = None
+        self, events: Iterator[list[FoldStep] | _Waiting], close: Callable[[], list[FoldStep]] | None = None
     ) -> Generator[LoopEvent, None, Served | None]:
         """A round's stream, its steps over the whole answer's output indices (closed when the loop is: a round
         cut short is billed for what it generated)."""
@@ -245,7 +247,7 @@ class Loop:
                     if close is not None and (steps := self.relay.steps(close())):
                         yield steps
                     return stop.value
-                if event is WAITING:
+                if isinstance(event, _Waiting):
                     yield event
                 elif steps := self.relay.steps(event):
                     yield steps
@@ -260,7 +262,8 @@ class Loop:
         self.state.count(response.usage, first.endpoint if first else None)
         self.tools.model = first.endpoint.model_id if first else ""
         first_usage = response.usage
-        output: list = []  # the answer's output: each round's items, then the server tool items it ran
+        # The answer's output: each round's items, then the server tool items it ran.
+        output: list[OutputItem | ServerToolItem] = []
         conversation = list(self.request.input)
         request = self.request
         stopped = ""
@@ -299,7 +302,9 @@ class Loop:
         output += [
             item for item in response.output if not (isinstance(item, OutputFunctionCall) and item.name in self.kinds)
         ]
-        final = replace(response, output=tuple(output), usage=first_usage)  # the run adds the later rounds' usage
+        # routing.canonical's OutputItem cannot name ServerToolItem (routing.stages, above it); the renderers take both.
+        merged = tuple(cast(list[OutputItem], output))
+        final = replace(response, output=merged, usage=first_usage)  # the run adds the later rounds' usage
         figures = self._figures(stopped)
         entries = (self._entry(stopped), *self.entries)
         return Restaged(response=final, entries=entries, record={"plugins": {"server-tools": figures}})
@@ -345,7 +350,7 @@ class Loop:
 
     @staticmethod
     def _progress(
-        running: Generator[dict | None, None, ToolResult], index: int, added: dict
+        running: Generator[dict[str, Any] | None, None, ToolResult], index: int, added: dict[str, Any]
     ) -> Generator[LoopEvent, None, ToolResult]:
         """A running tool's progress events (None from it: still working, time for a keep-alive)."""
         try:
@@ -416,7 +421,7 @@ class Loop:
             choice = {**choice, "mode": "auto", "tools": kept} if kept else "none"
         return replace(request, input=tuple(conversation), tools=tools, tool_choice=choice)
 
-    def _figures(self, stopped: str) -> dict:
+    def _figures(self, stopped: str) -> dict[str, Any]:
         return {"calls": dict(self.state.calls), "rounds": self.state.rounds, "stopped": stopped}
 
     def _entry(self, stopped: str) -> StageEntry:

@@ -14,6 +14,7 @@ import secrets
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
+from typing import Any
 
 from gateway.billing.services import ReservationHandle
 from routing.canonical import FunctionTool, Usage
@@ -38,7 +39,7 @@ class ToolContext:
     model calls, the request's context (who pays: a fusion run's credit check) and the model that served the first
     round (a fusion run's default analyst)."""
 
-    deferred: list[dict]
+    deferred: list[dict[str, Any]]
     charge: Callable[[Decimal, Usage], None]
     ctx: RequestContext | None = None
     model: str = ""
@@ -57,7 +58,7 @@ class ToolResult:
     entry: StageEntry | None = None  # the tool's own gateway_metadata.pipeline entry (a fusion run's)
 
     @classmethod
-    def failed(cls, kind: str, error: str, **fields) -> "ToolResult":
+    def failed(cls, kind: str, error: str, **fields: Any) -> "ToolResult":
         item = {"type": kind, "id": new_item_id(kind), "status": "failed", **fields, "error": error}
         return cls(for_model=as_json({"error": error}), item=ServerToolItem(item=item))
 
@@ -66,14 +67,14 @@ def new_item_id(kind: str) -> str:
     return f"{ID_PREFIX.get(kind, 'st')}_{secrets.token_hex(12)}"
 
 
-def as_json(value) -> str:
+def as_json(value: object) -> str:
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     if len(text) > MAX_RESULT_CHARS:  # cut, still readable: the model sees that it was cut
         text = text[: MAX_RESULT_CHARS - 20] + " …[truncated]"
     return text
 
 
-def _arguments(raw: str) -> dict:
+def _arguments(raw: str) -> dict[str, Any]:
     try:
         value = json.loads(raw or "{}")
     except ValueError:
@@ -81,12 +82,12 @@ def _arguments(raw: str) -> dict:
     return value if isinstance(value, dict) else {}
 
 
-def count_param(parameters: dict, name: str, default: int, most: int) -> int:
+def count_param(parameters: dict[str, Any], name: str, default: int, most: int) -> int:
     value = parameters.get(name)
     return max(1, min(int(value), most)) if isinstance(value, int) and not isinstance(value, bool) else default
 
 
-def use_count(tools: ToolContext, kind: str, parameters: dict) -> str | None:
+def use_count(tools: ToolContext, kind: str, parameters: dict[str, Any]) -> str | None:
     """A web tool's use counted; the refusal when the request's uses are spent."""
     most = count_param(parameters, "max_uses", MAX_WEB_USES, MAX_WEB_USES)
     if tools.uses.get(kind, 0) >= most:
@@ -95,10 +96,10 @@ def use_count(tools: ToolContext, kind: str, parameters: dict) -> str | None:
     return None
 
 
-ToolRun = Generator[dict | None, None, ToolResult]
+ToolRun = Generator[dict[str, Any] | None, None, ToolResult]
 
 
-def _no_fields(args: dict, parameters: dict) -> dict:
+def _no_fields(args: dict[str, Any], parameters: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
@@ -107,12 +108,12 @@ class Runner:
     """A tool: `run` it; `available` on this gateway; `pending`: the fields its item has while it runs (the
     openrouter SDK's item types require them on the item streamed as added)."""
 
-    run: Callable[[dict, dict, ToolContext], ToolResult | ToolRun]
+    run: Callable[[dict[str, Any], dict[str, Any], ToolContext], ToolResult | ToolRun]
     available: Callable[[], bool] = lambda: True
-    pending: Callable[[dict, dict], dict] = _no_fields
+    pending: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]] = _no_fields
     # The most one call costs by itself (its `parameters`), held with the request: None, nothing (a gateway:fusion
     # run is checked against the balance when it runs)
-    price: Callable[[dict], Decimal] | None = None
+    price: Callable[[dict[str, Any]], Decimal] | None = None
 
 
 # Filled by plugins.registry when the app is ready, in the order the tools are listed to the caller.
@@ -124,17 +125,17 @@ def runner_register(kind: str, runner: Runner) -> None:
     RUNNERS[kind] = runner
 
 
-def pending_fields(kind: str, arguments: str, parameters: dict) -> dict:
+def pending_fields(kind: str, arguments: str, parameters: dict[str, Any]) -> dict[str, Any]:
     """The fields a call's item has while it runs."""
     return RUNNERS[kind].pending(_arguments(arguments), parameters)
 
 
-def run_tool(kind: str, arguments: str, parameters: dict, tools: ToolContext) -> ToolRun:
+def run_tool(kind: str, arguments: str, parameters: dict[str, Any], tools: ToolContext) -> ToolRun:
     """Run one call: its progress events as it yields them, then its result (the events kept on its item)."""
     outcome = RUNNERS[kind].run(_arguments(arguments), parameters, tools)
     if isinstance(outcome, ToolResult):
         return outcome
-    events: list[dict] = []
+    events: list[dict[str, Any]] = []
     try:
         while True:
             try:

@@ -14,6 +14,7 @@ assistant message, found by the sha256 of its bytes) is not parsed again: the an
 """
 
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 
@@ -110,7 +111,7 @@ class FileAnnotationStage:
         return Restaged(response=replace(response, output=tuple(output)))
 
 
-def _file_parts(request: CanonicalRequest):
+def _file_parts(request: CanonicalRequest) -> Iterator[tuple[int, int, FilePart]]:
     for item_index, item in enumerate(request.input):
         if isinstance(item, Message):
             for part_index, part in enumerate(item.content):

@@ -3,6 +3,7 @@ openrouter SDK's FusionAnalysisResult (its JSON object, repaired when it is not 
 SDK declares)."""
 
 import json
+from typing import Any
 
 from plugins.common.repair import repair_bounded
 from plugins.fusion.panel import DEFAULT_OUTPUT_TOKENS, PanelAnswer
@@ -35,16 +36,16 @@ WRITER_INSTRUCTIONS = (
 )
 
 
-def _strings(value) -> list[str]:
+def _strings(value: Any) -> list[str]:
     values = value if isinstance(value, list) else [value] if value else []
     return [v if isinstance(v, str) else json.dumps(v, ensure_ascii=False) for v in values]
 
 
-def _objects(value) -> list:
+def _objects(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value] if value else []
 
 
-def _contradiction(value) -> dict:
+def _contradiction(value: Any) -> dict[str, Any]:
     if not isinstance(value, dict):
         return {"topic": str(value), "stances": []}
     stances = [
@@ -55,19 +56,19 @@ def _contradiction(value) -> dict:
     return {"topic": str(value.get("topic") or value.get("point") or ""), "stances": stances}
 
 
-def _coverage(value) -> dict:
+def _coverage(value: Any) -> dict[str, Any]:
     if not isinstance(value, dict):
         return {"point": str(value), "models": []}
     return {"point": str(value.get("point") or ""), "models": _strings(value.get("models"))}
 
 
-def _insight(value) -> dict:
+def _insight(value: Any) -> dict[str, Any]:
     if not isinstance(value, dict):
         return {"insight": str(value), "model": ""}
     return {"insight": str(value.get("insight") or ""), "model": str(value.get("model") or "")}
 
 
-def analysis_parse(text: str) -> dict | None:
+def analysis_parse(text: str) -> dict[str, Any] | None:
     """The analyst's JSON object in the openrouter SDK's FusionAnalysisResult shape (missing keys as [], a bare
     string where an object belongs made one), None when it sent no object."""
     try:
@@ -134,7 +135,7 @@ def answers_block(answers: list[PanelAnswer], request: CanonicalRequest) -> str:
     )
 
 
-def writer_instructions(request: CanonicalRequest, served: list[PanelAnswer], analysis: dict | None) -> str:
+def writer_instructions(request: CanonicalRequest, served: list[PanelAnswer], analysis: dict[str, Any] | None) -> str:
     """The final answer's instructions: the request's, then the panel answers and the analysis for the writer."""
     analysis_text = (
         json.dumps(analysis, ensure_ascii=False)[: shown_chars(request)] if analysis is not None else NO_ANALYSIS

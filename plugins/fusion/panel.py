@@ -5,6 +5,7 @@ run's meter and its outcome hold."""
 import threading
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
+from typing import Any
 
 from django.conf import settings
 
@@ -68,7 +69,7 @@ class PanelAnswer:
     tool_calls: dict[str, int] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)  # url -> title
 
-    def as_entry(self) -> dict:
+    def as_entry(self) -> dict[str, Any]:
         entry = {
             "model": self.model,
             "status": self.status,
@@ -145,7 +146,7 @@ class Panel:
     models: list[str]
     analyst: str
     preset: str | None
-    tools: list[dict]
+    tools: list[dict[str, Any]]
     max_tool_calls: int
 
 
@@ -155,7 +156,7 @@ class Fused:
 
     answers: list[PanelAnswer]
     review: PanelAnswer | None = None
-    analysis: dict | None = None
+    analysis: dict[str, Any] | None = None
     analysis_status: str = "skipped"
     panel_ms: int = 0
 
@@ -175,9 +176,9 @@ class Fused:
     def usage(self) -> Usage:
         return usage_sum(a.usage for a in self.calls)
 
-    def data(self, panel: Panel) -> dict:
+    def data(self, panel: Panel) -> dict[str, Any]:
         """The pipeline entry's data: each panel answer's model, status, tokens and cost, the analysis."""
-        data: dict = {
+        data: dict[str, Any] = {
             "preset": panel.preset,
             "panel": [a.as_entry() for a in self.answers],
             "panel_ms": self.panel_ms,
@@ -197,7 +198,7 @@ class Fused:
             }
         return data
 
-    def record(self, analyst: str) -> dict:
+    def record(self, analyst: str) -> dict[str, Any]:
         """For the generation record: statuses, tokens and costs only (never answer text)."""
         return {
             "strategy": "fusion",
@@ -214,7 +215,7 @@ def presets() -> dict[str, list[str]]:
     return {**DEFAULT_PRESETS, **(getattr(settings, "FUSION_PRESETS", None) or {})}
 
 
-def panel_settings(options: dict, *, analyst: str | None = None) -> Panel | str:
+def panel_settings(options: dict[str, Any], *, analyst: str | None = None) -> Panel | str:
     """The panel the options ask for (the fusion plugin's or the gateway:fusion tool's parameters), or why not:
     `analysis_models` else the preset's; the analyst `model`, else `analyst`, else the preset's first; `tools`
     (omitted: web search and web fetch when a search engine is configured), `max_tool_calls`."""

@@ -7,7 +7,7 @@ from collections.abc import Callable, Generator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import replace
 from decimal import Decimal
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from django.conf import settings
 from django.db import connection
@@ -17,7 +17,7 @@ from plugins.common.tool_loop import Loop, Refused, usage_sum
 from plugins.fusion.analysis import analysis_input, analysis_parse, analysis_request
 from plugins.fusion.panel import Fused, Meter, Panel, PanelAnswer, member_request, round_input
 from routing.attempts import AttemptSequence, AttemptsFailed, Served
-from routing.canonical import CanonicalRequest, CanonicalResponse, OutputMessage, Usage
+from routing.canonical import CanonicalRequest, CanonicalResponse, OutputItem, OutputMessage, Usage
 from routing.errors import ErrorType, UpstreamError
 from routing.pricing import usage_cost
 from routing.selection import Candidate, RoutePlan
@@ -36,7 +36,7 @@ from routing.stages import (
 T = TypeVar("T")
 
 
-def _answer_text(output: tuple) -> str:
+def _answer_text(output: tuple[OutputItem | ServerToolItem, ...]) -> str:
     """The member's answer: its messages after the last server tool call it made."""
     texts: list[str] = []
     for item in output:
@@ -131,7 +131,7 @@ def _waiting(fn: Callable[[], T]) -> Generator[None, None, T]:
         return future.result()
 
 
-def panel_event(answer: PanelAnswer) -> dict:
+def panel_event(answer: PanelAnswer) -> dict[str, Any]:
     if answer.status == "completed":
         return {"type": "response.fusion_call.panel.completed", "model": answer.model, "content": answer.text}
     event = {"type": "response.fusion_call.panel.failed", "model": answer.model, "error": answer.error}
@@ -144,7 +144,7 @@ def fuse(
     plans: dict[str, RoutePlan | GatewayError],
     meter: Meter,
     scan: ToolResultScan | None = None,
-) -> Generator[dict | None, None, Fused]:
+) -> Generator[dict[str, Any] | None, None, Fused]:
     """The panel in parallel (each member's events as it finishes; None: time for a keep-alive), then the
     analysis when any member answered; what each call spends is added to `meter` as it ends. `scan`: the caller's
     guardrails' scan of what a member's tools hand it; raises Refused (once every member stopped) when it refused."""
@@ -153,7 +153,7 @@ def fuse(
     answers: dict[int, PanelAnswer] = {}
     scan = meter.metered(scan)
     with ThreadPoolExecutor(max_workers=len(panel.models), thread_name_prefix="fusion-panel") as pool:
-        futures: dict[Future, int] = {
+        futures: dict[Future[PanelAnswer], int] = {
             pool.submit(_call, model, sent, plans[model], panel, meter, None, scan): index
             for index, model in enumerate(panel.models)
         }

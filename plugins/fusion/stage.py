@@ -4,6 +4,7 @@ analysis."""
 
 from dataclasses import replace
 from functools import partial
+from typing import Any
 
 from gateway.billing.services import ReservationHandle, SpendCapExceeded
 from gateway.errors import GatewayError
@@ -42,7 +43,7 @@ MSG_HOSTED = (
 
 
 def fusion_stage(
-    request: CanonicalRequest, ctx: RequestContext, *, options: dict, limits: tuple[RoutingLimit, ...]
+    request: CanonicalRequest, ctx: RequestContext, *, options: dict[str, Any], limits: tuple[RoutingLimit, ...]
 ) -> Staged | Block:
     panel = panel_settings(options)
     if isinstance(panel, str):

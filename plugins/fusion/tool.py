@@ -4,6 +4,7 @@ tools' runners (plugins.common.tools.RUNNERS) when the app is ready: the server-
 
 from collections.abc import Generator
 from functools import partial
+from typing import Any
 
 from gateway.billing.services import SpendCapExceeded, holds_drop
 from gateway.errors import GatewayError
@@ -25,7 +26,9 @@ from routing.stages import (
 MSG_TOOL_CREDITS = "Insufficient credits for the fusion panel and analysis: they can cost up to {cost:.6f} USD"
 
 
-def fusion_tool_run(args: dict, parameters: dict, tools: ToolContext) -> Generator[dict | None, None, ToolResult]:
+def fusion_tool_run(
+    args: dict[str, Any], parameters: dict[str, Any], tools: ToolContext
+) -> Generator[dict[str, Any] | None, None, ToolResult]:
     """The model's question to a fusion panel: the analysis and the answers are what it reads; the call's item
     has the analysis, each answer, the failed members and the pages the panel read."""
     kind = "gateway:fusion"
@@ -85,7 +88,7 @@ def fusion_tool_run(args: dict, parameters: dict, tools: ToolContext) -> Generat
         if a.status != "completed"
     ]
     sources = {url: title for answer in fused.served for url, title in answer.sources.items()}
-    item: dict = {
+    item: dict[str, Any] = {
         "type": kind,
         "id": new_item_id(kind),
         "status": "completed" if fused.served else "failed",
@@ -103,7 +106,7 @@ def fusion_tool_run(args: dict, parameters: dict, tools: ToolContext) -> Generat
     if fused.analysis is None:
         item["error"] = f"the analyst {panel.analyst} returned no analysis ({fused.analysis_status})"
     share = MAX_ANSWER_CHARS // max(1, len(fused.served))
-    said: dict = {
+    said: dict[str, Any] = {
         "analysis": fused.analysis,
         "answers": [{"model": a.model, "content": a.text[:share]} for a in fused.served],
     }

@@ -8,6 +8,7 @@ requests without a JSON `text.format` included (`note`: those are not healed).""
 
 import json
 import re
+from collections.abc import Callable, Iterable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from enum import StrEnum
@@ -28,6 +29,10 @@ MAX_SCHEMA_CHARS = 100_000  # the caller's schema, serialized
 MAX_VALIDATION_STEPS = 100_000  # keyword evaluations: `$ref`/`anyOf` nesting can be exponential in the schema
 MAX_UNIQUE_ITEMS = 2_000  # jsonschema's uniqueItems falls back to pairwise comparison of objects
 MAX_REASON_CHARS = 200
+
+# A jsonschema keyword function: (validator, the keyword's value, the instance, the schema) -> its errors.
+# jsonschema has no type information (its validators and errors are Any); the values are JSON.
+Keyword = Callable[[Any, Any, Any, Any], Iterable[Any] | None]
 
 NOT_HEALED_STREAM = "not healed: streaming (the answer is relayed as it is generated)"
 NOT_HEALED_NO_FORMAT = "not healed: the request has no text.format json_object or json_schema"
@@ -77,7 +82,7 @@ class ResponseHealingStage:
         healing = heal_answer(response, "".join(texts), text_format)
         if healing.text is not None:
             response = _with_text(response, healing.text)
-        data: dict = {"fixes": [str(fix) for fix in healing.fixes], "schema": healing.schema}
+        data: dict[str, Any] = {"fixes": [str(fix) for fix in healing.fixes], "schema": healing.schema}
         if healing.reason:
             data["reason"] = healing.reason
         entry = StageEntry(type=self.type, name=self.name, outcome=healing.outcome, data=data)
@@ -85,7 +90,7 @@ class ResponseHealingStage:
         return Restaged(response=response, entries=(entry,), record={"plugins": {PLUGIN_ID: figures}})
 
 
-def _json_format(ctx: RequestContext) -> dict | None:
+def _json_format(ctx: RequestContext) -> dict[str, Any] | None:
     text_format = ctx.request.text_format if ctx.request is not None else None
     return text_format if text_format and text_format.get("type") in JSON_FORMATS else None
 
@@ -102,7 +107,7 @@ def _with_text(response: CanonicalResponse, text: str) -> CanonicalResponse:
     return replace(response, output=tuple(output))
 
 
-def heal_answer(response: CanonicalResponse, text: str, text_format: dict) -> Healing:
+def heal_answer(response: CanonicalResponse, text: str, text_format: dict[str, Any]) -> Healing:
     """The verdict on the answer's text for a `json_object` / `json_schema` format."""
     if response.status == "incomplete":
         cut = response.incomplete_reason or "incomplete"
@@ -258,8 +263,8 @@ def _bounded(cls: Any) -> Any:
     return jsonschema.validators.extend(cls, keywords)
 
 
-def _counted(check):
-    def counted(validator, value, instance, schema):
+def _counted(check: Keyword) -> Keyword:
+    def counted(validator: Any, value: Any, instance: Any, schema: Any) -> Iterable[Any] | None:
         steps = _steps.get()
         steps[0] += 1
         if steps[0] > MAX_VALIDATION_STEPS:
@@ -270,20 +275,22 @@ def _counted(check):
 
 
 @lru_cache(maxsize=256)
-def _regex(pattern: str) -> re2._Regexp:
+def _regex(pattern: str) -> re2._Regexp[str]:
     options = re2.Options()
     options.max_mem = 8 << 20
     return re2.compile(pattern, options)
 
 
-def _pattern(validator, pattern, instance, schema):
+def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[Any]:
     from jsonschema.exceptions import ValidationError
 
     if validator.is_type(instance, "string") and not _regex(pattern).search(instance):
         yield ValidationError(f"{instance!r} does not match {pattern!r}")
 
 
-def _pattern_properties(validator, pattern_properties, instance, schema):
+def _pattern_properties(
+    validator: Any, pattern_properties: dict[str, Any], instance: Any, schema: Any
+) -> Iterator[Any]:
     if not validator.is_type(instance, "object"):
         return
     for pattern, subschema in pattern_properties.items():
@@ -293,8 +300,8 @@ def _pattern_properties(validator, pattern_properties, instance, schema):
                 yield from validator.descend(item, subschema, path=key, schema_path=pattern)
 
 
-def _unique_items(check):
-    def unique_items(validator, unique, instance, schema):
+def _unique_items(check: Callable[[Any, Any, Any, Any], Iterable[Any]]) -> Keyword:
+    def unique_items(validator: Any, unique: bool, instance: Any, schema: Any) -> Iterator[Any]:
         if unique and validator.is_type(instance, "array") and len(instance) > MAX_UNIQUE_ITEMS:
             raise Unchecked(f"uniqueItems over an array of more than {MAX_UNIQUE_ITEMS} items")
         yield from check(validator, unique, instance, schema)

@@ -14,6 +14,7 @@ An engine that cannot give a verdict raises EngineUnavailable: the request is no
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from decimal import Decimal
+from typing import Any
 
 from django.conf import settings
 
@@ -124,7 +125,7 @@ class _ModerationCalls(AttemptSequence):
     a generation: `_attempt` builds each candidate's upstream request, whose URL and credential headers the call
     reuses."""
 
-    def post(self, send: Callable[[Candidate, UpstreamRequest], dict]) -> tuple[Candidate, dict]:
+    def post(self, send: Callable[[Candidate, UpstreamRequest], dict[str, Any]]) -> tuple[Candidate, dict[str, Any]]:
         candidate, _, answer, started, _ = self._attempt(send)
         self.record(candidate, started, None)
         self.served = candidate
@@ -147,7 +148,7 @@ def _moderations_url(built: UpstreamRequest) -> str:
     )
 
 
-def _post_moderations(candidate: Candidate, built: UpstreamRequest, payload: dict) -> dict:
+def _post_moderations(candidate: Candidate, built: UpstreamRequest, payload: dict[str, Any]) -> dict[str, Any]:
     """One `/moderations` call with the credentials the adapter put on `built`; an UpstreamError (scrubbed of
     them) moves the attempt engine on."""
     secrets = upstream.attempt_secrets(built)
@@ -184,7 +185,7 @@ def _post_moderations(candidate: Candidate, built: UpstreamRequest, payload: dic
     return body if isinstance(body, dict) else {}
 
 
-def _results(answer: dict, count: int) -> list[dict]:
+def _results(answer: dict[str, Any], count: int) -> list[dict[str, Any]]:
     results = answer.get("results")
     if (
         not isinstance(results, list)
@@ -205,7 +206,7 @@ def openai_moderations(model: str, texts: list[str], plan: RoutePlan) -> Verdict
     )
     payload = {"input": [piece for _, piece in pieces]}
 
-    def send(candidate: Candidate, built: UpstreamRequest) -> dict:
+    def send(candidate: Candidate, built: UpstreamRequest) -> dict[str, Any]:
         return {"results": _results(_post_moderations(candidate, built, payload), len(pieces))}
 
     try:

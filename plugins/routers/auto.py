@@ -4,6 +4,7 @@ the candidate models for it, keep the price band (`cost_tier`) or weigh quality 
 assistant turn."""
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.conf import settings
 
@@ -12,6 +13,7 @@ from plugins.common.caller import caller_prefs, request_params
 from plugins.routers.candidates import ModelChoice, chat_models, percentiles, restricted, usage_shares
 from plugins.routers.classify import Classified, classify, latest_user_text
 from routing.canonical import CanonicalRequest, Message
+from routing.limits import RoutingLimit
 from routing.stages import RequestContext
 
 MSG_NO_MODELS = "No models match your request and model restrictions"
@@ -30,7 +32,7 @@ class AutoChoice:
     models: tuple[str, ...]
     reason: str
     candidates: list[str] = field(default_factory=list)
-    settings: dict = field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict)
 
 
 def ranking() -> str:
@@ -56,7 +58,14 @@ def pinned_model(ctx: RequestContext, slug: str, request: CanonicalRequest) -> s
     )
 
 
-def auto_route(request: CanonicalRequest, ctx: RequestContext, *, slug: str, options: dict, limits) -> AutoChoice:
+def auto_route(
+    request: CanonicalRequest,
+    ctx: RequestContext,
+    *,
+    slug: str,
+    options: dict[str, Any],
+    limits: tuple[RoutingLimit, ...],
+) -> AutoChoice:
     _, has_image = latest_user_text(request)
     estimated = sum(len(getattr(p, "text", "") or "") for i in request.input for p in getattr(i, "content", ())) // 4
     models = restricted(
@@ -74,7 +83,7 @@ def auto_route(request: CanonicalRequest, ctx: RequestContext, *, slug: str, opt
         return (shares.get(m.id, 0.0), m.task_score(task))
 
     ranked = sorted(models, key=lambda m: (quality(m), -m.price), reverse=True)
-    chosen_settings: dict = {"task_type": task, "ranking": ranking()}
+    chosen_settings: dict[str, Any] = {"task_type": task, "ranking": ranking()}
     pin = options.get("pin_model") and slug == "gateway/auto"
     if pin:
         previous = pinned_model(ctx, slug, request)

@@ -6,6 +6,7 @@ their price (the cheapest such endpoint) and this deployment's own usage (genera
 from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
+from typing import Any
 
 from django.core.cache import cache
 from django.db.models import Sum
@@ -29,7 +30,7 @@ DEFAULT_TOKEN_MIX = (3, 1)  # input : output tokens when this deployment has no 
 class ModelChoice:
     id: str
     endpoints: tuple[EndpointInfo, ...]  # the ones the caller may use, cheapest first
-    task_scores: dict
+    task_scores: dict[str, Any]
     coding_score: float | None
     context_length: int
     input_modalities: tuple[str, ...]

@@ -5,11 +5,13 @@ session stays on its choice for 5 minutes."""
 import hashlib
 import json
 from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
 
 from django.core.cache import cache
 
 from plugins.routers.candidates import ModelChoice, chat_models, token_mix
-from routing.health import endpoint_stats
+from routing.health import EndpointStats, endpoint_stats
 from routing.stages import RequestContext
 
 TIERS = (("high", 0.66), ("medium", 0.33), ("low", 0.0))
@@ -36,19 +38,19 @@ def tier_of(score: float) -> str:
     return next(name for name, floor in TIERS if score >= floor)
 
 
-def _sticky_key(ctx: RequestContext, options: dict) -> str:
+def _sticky_key(ctx: RequestContext, options: dict[str, Any]) -> str:
     settings_digest = json.dumps({k: options.get(k) for k in ("max_price", "min_coding_score", "price_source")})
     raw = f"{ctx.caller.account_id}:{ctx.session_id}:{ctx.suffix}:{settings_digest}"
     return "routers:pareto:" + hashlib.sha256(raw.encode()).hexdigest()[:40]
 
 
-def p50_latency(model: ModelChoice, stats: dict) -> float:
+def p50_latency(model: ModelChoice, stats: dict[int, EndpointStats]) -> float:
     """The best p50 latency (seconds) over the model's endpoints; infinity without samples."""
-    values = [stats[e.id].latency["p50"] for e in model.endpoints if e.id in stats and stats[e.id].latency]
+    values = [latency["p50"] for e in model.endpoints if e.id in stats and (latency := stats[e.id].latency)]
     return min(values, default=float("inf"))
 
 
-def pareto_route(ctx: RequestContext, *, options: dict, params: frozenset[str] = frozenset()) -> ParetoChoice:
+def pareto_route(ctx: RequestContext, *, options: dict[str, Any], params: frozenset[str] = frozenset()) -> ParetoChoice:
     """The choice for the options; only endpoints that honour the request's `params`
     (plugins.common.caller.request_params)."""
     models = [m for m in chat_models(ctx, params=params) if m.coding_score is not None]
@@ -57,7 +59,7 @@ def pareto_route(ctx: RequestContext, *, options: dict, params: frozenset[str] =
     source = options.get("price_source") or "prompt"
     mix = token_mix() if source == "weighted_avg" else (1, 0)
 
-    def price(m: ModelChoice):
+    def price(m: ModelChoice) -> Decimal:
         return m.weighted_price(mix) if source == "weighted_avg" else m.prompt_price
 
     key = _sticky_key(ctx, options) if ctx.session_id else ""

@@ -9,7 +9,7 @@ says, and noted in the entry)."""
 
 from dataclasses import replace
 from decimal import Decimal
-from typing import Protocol
+from typing import Any, Protocol
 
 from plugins.common.caller import caller_limits, request_params
 from plugins.common.config import plugin_settings
@@ -34,7 +34,12 @@ MSG_TURNED_OFF = "The model {slug} is the {id} plugin, which this request turns 
 
 class RouterRun(Protocol):
     def __call__(
-        self, request: CanonicalRequest, ctx: RequestContext, *, options: dict, limits: tuple[RoutingLimit, ...]
+        self,
+        request: CanonicalRequest,
+        ctx: RequestContext,
+        *,
+        options: dict[str, Any],
+        limits: tuple[RoutingLimit, ...],
     ) -> Staged | Block: ...
 
 
@@ -83,7 +88,9 @@ class RouterStage:
         return result
 
 
-def _auto(request: CanonicalRequest, ctx: RequestContext, slug: str, plugin_id: str, options: dict) -> Staged | Block:
+def _auto(
+    request: CanonicalRequest, ctx: RequestContext, slug: str, plugin_id: str, options: dict[str, Any]
+) -> Staged | Block:
     other = "auto-beta-router" if plugin_id == "auto-router" else "auto-router"
     ignored = [other] if any(p["id"] == other for p in ctx.plugins) else []
     try:
@@ -117,7 +124,7 @@ def _auto(request: CanonicalRequest, ctx: RequestContext, slug: str, plugin_id: 
     )
 
 
-def _pareto(request: CanonicalRequest, ctx: RequestContext, options: dict) -> Staged | Block:
+def _pareto(request: CanonicalRequest, ctx: RequestContext, options: dict[str, Any]) -> Staged | Block:
     try:
         choice = pareto.pareto_route(ctx, options=options, params=request_params(request))
     except pareto.NoModels as refused:
@@ -145,5 +152,5 @@ def _pareto(request: CanonicalRequest, ctx: RequestContext, options: dict) -> St
     )
 
 
-def _entry(plugin_id: str, outcome: str, data: dict, cost: Decimal | None = None) -> StageEntry:
+def _entry(plugin_id: str, outcome: str, data: dict[str, Any], cost: Decimal | None = None) -> StageEntry:
     return StageEntry(type="request_plugin", name=plugin_id, outcome=outcome, data=data, cost_usd=cost)

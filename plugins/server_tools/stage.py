@@ -5,6 +5,7 @@ plugin entry declares the gateway:web_fetch tool (plugins.web_fetch runs it)."""
 
 from collections.abc import Generator
 from decimal import Decimal
+from typing import Any
 
 from gateway.errors import GatewayError
 from plugins.common.config import plugin_settings
@@ -23,7 +24,7 @@ from routing.stages import (
 )
 
 
-def tools_hold(data: dict, rounds: int) -> Decimal:
+def tools_hold(data: dict[str, Any], rounds: int) -> Decimal:
     """The most the request's server tools can cost by themselves (held with the request): each gateway:web_search
     call the loop may run (`rounds` - 1 calls at most, the tool's max_uses at most) at its engine's price, the
     dearest configured engine's when it names none. gateway:fusion is checked against the balance when it runs."""
@@ -58,7 +59,7 @@ class ServerToolsStage:
     plugin_ids: tuple[str, ...] = (WEB_FETCH_PLUGIN,)
 
     @staticmethod
-    def plugin_tools(ctx: RequestContext, tools: list[dict]) -> list[dict]:
+    def plugin_tools(ctx: RequestContext, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The `web-fetch` plugin (the request's entry, else the account's default): the gateway:web_fetch tool with
         the plugin's fields as its parameters, unless the request names that tool itself (its own settings)."""
         settings = plugin_settings(ctx, WEB_FETCH_PLUGIN)
@@ -77,7 +78,7 @@ class ServerToolsStage:
         return ctx.tool_loop is not None
 
     @staticmethod
-    def hold(data: dict, rounds: int) -> Decimal:
+    def hold(data: dict[str, Any], rounds: int) -> Decimal:
         """What the request's server tools may cost by themselves (responses_api.service holds it): tools_hold."""
         return tools_hold(data, rounds) if rounds > 1 else Decimal(0)
 

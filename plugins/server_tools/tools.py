@@ -6,6 +6,7 @@ import json
 import re
 import zoneinfo
 from datetime import UTC, datetime
+from typing import Any
 
 from plugins.common.tools import ToolContext, ToolResult, as_json, count_param, new_item_id
 from routing.canonical import FunctionTool
@@ -21,7 +22,7 @@ def _words(text: str) -> list[str]:
     return [word.lower() for word in WORD.findall(text or "")]
 
 
-def datetime_tool(args: dict, parameters: dict, tools: ToolContext) -> ToolResult:
+def datetime_tool(args: dict[str, Any], parameters: dict[str, Any], tools: ToolContext) -> ToolResult:
     kind = "gateway:datetime"
     name = str(args.get("timezone") or parameters.get("timezone") or "UTC")
     try:
@@ -38,7 +39,7 @@ def datetime_tool(args: dict, parameters: dict, tools: ToolContext) -> ToolResul
     return ToolResult(for_model=as_json({"datetime": now, "timezone": name}), item=ServerToolItem(item=item))
 
 
-def search_models_tool(args: dict, parameters: dict, tools: ToolContext) -> ToolResult:
+def search_models_tool(args: dict[str, Any], parameters: dict[str, Any], tools: ToolContext) -> ToolResult:
     """The catalog's models (routing.selectors) ranked by how many of the query's words their id, name,
     description and providers contain."""
     kind = "gateway:search_models"
@@ -80,7 +81,7 @@ def search_models_tool(args: dict, parameters: dict, tools: ToolContext) -> Tool
     return ToolResult(for_model=as_json({"models": found}), item=ServerToolItem(item=item))
 
 
-def tool_search_tool(args: dict, parameters: dict, tools: ToolContext) -> ToolResult:
+def tool_search_tool(args: dict[str, Any], parameters: dict[str, Any], tools: ToolContext) -> ToolResult:
     """The deferred function tools (defer_loading) whose name or description has the query's words; the ones
     found are declared to the model from the next round on."""
     kind = "gateway:tool_search"
@@ -118,5 +119,5 @@ def tool_search_tool(args: dict, parameters: dict, tools: ToolContext) -> ToolRe
     return ToolResult(for_model=as_json(said), item=ServerToolItem(item=item))
 
 
-def datetime_pending(args: dict, parameters: dict) -> dict:
+def datetime_pending(args: dict[str, Any], parameters: dict[str, Any]) -> dict[str, Any]:
     return {"datetime": "", "timezone": str(args.get("timezone") or parameters.get("timezone") or "UTC")[:64]}

@@ -19,10 +19,11 @@ Every engine's results are filtered here too by the caller's include/exclude pat
 engines cannot express), and cut to max_results."""
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from email.utils import parsedate_to_datetime
+from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 from django.conf import settings
@@ -85,10 +86,10 @@ class EngineRequest:
     method: str
     url: str
     headers: dict[str, str]
-    json_body: dict | None = None
+    json_body: dict[str, Any] | None = None
     allow_private: bool = False
 
-    def redacted(self) -> dict:
+    def redacted(self) -> dict[str, Any]:
         secret = {"x-api-key", "authorization", "x-subscription-token"}
         headers = {name: ("<key>" if name.lower() in secret else value) for name, value in self.headers.items()}
         return {"method": self.method, "url": self.url, "headers": headers, "json": self.json_body}
@@ -182,7 +183,7 @@ def _site_query(query: Query) -> str:
 
 
 def exa_request(query: Query, *, key: str, url: str) -> EngineRequest:
-    body: dict = {
+    body: dict[str, Any] = {
         "query": query.text,
         "numResults": query.count,
         "contents": {"highlights": {"maxCharacters": SNIPPET_CHARS}},
@@ -195,7 +196,7 @@ def exa_request(query: Query, *, key: str, url: str) -> EngineRequest:
 
 
 def tavily_request(query: Query, *, key: str, url: str) -> EngineRequest:
-    body: dict = {"query": query.text, "max_results": query.count, "search_depth": "basic"}
+    body: dict[str, Any] = {"query": query.text, "max_results": query.count, "search_depth": "basic"}
     if query.domains_in:
         body["include_domains"] = list(query.domains_in)
     if query.domains_out:
@@ -243,7 +244,7 @@ def _date(value: object) -> str | None:
         return None
 
 
-def _results(items: object, read: Callable[[dict], SearchResult | None]) -> list[SearchResult]:
+def _results(items: object, read: Callable[[dict[str, Any]], SearchResult | None]) -> list[SearchResult]:
     if not isinstance(items, list):
         raise ValueError("no results list")
     out = []
@@ -255,8 +256,8 @@ def _results(items: object, read: Callable[[dict], SearchResult | None]) -> list
     return out
 
 
-def exa_results(body: dict) -> list[SearchResult]:
-    def read(item: dict) -> SearchResult | None:
+def exa_results(body: dict[str, Any]) -> list[SearchResult]:
+    def read(item: dict[str, Any]) -> SearchResult | None:
         url = item.get("url")
         if not isinstance(url, str):
             return None
@@ -266,8 +267,8 @@ def exa_results(body: dict) -> list[SearchResult]:
     return _results(body.get("results"), read)
 
 
-def tavily_results(body: dict) -> list[SearchResult]:
-    def read(item: dict) -> SearchResult | None:
+def tavily_results(body: dict[str, Any]) -> list[SearchResult]:
+    def read(item: dict[str, Any]) -> SearchResult | None:
         url = item.get("url")
         if not isinstance(url, str):
             return None
@@ -277,8 +278,8 @@ def tavily_results(body: dict) -> list[SearchResult]:
     return _results(body.get("results"), read)
 
 
-def brave_results(body: dict) -> list[SearchResult]:
-    def read(item: dict) -> SearchResult | None:
+def brave_results(body: dict[str, Any]) -> list[SearchResult]:
+    def read(item: dict[str, Any]) -> SearchResult | None:
         url = item.get("url")
         if not isinstance(url, str):
             return None
@@ -289,8 +290,8 @@ def brave_results(body: dict) -> list[SearchResult]:
     return _results(web.get("results") if isinstance(web, dict) else [], read)
 
 
-def searxng_results(body: dict) -> list[SearchResult]:
-    def read(item: dict) -> SearchResult | None:
+def searxng_results(body: dict[str, Any]) -> list[SearchResult]:
+    def read(item: dict[str, Any]) -> SearchResult | None:
         url = item.get("url")
         if not isinstance(url, str):
             return None
@@ -300,7 +301,7 @@ def searxng_results(body: dict) -> list[SearchResult]:
     return _results(body.get("results"), read)
 
 
-READERS: dict[str, Callable[[dict], list[SearchResult]]] = {
+READERS: dict[str, Callable[[dict[str, Any]], list[SearchResult]]] = {
     EXA: exa_results,
     TAVILY: tavily_results,
     BRAVE: brave_results,
@@ -320,7 +321,9 @@ def engine_request(engine: str, query: Query) -> EngineRequest:
 # ---- the search ---------------------------------------------------------------------------------------------
 
 
-def build_query(text: str, *, count: int, include_domains=(), exclude_domains=()) -> Query:
+def build_query(
+    text: str, *, count: int, include_domains: Iterable[object] = (), exclude_domains: Iterable[object] = ()
+) -> Query:
     """What an engine is asked: with domain filters, twice the results (room for what the local filters drop);
     the hosts of the include patterns and the whole-host exclude patterns for the engines that filter."""
     include = parse_patterns(include_domains, field="include_domains", error=SearchRefused)
@@ -370,7 +373,7 @@ def search(
     return SearchOutcome(engine=chosen, query=text, results=tuple(kept), cost_usd=engine_price(chosen))
 
 
-def _call(engine: str, call: EngineRequest) -> dict:
+def _call(engine: str, call: EngineRequest) -> dict[str, Any]:
     try:
         response = http.request(
             call.method,

@@ -31,6 +31,7 @@ import secrets
 from dataclasses import replace
 from datetime import UTC, datetime
 from decimal import Decimal
+from typing import Any
 from urllib.parse import urlsplit
 
 from gateway.billing.services import hold_drop
@@ -73,7 +74,7 @@ ENGINE_ONLY = ("max_results", "search_prompt")  # options of the gateway's engin
 MARKDOWN_LINK = re.compile(r"\[([^\[\]\n]{0,500})\]\((https?://[^\s()<>]{1,2048})(?:\s+\"[^\"\n]{0,300}\")?\)")
 
 
-def web_options(ctx: RequestContext) -> dict | None:
+def web_options(ctx: RequestContext) -> dict[str, Any] | None:
     """The web plugin's options when it runs for this request (the `:online` suffix turns it on with the
     entry's options, or the defaults), else None."""
     options = plugin_settings(ctx, PLUGIN_ID)
@@ -136,7 +137,7 @@ class WebStage:
                 )
         return self._engine_search(request, options, ctx)
 
-    def _engine_search(self, request: CanonicalRequest, options: dict, ctx: RequestContext) -> Staged | Block:
+    def _engine_search(self, request: CanonicalRequest, options: dict[str, Any], ctx: RequestContext) -> Staged | Block:
         """A search through the gateway's engine, its results added to the last user message. The search is paid:
         held first at the dearest configured engine's price (routing.side_calls.call_hold: the credits, the key's
         limit, the guardrail budgets; refused: 402 / 403, nothing searched), the hold handed on with the result."""
@@ -188,13 +189,13 @@ class WebStage:
         )
 
 
-def native_tool(options: dict) -> dict | str:
+def native_tool(options: dict[str, Any]) -> dict[str, Any] | str:
     """The provider's web search tool (Responses shape) for the plugin's options, or why there is none: domain
     filters become `filters.allowed_domains` / `filters.blocked_domains` (the adapters refuse what their provider
     cannot do); max_results and search_prompt belong to the gateway's engines."""
     if given := [name for name in ENGINE_ONLY if options.get(name) is not None]:
         return f"{' and '.join(given)} apply to the gateway's search engines, not to a provider's own search"
-    tool: dict = {"type": WEB_SEARCH}
+    tool: dict[str, Any] = {"type": WEB_SEARCH}
     filters = {
         name: [re.sub(r"^[a-z][a-z0-9+.-]*://(www\.)?", "", d.strip().lower()).rstrip("/") for d in options[key]]
         for key, name in (("include_domains", "allowed_domains"), ("exclude_domains", "blocked_domains"))
@@ -205,7 +206,7 @@ def native_tool(options: dict) -> dict | str:
     return tool
 
 
-def native_search(request: CanonicalRequest, ctx: RequestContext, options: dict) -> Staged | str:
+def native_search(request: CanonicalRequest, ctx: RequestContext, options: dict[str, Any]) -> Staged | str:
     """The plugin as the provider's own web search: its tool added to the request, routing limited to the endpoints
     that run it as given; or why that is not possible (the plugin then searches with the default engine, or a
     `native` engine asked for is a 400)."""
@@ -256,9 +257,9 @@ def native_sources(response: CanonicalResponse) -> list[str]:
     return list(dict.fromkeys(found))
 
 
-def search_results(request: CanonicalRequest) -> list[dict]:
+def search_results(request: CanonicalRequest) -> list[dict[str, Any]]:
     """The results WebStage added to the request (url, title), in order."""
-    found: list[dict] = []
+    found: list[dict[str, Any]] = []
     for item in request.input:
         if isinstance(item, Message) and item.role == "user":
             for part in item.content:
@@ -279,9 +280,9 @@ def _normal(url: str) -> tuple[str, str]:
     return host, f"{host}{parts.path.rstrip('/')}{'?' + parts.query if parts.query else ''}"
 
 
-def citations(text: str, results: list[dict]) -> tuple[dict, ...]:
+def citations(text: str, results: list[dict[str, Any]]) -> tuple[dict[str, Any], ...]:
     """url_citation annotations for the markdown links in `text` that point at a result's page or site."""
-    pages: dict[str, dict] = {}
+    pages: dict[str, dict[str, Any]] = {}
     sites = set()
     for result in results:
         host, page = _normal(result["url"])

@@ -3,6 +3,7 @@ what the model reads, its price charged with the request. plugins.registry regis
 
 from collections.abc import Generator
 from decimal import Decimal
+from typing import Any
 
 from plugins.common.tools import ToolContext, ToolResult, as_json, count_param, new_item_id, use_count
 from plugins.web.search import SearchFailed, SearchRefused, configured_engines, engine_price, search
@@ -13,10 +14,12 @@ DEFAULT_RESULTS = 5
 MAX_RESULTS = 20
 
 
-def web_search_tool(args: dict, parameters: dict, tools: ToolContext) -> Generator[dict | None, None, ToolResult]:
+def web_search_tool(
+    args: dict[str, Any], parameters: dict[str, Any], tools: ToolContext
+) -> Generator[dict[str, Any] | None, None, ToolResult]:
     kind = "gateway:web_search"
     query = str(args.get("query") or "")[:500]
-    action: dict = {"type": "search", "query": query}
+    action: dict[str, Any] = {"type": "search", "query": query}
     if spent := use_count(tools, kind, parameters):
         return ToolResult.failed(kind, spent, action=action)
     yield {"type": "response.web_search_call.in_progress"}
@@ -47,7 +50,7 @@ def web_search_available() -> bool:
     return bool(configured_engines())
 
 
-def web_search_price(parameters: dict) -> Decimal:
+def web_search_price(parameters: dict[str, Any]) -> Decimal:
     """The most one search costs: its engine's price, the dearest configured engine's when it names none."""
     engines = [parameters["engine"]] if parameters.get("engine") else list(configured_engines())
     return max((engine_price(engine) for engine in engines), default=Decimal(0))

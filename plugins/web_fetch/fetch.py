@@ -7,6 +7,7 @@ file-parser's sandboxed PDF reader)."""
 
 import hashlib
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit
 
@@ -18,7 +19,7 @@ from plugins.common.documents.errors import FileRefused
 from plugins.common.documents.loaded import LoadedFile
 from plugins.common.documents.pdf import OutOfTime
 from plugins.common.documents.sandbox import pdf_read
-from plugins.common.domains import parse_patterns, url_passes
+from plugins.common.domains import Pattern, parse_patterns, url_passes
 from routing import http
 
 DEFAULT_MAX_BYTES = 5 * 1024 * 1024
@@ -63,12 +64,12 @@ class FetchedPage:
     status: int = 200
 
 
-def _setting(name: str, default):
+def _setting(name: str, default: float) -> str | float:
     value = getattr(settings, name, None)
     return default if value in (None, "") else value
 
 
-def _checked_url(url: str, allowed, blocked) -> str:
+def _checked_url(url: str, allowed: tuple[Pattern, ...], blocked: tuple[Pattern, ...]) -> str:
     if not isinstance(url, str) or not url or len(url) > MAX_URL_CHARS:
         raise FetchRefused(MSG_BAD_URL)
     try:
@@ -100,8 +101,8 @@ def fetch(
     url: str,
     *,
     max_content_tokens: int | None = None,
-    allowed_domains=None,
-    blocked_domains=None,
+    allowed_domains: Iterable[object] | None = None,
+    blocked_domains: Iterable[object] | None = None,
 ) -> FetchedPage:
     """The page's readable text (see the module's docstring). FetchRefused (400): not fetched because of the
     URL, its destination, the domain lists, its type or size; FetchFailed (502): the site did not answer usably."""

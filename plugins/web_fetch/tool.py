@@ -1,12 +1,14 @@
 """The server tool gateway:web_fetch: one page read for the model (plugins.web_fetch.fetch). plugins.registry
 registers it; the `web-fetch` plugin entry declares it (plugins.server_tools.stage)."""
 
+from typing import Any
+
 from plugins.common.tools import ToolContext, ToolResult, as_json, new_item_id, use_count
 from plugins.web_fetch.fetch import FetchFailed, FetchRefused, fetch
 from routing.stages import SERVER_TOOL_RESULT_TOKENS, ServerToolItem
 
 
-def web_fetch_tool(args: dict, parameters: dict, tools: ToolContext) -> ToolResult:
+def web_fetch_tool(args: dict[str, Any], parameters: dict[str, Any], tools: ToolContext) -> ToolResult:
     kind = "gateway:web_fetch"
     url = str(args.get("url") or "")[:4096]
     if spent := use_count(tools, kind, parameters):

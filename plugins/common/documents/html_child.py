@@ -3,10 +3,13 @@ and trafilatura take ~11 s per MB of ordinary paragraphs, which no worker thread
 imports no Django: the sandbox's children load it alone; trafilatura is imported in the child (the forkserver
 preloads it), so a worker that only names this function does not carry it."""
 
+from __future__ import annotations
+
 import resource
+from multiprocessing.connection import Connection
 
 
-def html_child_main(sender, html: str, seconds: float, memory_bytes: int) -> None:
+def html_child_main(sender: Connection[tuple[str, str], object], html: str, seconds: float, memory_bytes: int) -> None:
     """A sandbox child: limit itself, extract, send ("text", text) ("" when nothing readable was found)."""
     with open("/proc/self/statm") as statm:  # Linux: the address space now, in pages
         size = int(statm.read().split()[0]) * resource.getpagesize()

@@ -20,6 +20,7 @@ import struct
 import time
 import zlib
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -95,11 +96,13 @@ def read_pages(data: bytes, *, images: bool, limits: PdfLimits) -> tuple[PdfPage
     return tuple(pages)
 
 
-def child_main(sender, data: bytes, images: bool, limits: PdfLimits) -> None:
+def child_main(
+    sender: Connection[tuple[str, tuple[PdfPage, ...] | str], object], data: bytes, images: bool, limits: PdfLimits
+) -> None:
     """A sandbox child: limit itself, read, send ("pages", pages) | ("refused", why) | ("late", "")."""
     _limit_self(limits)
     try:
-        outcome: tuple = ("pages", read_pages(data, images=images, limits=limits))
+        outcome: tuple[str, tuple[PdfPage, ...] | str] = ("pages", read_pages(data, images=images, limits=limits))
     except PdfProblem as problem:
         outcome = ("refused", str(problem))
     except OutOfTime:
@@ -162,7 +165,7 @@ def _page(reader: pypdf.PdfReader, number: int, *, images: bool) -> PdfPage:
     return PdfPage(number=number, text=text, images=found)
 
 
-def _images(page) -> tuple[str, ...]:
+def _images(page: pypdf.PageObject) -> tuple[str, ...]:
     from pypdf.generic import IndirectObject
 
     resources: Any = page.get("/Resources")
@@ -179,7 +182,7 @@ def _images(page) -> tuple[str, ...]:
     return tuple(found)
 
 
-def _image_url(xobject) -> str | None:
+def _image_url(xobject: pypdf.generic.StreamObject) -> str | None:
     """A data: URL a vision model reads, or None for an image kind we cannot send without a converter (CCITT,
     JBIG2, JPEG 2000, 16-bit, indexed or CMYK colour): that page then has nothing to read."""
     width, height = int(xobject.get("/Width", 0)), int(xobject.get("/Height", 0))
@@ -201,7 +204,7 @@ def _image_url(xobject) -> str | None:
     return _data_url("image/png", _png(width, height, channels, samples))
 
 
-def _channels(space) -> int | None:
+def _channels(space: pypdf.generic.PdfObject | None) -> int | None:
     from pypdf.generic import IndirectObject
 
     space = space.get_object() if isinstance(space, IndirectObject) else space

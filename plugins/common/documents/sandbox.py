@@ -8,7 +8,9 @@ worker's threads, sockets or database connections is copied, and starting one co
 import multiprocessing
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from plugins.common.documents.errors import FileRefused
 from plugins.common.documents.html_child import html_child_main
@@ -47,7 +49,7 @@ def pdf_read(file: LoadedFile, *, deadline: float, images: bool) -> PdfRead:
     the PDF is refused or breaks the child's limits; OutOfTime when the budget ends first."""
     started = time.monotonic()
 
-    def args(seconds: float) -> tuple:
+    def args(seconds: float) -> tuple[bytes, bool, PdfLimits]:
         limits = PdfLimits(
             max_pages=MAX_PDF_PAGES, max_text_chars=MAX_TEXT_CHARS, seconds=seconds, memory_bytes=MAX_PARSE_MEMORY
         )
@@ -62,7 +64,9 @@ def html_read(file: LoadedFile, html: str, *, deadline: float) -> str:
     return _in_child(file, html_child_main, lambda seconds: (html, seconds, MAX_PARSE_MEMORY), deadline=deadline)
 
 
-def _in_child(file: LoadedFile, target, args, *, deadline: float):
+def _in_child(
+    file: LoadedFile, target: Callable[..., None], args: Callable[[float], tuple[object, ...]], *, deadline: float
+) -> Any:  # what the target sends (unpickled): pdf_read's pages, html_read's text
     """What `target(sender, *args(seconds left))` sends back as ("pages" | "text", value), run in a child killed
     at the deadline. OutOfTime when the budget ends first (or the slots stay taken); FileRefused naming the file
     when the child refuses it or dies of a limit."""
