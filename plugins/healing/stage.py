@@ -275,7 +275,7 @@ def _counted(check: Keyword) -> Keyword:
 
 
 @lru_cache(maxsize=256)
-def _regex(pattern: str) -> re2._Regexp[str]:
+def _regex(pattern: str) -> "re2._Regexp[str]":  # the stubs' generic; re2._Regexp takes no arguments at run time
     options = re2.Options()
     options.max_mem = 8 << 20
     return re2.compile(pattern, options)
