@@ -13,7 +13,10 @@ import re
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator
 from decimal import Decimal
+
+from django.http import FileResponse, StreamingHttpResponse
 
 from gateway.accounts.authentication import Caller
 from gateway.billing.generations import GenerationRecord
@@ -67,6 +70,25 @@ def _route(request) -> str:
     return "admin/" if route.startswith("admin/") else route
 
 
+class ClosingContent:
+    """A stream's content that calls `on_close` when the response is closed: the server closes it once the last
+    byte is sent or the client is gone, and Django closes the content it was given (the documented way to wrap
+    `streaming_content`). Chunks pass straight through: iterating gives the wrapped iterator itself."""
+
+    def __init__(self, content: Iterable[bytes] | AsyncIterable[bytes], on_close: Callable[[], None]) -> None:
+        self.content = content
+        self.on_close = on_close
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self.content)  # type: ignore[arg-type]  # async content: TypeError, Django then takes __aiter__
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return aiter(self.content)  # type: ignore[arg-type]
+
+    def close(self) -> None:
+        self.on_close()
+
+
 class RequestLogMiddleware:
     def __init__(self, get_response):
         self.get_response = get_response
@@ -78,10 +100,12 @@ class RequestLogMiddleware:
         request.request_id = request_id
         response = self.get_response(request)
         response["X-Request-Id"] = request_id
-        if response.streaming:
+        if isinstance(response, StreamingHttpResponse) and not isinstance(response, FileResponse):
             metrics.OPEN_STREAMS.inc()
-            response._resource_closers.append(lambda: self._finish(request, response, started, streamed=True))
-        else:
+            response.streaming_content = ClosingContent(
+                response.streaming_content, lambda: self._finish(request, response, started, streamed=True)
+            )
+        else:  # a file (static) is logged at once: wrapping its content would cost the server's sendfile
             self._finish(request, response, started, streamed=False)
         return response
 
