@@ -1,9 +1,14 @@
 """Shared pieces for API views: content negotiation and documented error responses."""
 
+from collections.abc import Sequence
+from typing import Any
+
 from drf_spectacular.utils import OpenApiResponse
 from rest_framework import serializers
 from rest_framework.exceptions import NotAcceptable
 from rest_framework.negotiation import DefaultContentNegotiation
+from rest_framework.renderers import BaseRenderer
+from rest_framework.request import Request
 
 # Accept headers up to this long have their choice remembered (longer ones are negotiated every time).
 MEMO_MAX_ACCEPT = 256
@@ -20,7 +25,9 @@ class JsonFirstContentNegotiation(DefaultContentNegotiation):
     suffix filters the renderers first: those requests are negotiated in full), so it is remembered for
     short headers: a request does not build `request.headers` and `request.GET`, nor parse the header."""
 
-    def select_renderer(self, request, renderers, format_suffix=None):
+    def select_renderer(  # type: ignore[override]  # DRF passes the view's list of renderers
+        self, request: Request, renderers: Sequence[BaseRenderer], format_suffix: str | None = None
+    ) -> tuple[BaseRenderer, str]:
         meta = request.META
         accept = meta.get("HTTP_ACCEPT", "*/*")
         if format_suffix or meta.get("QUERY_STRING") or len(accept) > MEMO_MAX_ACCEPT:
@@ -35,20 +42,22 @@ class JsonFirstContentNegotiation(DefaultContentNegotiation):
             _chosen[key] = chosen
         return renderers[chosen[0]], chosen[1]
 
-    def _negotiate(self, request, renderers, format_suffix):
+    def _negotiate(
+        self, request: Request, renderers: Sequence[BaseRenderer], format_suffix: str | None
+    ) -> tuple[BaseRenderer, str]:
         try:
             return super().select_renderer(request, renderers, format_suffix)
         except NotAcceptable:
             return renderers[0], renderers[0].media_type
 
 
-class ErrorDetailSerializer(serializers.Serializer):
+class ErrorDetailSerializer(serializers.Serializer[Any]):
     code = serializers.IntegerField(help_text="Equals the HTTP status.")
     message = serializers.CharField()
     metadata = serializers.DictField(required=False, help_text="Details, e.g. the fields that failed.")
 
 
-class ErrorBodySerializer(serializers.Serializer):
+class ErrorBodySerializer(serializers.Serializer[Any]):
     error = ErrorDetailSerializer()
     user_id = serializers.CharField(allow_null=True, required=False)
     gateway_metadata = serializers.DictField(allow_null=True, required=False)

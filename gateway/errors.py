@@ -8,7 +8,7 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.db import OperationalError
-from django.http import Http404, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from rest_framework import exceptions
 from rest_framework.response import Response
 
@@ -95,7 +95,7 @@ def retry_headers(status: int, headers: dict[str, str]) -> dict[str, str]:
 
 
 def error_json_response(
-    status: int, message: str, metadata: dict | None = None, headers: dict | None = None
+    status: int, message: str, metadata: dict[str, Any] | None = None, headers: dict[str, str] | None = None
 ) -> JsonResponse:
     response = JsonResponse(error_body(status, message, metadata), status=status)
     for name, value in retry_headers(status, headers or {}).items():
@@ -132,7 +132,7 @@ def _validation_response(exc: exceptions.ValidationError) -> tuple[str, dict[str
     return message, {"fields": {field: text for field, text in pairs}}
 
 
-def api_exception_handler(exc: Exception, context: dict) -> Response:
+def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     """DRF's EXCEPTION_HANDLER: every exception raised by an API view ends here."""
     headers: dict[str, str] = {}
     metadata: dict[str, Any] = {}
@@ -179,7 +179,7 @@ def is_api_path(path: str) -> bool:
     return path.startswith("/api/")
 
 
-def handler404(request, exception=None):
+def handler404(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     if is_api_path(request.path_info):
         return error_json_response(404, MSG_NOT_FOUND)
     from django.views.defaults import page_not_found
@@ -187,7 +187,7 @@ def handler404(request, exception=None):
     return page_not_found(request, exception)
 
 
-def handler500(request):
+def handler500(request: HttpRequest) -> HttpResponse:
     if is_api_path(request.path_info):
         return error_json_response(500, MSG_INTERNAL)
     from django.views.defaults import server_error
@@ -195,7 +195,7 @@ def handler500(request):
     return server_error(request)
 
 
-def handler400(request, exception=None):
+def handler400(request: HttpRequest, exception: Exception) -> HttpResponse:
     if is_api_path(request.path_info):
         return error_json_response(400, "Bad request")
     from django.views.defaults import bad_request
@@ -203,7 +203,7 @@ def handler400(request, exception=None):
     return bad_request(request, exception)
 
 
-def handler403(request, exception=None):
+def handler403(request: HttpRequest, exception: Exception) -> HttpResponse:
     if is_api_path(request.path_info):
         return error_json_response(403, "Forbidden")
     from django.views.defaults import permission_denied

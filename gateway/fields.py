@@ -14,17 +14,22 @@ empty string (DRF treats it as absent), so `?limit=` is a 400 like the schema sa
 Import the module, not the names: `from gateway import fields` then `fields.CharField(...)`.
 """
 
+import datetime
 import math
 import re
 import uuid
+from collections.abc import Mapping
 from decimal import Decimal
-from typing import ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from drf_spectacular.extensions import OpenApiSerializerExtension
-from drf_spectacular.utils import extend_schema_field
+from drf_spectacular.utils import Direction, extend_schema_field
 from rest_framework import serializers
 from rest_framework.fields import empty
 from rest_framework.validators import ProhibitSurrogateCharactersValidator
+
+if TYPE_CHECKING:  # drf_spectacular.openapi imports DRF's views, which import the API settings' modules
+    from drf_spectacular.openapi import AutoSchema
 
 INT_MIN, INT_MAX = -(2**31), 2**31 - 1  # PostgreSQL `integer`
 MSG_BOOLEAN = "must be a JSON boolean (true or false)"
@@ -41,11 +46,11 @@ UUID_TEXT = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-
 QUERY_INTEGER = re.compile(r"^-?[0-9]{1,19}$")
 
 
-def is_json_integer(value) -> bool:
+def is_json_integer(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def is_json_number(value) -> bool:
+def is_json_number(value: object) -> bool:
     return (isinstance(value, int | float) and not isinstance(value, bool)) and math.isfinite(value)
 
 
@@ -64,12 +69,12 @@ class _PlainGetValue:
 
     field_name: str | None  # set by DRF's Field.bind
 
-    def get_value(self, dictionary):
+    def get_value(self, dictionary: Mapping[Any, Any]) -> Any:
         return dictionary.get(self.field_name, empty)
 
 
 class BooleanField(_PlainGetValue, serializers.BooleanField):
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: Any) -> bool:
         if data is True or data is False:
             return data
         raise serializers.ValidationError(MSG_BOOLEAN)
@@ -78,7 +83,7 @@ class BooleanField(_PlainGetValue, serializers.BooleanField):
 class CharField(_PlainGetValue, serializers.CharField):
     """A JSON string; non-blank (`minLength: 1`) unless allow_blank; whitespace kept."""
 
-    def __init__(self, **kwargs):
+    def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("trim_whitespace", False)
         if not kwargs.get("allow_blank", False) and kwargs.get("min_length") is None:
             kwargs["min_length"] = 1
@@ -87,7 +92,7 @@ class CharField(_PlainGetValue, serializers.CharField):
         # characters, on every prompt); check_text in to_internal_value, which runs first, refuses the same strings.
         self.validators = [v for v in self.validators if not isinstance(v, ProhibitSurrogateCharactersValidator)]
 
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: Any) -> str:
         if not isinstance(data, str):
             raise serializers.ValidationError(MSG_STRING)
         check_text(data)
@@ -95,7 +100,7 @@ class CharField(_PlainGetValue, serializers.CharField):
 
 
 class ChoiceField(_PlainGetValue, serializers.ChoiceField):
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: Any) -> Any:
         if not isinstance(data, str):
             raise serializers.ValidationError(MSG_STRING)
         return super().to_internal_value(data)
@@ -104,14 +109,14 @@ class ChoiceField(_PlainGetValue, serializers.ChoiceField):
 class IntegerField(_PlainGetValue, serializers.IntegerField):
     """A JSON integer within [min_value, max_value], by default PostgreSQL's `integer` range."""
 
-    def __init__(self, **kwargs):
+    def __init__(self, **kwargs: Any) -> None:
         if kwargs.get("max_value") is None:
             kwargs["max_value"] = INT_MAX
         if kwargs.get("min_value") is None:
             kwargs["min_value"] = INT_MIN
         super().__init__(**kwargs)
 
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: Any) -> int:
         if not is_json_integer(data):
             raise serializers.ValidationError(MSG_INTEGER)
         return data
@@ -120,21 +125,21 @@ class IntegerField(_PlainGetValue, serializers.IntegerField):
 class QueryIntegerField(IntegerField):
     """An integer query parameter: decimal digits only (no `1e2`, `+1`, `1.0`), bounded like IntegerField."""
 
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: Any) -> int:
         if not isinstance(data, str) or not QUERY_INTEGER.match(data):
             raise serializers.ValidationError("must be an integer")
         return int(data)
 
 
 class QueryBooleanField(BooleanField):
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: Any) -> bool:
         if data in ("true", "false"):
             return data == "true"
         raise serializers.ValidationError('must be "true" or "false"')
 
 
 class FloatField(_PlainGetValue, serializers.FloatField):
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: Any) -> float:
         if not is_json_number(data):
             raise serializers.ValidationError(MSG_NUMBER)
         return float(data)
@@ -144,7 +149,7 @@ class FloatField(_PlainGetValue, serializers.FloatField):
 class MoneyField(_PlainGetValue, serializers.DecimalField):
     """A finite JSON number stored as a Decimal (credits in USD); decimal strings are not accepted."""
 
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: Any) -> Decimal:
         if not is_json_number(data):
             raise serializers.ValidationError(MSG_NUMBER)
         if self.max_value is not None and data > self.max_value:
@@ -158,12 +163,12 @@ class MoneyField(_PlainGetValue, serializers.DecimalField):
             raise serializers.ValidationError(f"must have at most {self.max_digits} digits") from None
         return super().to_internal_value(str(value))
 
-    def to_representation(self, value):
+    def to_representation(self, value: Decimal) -> float:  # type: ignore[override]  # a JSON number, not DRF's string
         return float(value)
 
 
 class UUIDField(_PlainGetValue, serializers.UUIDField):
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: Any) -> uuid.UUID:
         if not isinstance(data, str):
             raise serializers.ValidationError(MSG_STRING)
         if not UUID_TEXT.match(data):
@@ -172,21 +177,21 @@ class UUIDField(_PlainGetValue, serializers.UUIDField):
 
 
 class DateTimeField(_PlainGetValue, serializers.DateTimeField):
-    def to_internal_value(self, value):
+    def to_internal_value(self, value: Any) -> datetime.datetime:
         if not isinstance(value, str):
             raise serializers.ValidationError(MSG_STRING)
         return super().to_internal_value(value)
 
 
 class DictField(_PlainGetValue, serializers.DictField):
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: Any) -> dict[Any, Any]:
         if not isinstance(data, dict):
             raise serializers.ValidationError(MSG_OBJECT)
         return super().to_internal_value(data)
 
 
 class ListField(_PlainGetValue, serializers.ListField):
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: Any) -> list[Any]:
         if not isinstance(data, list):
             raise serializers.ValidationError(MSG_ARRAY)
         return super().to_internal_value(data)
@@ -200,13 +205,13 @@ class JSONField(_PlainGetValue, serializers.JSONField):
 # `limit_usd` would otherwise make a guardrail without a budget), and says so in the schema
 # (`additionalProperties: false`, ClosedSerializerSchema), so the document and the validation agree. No docstring:
 # drf-spectacular would make it the description of every subclass without one.
-class ClosedSerializer(serializers.Serializer):
+class ClosedSerializer(serializers.Serializer[Any]):
     # The record this body makes or changes: a name the record shows but the body does not take (`id`,
     # `created_at`, a BYOK key's `provider`) is refused as read-only rather than unknown, so the caller learns
     # why a PATCH of it cannot work (it was a 200 that changed nothing).
-    record: ClassVar[type[serializers.Serializer] | None] = None
+    record: ClassVar[type[serializers.Serializer[Any]] | None] = None
 
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, dict):
             writable = self.fields
             unknown = [name for name in data if name not in writable or writable[name].read_only]
@@ -222,7 +227,7 @@ class ClosedSerializerSchema(OpenApiSerializerExtension):
     target_class = ClosedSerializer
     match_subclasses = True
 
-    def map_serializer(self, auto_schema, direction):
+    def map_serializer(self, auto_schema: "AutoSchema", direction: Direction) -> dict[str, Any]:
         schema = auto_schema._map_serializer(self.target, direction, bypass_extensions=True)
         schema["additionalProperties"] = False
         return schema

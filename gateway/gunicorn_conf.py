@@ -18,11 +18,19 @@ at most 100 header fields of at most 8190 bytes each (431 above). Bodies are lim
 application (gateway/request_body.py: MAX_REQUEST_BODY_BYTES, REQUEST_BODY_TIMEOUT_SECONDS).
 """
 
+from __future__ import annotations
+
 import gc
 import os
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gunicorn.arbiter import Arbiter
+    from gunicorn.http.message import Request
+    from gunicorn.workers.base import Worker
 
 # Metrics from every worker (gateway/console/metrics.py): prometheus_client's multiprocess mode, whose files live
 # in PROMETHEUS_MULTIPROC_DIR (set here, before any worker imports the client; emptied when the server starts).
@@ -94,7 +102,7 @@ def _count(name: str, default: int | None) -> int | None:
     return int(value) if value else default
 
 
-def post_worker_init(worker) -> None:
+def post_worker_init(worker: Worker) -> None:
     """Warm each worker before it accepts its first connection (gateway/wsgi.py warm_up), rather than
     preloading the application in the master: nothing is shared across the fork (no connection, client or
     thread to close in each child), and the master stays small (RSS is counted per process)."""
@@ -118,7 +126,7 @@ def post_worker_init(worker) -> None:
     worker.log.info("worker %s accepting: %d of %d workers warm (waited %.0f ms)", worker.pid, warm, expected, waited)
 
 
-def pre_request(worker, req) -> None:
+def pre_request(worker: Worker, req: Request) -> None:
     """Before each request: a connection's requests after the first wait their turn behind the worker's other
     connections (time.sleep(0): a greenlet switch under gevent, whose patching makes it one; a thread switch under
     gthread), and the last one MAX_REQUESTS_PER_CONNECTION allows is answered with `Connection: close`.
@@ -150,17 +158,17 @@ def _clear_marks() -> None:
         mark.unlink(missing_ok=True)
 
 
-def pre_fork(server, worker) -> None:
+def pre_fork(server: Arbiter, worker: Worker) -> None:
     """How many workers this one waits for: the server's number now (TTIN / TTOU change it)."""
     worker.warm_expected = server.num_workers
 
 
-def on_reload(server) -> None:
+def on_reload(server: Arbiter) -> None:
     """A reload (HUP) replaces every worker: the new ones wait for each other, not for the old ones' marks."""
     _clear_marks()
 
 
-def on_starting(server) -> None:
+def on_starting(server: Arbiter) -> None:
     """A fresh metrics directory (counters start at zero with the server, not with a previous run's files), and no
     worker marked warm yet."""
     directory = Path(os.environ["PROMETHEUS_MULTIPROC_DIR"])
@@ -170,7 +178,7 @@ def on_starting(server) -> None:
     _clear_marks()  # no worker of this server is warm yet
 
 
-def child_exit(server, worker) -> None:
+def child_exit(server: Arbiter, worker: Worker) -> None:
     """A worker that exits leaves its counters (summed on) but not its live gauges (open streams)."""
     from prometheus_client import multiprocess
 

@@ -28,9 +28,10 @@ from typing import Any
 
 from gunicorn import util
 from gunicorn.http import errors
+from gunicorn.http.message import Request
 from gunicorn.http.wsgi import Response, default_environ
 from gunicorn.workers.ggevent import GeventWorker
-from gunicorn.workers.gthread import ThreadWorker
+from gunicorn.workers.gthread import TConn, ThreadWorker
 
 from gateway import deadlines
 from gateway.anthropic_errors import anthropic_error_body, is_anthropic_door
@@ -148,7 +149,9 @@ class JsonErrors:
     def deadlines(self) -> HeaderDeadlines:
         return self._deadlines
 
-    def handle_error(self, req, client, addr, exc):
+    def handle_error(
+        self, req: Request | None, client: socket.socket, addr: tuple[str, int] | str | None, exc: BaseException
+    ) -> None:
         request_start = datetime.now()
         addr = addr or ("", -1)  # unix socket case
         status, reason, message = classify(exc)
@@ -181,22 +184,22 @@ class JsonErrors:
 class JsonErrorThreadWorker(JsonErrors, ThreadWorker):
     """gthread (GUNICORN_WORKER_CLASS=gthread): a thread per connection being served."""
 
-    def handle(self, conn):
+    def handle(self, conn: TConn) -> Any:  # gthread's own (keep-alive) answer, passed on
         self.deadlines().watch(conn.sock, time.monotonic() + header_timeout())
         try:
             return super().handle(conn)
         finally:
             self.deadlines().unwatch(conn.sock)
 
-    def handle_request(self, req, conn):
+    def handle_request(self, req: Request, conn: TConn) -> bool:
         self.deadlines().unwatch(conn.sock)  # the head is in: the body has the application's deadline
         return super().handle_request(req, conn)
 
-    def handle_http2(self, conn):
+    def handle_http2(self, conn: TConn) -> bool:
         self.deadlines().unwatch(conn.sock)
         return super().handle_http2(conn)
 
-    def handle_h2c_upgrade(self, conn, req, settings):
+    def handle_h2c_upgrade(self, conn: TConn, req: Request, settings: Any) -> bool:
         self.deadlines().unwatch(conn.sock)
         return super().handle_h2c_upgrade(conn, req, settings)
 
@@ -205,17 +208,26 @@ class JsonErrorGeventWorker(JsonErrors, GeventWorker):
     """gevent (the default): a greenlet per connection, up to worker_connections per worker, on one thread.
     A stream waiting for its provider's next chunk costs a greenlet switch, not a thread wake-up."""
 
-    def handle(self, listener, client, addr):
+    def handle(self, listener: socket.socket, client: socket.socket, addr: tuple[str, int] | str) -> None:
         self.deadlines().watch(client, time.monotonic() + header_timeout())
         try:
             return super().handle(listener, client, addr)
         finally:
             self.deadlines().unwatch(client)
 
-    def handle_request(self, listener_name, req, sock, addr):
+    def handle_request(
+        self, listener_name: tuple[str, int] | str, req: Request, sock: socket.socket, addr: tuple[str, int] | str
+    ) -> bool:
         self.deadlines().unwatch(sock)
         return super().handle_request(listener_name, req, sock, addr)
 
-    def handle_http2(self, listener, client, addr, preface=b"", upgrade=None):
+    def handle_http2(
+        self,
+        listener: socket.socket,
+        client: socket.socket,
+        addr: tuple[str, int] | str,
+        preface: bytes = b"",
+        upgrade: Any = None,
+    ) -> None:
         self.deadlines().unwatch(client)
         return super().handle_http2(listener, client, addr, preface=preface, upgrade=upgrade)

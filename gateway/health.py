@@ -3,19 +3,19 @@ import threading
 
 from django.conf import settings
 from django.db import connection, connections
-from django.http import JsonResponse
+from django.http import HttpRequest, JsonResponse
 
 from gateway.cache import cache_status
 
 logger = logging.getLogger(__name__)
 
 
-def healthz(request):
+def healthz(request: HttpRequest) -> JsonResponse:
     """Liveness: the process answers."""
     return JsonResponse({"status": "ok"})
 
 
-def readyz(request):
+def readyz(request: HttpRequest) -> JsonResponse:
     """Readiness: the database answers within READYZ_DATABASE_TIMEOUT (503 otherwise). The shared cache is an
     optimisation: when Redis is unavailable this process serves it from local memory, so `cache: degraded` still
     answers 200. `details.cache` has this process's cache counters (errors, outages, operations served locally)."""

@@ -13,8 +13,13 @@ hands back the connections that would be closed at the end anyway (CONN_MAX_AGE 
 client that reads its response slowly does not hold one either. (Streams release theirs themselves.)
 """
 
+from collections.abc import Callable
+from typing import Any
+
 from django.conf import settings
 from django.db import connections
+from django.http import HttpRequest
+from django.http.response import HttpResponseBase
 
 from gateway.errors import error_json_response, is_api_path
 from gateway.request_body import BUFFERED, REFUSAL, Refused, planned_read
@@ -23,10 +28,10 @@ from gateway.request_body import BUFFERED, REFUSAL, Refused, planned_read
 class ApiBodyLimitMiddleware:
     """API bodies: 413 over the size limit, 408 past the deadline, read whole before authentication."""
 
-    def __init__(self, get_response):
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
         self.get_response = get_response
 
-    def __call__(self, request):
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
         if is_api_path(request.path_info):
             refusal = body_refusal(request.META)
             if refusal is not None:
@@ -49,7 +54,7 @@ def release_connections() -> None:
             conn.close()
 
 
-def body_refusal(meta) -> Refused | None:
+def body_refusal(meta: dict[str, Any]) -> Refused | None:
     """The refusal gateway/wsgi.py left for this request; without it (another server), the head's checks."""
     refusal = meta.get(REFUSAL)
     if refusal is None and BUFFERED not in meta:

@@ -12,7 +12,9 @@ import gc
 import json
 import math
 import re
+from collections.abc import Mapping
 from itertools import accumulate
+from typing import IO, Any, NoReturn
 
 from django.conf import settings
 from django.core.signals import setting_changed
@@ -50,7 +52,7 @@ def max_json_depth() -> int:
 
 
 @receiver(setting_changed)
-def _max_json_depth_changed(*, setting: str, **kwargs) -> None:
+def _max_json_depth_changed(*, setting: str, **kwargs: Any) -> None:
     """override_settings (tests) changes it: read it again."""
     global _max_depth
     if setting == "MAX_JSON_DEPTH":
@@ -64,7 +66,7 @@ def _finite_float(text: str) -> float:
     return value
 
 
-def _no_constant(name: str):
+def _no_constant(name: str) -> NoReturn:
     raise ValueError(f"{name} is not valid JSON (numbers must be finite)")
 
 
@@ -74,7 +76,7 @@ def _check_depth(utf8: bytes, max_depth: int | None) -> None:
         raise JsonTooDeep(MSG_JSON_TOO_DEEP.format(limit=limit))
 
 
-def _loads(text: str, utf8: bytes):
+def _loads(text: str, utf8: bytes) -> Any:
     # The parser only builds acyclic containers, so cyclic GC passes during a parse are pure overhead: with
     # hundreds of thousands of small arrays or objects they cost 3-4x the parse itself.
     collecting = gc.isenabled()
@@ -92,7 +94,7 @@ def _loads(text: str, utf8: bytes):
     return data
 
 
-def json_loads_bounded(raw: bytes | str, *, max_depth: int | None = None):
+def json_loads_bounded(raw: bytes | str, *, max_depth: int | None = None) -> Any:
     """json.loads with the nesting limit, finite floats and no NaN/Infinity, for JSON that came from a
     client (a credential sent as a JSON string, say). Raises JsonTooDeep or ValueError."""
     if isinstance(raw, str):
@@ -104,7 +106,9 @@ def json_loads_bounded(raw: bytes | str, *, max_depth: int | None = None):
 
 
 class StrictJSONParser(JSONParser):
-    def parse(self, stream, media_type=None, parser_context=None):
+    def parse(
+        self, stream: IO[Any] | None, media_type: str | None = None, parser_context: Mapping[str, Any] | None = None
+    ) -> Any:
         encoding = (parser_context or {}).get("encoding") or settings.DEFAULT_CHARSET
         raw = stream.read() if stream is not None else b""
         try:

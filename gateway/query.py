@@ -10,26 +10,28 @@ Declared fields are the parameters the OpenAPI document lists (`extend_schema(pa
 names are left out of it, as they are not taken.
 """
 
-from typing import ClassVar
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 from rest_framework import serializers
+from rest_framework.request import Request
 
 MSG_UNKNOWN_PARAMETER = "unknown query parameter: not one this operation takes (nothing sent is ignored)"
 MSG_REPEATED_PARAMETER = "given more than once: this parameter takes one value"
 MAX_REPORTED = 20
 
 
-class ClosedQuerySerializer(serializers.Serializer):
+class ClosedQuerySerializer(serializers.Serializer[Any]):
     # Query parameter name -> why this gateway refuses it (an official SDK's parameter it cannot honour).
     refused: ClassVar[dict[str, str]] = {}
 
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: Any) -> Any:
         problems = self._unaccepted(data)
         if problems:
             raise serializers.ValidationError(problems)
         return super().to_internal_value(data)
 
-    def _unaccepted(self, data) -> dict[str, str]:
+    def _unaccepted(self, data: Mapping[str, Any]) -> dict[str, str]:
         """Names this operation does not take, and names given more than once (only one value would be read)."""
         problems: dict[str, str] = {}
         for name in data:
@@ -48,7 +50,7 @@ class NoQuerySerializer(ClosedQuerySerializer):
     """The query of an operation that takes no query parameters."""
 
 
-def query_params(request, serializer_class: type[ClosedQuerySerializer] = NoQuerySerializer) -> dict:
+def query_params(request: Request, serializer_class: type[ClosedQuerySerializer] = NoQuerySerializer) -> dict[str, Any]:
     """The validated query parameters of a GET request (a 400 naming any parameter not taken)."""
     query = serializer_class(data=request.query_params)
     query.is_valid(raise_exception=True)

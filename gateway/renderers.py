@@ -10,6 +10,7 @@ null, where DRF's encoder raised (a 500 for an answer already served and billed)
 
 import contextlib
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
@@ -40,10 +41,12 @@ def json_compact(value: Any) -> bytes:
 
 
 class FastJSONRenderer(JSONRenderer):
-    def render(self, data, accepted_media_type=None, renderer_context=None):
+    def render(
+        self, data: Any, accepted_media_type: str | None = None, renderer_context: Mapping[str, Any] | None = None
+    ) -> bytes:
         if data is None:
             return b""
-        if self.get_indent(accepted_media_type, renderer_context or {}) is None:
+        if self.get_indent(accepted_media_type or "", renderer_context or {}) is None:
             with contextlib.suppress(orjson.JSONEncodeError):  # refused: DRF's encoder says what it makes of it
                 return json_bytes(data)
         return super().render(data, accepted_media_type, renderer_context)

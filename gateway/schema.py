@@ -10,7 +10,7 @@ that sends the ETag back in If-None-Match gets a 304 without a body."""
 import hashlib
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from django.http import HttpResponse, HttpResponseNotModified
 from django.utils.http import parse_etags
@@ -18,7 +18,9 @@ from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.settings import spectacular_settings
 from drf_spectacular.utils import extend_schema
 from drf_spectacular.views import SpectacularJSONAPIView, SpectacularYAMLAPIView
-from rest_framework.renderers import JSONRenderer
+from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.request import Request
+from rest_framework.views import APIView
 
 # Caches may keep the schema this long before they revalidate (a 304 then, while the deployment is the same).
 SCHEMA_MAX_AGE_SECONDS = 300
@@ -56,12 +58,13 @@ def schema_cache_clear() -> None:
         _rendered.clear()
 
 
-def rendered_schema(renderer, media_type: str, context: dict) -> RenderedSchema:
+def rendered_schema(renderer: BaseRenderer, media_type: str, context: dict[str, Any]) -> RenderedSchema:
     indent = renderer.get_indent(media_type, context) if isinstance(renderer, JSONRenderer) else None
     key = (type(renderer), indent)
     found = _rendered.get(key)
     if found is None:
-        body = renderer.render(schema_document(), media_type, context)
+        # drf-spectacular's JSON and YAML renderers both give bytes.
+        body = cast(bytes, renderer.render(schema_document(), media_type, context))
         content_type = renderer.media_type + (f"; charset={renderer.charset}" if renderer.charset else "")
         found = RenderedSchema(body=body, content_type=content_type, etag=f'"{hashlib.sha256(body).hexdigest()}"')
         _rendered[key] = found
@@ -74,7 +77,7 @@ def matches(if_none_match: str, etag: str) -> bool:
     return "*" in tags or any(tag.removeprefix("W/") == etag for tag in tags)
 
 
-def schema_response(view, request) -> HttpResponse:
+def schema_response(view: APIView, request: Request) -> HttpResponse:
     """The negotiated rendering, or a 304 when the client has it; headers as drf-spectacular's view sends them."""
     renderer = request.accepted_renderer
     schema = rendered_schema(renderer, request.accepted_media_type, view.get_renderer_context())
@@ -90,11 +93,11 @@ class CachedSchemaJSONView(SpectacularJSONAPIView):
     """drf-spectacular's view (its renderers, negotiation, permissions, no authentication), answered from the cache."""
 
     @extend_schema(exclude=True)
-    def get(self, request, *args, **kwargs):
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponse:
         return schema_response(self, request)
 
 
 class CachedSchemaYAMLView(SpectacularYAMLAPIView):
     @extend_schema(exclude=True)
-    def get(self, request, *args, **kwargs):
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponse:
         return schema_response(self, request)

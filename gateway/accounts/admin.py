@@ -1,19 +1,25 @@
+from collections.abc import Iterable, Sequence
 from decimal import Decimal
+from typing import Any
 
 from django.contrib import admin, messages
-from django.db.models import DecimalField, OuterRef, Subquery, Sum, Value
+from django.contrib.admin.options import InlineModelAdmin
+from django.db.models import DecimalField, OuterRef, QuerySet, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
+from django.http import HttpRequest
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
 
 from gateway.accounts.models import Account, ApiKey, Member, Workspace
 from gateway.accounts.services import account_create, api_key_check, api_key_create, api_key_limit_check
 from gateway.accounts.usage import key_usage_readers
 from gateway.admin_forms import ServiceValidatedForm, usd_text
+from gateway.admin_generics import ModelAdmin, TabularInline
 
 
-class WorkspaceInline(admin.TabularInline):
+class WorkspaceInline(TabularInline[Workspace, Account]):
     """The default workspace comes with the account (account_create); staff add others, never a second default."""
 
     model = Workspace
@@ -30,7 +36,7 @@ WINDOWS = (("all time", ""), ("today (UTC)", "_daily"), ("this week", "_weekly")
 _MONEY = DecimalField(max_digits=24, decimal_places=12)
 
 
-def _spend(*, byok: bool | None = None):
+def _spend(*, byok: bool | None = None) -> Coalesce:
     ledger = ApiKey._meta.get_field("ledgerentry").related_model
     charges = ledger._default_manager.filter(api_key=OuterRef("pk"), kind="charge")
     if byok is not None:
@@ -47,7 +53,7 @@ def _limit_text(key: ApiKey) -> str:
     return f"{usd_text(remaining)} left of {usd_text(key.limit)} ({reset})"
 
 
-def _table(headers, rows) -> str:
+def _table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> SafeString:
     head = format_html_join("", "<th>{}</th>", ((h,) for h in headers))
     body = format_html_join(
         "", "<tr>{}</tr>", ((format_html_join("", "<td>{}</td>", ((c,) for c in row)),) for row in rows)
@@ -55,7 +61,7 @@ def _table(headers, rows) -> str:
     return format_html('<table class="gw-table"><thead><tr>{}</tr></thead><tbody>{}</tbody></table>', head, body)
 
 
-class ApiKeyInline(admin.TabularInline):
+class ApiKeyInline(TabularInline[ApiKey, Account]):
     """The account's keys with their spend and limit; keys are created and edited on their own page (a new key's
     plaintext is shown once there)."""
 
@@ -66,26 +72,26 @@ class ApiKeyInline(admin.TabularInline):
     can_delete = False
     show_change_link = True
 
-    def has_add_permission(self, request, obj=None):
+    def has_add_permission(self, request: HttpRequest, obj: Account | None = None) -> bool:
         return False
 
-    def get_queryset(self, request):
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ApiKey]:
         return super().get_queryset(request).select_related("workspace").annotate(spent=_spend(byok=False))
 
     @admin.display(description="key")
-    def key_link(self, obj):
+    def key_link(self, obj: ApiKey) -> str:
         return f"{obj.name} ({obj.label})"
 
     @admin.display(description="usage (all time, USD)")
-    def usage_shown(self, obj):
+    def usage_shown(self, obj: ApiKey) -> str:
         return usd_text(getattr(obj, "spent", None))
 
     @admin.display(description="limit")
-    def limit_shown(self, obj):
+    def limit_shown(self, obj: ApiKey) -> str:
         return _limit_text(obj)
 
 
-class MemberInline(admin.TabularInline):
+class MemberInline(TabularInline[Member, Account]):
     model = Member
     extra = 0
     fields = ("user_id", "email", "created_at")
@@ -93,7 +99,7 @@ class MemberInline(admin.TabularInline):
 
 
 @admin.action(description="Suspend the selected accounts (every key answers 403)")
-def suspend_accounts(modeladmin, request, queryset):
+def suspend_accounts(modeladmin: ModelAdmin[Account], request: HttpRequest, queryset: QuerySet[Account]) -> None:
     count = 0
     for account in queryset.filter(suspended=False):
         account.suspended, account.suspended_at = True, timezone.now()
@@ -104,7 +110,7 @@ def suspend_accounts(modeladmin, request, queryset):
 
 
 @admin.action(description="Lift the suspension of the selected accounts")
-def unsuspend_accounts(modeladmin, request, queryset):
+def unsuspend_accounts(modeladmin: ModelAdmin[Account], request: HttpRequest, queryset: QuerySet[Account]) -> None:
     count = 0
     for account in queryset.filter(suspended=True):
         account.suspended, account.suspended_at = False, None
@@ -117,17 +123,17 @@ class SuspendedFilter(admin.SimpleListFilter):
     title = "suspended"
     parameter_name = "suspended"
 
-    def lookups(self, request, model_admin):
+    def lookups(self, request: HttpRequest, model_admin: ModelAdmin[Any]) -> list[tuple[str, str]]:
         return [("yes", "Suspended"), ("no", "Active")]
 
-    def queryset(self, request, queryset):
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         if self.value() in ("yes", "no"):
             return queryset.filter(suspended=self.value() == "yes")
         return queryset
 
 
 @admin.register(Account)
-class AccountAdmin(admin.ModelAdmin):
+class AccountAdmin(ModelAdmin[Account]):
     list_display = ("name", "plan", "balance", "reserved", "available", "suspended", "created_at")
     list_filter = ("plan", SuspendedFilter)
     search_fields = ("name", "id")
@@ -159,25 +165,25 @@ class AccountAdmin(admin.ModelAdmin):
     inlines = [WorkspaceInline, ApiKeyInline, MemberInline]
     actions = [suspend_accounts, unsuspend_accounts]
 
-    def get_fieldsets(self, request, obj=None):
+    def get_fieldsets(self, request: HttpRequest, obj: Account | None = None) -> Any:
         if obj is None:  # a new account: the editable columns only
             return ((None, {"fields": ("name", "plan")}),)
         return self.fieldsets
 
-    def get_inlines(self, request, obj):
+    def get_inlines(self, request: HttpRequest, obj: Account | None) -> "list[type[InlineModelAdmin[Any, Any]]]":
         return self.inlines if obj is not None else [WorkspaceInline]
 
     @admin.display(description="available")
-    def available(self, obj):
+    def available(self, obj: Account) -> Decimal:
         return obj.balance - obj.reserved
 
     @admin.display(description="routing settings")
-    def routing_settings_link(self, obj):
+    def routing_settings_link(self, obj: Account) -> SafeString:
         url = reverse("admin:routing_accountroutingsettings_changelist")
         return format_html('<a href="{}?account__id__exact={}">Routing settings of this account</a>', url, obj.pk)
 
     @admin.display(description="ledger")
-    def recent_ledger(self, obj):
+    def recent_ledger(self, obj: Account) -> SafeString:
         entries = obj.ledger.select_related("api_key").order_by("-created_at")[:RECENT_ROWS]
         rows = [
             [
@@ -195,7 +201,7 @@ class AccountAdmin(admin.ModelAdmin):
         return format_html("{}{}", _table(["time", "kind", "amount", "key", "generation"], rows), link)
 
     @admin.display(description="requests")
-    def recent_generations(self, obj):
+    def recent_generations(self, obj: Account) -> SafeString:
         generations = obj.generations.order_by("-created_at")[:RECENT_ROWS]
         rows = [
             [
@@ -215,7 +221,7 @@ class AccountAdmin(admin.ModelAdmin):
         headers = ["generation", "time", "model", "provider", "status", "tokens", "cost", "latency ms"]
         return format_html("{}{}", _table(headers, rows), link)
 
-    def save_model(self, request, obj, form, change):
+    def save_model(self, request: HttpRequest, obj: Account, form: Any, change: bool) -> None:
         if change:
             if "suspended" in form.changed_data:
                 obj.suspended_at = timezone.now() if obj.suspended else None
@@ -228,7 +234,7 @@ class AccountAdmin(admin.ModelAdmin):
 
 
 @admin.register(Workspace)
-class WorkspaceAdmin(admin.ModelAdmin):
+class WorkspaceAdmin(ModelAdmin[Workspace]):
     """A workspace never moves to another account (its keys would follow it across tenants), and the default
     one is the account's own: both are read-only here."""
 
@@ -236,16 +242,16 @@ class WorkspaceAdmin(admin.ModelAdmin):
     list_filter = ("is_default",)
     search_fields = ("name", "account__name", "id")
 
-    def get_readonly_fields(self, request, obj=None):
+    def get_readonly_fields(self, request: HttpRequest, obj: Workspace | None = None) -> tuple[str, ...]:
         return ("account", "is_default") if obj else ("is_default",)
 
 
 @admin.register(Member)
-class MemberAdmin(admin.ModelAdmin):
+class MemberAdmin(ModelAdmin[Member]):
     list_display = ("user_id", "email", "account")
     search_fields = ("user_id", "email", "account__name")
 
-    def get_readonly_fields(self, request, obj=None):
+    def get_readonly_fields(self, request: HttpRequest, obj: Member | None = None) -> tuple[str, ...]:
         return ("account",) if obj else ()
 
 
@@ -269,7 +275,7 @@ class ApiKeyForm(ServiceValidatedForm):
             "include_byok_in_limit",
         )
 
-    def clean(self):
+    def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
         if self.errors:
             return cleaned
@@ -293,7 +299,7 @@ class ApiKeyForm(ServiceValidatedForm):
 
 
 @admin.register(ApiKey)
-class ApiKeyAdmin(admin.ModelAdmin):
+class ApiKeyAdmin(ModelAdmin[ApiKey]):
     form = ApiKeyForm
     list_display = (
         "name",
@@ -313,23 +319,23 @@ class ApiKeyAdmin(admin.ModelAdmin):
     search_fields = ("name", "label", "hash", "account__name")
     fields = (*ApiKeyForm.Meta.fields, "hash", "label", "usage_detail", "created_at", "updated_at")
 
-    def get_queryset(self, request):
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ApiKey]:
         return super().get_queryset(request).annotate(spent=_spend(byok=False), spent_byok=_spend(byok=True))
 
     @admin.display(description="usage (USD)", ordering="spent")
-    def usage_shown(self, obj):
+    def usage_shown(self, obj: ApiKey) -> str:
         return usd_text(getattr(obj, "spent", None))
 
     @admin.display(description="BYOK usage (USD)", ordering="spent_byok")
-    def byok_usage_shown(self, obj):
+    def byok_usage_shown(self, obj: ApiKey) -> str:
         return usd_text(getattr(obj, "spent_byok", None))
 
     @admin.display(description="limit", ordering="limit")
-    def limit_shown(self, obj):
+    def limit_shown(self, obj: ApiKey) -> str:
         return _limit_text(obj)
 
     @admin.display(description="usage")
-    def usage_detail(self, obj):
+    def usage_detail(self, obj: ApiKey | None) -> str:
         if obj is None or obj.pk is None:
             return "—"
         usage = key_usage_readers().usage(obj.pk)
@@ -344,12 +350,12 @@ class ApiKeyAdmin(admin.ModelAdmin):
         ]
         return format_html("{}<p>Limit: {}</p>", _table(["window", "usage", "BYOK usage"], rows), _limit_text(obj))
 
-    def get_readonly_fields(self, request, obj=None):
+    def get_readonly_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> tuple[str, ...]:
         always = ("hash", "label", "usage_detail", "created_at", "updated_at")
         # What PATCH /keys cannot change either: a key never moves to another account, workspace or kind.
         return (*always, "kind", "account", "workspace", "creator") if obj else always
 
-    def save_model(self, request, obj, form, change):
+    def save_model(self, request: HttpRequest, obj: ApiKey, form: Any, change: bool) -> None:
         if change:
             super().save_model(request, obj, form, change)
             return

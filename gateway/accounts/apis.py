@@ -1,8 +1,10 @@
 from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from gateway.accounts import selectors, services
+from gateway.accounts.authentication import request_caller
 from gateway.accounts.models import ApiKey
 from gateway.accounts.permissions import IsManagementKey
 from gateway.accounts.serializers import (
@@ -32,12 +34,12 @@ class ApiKeyListCreateApi(APIView):
         parameters=[ApiKeyListQuerySerializer],
         responses={200: ApiKeyListSerializer, **error_responses(400, 401, 403, 429, 500)},
     )
-    def get(self, request):
+    def get(self, request: Request) -> Response:
         query = ApiKeyListQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         params = query.validated_data
         keys = selectors.api_keys_list(
-            account_id=request.user.account_id,
+            account_id=request_caller(request).account_id,
             workspace_id=params.get("workspace_id"),
             include_disabled=params["include_disabled"],
             include_expired=params["include_expired"],
@@ -51,18 +53,18 @@ class ApiKeyListCreateApi(APIView):
         request=ApiKeyCreateRequestSerializer,
         responses={201: ApiKeyCreatedSerializer, **error_responses(400, 401, 403, 429, 500)},
     )
-    def post(self, request):
+    def post(self, request: Request) -> Response:
         body = ApiKeyCreateRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        issued = services.api_key_create(account_id=request.user.account_id, **body.validated_data)
+        issued = services.api_key_create(account_id=request_caller(request).account_id, **body.validated_data)
         return Response({"data": api_key_record(issued.key), "key": issued.plaintext}, status=201)
 
 
 class ApiKeyDetailApi(APIView):
     permission_classes = [IsManagementKey]
 
-    def _key(self, request, key_hash: str) -> ApiKey:
-        return selectors.api_key_get(account_id=request.user.account_id, key_hash=key_hash)
+    def _key(self, request: Request, key_hash: str) -> ApiKey:
+        return selectors.api_key_get(account_id=request_caller(request).account_id, key_hash=key_hash)
 
     @extend_schema(
         operation_id="getApiKey",
@@ -70,7 +72,7 @@ class ApiKeyDetailApi(APIView):
         parameters=[KEY_HASH_PARAM],
         responses={200: ApiKeyEnvelopeSerializer, **error_responses(401, 403, 404, 429, 500)},
     )
-    def get(self, request, key_hash: str):
+    def get(self, request: Request, key_hash: str) -> Response:
         query_params(request)
         return Response({"data": api_key_record(self._key(request, key_hash))})
 
@@ -81,7 +83,7 @@ class ApiKeyDetailApi(APIView):
         request=ApiKeyUpdateRequestSerializer,
         responses={200: ApiKeyEnvelopeSerializer, **error_responses(400, 401, 403, 404, 429, 500)},
     )
-    def patch(self, request, key_hash: str):
+    def patch(self, request: Request, key_hash: str) -> Response:
         key = self._key(request, key_hash)
         body = ApiKeyUpdateRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
@@ -94,7 +96,7 @@ class ApiKeyDetailApi(APIView):
         parameters=[KEY_HASH_PARAM],
         responses={200: ApiKeyDeletedSerializer, **error_responses(401, 403, 404, 429, 500)},
     )
-    def delete(self, request, key_hash: str):
+    def delete(self, request: Request, key_hash: str) -> Response:
         services.api_key_delete(key=self._key(request, key_hash))
         return Response({"deleted": True})
 
@@ -107,9 +109,10 @@ class CurrentKeyApi(APIView):
         tags=["API keys"],
         responses={200: CurrentKeyEnvelopeSerializer, **error_responses(401, 429, 500)},
     )
-    def get(self, request):
+    def get(self, request: Request) -> Response:
         query_params(request)
-        key = selectors.api_key_get(account_id=request.user.account_id, key_hash=request.user.key_hash)
+        caller = request_caller(request)
+        key = selectors.api_key_get(account_id=caller.account_id, key_hash=caller.key_hash)
         record = api_key_record(key)
         fields = set(CurrentKeySerializer().fields) - {"is_free_tier", "is_provisioning_key"}
         data = {name: record[name] for name in fields}

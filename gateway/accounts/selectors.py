@@ -11,7 +11,7 @@ MSG_KEY_NOT_FOUND = "API key not found"
 
 def api_keys_list(
     *, account_id: UUID, workspace_id: UUID | None = None, include_disabled: bool = True, include_expired: bool = True
-) -> QuerySet:
+) -> QuerySet[ApiKey]:
     keys = ApiKey.objects.filter(account_id=account_id).select_related("creator").order_by("-created_at", "-id")
     if workspace_id is not None:
         keys = keys.filter(workspace_id=workspace_id)

@@ -1,4 +1,6 @@
+from datetime import datetime
 from decimal import Decimal
+from typing import Any
 
 from django.utils import timezone
 from rest_framework import serializers
@@ -11,7 +13,7 @@ from gateway.query import ClosedQuerySerializer
 MAX_KEY_LIMIT = Decimal("1000000000")  # USD; the column holds 12 integer digits
 
 
-class KeyUsageFieldsSerializer(serializers.Serializer):
+class KeyUsageFieldsSerializer(serializers.Serializer[Any]):
     """Limit and usage fields shared by key records and the current key's metadata (UTC windows)."""
 
     label = serializers.CharField(help_text="Masked key: prefix and last characters.")  # type: ignore[assignment]  # shadows Field.label
@@ -47,7 +49,7 @@ class ApiKeyRecordSerializer(KeyUsageFieldsSerializer):
     workspace_id = serializers.UUIDField()
 
 
-def api_key_record(key: ApiKey) -> dict:
+def api_key_record(key: ApiKey) -> dict[str, Any]:
     readers = key_usage_readers()
     usage = readers.usage(key.pk)
     remaining = None
@@ -75,21 +77,21 @@ def api_key_record(key: ApiKey) -> dict:
     ).data
 
 
-class ApiKeyEnvelopeSerializer(serializers.Serializer):
+class ApiKeyEnvelopeSerializer(serializers.Serializer[Any]):
     data = ApiKeyRecordSerializer()  # type: ignore[assignment]  # the envelope's field shadows Serializer.data
 
 
-class ApiKeyListSerializer(serializers.Serializer):
+class ApiKeyListSerializer(serializers.Serializer[Any]):
     data = ApiKeyRecordSerializer(many=True)  # type: ignore[assignment]  # the envelope's field shadows Serializer.data
     total_count = serializers.IntegerField()
 
 
-class ApiKeyCreatedSerializer(serializers.Serializer):
+class ApiKeyCreatedSerializer(serializers.Serializer[Any]):
     data = ApiKeyRecordSerializer()  # type: ignore[assignment]  # the envelope's field shadows Serializer.data
     key = serializers.CharField(help_text="The plaintext key. Shown only in this response; store it now.")
 
 
-class ApiKeyDeletedSerializer(serializers.Serializer):
+class ApiKeyDeletedSerializer(serializers.Serializer[Any]):
     deleted = serializers.BooleanField()
 
 
@@ -126,7 +128,7 @@ class ApiKeyCreateRequestSerializer(fields.ClosedSerializer):
     creator_user_id = fields.CharField(max_length=256, required=False, allow_null=True)
     workspace_id = fields.UUIDField(required=False, allow_null=True)
 
-    def validate_expires_at(self, value):
+    def validate_expires_at(self, value: datetime | None) -> datetime | None:
         if value is not None and value <= timezone.now():
             raise serializers.ValidationError("must be in the future")
         return value
@@ -148,5 +150,5 @@ class CurrentKeySerializer(KeyUsageFieldsSerializer):
     is_provisioning_key = serializers.BooleanField(help_text="Legacy name of is_management_key")
 
 
-class CurrentKeyEnvelopeSerializer(serializers.Serializer):
+class CurrentKeyEnvelopeSerializer(serializers.Serializer[Any]):
     data = CurrentKeySerializer()  # type: ignore[assignment]  # the envelope's field shadows Serializer.data

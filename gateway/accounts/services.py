@@ -1,6 +1,7 @@
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
+from typing import Any
 from uuid import UUID
 
 from django.db import transaction
@@ -104,7 +105,7 @@ def api_key_check(
     return workspace, creator
 
 
-def api_key_limit_check(*, limit, limit_reset) -> None:
+def api_key_limit_check(*, limit: object, limit_reset: object) -> None:
     if limit is not None and (
         not isinstance(limit, Decimal | int)
         or isinstance(limit, bool)
@@ -123,7 +124,7 @@ def _field_error(field: str, message: str) -> GatewayError:
 _UPDATABLE = ("name", "disabled", "limit", "limit_reset", "include_byok_in_limit")
 
 
-def api_key_update(*, key: ApiKey, changes: dict) -> ApiKey:
+def api_key_update(*, key: ApiKey, changes: dict[str, Any]) -> ApiKey:
     """GatewayError (400) for a limit the API would refuse; nothing is saved then."""
     if "limit" in changes or "limit_reset" in changes:
         api_key_limit_check(

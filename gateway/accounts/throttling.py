@@ -1,10 +1,16 @@
 import math
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from rest_framework.throttling import SimpleRateThrottle
 
+from gateway.accounts.authentication import Caller
 from gateway.cache import cache_uses_redis, window_incr
 from gateway.errors import GatewayError
+
+if TYPE_CHECKING:  # DRF's views import this module (the API settings' throttle class)
+    from rest_framework.request import Request
+    from rest_framework.views import APIView
 
 MSG_RATE_LIMITER_UNAVAILABLE = "The rate limiter is unavailable; retry shortly"
 
@@ -19,10 +25,10 @@ class ApiKeyRateThrottle(SimpleRateThrottle):
 
     scope = "api_key"
 
-    def get_rate(self):
+    def get_rate(self) -> str | None:
         return settings.GATEWAY_RATE_LIMIT or None
 
-    def allow_request(self, request, view):
+    def allow_request(self, request: "Request", view: "APIView") -> bool:
         self.rate = self.get_rate()
         if self.rate is None:
             return True
@@ -41,10 +47,10 @@ class ApiKeyRateThrottle(SimpleRateThrottle):
         self.retry_after = counted.retry_after
         return counted.count <= num_requests
 
-    def wait(self):
+    def wait(self) -> float | None:
         return getattr(self, "retry_after", None)
 
-    def get_cache_key(self, request, view):
-        if not getattr(request.user, "is_authenticated", False):
+    def get_cache_key(self, request: "Request", view: "APIView") -> str | None:
+        if not isinstance(request.user, Caller):
             return None
         return self.cache_format % {"scope": self.scope, "ident": request.user.key_hash}

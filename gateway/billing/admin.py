@@ -1,15 +1,18 @@
 import json
 from decimal import Decimal
+from typing import Any
 from uuid import UUID
 
 from django import forms
 from django.contrib import admin
-from django.core.paginator import Paginator
+from django.db.models import QuerySet
+from django.http import HttpRequest
 from django.utils.functional import cached_property
 from django.utils.html import format_html, format_html_join
 
 from gateway.accounts.models import Account, ApiKey
 from gateway.admin_forms import usd_text
+from gateway.admin_generics import ModelAdmin, ModelForm, Paginator
 from gateway.billing.models import IN_PROGRESS, EntryKind, Generation, LedgerEntry
 from gateway.billing.services import credits_topup
 
@@ -17,7 +20,7 @@ MAX_ENTRY = Decimal("1000000000")  # one top-up or refund, USD
 MAX_BALANCE = Decimal("1e12")  # Account.balance is numeric(24, 12)
 
 
-class CreditTopUpForm(forms.ModelForm):
+class CreditTopUpForm(ModelForm[LedgerEntry]):
     kind = forms.ChoiceField(choices=[(EntryKind.TOPUP, "Top-up"), (EntryKind.REFUND, "Refund")])
     amount = forms.DecimalField(
         max_digits=24,
@@ -31,7 +34,7 @@ class CreditTopUpForm(forms.ModelForm):
         model = LedgerEntry
         fields = ("account", "kind", "amount", "note")
 
-    def clean(self):
+    def clean(self) -> dict[str, Any]:
         """What `credits_topup` and the balance column would refuse, refused here (a form error, not a 500)."""
         super().clean()
         cleaned = self.cleaned_data
@@ -44,7 +47,7 @@ class CreditTopUpForm(forms.ModelForm):
 
 
 @admin.register(LedgerEntry)
-class LedgerEntryAdmin(admin.ModelAdmin):
+class LedgerEntryAdmin(ModelAdmin[LedgerEntry]):
     """The ledger is insert-only: staff add top-ups and refunds; nothing is edited or deleted."""
 
     list_display = ("created_at", "account", "kind", "amount_usd", "api_key", "generation_id", "is_byok")
@@ -52,20 +55,20 @@ class LedgerEntryAdmin(admin.ModelAdmin):
     search_fields = ("account__name", "generation_id", "note")
     form = CreditTopUpForm
 
-    def get_readonly_fields(self, request, obj=None):
+    def get_readonly_fields(self, request: HttpRequest, obj: LedgerEntry | None = None) -> list[str]:
         return [f.name for f in LedgerEntry._meta.fields] if obj else []
 
     @admin.display(description="amount", ordering="amount")
-    def amount_usd(self, obj):
+    def amount_usd(self, obj: LedgerEntry) -> str:
         return usd_text(obj.amount)
 
-    def has_change_permission(self, request, obj=None):
+    def has_change_permission(self, request: HttpRequest, obj: LedgerEntry | None = None) -> bool:
         return obj is None
 
-    def has_delete_permission(self, request, obj=None):
+    def has_delete_permission(self, request: HttpRequest, obj: LedgerEntry | None = None) -> bool:
         return False
 
-    def save_model(self, request, obj, form, change):
+    def save_model(self, request: HttpRequest, obj: LedgerEntry, form: CreditTopUpForm, change: bool) -> None:
         entry = credits_topup(
             account_id=obj.account_id,
             amount=form.cleaned_data["amount"],
@@ -86,14 +89,14 @@ class _RecentValueFilter(admin.SimpleListFilter):
 
     column = ""
 
-    def lookups(self, request, model_admin):
+    def lookups(self, request: HttpRequest, model_admin: ModelAdmin[Any]) -> list[tuple[str, str]]:
         recent = Generation.objects.order_by("-created_at").values_list(self.column, flat=True)[:RECENT_VALUES]
         values = sorted({value for value in recent if value})[:MAX_CHOICES]
         if self.value() and self.value() not in values:
             values.append(self.value())
         return [(value, value) for value in values]
 
-    def queryset(self, request, queryset):
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Generation]) -> QuerySet[Generation]:
         value = self.value()
         if not value:
             return queryset
@@ -121,7 +124,7 @@ class StatusFilter(admin.SimpleListFilter):
     title = "status"
     parameter_name = "status"
 
-    def lookups(self, request, model_admin):
+    def lookups(self, request: HttpRequest, model_admin: ModelAdmin[Any]) -> list[tuple[str, str]]:
         return [
             (IN_PROGRESS, "in progress"),
             ("completed", "completed"),
@@ -129,7 +132,7 @@ class StatusFilter(admin.SimpleListFilter):
             ("failed", "failed"),
         ]
 
-    def queryset(self, request, queryset):
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Generation]) -> QuerySet[Generation]:
         value = self.value()
         if not value:
             return queryset
@@ -142,12 +145,12 @@ class AccountFilter(admin.SimpleListFilter):
     title = "account"
     parameter_name = "account__id__exact"
 
-    def lookups(self, request, model_admin):
+    def lookups(self, request: HttpRequest, model_admin: ModelAdmin[Any]) -> list[tuple[str, str]]:
         return [
             (str(pk), name) for pk, name in Account.objects.order_by("name").values_list("pk", "name")[:MAX_CHOICES]
         ]
 
-    def queryset(self, request, queryset):
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Generation]) -> QuerySet[Generation]:
         if not self.value():
             return queryset
         try:
@@ -162,7 +165,7 @@ class KeyFilter(admin.SimpleListFilter):
     title = "API key"
     parameter_name = "api_key__id__exact"
 
-    def lookups(self, request, model_admin):
+    def lookups(self, request: HttpRequest, model_admin: ModelAdmin[Any]) -> list[tuple[str, str]]:
         keys = ApiKey.objects.order_by("-created_at")
         account = request.GET.get(AccountFilter.parameter_name)
         if account:
@@ -174,14 +177,14 @@ class KeyFilter(admin.SimpleListFilter):
             (str(pk), f"{name} ({label})") for pk, name, label in keys.values_list("pk", "name", "label")[:MAX_CHOICES]
         ]
 
-    def queryset(self, request, queryset):
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Generation]) -> QuerySet[Generation]:
         value = self.value()
         if not value:
             return queryset
         return queryset.filter(api_key_id=int(value)) if value.isdigit() else queryset.none()
 
 
-class CappedPaginator(Paginator):
+class CappedPaginator(Paginator[Generation]):
     """Counts at most LOG_COUNT_CAP rows: a count of the whole log on every page view would be its slowest part."""
 
     @cached_property
@@ -189,7 +192,7 @@ class CappedPaginator(Paginator):
         return self.object_list[: LOG_COUNT_CAP + 1].count()  # type: ignore[attr-defined]  # a QuerySet
 
 
-def _table(headers: list[str], rows: list[list]) -> str:
+def _table(headers: list[str], rows: list[list[Any]]) -> str:
     """An HTML table (every cell escaped)."""
     head = format_html_join("", "<th>{}</th>", ((h,) for h in headers))
     body = format_html_join(
@@ -200,14 +203,14 @@ def _table(headers: list[str], rows: list[list]) -> str:
     return format_html('<table class="gw-table"><thead><tr>{}</tr></thead><tbody>{}</tbody></table>', head, body)
 
 
-def _json(value) -> str:
+def _json(value: Any) -> str:  # a JSON column's value
     if value in (None, [], {}):
         return "—"
     return format_html('<pre class="gw-json">{}</pre>', json.dumps(value, indent=2, sort_keys=True, default=str))
 
 
 @admin.register(Generation)
-class GenerationAdmin(admin.ModelAdmin):
+class GenerationAdmin(ModelAdmin[Generation]):
     """The request log: one row per request, read-only. Records hold no prompt or answer text, and none is shown."""
 
     list_display = (
@@ -269,33 +272,36 @@ class GenerationAdmin(admin.ModelAdmin):
         ("Pipeline", {"fields": ("plugins_shown", "guardrail_flags_shown", "usage_anomaly_shown")}),
     )
 
-    def get_readonly_fields(self, request, obj=None):
-        return [name for _, options in self.fieldsets for name in options["fields"]]
+    def get_readonly_fields(self, request: HttpRequest, obj: Generation | None = None) -> list[str]:
+        # Every field of every fieldset: each lists plain names (no grouped rows).
+        return [name for _, options in self.fieldsets for name in options["fields"]]  # type: ignore[misc]
 
-    def get_search_results(self, request, queryset, search_term):
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Any], search_term: str
+    ) -> tuple[QuerySet[Generation], bool]:
         if not _plain(search_term):
             return queryset.none(), False
         return super().get_search_results(request, queryset, search_term)
 
-    def has_add_permission(self, request):
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
-    def has_change_permission(self, request, obj=None):
+    def has_change_permission(self, request: HttpRequest, obj: Generation | None = None) -> bool:
         return False
 
-    def has_delete_permission(self, request, obj=None):
+    def has_delete_permission(self, request: HttpRequest, obj: Generation | None = None) -> bool:
         return False
 
     @admin.display(description="cost", ordering="cost")
-    def cost_usd(self, obj):
+    def cost_usd(self, obj: Generation) -> str:
         return usd_text(obj.cost)
 
     @admin.display(description="key", ordering="api_key__name")
-    def key_label(self, obj):
+    def key_label(self, obj: Generation) -> str:
         return obj.api_key.label if obj.api_key else "—"
 
     @admin.display(description="attempts (provider_responses)")
-    def attempts(self, obj):
+    def attempts(self, obj: Generation) -> str:
         rows = [
             [
                 index + 1,
@@ -315,13 +321,13 @@ class GenerationAdmin(admin.ModelAdmin):
         return _table(["#", "provider", "model", "endpoint", "status", "error", "latency ms", "BYOK"], rows)
 
     @admin.display(description="plugins")
-    def plugins_shown(self, obj):
+    def plugins_shown(self, obj: Generation) -> str:
         return _json(obj.plugins)
 
     @admin.display(description="guardrail flags")
-    def guardrail_flags_shown(self, obj):
+    def guardrail_flags_shown(self, obj: Generation) -> str:
         return _json(obj.guardrail_flags)
 
     @admin.display(description="usage anomaly")
-    def usage_anomaly_shown(self, obj):
+    def usage_anomaly_shown(self, obj: Generation) -> str:
         return _json(obj.usage_anomaly)

@@ -76,11 +76,11 @@ class GenerationRecord:
     session_id: str = ""
     service_tier: str = ""
     provider_responses: tuple[AttemptRecord, ...] = field(default_factory=tuple)
-    usage_anomaly: dict | None = None  # see Generation.usage_anomaly
-    guardrail_flags: list[dict] | None = None  # see Generation.guardrail_flags
+    usage_anomaly: dict[str, Any] | None = None  # see Generation.usage_anomaly
+    guardrail_flags: list[dict[str, Any]] | None = None  # see Generation.guardrail_flags
     moderation_latency: int | None = None  # see Generation.moderation_latency
-    plugins: dict | None = None  # see Generation.plugins
-    router: dict | None = None  # see Generation.router
+    plugins: dict[str, Any] | None = None  # see Generation.plugins
+    router: dict[str, Any] | None = None  # see Generation.router
 
 
 # Written when the request's hold opens (billing.services.credits_reserve); settlement writes the rest, except the
@@ -96,7 +96,7 @@ def generation_outcome(*, record: GenerationRecord) -> dict[str, Any]:
     return data
 
 
-def _storable(data: dict) -> dict:
+def _storable(data: dict[str, Any]) -> dict[str, Any]:
     """Text fields as the database takes them. Some come from the upstream (its response id): a NUL, a lone
     surrogate or a value longer than the column would fail the settlement, leaving the hold open and the record
     unwritten (streams), or turning a served answer into a 500 (JSON)."""

@@ -5,7 +5,7 @@ Types from the layers above are taken by their shape (Protocols), since billing 
 import time
 from collections.abc import Sequence
 from decimal import Decimal
-from typing import Protocol
+from typing import Any, Protocol
 
 from gateway.accounts.authentication import Caller
 from gateway.billing.generations import AttemptRecord, GenerationRecord
@@ -58,9 +58,9 @@ def generation_record(
     ttft_ms: int | None,
     service_tier: str,
     attempts: Sequence[AttemptRecord],
-    usage_anomaly: dict | None,
-    guardrail_flags: list[dict] | None,
-    stage_record: dict,
+    usage_anomaly: dict[str, Any] | None,
+    guardrail_flags: list[dict[str, Any]] | None,
+    stage_record: dict[str, Any],
 ) -> GenerationRecord:
     """The record of a request that reached its attempts. `started`: time.monotonic() when it began (latency);
     `stage_record`: the stages' figures (moderation_latency, plugins, router)."""
@@ -110,7 +110,7 @@ def blocked_record(
     requested_model: str,
     cost: Decimal,
     streamed: bool,
-    stage_record: dict,
+    stage_record: dict[str, Any],
 ) -> GenerationRecord:
     """The record of a request refused after paid checks ran (a failed generation, error_type `blocked`)."""
     return GenerationRecord(

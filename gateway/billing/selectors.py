@@ -28,7 +28,7 @@ def window_starts(now: datetime | None = None) -> dict[str, datetime]:
     return {"daily": day, "weekly": day - timedelta(days=day.weekday()), "monthly": day.replace(day=1)}
 
 
-def _sum(condition: Q):
+def _sum(condition: Q) -> Coalesce:
     return Coalesce(
         Sum("amount", filter=condition), Value(ZERO), output_field=DecimalField(max_digits=24, decimal_places=12)
     )
@@ -87,5 +87,5 @@ def key_open_holds(*, key_id: int) -> Decimal:
     return Generation.objects.filter(api_key_id=key_id, status=IN_PROGRESS).aggregate(total=_sum_of("held"))["total"]
 
 
-def _sum_of(column: str):
+def _sum_of(column: str) -> Coalesce:
     return Coalesce(Sum(column), Value(ZERO), output_field=DecimalField(max_digits=24, decimal_places=12))

@@ -1,19 +1,24 @@
+from typing import Any, TypeVar
+
 from rest_framework import serializers
 
 from gateway import fields
+from gateway.billing.models import Generation
 from gateway.query import ClosedQuerySerializer
 
+F = TypeVar("F", bound=serializers.Field[Any, Any, Any, Any])
 
-class CreditsSerializer(serializers.Serializer):
+
+class CreditsSerializer(serializers.Serializer[Any]):
     total_credits = serializers.FloatField(help_text="All credits ever added (USD).")
     total_usage = serializers.FloatField(help_text="All credits ever charged (USD).")
 
 
-class CreditsEnvelopeSerializer(serializers.Serializer):
+class CreditsEnvelopeSerializer(serializers.Serializer[Any]):
     data = CreditsSerializer()  # type: ignore[assignment]  # the envelope's field shadows Serializer.data
 
 
-class ProviderResponseSerializer(serializers.Serializer):
+class ProviderResponseSerializer(serializers.Serializer[Any]):
     provider_name = serializers.CharField()
     status = serializers.IntegerField(allow_null=True)
     latency = serializers.IntegerField(help_text="ms")
@@ -22,15 +27,15 @@ class ProviderResponseSerializer(serializers.Serializer):
     model_permaslug = serializers.CharField()
 
 
-def _optional(field_class, **kwargs):
+def _optional(field_class: type[F], **kwargs: Any) -> F:
     return field_class(required=False, **kwargs)
 
 
-class RecordedSerializer(serializers.Serializer):
+class RecordedSerializer(serializers.Serializer[Any]):
     """A JSON figure the pipeline recorded: its keys grew over releases, so a key an older record lacks is left
     out of the answer (every field optional) instead of failing the read."""
 
-    def get_fields(self):
+    def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:
         declared = super().get_fields()
         for field in declared.values():
             field.required = False
@@ -132,7 +137,7 @@ class GuardrailFlagSerializer(RecordedSerializer):
     patterns = serializers.ListField(child=serializers.CharField(), help_text="The filters' labels, never the text")
 
 
-class GenerationSerializer(serializers.Serializer):
+class GenerationSerializer(serializers.Serializer[Any]):
     id = serializers.CharField()
     upstream_id = serializers.CharField(allow_null=True)
     created_at = serializers.DateTimeField()
@@ -171,7 +176,7 @@ class GenerationSerializer(serializers.Serializer):
     moderation_latency = serializers.IntegerField(allow_null=True, help_text="ms; null when moderation did not run")
 
 
-class GenerationEnvelopeSerializer(serializers.Serializer):
+class GenerationEnvelopeSerializer(serializers.Serializer[Any]):
     data = GenerationSerializer()  # type: ignore[assignment]  # the envelope's field shadows Serializer.data
 
 
@@ -179,7 +184,7 @@ class GenerationQuerySerializer(ClosedQuerySerializer):
     id = fields.CharField(max_length=64)
 
 
-def generation_data(generation) -> dict:
+def generation_data(generation: Generation) -> dict[str, Any]:
     return GenerationSerializer(
         {
             "id": generation.id,

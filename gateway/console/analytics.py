@@ -5,9 +5,12 @@ on PostgreSQL and, on SQLite, in Python from at most MAX_LATENCY_SAMPLES values 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
+from typing import Any
+from uuid import UUID
 
 from django.db import connection
-from django.db.models import Aggregate, Count, DecimalField, F, FloatField, IntegerField, Q, QuerySet, Sum, Value
+from django.db.models import Aggregate, Count, DecimalField, F, FloatField, Func, IntegerField, Q, QuerySet, Sum, Value
+from django.db.models.expressions import Combinable
 from django.db.models.functions import Coalesce, NullIf, TruncDay, TruncHour
 from django.utils import timezone
 
@@ -36,7 +39,8 @@ class Point:
         return self.errors / self.requests if self.requests else 0.0
 
 
-def finished(since: datetime, until: datetime | None = None) -> QuerySet:
+# QuerySet[Any]: the callers group and annotate its rows under names chosen at run time (_totals, DIMENSIONS).
+def finished(since: datetime, until: datetime | None = None) -> QuerySet[Any]:
     """Requests that finished (not in progress) created in [since, until)."""
     rows = Generation.objects.filter(created_at__gte=since).exclude(status=IN_PROGRESS)
     return rows.filter(created_at__lt=until) if until is not None else rows
@@ -49,11 +53,11 @@ class PercentileCont(Aggregate):
     template = "%(function)s(%(fraction)s) WITHIN GROUP (ORDER BY %(expressions)s)"
     output_field = FloatField()
 
-    def __init__(self, expression, *, fraction: float):
+    def __init__(self, expression: str | Combinable, *, fraction: float) -> None:
         super().__init__(expression, fraction=float(fraction))
 
 
-def _totals() -> dict:
+def _totals() -> dict[str, Func]:
     return {
         "requests": Count("id"),
         "errors": Count("id", filter=Q(status__in=FAILED)),
@@ -62,7 +66,7 @@ def _totals() -> dict:
     }
 
 
-def _percentiles(rows: QuerySet) -> tuple[float | None, float | None]:
+def _percentiles(rows: QuerySet[Any]) -> tuple[float | None, float | None]:
     rows = rows.exclude(latency_ms=None)
     if connection.vendor == "postgresql":
         found = rows.aggregate(
@@ -83,7 +87,7 @@ def _rank(values: list[int], fraction: float) -> float:
     return values[low] + (values[high] - values[low]) * (position - low)
 
 
-def series(*, window: str, filters: dict | None = None, now: datetime | None = None) -> list[Point]:
+def series(*, window: str, filters: dict[str, Any] | None = None, now: datetime | None = None) -> list[Point]:
     """One point per hour (24h) or day (7d, 30d), oldest first, empty buckets included."""
     span, unit = RANGES[window]
     now = now or timezone.now()
@@ -116,7 +120,9 @@ def series(*, window: str, filters: dict | None = None, now: datetime | None = N
     return points
 
 
-def breakdown(*, dimension: str, since: datetime, filters: dict | None = None, limit: int = 10) -> list[dict]:
+def breakdown(
+    *, dimension: str, since: datetime, filters: dict[str, Any] | None = None, limit: int = 10
+) -> list[dict[str, Any]]:
     """The top `limit` values of a dimension by requests since `since`, with totals and latency percentiles."""
     column = DIMENSIONS[dimension]
     rows = finished(since).filter(**(filters or {}))
@@ -127,7 +133,9 @@ def breakdown(*, dimension: str, since: datetime, filters: dict | None = None, l
     return top
 
 
-def activity(*, account_id, since: datetime, until: datetime, filters: dict | None = None) -> list[dict]:
+def activity(
+    *, account_id: UUID, since: datetime, until: datetime, filters: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
     """Rows per UTC day, model, provider, API key and workspace of the account's finished requests."""
     rows = finished(since, until).filter(account_id=account_id, **(filters or {}))
     byok = Q(is_byok=True)

@@ -1,10 +1,13 @@
 from datetime import UTC, datetime, time, timedelta
+from typing import Any
 
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from gateway.accounts.authentication import request_caller
 from gateway.accounts.permissions import IsManagementKey
 from gateway.api import error_responses
 from gateway.console import analytics
@@ -12,7 +15,7 @@ from gateway.console.serializers import ACTIVITY_DAYS, ActivityQuerySerializer, 
 from gateway.errors import GatewayError
 
 
-def _activity_item(row: dict) -> dict:
+def _activity_item(row: dict[str, Any]) -> dict[str, Any]:
     return {
         "date": row["day"].date().isoformat(),
         "model": row["model_id"],
@@ -46,7 +49,7 @@ class ActivityApi(APIView):
         "day, model, provider, API key and workspace: requests (BYOK among them), tokens, credits charged and the "
         "BYOK inference cost. Newest day first. Requests still in progress are not counted.",
     )
-    def get(self, request):
+    def get(self, request: Request) -> Response:
         query = ActivityQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         params = query.validated_data
@@ -68,5 +71,7 @@ class ActivityApi(APIView):
             filters["api_key__hash"] = params["api_key_hash"]
         if "workspace_id" in params:
             filters["workspace_id"] = params["workspace_id"]
-        rows = analytics.activity(account_id=request.user.account_id, since=since, until=until, filters=filters)
+        rows = analytics.activity(
+            account_id=request_caller(request).account_id, since=since, until=until, filters=filters
+        )
         return Response(ActivitySerializer({"data": [_activity_item(row) for row in rows]}).data)

@@ -15,7 +15,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
-from django.http import Http404, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     REGISTRY,
@@ -29,6 +29,8 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily
 
 from gateway.billing.generations import GenerationRecord
+
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
@@ -58,7 +60,7 @@ SPEND = Counter("gateway_spend_usd", "Credits charged (USD) by settled requests"
 GENERATIONS = Counter("gateway_generations", "Settled requests by provider and status", ["provider", "status"])
 OPEN_STREAMS = Gauge("gateway_open_streams", "Streamed responses being sent", multiprocess_mode="livesum")
 
-_CHILDREN: dict[tuple, Any] = {}  # (metric, label values) -> its child
+_CHILDREN: dict[tuple[Any, tuple[str, ...]], Any] = {}  # (metric, label values) -> its child
 MAX_CHILDREN = 4096  # forgotten all at once past this (a client-chosen model name is a label value)
 
 
@@ -104,7 +106,7 @@ def record_settled(record: GenerationRecord, charged: Decimal | None) -> None:
 class CreditHoldsCollector:
     """Open credit holds (requests in flight), read from the database at scrape time: the same in every worker."""
 
-    def collect(self):
+    def collect(self) -> list[GaugeMetricFamily]:
         from django.db.models import Count, Sum
 
         from gateway.billing.models import IN_PROGRESS, Generation
@@ -117,7 +119,7 @@ class CreditHoldsCollector:
         return [count, held]
 
 
-def _allowed(request) -> bool:
+def _allowed(request: HttpRequest) -> bool:
     token = settings.METRICS_TOKEN
     header = request.META.get("HTTP_AUTHORIZATION", "")
     if token and header.startswith("Bearer ") and hmac.compare_digest(header[7:].strip().encode(), token.encode()):
@@ -129,10 +131,10 @@ def _allowed(request) -> bool:
     return any(address in network for network in _networks())
 
 
-_parsed: tuple[str, list] | None = None
+_parsed: tuple[str, list[IPNetwork]] | None = None
 
 
-def _networks() -> list:
+def _networks() -> list[IPNetwork]:
     global _parsed
     raw = ",".join(settings.METRICS_ALLOWED_NETWORKS)
     if _parsed is None or _parsed[0] != raw:
@@ -144,7 +146,7 @@ _HOLDS = CollectorRegistry()  # collected at scrape time only (a database query)
 _HOLDS.register(CreditHoldsCollector())
 
 
-def metrics_view(request):
+def metrics_view(request: HttpRequest) -> HttpResponse:
     if request.method != "GET" or not _allowed(request):
         raise Http404
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):

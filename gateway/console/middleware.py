@@ -15,8 +15,10 @@ import time
 from collections import OrderedDict
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator
 from decimal import Decimal
+from typing import Any
 
-from django.http import FileResponse, StreamingHttpResponse
+from django.http import FileResponse, HttpRequest, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 
 from gateway.accounts.authentication import Caller
 from gateway.billing.generations import GenerationRecord
@@ -28,7 +30,7 @@ REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
 KEY_HASH_PREFIX = 12
 MAX_PENDING = 10_000  # settled records waiting for their request's log line (bounded: some never are logged)
 
-_pending: "OrderedDict[str, dict]" = OrderedDict()
+_pending: "OrderedDict[str, dict[str, Any]]" = OrderedDict()
 _pending_lock = threading.Lock()
 
 
@@ -50,19 +52,19 @@ def note_settled(record: GenerationRecord, charged: Decimal | None) -> None:
             _pending.popitem(last=False)
 
 
-def _take(generation_id: str) -> dict:
+def _take(generation_id: str) -> dict[str, Any]:
     with _pending_lock:
         return _pending.pop(generation_id, None) or {}
 
 
-def _encoded(line: dict) -> str:
+def _encoded(line: dict[str, Any]) -> str:
     """The line as JSON in ASCII, as the standard encoder writes it (a client-chosen model name with a Unicode line
     separator must not split it), at orjson's speed when it is ASCII anyway (nearly always)."""
     encoded = json_compact(line)
     return encoded.decode() if encoded.isascii() else json.dumps(line, separators=(",", ":"))
 
 
-def _route(request) -> str:
+def _route(request: HttpRequest) -> str:
     match = getattr(request, "resolver_match", None)
     if match is None:
         return "unmatched"
@@ -90,14 +92,14 @@ class ClosingContent:
 
 
 class RequestLogMiddleware:
-    def __init__(self, get_response):
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
         self.get_response = get_response
 
-    def __call__(self, request):
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
         started = time.perf_counter()
         incoming = request.META.get("HTTP_X_REQUEST_ID", "")
         request_id = incoming if REQUEST_ID.match(incoming) else os.urandom(12).hex()
-        request.request_id = request_id
+        request.request_id = request_id  # type: ignore[attr-defined]  # this middleware's own attribute
         response = self.get_response(request)
         response["X-Request-Id"] = request_id
         if isinstance(response, StreamingHttpResponse) and not isinstance(response, FileResponse):
@@ -109,7 +111,7 @@ class RequestLogMiddleware:
             self._finish(request, response, started, streamed=False)
         return response
 
-    def _finish(self, request, response, started: float, *, streamed: bool) -> None:
+    def _finish(self, request: HttpRequest, response: HttpResponseBase, started: float, *, streamed: bool) -> None:
         try:
             elapsed = time.perf_counter() - started
             route = _route(request)
@@ -124,7 +126,7 @@ class RequestLogMiddleware:
                 return
             line = {
                 "ts": round(time.time(), 3),
-                "request_id": request.request_id,
+                "request_id": request.request_id,  # type: ignore[attr-defined]
                 "method": request.method,
                 "route": route,
                 "status": status,

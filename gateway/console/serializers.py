@@ -1,5 +1,6 @@
 import datetime as dt
 import re
+from typing import Any
 
 from django.core.validators import RegexValidator
 from rest_framework import serializers
@@ -53,7 +54,7 @@ class ActivityQuerySerializer(ClosedQuerySerializer):
         return value
 
 
-class ActivityItemSerializer(serializers.Serializer):
+class ActivityItemSerializer(serializers.Serializer[Any]):
     date = serializers.CharField(help_text="The UTC day, YYYY-MM-DD")
     model = serializers.CharField(help_text="The model that served the requests (the requested one if none did)")
     model_permaslug = serializers.CharField()
@@ -74,5 +75,5 @@ class ActivityItemSerializer(serializers.Serializer):
     cached_tokens = serializers.IntegerField()
 
 
-class ActivitySerializer(serializers.Serializer):
+class ActivitySerializer(serializers.Serializer[Any]):
     data = ActivityItemSerializer(many=True)  # type: ignore[assignment]  # the envelope's field shadows Serializer.data

@@ -1,9 +1,11 @@
 """The admin dashboard: requests, spend, tokens, error rate and p50/p95 latency over time (filterable by model,
 provider and account), the top models, providers and accounts, and the current health of each endpoint."""
 
+from typing import Any
 from uuid import UUID
 
 from django.contrib import admin
+from django.http import HttpRequest, QueryDict
 from django.template.response import TemplateResponse
 
 from gateway.console import analytics
@@ -15,9 +17,11 @@ MAX_HEALTH_ROWS = 500
 FILTER_MAX_CHARS = 256
 
 
-def _filters(params) -> tuple[dict, dict, list[str]]:
+def _filters(params: QueryDict) -> tuple[dict[str, str], dict[str, str], list[str]]:
     """The query's filters as ORM lookups, as shown back in the form, and what was refused (with why)."""
-    lookups, shown, errors = {}, {}, []
+    lookups: dict[str, str] = {}
+    shown: dict[str, str] = {}
+    errors: list[str] = []
     for name in ("model", "provider"):
         value = params.get(name, "").strip()
         if len(value) > FILTER_MAX_CHARS:
@@ -35,7 +39,7 @@ def _filters(params) -> tuple[dict, dict, list[str]]:
     return lookups, shown, errors
 
 
-def _health_rows() -> list[dict]:
+def _health_rows() -> list[dict[str, Any]]:
     endpoints = list(routable_endpoints().order_by("model_id", "provider__slug")[:MAX_HEALTH_ROWS])
     stats = endpoint_stats([endpoint.pk for endpoint in endpoints])
     rows = []
@@ -56,7 +60,7 @@ def _health_rows() -> list[dict]:
     return rows
 
 
-def dashboard(request):
+def dashboard(request: HttpRequest) -> TemplateResponse:
     window = request.GET.get("range", "24h")
     errors = []
     if window not in analytics.RANGES:

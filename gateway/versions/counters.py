@@ -19,7 +19,7 @@ import time
 import uuid
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from django.conf import settings
 from django.core.signals import setting_changed
@@ -67,7 +67,7 @@ def _window() -> float:
 
 
 @receiver(setting_changed)
-def _window_changed(setting: str, **kwargs) -> None:
+def _window_changed(setting: str, **kwargs: Any) -> None:
     if setting == "CACHE_VERSION_CHECK_SECONDS":
         _check_seconds.clear()
 

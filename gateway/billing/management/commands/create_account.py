@@ -1,7 +1,8 @@
 import json
 from decimal import Decimal, InvalidOperation
+from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from gateway.accounts.models import Plan
 from gateway.billing.provisioning import account_provision
@@ -13,7 +14,7 @@ class Command(BaseCommand):
         "management key, and print them as JSON. The plaintext keys are shown only here."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--name", required=True)
         parser.add_argument("--plan", choices=Plan.values, default=Plan.PAY_AS_YOU_GO)
         parser.add_argument("--credits", default="0", help="Initial credits in USD")
@@ -22,7 +23,7 @@ class Command(BaseCommand):
         )
         parser.add_argument("--text", action="store_true", help="Print readable lines instead of JSON")
 
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any) -> None:
         try:
             credits = Decimal(options["credits"])
         except InvalidOperation:

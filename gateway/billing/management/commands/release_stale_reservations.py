@@ -1,6 +1,7 @@
 import math
+from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from gateway.billing.rollups import key_usage_roll_up
 from gateway.billing.services import holds_expire, longest_request_seconds, stale_hold_seconds
@@ -22,10 +23,10 @@ class Command(BaseCommand):
         "every ledger row)."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--older-than-minutes", type=int, default=math.ceil(stale_hold_seconds() / 60))
 
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any) -> None:
         minutes = options["older_than_minutes"]
         longest = math.ceil(longest_request_seconds() / 60)
         if minutes < longest:

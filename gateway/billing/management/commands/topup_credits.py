@@ -1,8 +1,9 @@
 import json
 import uuid
 from decimal import Decimal, InvalidOperation
+from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from gateway.accounts.models import Account
 from gateway.billing.selectors import credits_summary
@@ -13,12 +14,12 @@ from gateway.errors import GatewayError
 class Command(BaseCommand):
     help = "Add credits (USD) to an account, by id or by name, and print the new totals as JSON."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("account", help="Account id (UUID) or exact name")
         parser.add_argument("amount")
         parser.add_argument("--note", default="")
 
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any) -> None:
         try:
             amount = Decimal(options["amount"])
         except InvalidOperation:
