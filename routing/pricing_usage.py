@@ -4,6 +4,7 @@ reasons (the generation record's usage_anomaly) and logs them."""
 
 import math
 from dataclasses import dataclass, replace
+from typing import Any
 
 from routing.canonical import CanonicalRequest, CanonicalResponse, FilePart, Message, OutputHostedTool, Usage
 from routing.catalog import EndpointInfo
@@ -93,7 +94,7 @@ def reported_usage(response: CanonicalResponse) -> Usage:
 
 def usage_anomaly(
     *, response: CanonicalResponse, billed: Usage, bounds: UsageBounds, reasons: list[str], provider: str
-) -> dict:
+) -> dict[str, Any]:
     """What the generation record keeps of an implausible usage."""
     reported = reported_usage(response)
     return {
