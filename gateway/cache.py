@@ -2,7 +2,8 @@
 
 Redis is an optimisation (routing health and percentiles, sticky sessions, the rate-limit counters): it
 lets every worker and instance see the same picture, but a request must never fail because of it. This
-Django cache backend wraps Django's RedisCache so that every caller of `django.core.cache.cache` gets:
+Django cache backend (BaseCache on redis-py, storing values as Django's RedisCache does) gives every caller of
+`django.core.cache.cache`:
 
 - short socket timeouts (REDIS_CONNECT_TIMEOUT, REDIS_TIMEOUT), so a dead or hung Redis cannot stall
   a request for long;
@@ -20,17 +21,21 @@ With the local-memory backend (no REDIS_URL) these work per process."""
 import json
 import logging
 import math
+import pickle
+import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from django.core.cache import caches
-from django.core.cache.backends.base import BaseCache
+from django.core.cache.backends.base import DEFAULT_TIMEOUT, BaseCache
 from django.core.cache.backends.locmem import LocMemCache
-from django.core.cache.backends.redis import RedisCache, RedisCacheClient
+from django.core.exceptions import ImproperlyConfigured
 from django.utils.functional import cached_property
+from redis import ConnectionPool, Redis
+from redis.commands.core import Script
 from redis.exceptions import RedisError
 
 logger = logging.getLogger(__name__)
@@ -170,75 +175,79 @@ class LocalExtras:
 class Shared:
     """What all threads of a process share for one Redis location (Django makes a backend per thread)."""
 
-    client: object  # django's RedisCacheClient: its connection pool
+    client: Redis  # one for the process: it takes a connection from its pool for each command
     breaker: Breaker
     local: LocMemCache
     extras: LocalExtras
-    script: Any = None  # redis-py's registered Lua script, made on first use
+    window_script: Script  # WINDOW_INCR_LUA, registered on the client (loaded into Redis on first use)
 
 
-_SHARED: dict[tuple[tuple[str, ...], tuple[tuple[str, str], ...]], Shared] = {}
+_SHARED: dict[tuple[str, tuple[tuple[str, str], ...]], Shared] = {}
 _SHARED_LOCK = threading.Lock()
-_LOCMEM_EXTRAS: dict[str, LocalExtras] = {}
+_LOCMEM_EXTRAS: dict[tuple[str, int, object], LocalExtras] = {}
+# Django's RedisCache options that redis-py's pool does not take (this backend has its own serializer and pool)
+REFUSED_OPTIONS = ("serializer", "pool_class", "parser_class")
 
 
-class OneClientPerPool(RedisCacheClient):
-    """Django builds a new redis.Redis for every cache call (and each build fills a table of about 300
-    response callbacks: 0.1-0.3 ms of CPU a call). One per connection pool serves every thread: a redis.Redis
-    takes a pooled connection for each command."""
-
-    # Set by RedisCacheClient (private there, so not in django-stubs).
-    _client: type
-    _get_connection_pool: Callable[[bool], Any]
-
-    def get_client(self, key: Any = None, *, write: bool = False) -> Any:
-        pool = self._get_connection_pool(write)
-        clients: dict[int, Any] = self.__dict__.setdefault("_clients", {})
-        client = clients.get(id(pool))
-        if client is None:
-            client = clients[id(pool)] = self._client(connection_pool=pool)
-        return client
+def _dumps(value: Any) -> bytes | int:
+    """As Django's RedisCache stores values (so either can read the other's): pickled, except ints, stored as
+    Redis integers so that INCR works on them (type(), not isinstance(): a bool stays pickled)."""
+    return value if type(value) is int else pickle.dumps(value, pickle.HIGHEST_PROTOCOL)
 
 
-class ResilientRedisCache(RedisCache):
-    """Django's RedisCache, falling back to process-local memory while Redis is unavailable."""
+def _loads(data: Any) -> Any:  # bytes: the client does not decode responses
+    try:
+        return int(data)
+    except ValueError:
+        return pickle.loads(data)  # noqa: S301  # only this process's own writes are in the cache
 
-    # Set by RedisCache.__init__ (private there, so not in django-stubs).
-    _servers: list[str]
-    _options: dict[str, Any]
-    _class: type
+
+class ResilientRedisCache(BaseCache):
+    """A Redis cache backend (Django's cache API on redis-py), falling back to process-local memory while Redis is
+    unavailable. LOCATION is one Redis URL; OPTIONS go to redis-py's ConnectionPool.from_url (socket_timeout,
+    socket_connect_timeout, max_connections, ...); RETRY_SECONDS is the back-off after an error."""
 
     def __init__(self, server: str | list[str], params: dict[str, Any]) -> None:
-        super().__init__(server, params)
-        self._class = OneClientPerPool
-        self._retry_seconds = float(params.get("RETRY_SECONDS", DEFAULT_RETRY_SECONDS))
-        self._timeout_param = params.get("TIMEOUT", 300)
+        super().__init__(params)
+        servers = [s for s in re.split("[;,]", server) if s] if isinstance(server, str) else list(server)
+        if len(servers) != 1:
+            raise ImproperlyConfigured(f"{type(self).__name__} takes one Redis location, not {len(servers)}")
+        options = dict(params.get("OPTIONS") or {})
+        refused = sorted(set(options) & set(REFUSED_OPTIONS))
+        if refused:
+            raise ImproperlyConfigured(f"{type(self).__name__} does not take the OPTIONS {', '.join(refused)}")
+        self.location = servers[0]
+        self.pool_options = options
+        self.retry_seconds = float(params.get("RETRY_SECONDS", DEFAULT_RETRY_SECONDS))
+        self.timeout_param = params.get("TIMEOUT", 300)
 
     @cached_property
     def shared(self) -> Shared:
-        identity = (tuple(self._servers), tuple(sorted((k, repr(v)) for k, v in self._options.items())))
+        identity = (self.location, tuple(sorted((k, repr(v)) for k, v in self.pool_options.items())))
         with _SHARED_LOCK:
             if identity not in _SHARED:
+                client = Redis(connection_pool=ConnectionPool.from_url(self.location, **self.pool_options))
                 _SHARED[identity] = Shared(
-                    client=self._class(self._servers, **self._options),
-                    breaker=Breaker(retry_seconds=self._retry_seconds),
+                    client=client,
+                    breaker=Breaker(retry_seconds=self.retry_seconds),
                     local=LocMemCache(
                         f"gateway-fallback:{identity!r}",
-                        {"TIMEOUT": self._timeout_param, "OPTIONS": {"MAX_ENTRIES": 10000}},
+                        {"TIMEOUT": self.timeout_param, "OPTIONS": {"MAX_ENTRIES": 10000}},
                     ),
                     extras=LocalExtras(),
+                    window_script=client.register_script(WINDOW_INCR_LUA),
                 )
             return _SHARED[identity]
 
-    @property
-    def _cache(self) -> Any:  # django's RedisCacheClient (OneClientPerPool)
+    def redis_client(self) -> Redis:
+        """The process's client for this location (for commands beyond the cache API; wrap them in resilient())."""
         return self.shared.client
 
     @property
     def breaker(self) -> Breaker:
         return self.shared.breaker
 
-    def _resilient(self, on_redis: Callable[[], T], on_local: Callable[[], T]) -> T:
+    def resilient(self, on_redis: Callable[[], T], on_local: Callable[[], T]) -> T:
         """on_redis() while Redis is usable, else (and when it fails now) on_local()."""
         breaker = self.breaker
         if breaker.should_try():
@@ -252,70 +261,139 @@ class ResilientRedisCache(RedisCache):
         breaker.served_locally()
         return on_local()
 
-    def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
-        return self._resilient(
-            lambda: getattr(super(ResilientRedisCache, self), name)(*args, **kwargs),
-            lambda: getattr(self.shared.local, name)(*args, **kwargs),
+    def get_backend_timeout(self, timeout: float | None = DEFAULT_TIMEOUT) -> int | None:
+        """Seconds to live as Redis takes them (BaseCache gives an expiry time): None persists, 0 deletes."""
+        if timeout == DEFAULT_TIMEOUT:
+            timeout = self.default_timeout
+        return None if timeout is None else max(0, int(timeout))
+
+    def add(self, key: Any, value: Any, timeout: float | None = DEFAULT_TIMEOUT, version: int | None = None) -> bool:
+        def on_redis() -> bool:
+            made, seconds = self.make_and_validate_key(key, version=version), self.get_backend_timeout(timeout)
+            client = self.shared.client
+            if seconds == 0:  # added and gone at once, as Django's RedisCache does
+                added = bool(client.set(made, _dumps(value), nx=True))
+                if added:
+                    client.delete(made)
+                return added
+            return bool(client.set(made, _dumps(value), ex=seconds, nx=True))
+
+        return self.resilient(on_redis, lambda: self.shared.local.add(key, value, timeout, version))
+
+    def get(self, key: Any, default: Any = None, version: int | None = None) -> Any:
+        def on_redis() -> Any:
+            value = self.shared.client.get(self.make_and_validate_key(key, version=version))
+            return default if value is None else _loads(value)
+
+        return self.resilient(on_redis, lambda: self.shared.local.get(key, default, version))
+
+    def set(self, key: Any, value: Any, timeout: float | None = DEFAULT_TIMEOUT, version: int | None = None) -> None:
+        def on_redis() -> None:
+            made, seconds = self.make_and_validate_key(key, version=version), self.get_backend_timeout(timeout)
+            if seconds == 0:
+                self.shared.client.delete(made)
+            else:
+                self.shared.client.set(made, _dumps(value), ex=seconds)
+
+        self.resilient(on_redis, lambda: self.shared.local.set(key, value, timeout, version))
+
+    def touch(self, key: Any, timeout: float | None = DEFAULT_TIMEOUT, version: int | None = None) -> bool:
+        def on_redis() -> bool:
+            made, seconds = self.make_and_validate_key(key, version=version), self.get_backend_timeout(timeout)
+            client = self.shared.client
+            return bool(client.persist(made) if seconds is None else client.expire(made, seconds))
+
+        return self.resilient(on_redis, lambda: self.shared.local.touch(key, timeout, version))
+
+    def delete(self, key: Any, version: int | None = None) -> bool:
+        return self.resilient(
+            lambda: bool(self.shared.client.delete(self.make_and_validate_key(key, version=version))),
+            lambda: self.shared.local.delete(key, version),
         )
 
-    def add(self, *args: Any, **kwargs: Any) -> bool:
-        return self._call("add", *args, **kwargs)
+    def get_many(self, keys: Iterable[Any], version: int | None = None) -> dict[Any, Any]:
+        keys = list(keys)
+        if not keys:  # MGET with no key is an error reply, not an empty answer
+            return {}
 
-    def get(self, *args: Any, **kwargs: Any) -> Any:
-        return self._call("get", *args, **kwargs)
+        def on_redis() -> dict[Any, Any]:
+            made = {self.make_and_validate_key(key, version=version): key for key in keys}
+            values = self.shared.client.mget(list(made))
+            return {made[k]: _loads(v) for k, v in zip(made, values, strict=True) if v is not None}
 
-    def set(self, *args: Any, **kwargs: Any) -> None:
-        return self._call("set", *args, **kwargs)
+        return self.resilient(on_redis, lambda: self.shared.local.get_many(keys, version))
 
-    def touch(self, *args: Any, **kwargs: Any) -> bool:
-        return self._call("touch", *args, **kwargs)
+    def has_key(self, key: Any, version: int | None = None) -> bool:
+        return self.resilient(
+            lambda: bool(self.shared.client.exists(self.make_and_validate_key(key, version=version))),
+            lambda: self.shared.local.has_key(key, version),
+        )
 
-    def delete(self, *args: Any, **kwargs: Any) -> bool:
-        return self._call("delete", *args, **kwargs)
+    def incr(self, key: Any, delta: int = 1, version: int | None = None) -> int:
+        def on_redis() -> int:
+            made = self.make_and_validate_key(key, version=version)
+            if not self.shared.client.exists(made):
+                raise ValueError(f"Key '{made}' not found.")
+            return int(self.shared.client.incr(made, delta))
 
-    def get_many(self, *args: Any, **kwargs: Any) -> dict[Any, Any]:
-        return self._call("get_many", *args, **kwargs)
+        return self.resilient(on_redis, lambda: self.shared.local.incr(key, delta, version))
 
-    def has_key(self, *args: Any, **kwargs: Any) -> bool:
-        return self._call("has_key", *args, **kwargs)
+    def set_many(
+        self, data: dict[Any, Any], timeout: float | None = DEFAULT_TIMEOUT, version: int | None = None
+    ) -> list[Any]:
+        if not data:
+            return []
 
-    def incr(self, *args: Any, **kwargs: Any) -> int:
-        return self._call("incr", *args, **kwargs)
+        def on_redis() -> list[Any]:
+            made = {self.make_and_validate_key(key, version=version): _dumps(value) for key, value in data.items()}
+            seconds = self.get_backend_timeout(timeout)
+            pipeline = self.shared.client.pipeline()
+            pipeline.mset(made)
+            if seconds is not None:  # MSET takes no expiry: one EXPIRE a key, in the same round trip
+                for key in made:
+                    pipeline.expire(key, seconds)
+            pipeline.execute()
+            return []
 
-    def set_many(self, *args: Any, **kwargs: Any) -> list[Any]:
-        return self._call("set_many", *args, **kwargs)
+        return self.resilient(on_redis, lambda: self.shared.local.set_many(data, timeout, version))
 
-    def delete_many(self, *args: Any, **kwargs: Any) -> None:
-        return self._call("delete_many", *args, **kwargs)
+    def delete_many(self, keys: Iterable[Any], version: int | None = None) -> None:
+        keys = list(keys)
+        if not keys:
+            return
+        self.resilient(
+            lambda: self.shared.client.delete(*[self.make_and_validate_key(key, version=version) for key in keys]),
+            lambda: self.shared.local.delete_many(keys, version),
+        )
 
     def clear(self) -> None:
         self.shared.local.clear()
         self.shared.extras.windows.clear()
-        return self._call("clear")
+        self.resilient(lambda: self.shared.client.flushdb(), lambda: None)
+
+    def close(self, **kwargs: Any) -> None:
+        """Nothing to close: Django closes caches at each request's end, and the pool serves the whole process."""
 
     def window_incr(self, key: str, seconds: float) -> tuple[int, float, bool]:
         """(count, seconds left in the window, counted in Redis)."""
 
         def on_redis() -> tuple[int, float, bool]:
             made = self.make_and_validate_key(key)
-            client = self._cache.get_client(made, write=True)
-            if self.shared.script is None:
-                self.shared.script = client.register_script(WINDOW_INCR_LUA)
-            count, ttl_ms = self.shared.script(keys=[made], args=[max(1, int(seconds * 1000))], client=client)
+            count, ttl_ms = self.shared.window_script(keys=[made], args=[max(1, int(seconds * 1000))])
             return int(count), int(ttl_ms) / 1000, True
 
-        return self._resilient(on_redis, lambda: (*self.shared.extras.windows.incr(key, seconds), False))
+        return self.resilient(on_redis, lambda: (*self.shared.extras.windows.incr(key, seconds), False))
 
     def list_push(self, key: str, item: Any, *, max_items: int, timeout: int) -> None:
         def on_redis() -> None:
             made = self.make_and_validate_key(key)
-            pipeline = self._cache.get_client(made, write=True).pipeline(transaction=True)
+            pipeline = self.shared.client.pipeline(transaction=True)
             pipeline.rpush(made, json.dumps(item))
             pipeline.ltrim(made, -max_items, -1)
             pipeline.expire(made, timeout)
             pipeline.execute()
 
-        self._resilient(
+        self.resilient(
             on_redis,
             lambda: self.shared.extras.list_push(self.shared.local, key, item, max_items=max_items, timeout=timeout),
         )
@@ -323,18 +401,18 @@ class ResilientRedisCache(RedisCache):
     def lists_get(self, keys: list[str]) -> dict[str, list[Any]]:
         def on_redis() -> dict[str, list[Any]]:
             made = {self.make_and_validate_key(key): key for key in keys}
-            pipeline = self._cache.get_client(None).pipeline(transaction=False)
+            pipeline = self.shared.client.pipeline(transaction=False)
             for key in made:
                 pipeline.lrange(key, 0, -1)
             pairs = zip(made, pipeline.execute(), strict=True)
             return {made[key]: [json.loads(item) for item in items] for key, items in pairs if items}
 
-        return self._resilient(on_redis, lambda: self.shared.extras.lists_get(self.shared.local, keys))
+        return self.resilient(on_redis, lambda: self.shared.extras.lists_get(self.shared.local, keys))
 
     def probe(self) -> bool:
         """Talk to Redis now, whatever the back-off says (for /readyz); True when it answered."""
         try:
-            self._cache.get_client(None, write=True).set(self.make_and_validate_key("readyz"), b"1", ex=5)
+            self.shared.client.set(self.make_and_validate_key("readyz"), b"1", ex=5)
         except UNAVAILABLE as exc:
             self.breaker.failed(exc)
             return False
@@ -343,7 +421,9 @@ class ResilientRedisCache(RedisCache):
 
 
 def _locmem_extras(backend: BaseCache) -> LocalExtras:
-    name = str(id(getattr(backend, "_cache", backend)))  # LocMemCache: its storage, shared by name
+    """The window counters of a local-memory cache, shared by its per-thread instances (those of caches with the
+    same KEY_PREFIX, VERSION and KEY_FUNCTION count together: their keys would collide in one storage too)."""
+    name = (backend.key_prefix, backend.version, backend.key_func)
     if name not in _LOCMEM_EXTRAS:
         with _SHARED_LOCK:
             _LOCMEM_EXTRAS.setdefault(name, LocalExtras())

@@ -92,7 +92,7 @@ def _open_redis_connections(count: int) -> int:
     backend = caches["default"]
     if not isinstance(backend, ResilientRedisCache) or backend.breaker.degraded:
         return 0
-    pool = backend._cache.get_client(None, write=True).connection_pool
+    pool = backend.redis_client().connection_pool
     held = []
     try:
         for _ in range(min(count, pool.max_connections)):  # one more would be an error (an "outage")

@@ -159,7 +159,7 @@ class Attempt:
 
 
 def _run(backend: ResilientRedisCache, source: str, keys: list[str], args: list[str | int | float]) -> Any:
-    client = backend._cache.get_client(None, write=True)
+    client = backend.redis_client()
     names = [backend.make_key(key) for key in keys]
     try:
         return client.evalsha(_sha(source), len(names), *names, *args)
@@ -184,7 +184,7 @@ def _redis_push_many(backend: ResilientRedisCache, attempts: list[Attempt]) -> N
     """Several attempts' appends in one round trip (each script call stays atomic on its own): one EVALSHA per
     attempt, packed here (an endpoint's keys once; redis-py packing 17 arguments and running its pipeline cost
     two thirds of a batch's CPU) and sent in one write on one pooled connection."""
-    client = backend._cache.get_client(None, write=True)
+    client = backend.redis_client()
     packed = b"".join([_push_command(backend, attempt) for attempt in attempts])
     for loaded in (False, True):
         replies = _exchange(client, packed, len(attempts))
@@ -283,7 +283,7 @@ def _shared_or_local(
     backend = caches["default"]
     if isinstance(backend, ResilientRedisCache):
         shared = backend.shared
-        return backend._resilient(lambda: redis_op(backend), lambda: local_op(shared.local, shared.extras))
+        return backend.resilient(lambda: redis_op(backend), lambda: local_op(shared.local, shared.extras))
     return local_op(backend, None)
 
 

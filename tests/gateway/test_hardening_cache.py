@@ -179,7 +179,7 @@ def test_the_configured_cache_takes_a_gevent_workers_concurrency_without_an_outa
     assert cache["OPTIONS"]["max_connections"] >= 1000
     backend = ResilientRedisCache(cache["LOCATION"], {key: value for key, value in cache.items() if key != "LOCATION"})
     # Given 300 commands in flight at once (each holding a pooled connection), then one more command
-    pool = backend._cache.get_client(None, write=True).connection_pool
+    pool = backend.redis_client().connection_pool
     held = [pool.get_connection() for _ in range(300)]
     try:
         backend.set("still", "shared")
