@@ -34,8 +34,7 @@ from responses_api.service import (
     response_normalize,
     response_plan,
 )
-from responses_api.stream_render import DONE, KEEPALIVE, StreamRenderer
-from responses_api.streaming import failure_frames
+from responses_api.stream_render import DONE_WRITE, KEEPALIVE, KEEPALIVE_WRITE, StreamRenderer, Write
 from responses_api.validation.request import ResponseCreateRequestSerializer
 from routing.attempts import WAITING, AttemptsFailed, AttemptStream, release_db_connection
 from routing.canonical import CanonicalResponse
@@ -184,7 +183,7 @@ def _respond_json(run: ResponseRun) -> dict:
     return run.result(response, served=served.candidate, items=output_items(response), settled=settled)
 
 
-# ---- the stream: the same steps, as a generator of SSE bytes -------------------------------------------
+# ---- the stream: the same steps, as a generator of writes (the events of each) ---------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,9 +194,10 @@ class StreamOutcome:
     cancelled: bool = False
 
 
-def respond_stream(run: ResponseRun) -> Iterator[bytes]:
+def respond_stream(run: ResponseRun) -> Iterator[Write]:
     """run attempts (the first 200 before answering: errors are still HTTP errors here) -> relay -> post-stages ->
-    settle + record -> SSE. With post-stages configured the answer is relayed once they passed it (keep-alives
+    settle + record -> the Responses events of each write, keep-alives and the end among them (the door frames
+    them: responses_api.streaming). With post-stages configured the answer is relayed once they passed it (keep-alives
     meanwhile)."""
     renderer = StreamRenderer()
     try:
@@ -212,16 +212,16 @@ def respond_stream(run: ResponseRun) -> Iterator[bytes]:
     return _stream_body(run, stream, renderer)
 
 
-def _stream_body(run: ResponseRun, stream: AttemptStream, renderer: StreamRenderer) -> Iterator[bytes]:
+def _stream_body(run: ResponseRun, stream: AttemptStream, renderer: StreamRenderer) -> Iterator[Write]:
     outcome = StreamOutcome()
     release_db_connection()  # the relay may last minutes: hand the connection back meanwhile
     try:
-        opening = [KEEPALIVE]
+        opening: list = [KEEPALIVE]
         if run.prepared.data.get("debug", {}).get("echo_upstream_body"):
             opening.append(renderer.debug(stream.upstream_body))
         shell = run.shell.render(status="in_progress")
-        opening.append(renderer.lifecycles(("response.created", "response.in_progress"), shell))
-        yield b"".join(opening)
+        opening += renderer.lifecycles(("response.created", "response.in_progress"), shell)
+        yield opening
         refused: StageBlocked | None = None
         try:
             yield from _relay(run, stream, renderer)
@@ -239,7 +239,7 @@ def _stream_body(run: ResponseRun, stream: AttemptStream, renderer: StreamRender
             yield from _blocked_in_band(run, renderer, refused)
         elif outcome.error is not None:
             yield from _fail_in_band(run, stream, renderer, outcome.error)
-        yield DONE
+        yield DONE_WRITE
     except GeneratorExit:
         outcome = replace(outcome, cancelled=True)
         raise
@@ -250,7 +250,7 @@ def _stream_body(run: ResponseRun, stream: AttemptStream, renderer: StreamRender
         release_db_connection()
 
 
-def _relay(run: ResponseRun, stream: AttemptStream, renderer: StreamRenderer) -> Iterator[bytes]:
+def _relay(run: ResponseRun, stream: AttemptStream, renderer: StreamRenderer) -> Iterator[Write]:
     # A post-stage sees the whole answer before the client does: then the steps are kept (the fold has them)
     # and only keep-alives go out until the stages passed it; the server-tool loop alone runs live.
     wanted = stages.wanted_post_stages(run.ctx)
@@ -265,12 +265,12 @@ def _relay(run: ResponseRun, stream: AttemptStream, renderer: StreamRenderer) ->
     written = time.monotonic()
     for steps in stream.events():
         if not isinstance(steps, list):
-            yield KEEPALIVE
+            yield KEEPALIVE_WRITE
         elif not buffered:
             yield renderer.render(steps)  # the events one upstream event becomes, as one write
         elif time.monotonic() - written >= interval:
             written = time.monotonic()
-            yield KEEPALIVE
+            yield KEEPALIVE_WRITE
     # The upstream finished: close the last item (or replay the checked answer), settle and record, complete.
     response = stream.response
     assert response is not None and run.served is not None
@@ -287,10 +287,10 @@ def _relay(run: ResponseRun, stream: AttemptStream, renderer: StreamRenderer) ->
     settled = _settle_served(run, response, stream)
     result = run.result(response, served=run.served, items=renderer.items, settled=settled)
     kind = "response.incomplete" if response.status == "incomplete" else "response.completed"
-    yield closing + renderer.lifecycle(kind, result)
+    yield [*closing, renderer.lifecycle(kind, result)]
 
 
-def _relay_live(run: ResponseRun, stream: AttemptStream, renderer: StreamRenderer, stage: LiveStage) -> Iterator[bytes]:
+def _relay_live(run: ResponseRun, stream: AttemptStream, renderer: StreamRenderer, stage: LiveStage) -> Iterator[Write]:
     """The server-tool loop as it runs (plugins.server_tools): each round's events as they arrive from upstream,
     each call's item and progress events as it runs; then settle and complete. A later round's failure is raised
     (UpstreamError: failed in band)."""
@@ -304,11 +304,11 @@ def _relay_live(run: ResponseRun, stream: AttemptStream, renderer: StreamRendere
                 restaged = stop.value
                 break
             if event is WAITING:
-                yield KEEPALIVE
+                yield KEEPALIVE_WRITE
             elif isinstance(event, ToolEvent):
                 if event.phase == "done":  # a tool that read the database (a fusion call's credit check)
                     release_db_connection()  # does not keep a pooled connection while the stream goes on
-                yield renderer.tool_event(event)
+                yield [renderer.tool_event(event)]
             else:
                 yield renderer.render(cast(list, event))
     finally:
@@ -318,7 +318,9 @@ def _relay_live(run: ResponseRun, stream: AttemptStream, renderer: StreamRendere
     response = restaged.response
     settled = _settle_served(run, response, stream)
     result = run.result(response, served=stream.candidate, items=renderer.items, settled=settled)
-    yield renderer.lifecycle("response.incomplete" if response.status == "incomplete" else "response.completed", result)
+    yield [
+        renderer.lifecycle("response.incomplete" if response.status == "incomplete" else "response.completed", result)
+    ]
 
 
 def _ttft_ms(run: ResponseRun, stream: AttemptStream) -> int | None:
@@ -329,7 +331,7 @@ def _ttft_ms(run: ResponseRun, stream: AttemptStream) -> int | None:
 
 def _fail_in_band(
     run: ResponseRun, stream: AttemptStream, renderer: StreamRenderer, error: UpstreamError
-) -> Iterator[bytes]:
+) -> Iterator[Write]:
     """After the 200 went out: a flat `error` event, then `response.failed`."""
     gateway_error = final_error(error, attempts=run.attempts, gateway_metadata=None)
     if renderer.content_started:  # what was sent is closed (a buffered answer sent nothing)
@@ -339,7 +341,7 @@ def _fail_in_band(
     yield _failed(run, renderer, error.error_type, gateway_error.message, provider, error.provider_code, masked)
 
 
-def _blocked_in_band(run: ResponseRun, renderer: StreamRenderer, blocked: StageBlocked) -> Iterator[bytes]:
+def _blocked_in_band(run: ResponseRun, renderer: StreamRenderer, blocked: StageBlocked) -> Iterator[Write]:
     """A post-stage refused a streamed answer: nothing of it was sent; the refusal ends the stream."""
     yield _failed(run, renderer, blocked.error_type, blocked.message)
 
@@ -352,9 +354,8 @@ def _failed(
     provider: str | None = None,
     provider_code: str | None = None,
     masked: bool = False,
-) -> bytes:
-    return failure_frames(
-        renderer,
+) -> Write:
+    return renderer.failure(
         run.shell,
         error_type=error_type,
         message=message,

@@ -1,26 +1,34 @@
 """Canonical stream events -> Responses SSE events, in the reference's order, each with a monotonic
 `sequence_number`: created, in_progress, then per output item added / part added / deltas / done, then
 completed (or incomplete, or failed). It writes the steps of routing.accumulate's fold (the one fold of a
-stream's events), so what the client is sent and what is billed are built by the same code."""
+stream's events), so what the client is sent and what is billed are built by the same code. The events are dicts:
+each front door frames or translates them (responses_api.streaming)."""
 
-import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
-from responses_api.render import function_call_item, message_item, new_id, reasoning_item
+from responses_api.render import ResultShell, failure_error, function_call_item, message_item, new_id, reasoning_item
 from routing.accumulate import Annotated, Delta, FoldStep, ItemDone, ItemOpened, PartDone, PartOpened, replay
 from routing.canonical import CanonicalResponse, OutputFunctionCall, OutputHostedTool, OutputMessage, OutputReasoning
 from routing.providers.logprobs import token_dicts
 from routing.stages import ServerToolItem, ToolEvent
 
-KEEPALIVE = b": GATEWAY PROCESSING\n\n"
-DONE = b"data: [DONE]\n\n"
-_encode = json.JSONEncoder(separators=(",", ":")).encode  # json.dumps(..., separators=...) without a new encoder
-_TEXT_DELTA = b'event: response.output_text.delta\ndata: {"type":"response.output_text.delta","sequence_number":'
+
+class Marker:
+    """A point in the stream that is not an event: a keep-alive, or the end ([DONE] on the Responses stream)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"<{self.name}>"
 
 
-def sse_bytes(event: dict) -> bytes:
-    return f"event: {event['type']}\ndata: {_encode(event)}\n\n".encode()
+KEEPALIVE = Marker("keepalive")
+DONE = Marker("done")
+Write = Sequence[dict | Marker]  # what goes out together, as one write
+KEEPALIVE_WRITE: Write = (KEEPALIVE,)
+DONE_WRITE: Write = (DONE,)
 
 
 class StreamRenderer:
@@ -28,60 +36,84 @@ class StreamRenderer:
         self.sequence = 0
         self.items: list[dict] = []  # the closed items as rendered, for the final response
         self._ids: dict[int, str] = {}  # output index -> item id
-        self._text_fields: dict[tuple[str, int, int], bytes] = {}  # an output_text part's delta fields before the text
         self.content_started = False
 
-    def event(self, kind: str, **fields) -> bytes:
+    def event(self, kind: str, **fields) -> dict:
         payload = {"type": kind, "sequence_number": self.sequence, **fields}
         self.sequence += 1
-        return sse_bytes(payload)
+        return payload
 
     # ---- lifecycle ----
-    def lifecycle(self, kind: str, response: dict) -> bytes:
+    def lifecycle(self, kind: str, response: dict) -> dict:
         return self.event(kind, response=response)
 
-    def lifecycles(self, kinds: tuple[str, ...], response: dict) -> bytes:
-        """Several lifecycle events of the same response (created, in_progress), the response encoded once."""
-        encoded = _encode(response)
-        out = []
-        for kind in kinds:
-            head = f'{{"type":{_encode(kind)},"sequence_number":{self.sequence},"response":'
-            out.append(f"event: {kind}\ndata: {head}{encoded}}}\n\n".encode())
-            self.sequence += 1
-        return b"".join(out)
+    def lifecycles(self, kinds: tuple[str, ...], response: dict) -> list[dict]:
+        """Several lifecycle events of the same response (created, in_progress): the framing encodes it once."""
+        return [self.event(kind, response=response) for kind in kinds]
 
-    def error(self, *, code: str, message: str) -> bytes:
+    def error(self, *, code: str, message: str) -> dict:
         return self.event("error", code=code, message=message, param=None)
 
-    def debug(self, upstream_body: dict) -> bytes:
+    def debug(self, upstream_body: dict) -> dict:
         return self.event("response.debug", debug={"echo_upstream_body": upstream_body})
 
-    # ---- content ----
-    def render(self, steps: Iterable[FoldStep]) -> bytes:
-        """The Responses events for the fold's steps, as one write."""
-        return b"".join([self._step(step) for step in steps])
+    def failure(
+        self,
+        shell: ResultShell,
+        *,
+        error_type: str,
+        message: str,
+        model: str,
+        metadata: dict | None,
+        provider: str | None = None,
+        provider_code: str | None = None,
+    ) -> list[dict]:
+        """A stream that failed after its 200 went out: `error` then `response.failed`; the provider that failed
+        and its own error code (not for a server error) ride along for the front doors that show them (the Chat
+        Completions error chunk)."""
+        body = failure_error(error_type, message)
+        failed = shell.render(
+            status="failed", model=model, output=self.items, error=body, error_type=error_type, metadata=metadata
+        )
+        if provider:
+            failed["provider"] = provider
+        if provider_code:
+            failed["provider_code"] = provider_code
+        return [self.error(code=body["code"], message=body["message"]), self.lifecycle("response.failed", failed)]
 
-    def replay(self, response: CanonicalResponse) -> bytes:
+    # ---- content ----
+    def render(self, steps: Iterable[FoldStep]) -> list[dict]:
+        """The Responses events for the fold's steps, as one write."""
+        out: list[dict] = []
+        for step in steps:
+            events = self._step(step)
+            if type(events) is dict:  # most steps are one event (a delta)
+                out.append(events)
+            else:
+                out += events
+        return out
+
+    def replay(self, response: CanonicalResponse) -> list[dict]:
         """A complete response's events, as one write: its items in order, a server tool call the gateway ran as
         its item added, its progress events (a web search's in_progress, searching, completed) and item done."""
         if not any(isinstance(item, ServerToolItem) for item in response.output):
             return self.render(replay(response))
-        out = []
+        out: list[dict] = []
         for index, item in enumerate(response.output):
             if isinstance(item, ServerToolItem):
-                out.append(self._server_tool(index, item))
+                out += self._server_tool(index, item)
                 continue
             steps = replay(replace(response, output=(item,)))
-            out.append(self.render(replace(step, index=step.index + index) for step in steps))
-        return b"".join(out)
+            out += self.render(replace(step, index=step.index + index) for step in steps)
+        return out
 
-    def _server_tool(self, index: int, tool: ServerToolItem) -> bytes:
+    def _server_tool(self, index: int, tool: ServerToolItem) -> list[dict]:
         added = {**tool.item, "status": "in_progress"}
         progress = (ToolEvent("progress", index, added, event) for event in tool.progress)
         events = (ToolEvent("added", index, added), *progress, ToolEvent("done", index, tool.item))
-        return b"".join(self.tool_event(event) for event in events)
+        return [self.tool_event(event) for event in events]
 
-    def tool_event(self, event: ToolEvent) -> bytes:
+    def tool_event(self, event: ToolEvent) -> dict:
         """A server tool call's event as it runs (the live server-tool loop): its item added, one of its progress
         events (`response.web_search_call.searching`, `response.fusion_call.panel.completed`, ...), its item done."""
         self.content_started = True
@@ -94,7 +126,7 @@ class StreamRenderer:
         fields = {name: value for name, value in event.event.items() if name != "type"}
         return self.event(event.event["type"], item_id=event.item["id"], output_index=event.index, **fields)
 
-    def _step(self, step: FoldStep) -> bytes:
+    def _step(self, step: FoldStep) -> dict | list[dict]:
         match step:
             case ItemOpened():
                 return self._opened(step)
@@ -121,7 +153,7 @@ class StreamRenderer:
     def _ids_of(self, index: int) -> dict:
         return {"item_id": self._ids[index], "output_index": index}
 
-    def _opened(self, step: ItemOpened) -> bytes:
+    def _opened(self, step: ItemOpened) -> dict:
         self.content_started = True
         item: dict
         match step.item:
@@ -136,7 +168,7 @@ class StreamRenderer:
                 item = function_call_item(item_id, step.item, "in_progress")
         return self.event("response.output_item.added", output_index=step.index, item=item)
 
-    def _part_opened(self, step: PartOpened) -> bytes:
+    def _part_opened(self, step: PartOpened) -> dict:
         ids = self._ids_of(step.index)
         if step.part == "summary_text":
             part = {"type": "summary_text", "text": ""}
@@ -148,21 +180,22 @@ class StreamRenderer:
         }
         return self.event("response.content_part.added", **ids, content_index=step.part_index, part=parts[step.part])
 
-    def _text_delta(self, step: Delta) -> bytes:
-        """An output_text delta without logprobs (nearly every event of a stream): the bytes `event` writes for
-        it, its constant fields encoded once per part."""
-        item_id = self._ids[step.index]
-        key = (item_id, step.index, step.part_index)
-        fields = self._text_fields.get(key)
-        if fields is None:
-            ids = f'"item_id":{_encode(item_id)},"output_index":{_encode(step.index)}'
-            fields = self._text_fields[key] = f',{ids},"content_index":{_encode(step.part_index)},"delta":'.encode()
+    def _text_delta(self, step: Delta) -> dict:
+        """An output_text delta without logprobs (nearly every event of a stream): the event `event` makes, built
+        directly (the framing writes it from its constant fields: responses_api.streaming)."""
         sequence = self.sequence
         self.sequence += 1
-        text = _encode(step.text).encode()
-        return b"".join((_TEXT_DELTA, str(sequence).encode(), fields, text, b',"logprobs":[]}\n\n'))
+        return {
+            "type": "response.output_text.delta",
+            "sequence_number": sequence,
+            "item_id": self._ids[step.index],
+            "output_index": step.index,
+            "content_index": step.part_index,
+            "delta": step.text,
+            "logprobs": [],
+        }
 
-    def _delta(self, step: Delta) -> bytes:
+    def _delta(self, step: Delta) -> dict:
         if step.part == "output_text" and not step.logprobs:
             return self._text_delta(step)
         ids = self._ids_of(step.index)
@@ -184,55 +217,69 @@ class StreamRenderer:
             case "arguments":
                 return self.event("response.function_call_arguments.delta", **ids, delta=step.text)
 
-    def _part_done(self, step: PartDone) -> bytes:
+    def _part_done(self, step: PartDone) -> list[dict]:
         ids, text = self._ids_of(step.index), step.text
         match step.part:
             case "summary_text":
-                return self.event(
-                    "response.reasoning_summary_text.done", **ids, summary_index=0, text=text
-                ) + self.event(
-                    "response.reasoning_summary_part.done",
-                    **ids,
-                    summary_index=0,
-                    part={"type": "summary_text", "text": text},
-                )
+                return [
+                    self.event("response.reasoning_summary_text.done", **ids, summary_index=0, text=text),
+                    self.event(
+                        "response.reasoning_summary_part.done",
+                        **ids,
+                        summary_index=0,
+                        part={"type": "summary_text", "text": text},
+                    ),
+                ]
             case "reasoning_text":
-                return self.event("response.reasoning_text.done", **ids, content_index=0, text=text) + self.event(
-                    "response.content_part.done", **ids, content_index=0, part={"type": "reasoning_text", "text": text}
-                )
+                return [
+                    self.event("response.reasoning_text.done", **ids, content_index=0, text=text),
+                    self.event(
+                        "response.content_part.done",
+                        **ids,
+                        content_index=0,
+                        part={"type": "reasoning_text", "text": text},
+                    ),
+                ]
             case "refusal":
-                return self.event(
-                    "response.refusal.done", **ids, content_index=step.part_index, refusal=text
-                ) + self.event(
-                    "response.content_part.done",
-                    **ids,
-                    content_index=step.part_index,
-                    part={"type": "refusal", "refusal": text},
-                )
+                return [
+                    self.event("response.refusal.done", **ids, content_index=step.part_index, refusal=text),
+                    self.event(
+                        "response.content_part.done",
+                        **ids,
+                        content_index=step.part_index,
+                        part={"type": "refusal", "refusal": text},
+                    ),
+                ]
             case "output_text":
                 logprobs = token_dicts(step.logprobs)
                 part = {"type": "output_text", "text": text, "annotations": list(step.annotations)}
                 if logprobs:  # the part as the answer has it, its tokens when they were asked for
                     part["logprobs"] = logprobs
-                return self.event(
-                    "response.output_text.done", **ids, content_index=step.part_index, text=text, logprobs=logprobs
-                ) + self.event("response.content_part.done", **ids, content_index=step.part_index, part=part)
+                return [
+                    self.event(
+                        "response.output_text.done", **ids, content_index=step.part_index, text=text, logprobs=logprobs
+                    ),
+                    self.event("response.content_part.done", **ids, content_index=step.part_index, part=part),
+                ]
 
-    def _done(self, step: ItemDone) -> bytes:
+    def _done(self, step: ItemDone) -> list[dict]:
         item_id = self._ids[step.index]
-        prefix = b""
+        out: list[dict] = []
         match step.item:
             case OutputMessage():
                 item = message_item(item_id, step.item)
             case OutputReasoning():
                 item = reasoning_item(item_id, step.item)
             case OutputFunctionCall():
-                prefix = self.event(
-                    "response.function_call_arguments.done",
-                    **self._ids_of(step.index),
-                    name=step.item.name,
-                    arguments=step.item.arguments,
+                out.append(
+                    self.event(
+                        "response.function_call_arguments.done",
+                        **self._ids_of(step.index),
+                        name=step.item.name,
+                        arguments=step.item.arguments,
+                    )
                 )
                 item = function_call_item(item_id, step.item)
         self.items.append(item)
-        return prefix + self.event("response.output_item.done", output_index=step.index, item=item)
+        out.append(self.event("response.output_item.done", output_index=step.index, item=item))
+        return out

@@ -136,7 +136,7 @@ def _sse(payload: dict) -> bytes:
 
 
 class ChunkTranslator:
-    """Responses events -> `chat.completion.chunk` events (responses_api.chat.events relays the stream)."""
+    """Responses events -> `chat.completion.chunk` events (responses_api.streaming relays the stream)."""
 
     def __init__(self, *, generation_id: str, model: str, include_usage: bool, with_logprobs: bool = False) -> None:
         self.id = completion_id(generation_id)

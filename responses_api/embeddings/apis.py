@@ -1,18 +1,11 @@
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import serializers
-from rest_framework.request import Request
-from rest_framework.response import Response
-from rest_framework.views import APIView
 
-from gateway.accounts.permissions import IsInferenceKey
 from gateway.api import error_responses
-from gateway.errors import GatewayError
-from responses_api import pipeline
 from responses_api.chat.apis import METADATA_HEADER, SESSION_HEADER
-from responses_api.embeddings.service import embeddings_call, embeddings_prepare_run, embeddings_result
+from responses_api.doors.embeddings import EmbeddingsDoor
+from responses_api.doors.views import DoorView
 from responses_api.embeddings.validation import EmbeddingCreateRequestSerializer
-from responses_api.metadata import view_error_metadata
-from responses_api.run import response_abandon
 from responses_api.schema import GatewayMetadataSerializer
 
 
@@ -40,15 +33,11 @@ class EmbeddingListResultSerializer(serializers.Serializer):
     gateway_metadata = GatewayMetadataSerializer(required=False)
 
 
-class EmbeddingCreateApi(APIView):
-    permission_classes = [IsInferenceKey]
-
-    def handle_exception(self, exc):
-        view_error_metadata(self.request, exc)
-        return super().handle_exception(exc)
-
-    @extend_schema(
+@extend_schema_view(
+    post=extend_schema(
         operation_id="createEmbeddings",
+        description="Embeddings from the catalog's embedding models, routed with fallback, BYOK and credits like "
+        "/responses\n(responses_api.embeddings.service), billed per input token.",
         tags=["Embeddings"],
         request=EmbeddingCreateRequestSerializer,
         parameters=[METADATA_HEADER, SESSION_HEADER],
@@ -57,18 +46,6 @@ class EmbeddingCreateApi(APIView):
             **error_responses(400, 401, 402, 403, 404, 408, 413, 422, 429, 500, 502, 503, 524, 529),
         },
     )
-    def post(self, request: Request):
-        """Embeddings from the catalog's embedding models, routed with fallback, BYOK and credits like /responses
-        (responses_api.embeddings.service), billed per input token."""
-        serializer = EmbeddingCreateRequestSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        data = serializer.validated_data
-        run, inputs = embeddings_prepare_run(ctx=pipeline.authenticate(request, data), data=data)
-        try:
-            served, response, usage = embeddings_call(run, inputs)
-        except GatewayError:
-            raise
-        except Exception:
-            response_abandon(run)
-            raise
-        return Response(embeddings_result(run, served, response, usage), headers={"X-Generation-Id": run.generation_id})
+)
+class EmbeddingCreateApi(DoorView):
+    door = EmbeddingsDoor()

@@ -1,6 +1,6 @@
 from typing import cast
 
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -8,22 +8,17 @@ from rest_framework.views import APIView
 from gateway.accounts.authentication import Caller
 from gateway.accounts.permissions import IsInferenceKey
 from gateway.errors import NotFound
-from responses_api import pipeline
-from responses_api.chat.apis import METADATA_HEADER, SESSION_HEADER, streaming_response
-from responses_api.chat.events import relay
-from responses_api.embeddings.service import refuse_embedding_models
+from responses_api.chat.apis import METADATA_HEADER, SESSION_HEADER
+from responses_api.doors.messages import MessagesDoor, anthropic_shaped
+from responses_api.doors.views import DoorView
 from responses_api.messages.count import MessageCountTokensRequestSerializer, message_tokens_count
-from responses_api.messages.errors import anthropic_error
-from responses_api.messages.render import PING, MessageEventTranslator, message
 from responses_api.messages.schema import (
     MessageResultSerializer,
     MessageStreamEventSerializer,
     MessageTokensCountSerializer,
     anthropic_error_responses,
 )
-from responses_api.messages.translate import responses_data
 from responses_api.messages.validation import MessageCreateRequestSerializer
-from responses_api.metadata import view_error_metadata
 from routing.preferences import split_model_suffix
 from routing.selectors import model_get
 
@@ -36,20 +31,15 @@ class AnthropicDoorApi(APIView):
 
     def handle_exception(self, exc):
         """Every error in Anthropic's shape (same statuses), so the Anthropic SDK raises its typed errors."""
-        response = super().handle_exception(exc)
-        anthropic = anthropic_error(response.data, response.status_code)
-        if anthropic is not None:
-            response.data = anthropic
-        return response
+        return anthropic_shaped(super().handle_exception(exc))
 
 
-class MessageCreateApi(AnthropicDoorApi):
-    def handle_exception(self, exc):
-        view_error_metadata(self.request, exc)
-        return super().handle_exception(exc)
-
-    @extend_schema(
+@extend_schema_view(
+    post=extend_schema(
         operation_id="createMessage",
+        description="The Anthropic Messages request as the Responses request it means, on the same pipeline\n"
+        "(responses_api.pipeline), rendered as Anthropic Messages. The key may also be sent as `x-api-key`,\n"
+        "as Anthropic clients do.",
         tags=["Anthropic Messages"],
         request=MessageCreateRequestSerializer,
         parameters=[METADATA_HEADER, SESSION_HEADER],
@@ -62,23 +52,10 @@ class MessageCreateApi(AnthropicDoorApi):
             **anthropic_error_responses(400, 401, 402, 403, 404, 408, 413, 422, 429, 500, 502, 503, 524, 529),
         },
     )
-    def post(self, request: Request):
-        """The Anthropic Messages request as the Responses request it means, on the same pipeline
-        (responses_api.pipeline), rendered as Anthropic Messages. The key may also be sent as `x-api-key`,
-        as Anthropic clients do."""
-        serializer = MessageCreateRequestSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        data = responses_data(serializer.validated_data)
-        refuse_embedding_models(data)
-        run = pipeline.prepare_run(ctx=pipeline.authenticate(request, data), data=data)
-        if run.stream:
-            translator = MessageEventTranslator(generation_id=run.generation_id, model=run.plan.requested)
-            body = relay(pipeline.respond_stream(run), translator, keepalive=PING)
-            return streaming_response(body, generation_id=run.generation_id)
-        result = pipeline.respond_json(run)
-        return Response(
-            message(result, generation_id=run.generation_id), headers={"X-Generation-Id": run.generation_id}
-        )
+)
+class MessageCreateApi(DoorView):
+    accepts_x_api_key = True  # Anthropic clients send the key as `x-api-key` (gateway.accounts.authentication)
+    door = MessagesDoor()
 
 
 class MessageCountTokensApi(AnthropicDoorApi):

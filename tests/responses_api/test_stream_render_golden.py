@@ -10,6 +10,7 @@ import pytest
 
 from responses_api import stream_render
 from responses_api.render import output_items
+from responses_api.streaming import SSEFramer
 from routing.accumulate import Fold, replay
 from routing.canonical import (
     Finished,
@@ -74,8 +75,9 @@ def numbered_ids(monkeypatch):
 def render(events) -> tuple[bytes, list[dict], Fold]:
     """The bytes for the events, then for closing the last item; the items the stream completed with; the fold."""
     fold, renderer = Fold(), stream_render.StreamRenderer()
-    chunks = [renderer.render(fold.add(event)) for event in events]
-    chunks.append(renderer.render(fold.close()))
+    framer = SSEFramer()
+    chunks = [framer.write(renderer.render(fold.add(event))) for event in events]
+    chunks.append(framer.write(renderer.render(fold.close())))
     return b"".join(chunks), renderer.items, fold
 
 
