@@ -86,8 +86,11 @@ class StreamRenderer:
         """The Responses events for the fold's steps, as one write."""
         out: list[dict] = []
         for step in steps:
+            if type(step) is Delta and step.part == "output_text" and not step.logprobs:
+                out.append(self._text_delta(step))  # most steps
+                continue
             events = self._step(step)
-            if type(events) is dict:  # most steps are one event (a delta)
+            if type(events) is dict:
                 out.append(events)
             else:
                 out += events

@@ -25,40 +25,41 @@ class SSEFramer:
     the response encoded once."""
 
     def __init__(self) -> None:
-        self._text_fields: dict[tuple[str, int, int], bytes] = {}  # an output_text part's delta fields before the text
+        self._text_fields: dict[tuple[str, int], bytes] = {}  # an output_text part's delta fields before the text
 
     def write(self, events: Write) -> bytes:
+        if len(events) == 1:  # most writes: one upstream event's one delta
+            event = events[0]
+            if type(event) is dict and event["type"] == "response.output_text.delta" and not event["logprobs"]:
+                return self._text_delta(event)
         out = []
         response: dict | None = None  # the lifecycle response last encoded in this write, and its encoding
         encoded = ""
         for event in events:
-            if event is KEEPALIVE:
-                out.append(KEEPALIVE_BYTES)
-            elif event is DONE:
-                out.append(DONE_BYTES)
+            if type(event) is not dict:
+                out.append(KEEPALIVE_BYTES if event is KEEPALIVE else DONE_BYTES)
+                continue
+            kind = event["type"]
+            if kind == "response.output_text.delta" and not event["logprobs"]:
+                out.append(self._text_delta(event))
+            elif len(event) == 3 and "response" in event:  # a lifecycle event: type, sequence_number, response
+                if event["response"] is not response:
+                    response, encoded = event["response"], _encode(event["response"])
+                head = f'{{"type":{_encode(kind)},"sequence_number":{event["sequence_number"]},"response":'
+                out.append(f"event: {kind}\ndata: {head}{encoded}}}\n\n".encode())
             else:
-                assert isinstance(event, dict)
-                kind = event["type"]
-                if kind == "response.output_text.delta" and not event["logprobs"]:
-                    out.append(self._text_delta(event))
-                elif len(event) == 3 and "response" in event:  # a lifecycle event: type, sequence_number, response
-                    if event["response"] is not response:
-                        response, encoded = event["response"], _encode(event["response"])
-                    head = f'{{"type":{_encode(kind)},"sequence_number":{event["sequence_number"]},"response":'
-                    out.append(f"event: {kind}\ndata: {head}{encoded}}}\n\n".encode())
-                else:
-                    out.append(sse_bytes(event))
+                out.append(sse_bytes(event))
         return b"".join(out)
 
     def _text_delta(self, event: dict) -> bytes:
-        key = (event["item_id"], event["output_index"], event["content_index"])
+        key = (event["item_id"], event["content_index"])  # an item id names its output index
         fields = self._text_fields.get(key)
         if fields is None:
-            item_id, index, part = key
-            ids = f'"item_id":{_encode(item_id)},"output_index":{_encode(index)}'
+            item_id, part = key
+            ids = f'"item_id":{_encode(item_id)},"output_index":{_encode(event["output_index"])}'
             fields = self._text_fields[key] = f',{ids},"content_index":{_encode(part)},"delta":'.encode()
-        text = _encode(event["delta"]).encode()
-        return b"".join((_TEXT_DELTA, str(event["sequence_number"]).encode(), fields, text, b',"logprobs":[]}\n\n'))
+        sequence = str(event["sequence_number"]).encode()
+        return b"".join((_TEXT_DELTA, sequence, fields, _encode(event["delta"]).encode(), b',"logprobs":[]}\n\n'))
 
 
 class Translator(Protocol):
