@@ -23,17 +23,27 @@ class Fields:
 
     __slots__ = ("source", "errors", "out")
 
-    def __init__(self, source: dict):
+    def __init__(self, source: dict[str, Any]) -> None:
         self.source = source
         self.errors: dict[str, object] = {}  # a message, or a nested error detail
-        self.out: dict = {}
+        self.out: dict[str, Any] = {}
 
-    def text(self, name: str, *, required=False, null=False, blank=False, max_length=None, default=MISSING):
+    def text(
+        self,
+        name: str,
+        *,
+        required: bool = False,
+        null: bool = False,
+        blank: bool = False,
+        max_length: int | None = None,
+        default: Any = MISSING,
+    ) -> Any:
         value = self.source.get(name, MISSING)
         if value is MISSING:
             return self._absent(name, required, default)
         if value is None:
-            return self._null(name, null)
+            self._null(name, null)
+            return None
         if not isinstance(value, str):
             self.errors[name] = MSG_STRING
         elif not value and not blank:
@@ -47,48 +57,60 @@ class Fields:
             return value
         return None
 
-    def choice(self, name: str, choices: tuple, *, required=False, null=False, default=MISSING):
+    def choice(
+        self,
+        name: str,
+        choices: tuple[str, ...],
+        *,
+        required: bool = False,
+        null: bool = False,
+        default: Any = MISSING,
+    ) -> Any:
         value = self.source.get(name, MISSING)
         if value is MISSING:
             return self._absent(name, required, default)
         if value is None:
-            return self._null(name, null)
+            self._null(name, null)
+            return None
         if not isinstance(value, str) or value not in choices:
             self.errors[name] = f"must be one of {list(choices)}"
             return None
         self.out[name] = value
         return value
 
-    def boolean(self, name: str, *, null=False, default=MISSING):
+    def boolean(self, name: str, *, null: bool = False, default: Any = MISSING) -> Any:
         value = self.source.get(name, MISSING)
         if value is MISSING:
             return self._absent(name, False, default)
         if value is None:
-            return self._null(name, null)
+            self._null(name, null)
+            return None
         if value is not True and value is not False:
             self.errors[name] = MSG_BOOLEAN
             return None
         self.out[name] = value
         return value
 
-    def object(self, name: str, *, null=False):
+    def object(self, name: str, *, null: bool = False) -> dict[str, Any] | None:
         value = self.source.get(name, MISSING)
         if value is MISSING:
             return None
         if value is None:
-            return self._null(name, null)
+            self._null(name, null)
+            return None
         if not isinstance(value, dict):
             self.errors[name] = MSG_OBJECT
             return None
         self.out[name] = value
         return value
 
-    def array(self, name: str, *, null=False, max_length=None):
+    def array(self, name: str, *, null: bool = False, max_length: int | None = None) -> list[Any] | None:
         value = self.source.get(name, MISSING)
         if value is MISSING:
             return None
         if value is None:
-            return self._null(name, null)
+            self._null(name, null)
+            return None
         if not isinstance(value, list):
             self.errors[name] = MSG_ARRAY
             return None
@@ -104,7 +126,7 @@ class Fields:
             if name not in names:
                 self.errors[name] = MSG_UNKNOWN_FIELD
 
-    def _absent(self, name, required, default):
+    def _absent(self, name: str, required: bool, default: Any) -> Any:
         if required:
             self.errors[name] = "is required"
         elif default is not MISSING:
@@ -112,15 +134,14 @@ class Fields:
             return default
         return None
 
-    def _null(self, name, null):
+    def _null(self, name: str, null: bool) -> None:
         if null:
             self.out[name] = None
         else:
             self.errors[name] = "must not be null"
-        return None
 
 
-def check_count(value: list, limit: int, what: str) -> None:
+def check_count(value: list[Any], limit: int, what: str) -> None:
     """Count limits come first: a body over them is refused before any per-entry work."""
     if len(value) > limit:
         raise serializers.ValidationError(f"at most {limit} {what} (got {len(value)})")
@@ -133,14 +154,15 @@ def raise_indexed(errors: Mapping[int, object]) -> None:
         raise serializers.ValidationError(first)
 
 
-Convert = Callable[[dict], tuple[list[dict], object]]  # an object -> (its input items, its errors or None)
+# an object -> (its input items, its errors or None)
+Convert = Callable[[dict[str, Any]], tuple[list[dict[str, Any]], object]]
 
 
-def convert_each(values: list, convert: Convert, *, limit: int, what: str) -> list[dict]:
+def convert_each(values: list[Any], convert: Convert, *, limit: int, what: str) -> list[dict[str, Any]]:
     """Each object of `values` converted to input items (one value may become several), in order; the errors
     of all of them raised together, by index (a value that is not an object is one)."""
     check_count(values, limit, what)
-    items: list[dict] = []
+    items: list[dict[str, Any]] = []
     errors: dict[int, object] = {}
     for index, value in enumerate(values):
         if not isinstance(value, dict):

@@ -1,10 +1,11 @@
 """Small building blocks shared by the request serializers."""
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.extensions import OpenApiSerializerExtension
-from drf_spectacular.utils import extend_schema_field
+from drf_spectacular.utils import Direction, extend_schema_field
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 from rest_framework.fields import SkipField, empty, get_error_detail
@@ -12,17 +13,20 @@ from rest_framework.validators import ProhibitSurrogateCharactersValidator
 
 from gateway import fields
 
+if TYPE_CHECKING:  # drf_spectacular.openapi imports DRF's views, which import the API settings' modules
+    from drf_spectacular.openapi import AutoSchema
+
 ANY_FIELD_SCHEMA = {"description": "Any JSON value"}
 
 
 @extend_schema_field(ANY_FIELD_SCHEMA)
-class AnyField(serializers.Field):
+class AnyField(serializers.Field[Any, Any, Any, Any]):
     """Any JSON value, documented as such."""
 
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: Any) -> Any:
         return data
 
-    def to_representation(self, value):
+    def to_representation(self, value: Any) -> Any:
         return value
 
 
@@ -32,23 +36,23 @@ class LongTextField(fields.CharField):
     CharField's check_text has already refused unpaired surrogates, with the gateway's message, before validators
     run. So it is dropped."""
 
-    def __init__(self, **kwargs):
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.validators = [v for v in self.validators if not isinstance(v, ProhibitSurrogateCharactersValidator)]
 
 
-def one_of(value, allowed: tuple, field: str):
+def one_of(value: object, allowed: tuple[object, ...], field: str) -> None:
     if value not in allowed:
         raise serializers.ValidationError({field: f'"{value}" is not a valid choice; expected one of {list(allowed)}'})
 
 
-def require_dict(value, what: str) -> dict:
+def require_dict(value: object, what: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise serializers.ValidationError(f"{what} must be an object")
     return value
 
 
-def require_list(value, what: str) -> list:
+def require_list(value: object, what: str) -> list[Any]:
     if not isinstance(value, list):
         raise serializers.ValidationError(f"{what} must be an array")
     return value
@@ -86,7 +90,9 @@ class FieldPlan:
 
     __slots__ = ("entries", "read_only")
 
-    def __init__(self, serializer: serializers.Serializer, bound: Mapping):
+    def __init__(
+        self, serializer: serializers.Serializer[Any], bound: Mapping[str, serializers.Field[Any, Any, Any, Any]]
+    ) -> None:
         entries = []
         for name, field in bound.items():
             if field.read_only:
@@ -117,18 +123,18 @@ class FieldPlan:
 # absent field with a constant default takes it without its machinery; every present value goes through its field's
 # run_validation and `validate_<name>` as before, so values and errors are DRF's. Any other input (not a dict, a
 # partial update) takes DRF's own path.
-class PlannedSerializer(serializers.Serializer):
+class PlannedSerializer(serializers.Serializer[Any]):
     def field_plan(self) -> FieldPlan:
         plan = self.__dict__.get("_plan")
         if plan is None:
             plan = self.__dict__["_plan"] = FieldPlan(self, self.fields)
         return plan
 
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: Any) -> Any:
         if type(data) is not dict or getattr(self.root, "partial", False):
             return super().to_internal_value(data)
-        ret: dict = {}
-        errors: dict = {}
+        ret: dict[str, Any] = {}
+        errors: dict[str, Any] = {}
         for name, field, getter, absent, check, key in self.field_plan().entries:
             value = data.get(name, empty) if getter is None else getter(data)
             if value is empty and absent is SKIP:
@@ -152,7 +158,7 @@ class PlannedSerializer(serializers.Serializer):
             raise ValidationError(errors)
         return ret
 
-    def run_validators(self, value):
+    def run_validators(self, value: Any) -> None:
         if self.validators or self.field_plan().read_only:  # else DRF merges defaults into a copy for nothing
             super().run_validators(value)
 
@@ -165,20 +171,22 @@ class ClosedObjectSchema(OpenApiSerializerExtension):
     schema says `additionalProperties: false` too. Subclass with the serializer's dotted path as `target_class`;
     only for serializers every operation using them checks with `unknown_fields` (all the front doors do)."""
 
-    def map_serializer(self, auto_schema, direction):
+    def map_serializer(self, auto_schema: "AutoSchema", direction: Direction) -> dict[str, Any]:
         schema = auto_schema._map_serializer(self.target_class, direction, bypass_extensions=True)
         schema["additionalProperties"] = False
         return schema
 
 
-def unknown_fields(serializer: serializers.Serializer, data: object, *, known: frozenset[str] = frozenset()) -> dict:
+def unknown_fields(
+    serializer: serializers.Serializer[Any], data: object, *, known: frozenset[str] = frozenset()
+) -> dict[str, Any]:
     """The keys of `data` that no field of `serializer` declares (besides `known`), through its nested serializers
     and lists of them: a nested error detail ({} when there are none). The front doors refuse them (a 400 naming
     each) instead of dropping them, as the APIs they mimic do."""
     if not isinstance(data, dict):
         return {}
     declared = serializer.fields
-    errors: dict = {}
+    errors: dict[str, Any] = {}
     for name, value in data.items():
         field = declared.get(name)
         if field is None:
@@ -186,6 +194,7 @@ def unknown_fields(serializer: serializers.Serializer, data: object, *, known: f
                 errors[name] = MSG_UNKNOWN_FIELD
             continue
         child = getattr(field, "child", None)
+        nested: dict[str, Any] | dict[int, dict[str, Any]]  # an object's unknown keys, or a list's by index
         if isinstance(field, serializers.Serializer):
             nested = unknown_fields(field, value)
         elif isinstance(child, serializers.Serializer) and isinstance(value, list):

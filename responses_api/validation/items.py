@@ -2,7 +2,7 @@
 their outputs, reasoning, replayed assistant output). Validated by plain functions (see checks.py),
 after the count limits."""
 
-from typing import cast
+from typing import Any, cast
 
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
@@ -93,7 +93,7 @@ PART_CHECKS = {
 ASSISTANT_ONLY_PARTS = ("output_text", "refusal")
 
 
-def _part_error(part, role: str) -> dict | str | None:
+def _part_error(part: object, role: str) -> dict[str, Any] | str | None:
     if not isinstance(part, dict):
         return "must be an object"
     kind = part.get("type")
@@ -106,7 +106,7 @@ def _part_error(part, role: str) -> dict | str | None:
     return None
 
 
-def validate_parts(parts: list, role: str) -> list[dict]:
+def validate_parts(parts: list[Any], role: str) -> list[dict[str, Any]]:
     check_count(parts, MAX_CONTENT_PARTS, "content parts in one message")
     errors, cleaned = {}, []
     for index, part in enumerate(parts):
@@ -162,7 +162,7 @@ def _function_call(fields: Fields) -> None:
     fields.text("namespace", null=True)
 
 
-def _output_value(value) -> str | None:
+def _output_value(value: object) -> str | None:
     if isinstance(value, str):
         return value
     if isinstance(value, list):
@@ -176,7 +176,7 @@ def _output_value(value) -> str | None:
     return None
 
 
-def _unknown_in_parts(parts: list, names: tuple[str, ...]) -> dict[int, dict]:
+def _unknown_in_parts(parts: list[Any], names: tuple[str, ...]) -> dict[int, dict[str, str]]:
     """The keys of each object of `parts` besides `names`, by position (paths like `output[0].x`)."""
     found = {}
     for index, part in enumerate(parts):
@@ -185,7 +185,7 @@ def _unknown_in_parts(parts: list, names: tuple[str, ...]) -> dict[int, dict]:
     return found
 
 
-def _wrong_text_parts(parts: list) -> dict[int, object]:
+def _wrong_text_parts(parts: list[Any]) -> dict[int, object]:
     """What is wrong with each text part, by position, so the error names the part's field (`output[0].text`)."""
     found: dict[int, object] = {}
     for index, part in enumerate(parts):
@@ -254,7 +254,7 @@ ITEM_CHECKS = {
 }
 
 
-def _item_kind(item) -> tuple[str | None, dict | str | None]:
+def _item_kind(item: object) -> tuple[str | None, dict[str, Any] | str | None]:
     if not isinstance(item, dict):
         return None, "must be an object"
     kind = item.get("type") or ("message" if "role" in item else None)
@@ -267,7 +267,7 @@ def _item_kind(item) -> tuple[str | None, dict | str | None]:
     return kind, None
 
 
-def validate_items(items: list) -> list[dict]:
+def validate_items(items: list[Any]) -> list[dict[str, Any]]:
     check_count(items, MAX_INPUT_ITEMS, "input items")
     cleaned, errors = [], {}
     for index, item in enumerate(items):
@@ -291,7 +291,7 @@ def validate_items(items: list) -> list[dict]:
 _ID = {"type": "string", "minLength": 1, "nullable": True}
 
 
-def _obj(kind: str | None, required: list[str], properties: dict, **extra) -> dict:
+def _obj(kind: str | None, required: list[str], properties: dict[str, Any], **extra: Any) -> dict[str, Any]:
     """An item or part object: closed, as `Fields.only` refuses any key it does not list."""
     type_schema = {"type": "string", "enum": [kind]} if kind else {}
     return {
@@ -303,7 +303,7 @@ def _obj(kind: str | None, required: list[str], properties: dict, **extra) -> di
     }
 
 
-def _non_empty(*names: str) -> list[dict]:
+def _non_empty(*names: str) -> list[dict[str, Any]]:
     return [{"required": [name], "properties": {name: {"type": "string", "minLength": 1}}} for name in names]
 
 
@@ -360,7 +360,7 @@ ASSISTANT_PART_SCHEMAS = [
 ]
 
 
-def _message_schema(roles: list[str], parts: list[dict]) -> dict:
+def _message_schema(roles: list[str], parts: list[dict[str, Any]]) -> dict[str, Any]:
     return _obj(
         None,
         ["role", "content"],
@@ -381,7 +381,7 @@ def _message_schema(roles: list[str], parts: list[dict]) -> dict:
     )
 
 
-def _text_parts_schema(kind: str, nullable: bool) -> dict:
+def _text_parts_schema(kind: str, nullable: bool) -> dict[str, Any]:
     return {
         "type": "array",
         "nullable": nullable,
@@ -458,15 +458,15 @@ INPUT_FIELD_SCHEMA = {
 
 
 @extend_schema_field(INPUT_FIELD_SCHEMA)
-class InputField(serializers.Field):
+class InputField(serializers.Field[Any, Any, Any, Any]):
     """A string (one user message) or an array of input items, each validated by its `type`."""
 
     default_error_messages = {"invalid": "input must be a string or an array of input items"}
 
-    def to_representation(self, value):
+    def to_representation(self, value: Any) -> Any:
         return value
 
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: Any) -> list[dict[str, Any]]:
         if isinstance(data, str):
             if not data:
                 raise serializers.ValidationError("must not be empty")

@@ -1,5 +1,7 @@
 """The nested configuration objects of a Responses request."""
 
+from typing import Any
+
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -27,13 +29,13 @@ PERCENTILE_FIELD_SCHEMA = {
 
 
 @extend_schema_field(PERCENTILE_FIELD_SCHEMA)
-class PercentileField(serializers.Field):
+class PercentileField(serializers.Field[Any, Any, Any, Any]):
     """A number (the p50) or an object of percentiles."""
 
-    def to_representation(self, value):
+    def to_representation(self, value: Any) -> Any:
         return value
 
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: Any) -> dict[str, float]:
         if isinstance(data, bool):
             raise serializers.ValidationError("must be a number or an object of percentiles")
         if isinstance(data, int | float):
@@ -69,11 +71,11 @@ SORT_FIELD_SCHEMA = {
 
 
 @extend_schema_field(SORT_FIELD_SCHEMA)
-class SortField(serializers.Field):
-    def to_representation(self, value):
+class SortField(serializers.Field[Any, Any, Any, Any]):
+    def to_representation(self, value: Any) -> Any:
         return value
 
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
         if isinstance(data, str):
             if data not in SORTS:
                 raise serializers.ValidationError(f'"{data}" is not valid; expected one of {list(SORTS)}')
@@ -129,12 +131,12 @@ class ReasoningSerializer(PlannedSerializer):
     enabled = fields.BooleanField(required=False, allow_null=True, default=None)
     max_tokens = fields.IntegerField(min_value=0, required=False, allow_null=True)
 
-    def validate_mode(self, value):
+    def validate_mode(self, value: str | None) -> str | None:
         if value not in (None, "standard"):
             raise serializers.ValidationError(f'"{value}" is not honoured by any provider this gateway routes to')
         return value
 
-    def validate_context(self, value):
+    def validate_context(self, value: str | None) -> str | None:
         if value not in (None, "auto"):
             raise serializers.ValidationError(
                 f'"{value}" is not honoured: earlier reasoning is replayed where its provider can read it (auto)'
@@ -149,7 +151,7 @@ class TextFormatSerializer(PlannedSerializer):
     strict = fields.BooleanField(required=False, allow_null=True)
     description = fields.CharField(required=False, allow_null=True)
 
-    def validate(self, attrs):
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if attrs["type"] == "json_schema":
             missing = [name for name in ("name", "schema") if name not in attrs]
             if missing:
@@ -177,7 +179,7 @@ class ResponseStreamOptionsSerializer(PlannedSerializer):
         required=False, allow_null=True, help_text="Only false or null: this gateway never pads stream events"
     )
 
-    def validate_include_obfuscation(self, value):
+    def validate_include_obfuscation(self, value: bool | None) -> bool | None:
         if value:
             raise serializers.ValidationError("only false is supported: this gateway never pads stream events")
         return value
@@ -209,7 +211,7 @@ class TraceSerializer(PlannedSerializer):
     }
 )
 class ImageConfigField(fields.DictField):
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
         if isinstance(data, dict) and len(data) > MAX_IMAGE_CONFIG_KEYS:
             raise serializers.ValidationError(f"at most {MAX_IMAGE_CONFIG_KEYS} keys")
         data = super().to_internal_value(data)
@@ -230,7 +232,7 @@ class ImageConfigField(fields.DictField):
 class MetadataField(fields.DictField):
     child = fields.CharField(max_length=512, allow_blank=True, trim_whitespace=False)
 
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
         if isinstance(data, dict) and len(data) > MAX_METADATA_PAIRS:  # before any per-value work
             raise serializers.ValidationError(f"at most {MAX_METADATA_PAIRS} pairs")
         data = super().to_internal_value(data)

@@ -1,7 +1,9 @@
 """`plugins`: discriminated by `id`, with every field limit of the spec."""
 
+from typing import TYPE_CHECKING, Any
+
 from drf_spectacular.extensions import OpenApiSerializerExtension, OpenApiSerializerFieldExtension
-from drf_spectacular.utils import PolymorphicProxySerializer
+from drf_spectacular.utils import Direction, PolymorphicProxySerializer
 from rest_framework import serializers
 
 from gateway import fields
@@ -9,6 +11,9 @@ from responses_api.validation.checks import check_count
 from responses_api.validation.common import PlannedSerializer
 from responses_api.validation.limits import MAX_PLUGINS
 from responses_api.validation.tools import panel_tools_error
+
+if TYPE_CHECKING:  # drf_spectacular.openapi imports DRF's views, which import the API settings' modules
+    from drf_spectacular.openapi import AutoSchema
 
 MAX_PATTERNS, MAX_PATTERN_CHARS, MAX_PATTERNS_TOTAL = 1024, 1024, 65536
 COST_TIERS = ("low", "medium", "high", "xhigh", "max")
@@ -24,7 +29,7 @@ def _patterns(value: list[str]) -> None:
 
 
 class PluginBase(PlannedSerializer):
-    id: serializers.Field = fields.CharField()  # each plugin narrows it to its own id
+    id: serializers.Field[Any, Any, Any, Any] = fields.CharField()  # each plugin narrows it to its own id
     enabled = fields.BooleanField(required=False, default=True)
 
 
@@ -104,7 +109,7 @@ class FusionToolSerializer(PlannedSerializer):
     type = fields.CharField()
     parameters = fields.DictField(required=False)
 
-    def validate(self, attrs: dict) -> dict:
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if refused := panel_tools_error([attrs]):
             raise serializers.ValidationError(refused.removeprefix("[0] ").removeprefix("[0]."))
         return attrs
@@ -119,7 +124,7 @@ class FusionPluginSerializer(PluginBase):
     tools = FusionToolSerializer(many=True, required=False, max_length=8)  # type: ignore[call-arg]  # for the ListSerializer
 
 
-PLUGIN_SERIALIZERS: dict[str, type[serializers.Serializer]] = {
+PLUGIN_SERIALIZERS: dict[str, type[serializers.Serializer[Any]]] = {
     "auto-router": AutoRouterPluginSerializer,
     "auto-beta-router": AutoBetaRouterPluginSerializer,
     "moderation": ModerationPluginSerializer,
@@ -133,7 +138,7 @@ PLUGIN_SERIALIZERS: dict[str, type[serializers.Serializer]] = {
 }
 
 
-def unknown_fields(serializer: serializers.Serializer, data: dict, prefix: str = "") -> list[str]:
+def unknown_fields(serializer: serializers.Serializer[Any], data: dict[str, Any], prefix: str = "") -> list[str]:
     """The keys of `data` (and of its nested objects) that the serializer has no field for, as dotted names."""
     found = []
     for name, value in data.items():
@@ -149,10 +154,10 @@ class PluginEntrySchema(OpenApiSerializerExtension):
     """A plugin entry, and its nested objects, take their own fields only (`unknown_fields` refuses any other, a 400
     naming it, here and in the account's plugin defaults): the schema says `additionalProperties: false` too."""
 
-    target_class: type[serializers.Serializer] = PluginBase
+    target_class: type[serializers.Serializer[Any]] = PluginBase
     match_subclasses = True
 
-    def map_serializer(self, auto_schema, direction):
+    def map_serializer(self, auto_schema: "AutoSchema", direction: Direction) -> dict[str, Any]:
         schema = auto_schema._map_serializer(self.target, direction, bypass_extensions=True)
         schema["additionalProperties"] = False
         return schema
@@ -167,11 +172,11 @@ PLUGIN_ENTRY_SCHEMA = PolymorphicProxySerializer(
 )
 
 
-class PluginsField(serializers.Field):
-    def to_representation(self, value):
+class PluginsField(serializers.Field[Any, Any, Any, Any]):
+    def to_representation(self, value: Any) -> Any:
         return value
 
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: Any) -> list[dict[str, Any]]:
         if not isinstance(data, list):
             raise serializers.ValidationError("must be an array of plugin objects")
         check_count(data, MAX_PLUGINS, "plugins")
@@ -211,6 +216,6 @@ class PluginsFieldSchema(OpenApiSerializerFieldExtension):
 
     target_class = PluginsField
 
-    def map_serializer_field(self, auto_schema, direction):
+    def map_serializer_field(self, auto_schema: "AutoSchema", direction: Direction) -> dict[str, Any]:
         entry = auto_schema.resolve_serializer(PLUGIN_ENTRY_SCHEMA, direction)
         return {"type": "array", "items": entry.ref, "maxItems": MAX_PLUGINS}

@@ -1,5 +1,7 @@
 """The Responses request body (spec "Response request")."""
 
+from typing import Any
+
 from rest_framework import serializers
 
 from gateway import fields
@@ -89,27 +91,27 @@ class ResponseCreateRequestSerializer(PlannedSerializer):
     trace = TraceSerializer(required=False)
     truncation = fields.ChoiceField(choices=["auto", "disabled"], required=False, allow_null=True)
 
-    def validate_store(self, value):
+    def validate_store(self, value: bool) -> bool:
         if value:
             raise serializers.ValidationError("only false is supported: this endpoint stores nothing")
         return value
 
-    def validate_previous_response_id(self, value):
+    def validate_previous_response_id(self, value: Any) -> Any:
         if value is not None:
             raise serializers.ValidationError(MSG_STATELESS)
         return value
 
-    def validate_conversation(self, value):
+    def validate_conversation(self, value: Any) -> Any:
         if value is not None:
             raise serializers.ValidationError(MSG_STATELESS)
         return value
 
-    def validate_background(self, value):
+    def validate_background(self, value: bool | None) -> bool | None:
         if value:
             raise serializers.ValidationError("background mode is not supported: this endpoint is stateless")
         return value
 
-    def validate(self, attrs):
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         # A field no serializer declares, at the top or in a nested object, would be dropped: refused, naming its
         # path, as the other doors and the official API do (input items and plugins check their own keys).
         if unknown := unknown_fields(self, self.initial_data):

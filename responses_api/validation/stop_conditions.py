@@ -1,5 +1,7 @@
 """`stop_server_tools_when`: the conditions that stop the server-tool loop."""
 
+from typing import Any
+
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -37,11 +39,11 @@ STOP_CONDITIONS_SCHEMA = {
 
 
 @extend_schema_field(STOP_CONDITIONS_SCHEMA)
-class StopConditionsField(serializers.Field):
-    def to_representation(self, value):
+class StopConditionsField(serializers.Field[Any, Any, Any, Any]):
+    def to_representation(self, value: Any) -> Any:
         return value
 
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: Any) -> list[dict[str, Any]]:
         if not isinstance(data, list) or len(data) > 16:
             raise serializers.ValidationError("must be an array of at most 16 conditions")
         errors: dict[int, object] = {}

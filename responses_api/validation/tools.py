@@ -74,7 +74,7 @@ OTHER_TOOL_TYPES += SERVER_TOOL_ALIASES
 TOOL_CHOICE_MODES = ("auto", "none", "required")
 
 
-def _function_tool(tool: dict) -> tuple[dict, dict]:
+def _function_tool(tool: dict[str, Any]) -> tuple[dict[str, Any], dict[str, object]]:
     fields = Fields(tool)
     fields.out["type"] = "function"
     name = fields.text("name", required=True, max_length=128)
@@ -191,15 +191,15 @@ TOOLS_FIELD_SCHEMA = {
 
 
 @extend_schema_field(TOOLS_FIELD_SCHEMA)
-class ToolsField(serializers.Field):
-    def to_representation(self, value):
+class ToolsField(serializers.Field[Any, Any, Any, Any]):
+    def to_representation(self, value: Any) -> Any:
         return value
 
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: Any) -> list[dict[str, Any]]:
         if not isinstance(data, list):
             raise serializers.ValidationError("must be an array of tool definitions")
         check_count(data, MAX_TOOLS, "tools")
-        cleaned: list[dict] = []
+        cleaned: list[dict[str, Any]] = []
         errors: dict[int, object] = {}
         for index, tool in enumerate(data):
             if not isinstance(tool, dict):
@@ -229,7 +229,7 @@ class ToolsField(serializers.Field):
         return cleaned
 
     @staticmethod
-    def _check_deferred(tools: list[dict]) -> None:
+    def _check_deferred(tools: list[dict[str, Any]]) -> None:
         deferred = [tool for tool in tools if tool.get("defer_loading")]
         if not deferred:
             return
@@ -251,7 +251,7 @@ def server_function_name(kind: str) -> str:
     return server_tool_kind(kind).replace(":", "_", 1)
 
 
-def _server_tool_parameters(kind: str, parameters) -> str | None:
+def _server_tool_parameters(kind: str, parameters: object) -> str | None:
     """A server tool's `parameters`: an object of the fields the tool takes (checked again where it runs)."""
     if parameters is None or kind not in RUN_TOOL_PARAMETERS:
         return None
@@ -272,7 +272,7 @@ def _server_tool_parameters(kind: str, parameters) -> str | None:
     return None
 
 
-def _valid(schema: dict, value) -> bool:
+def _valid(schema: dict[str, Any], value: object) -> bool:
     if schema["type"] in ("integer", "number"):
         numeric = isinstance(value, int) if schema["type"] == "integer" else isinstance(value, int | float)
         return numeric and not isinstance(value, bool) and schema["minimum"] <= value <= schema.get("maximum", value)
@@ -290,7 +290,7 @@ def _valid(schema: dict, value) -> bool:
     )
 
 
-def panel_tools_error(tools) -> str | None:
+def panel_tools_error(tools: object) -> str | None:
     """A fusion panel's `tools` (the fusion plugin's, the gateway:fusion tool's): server tools a panel member may
     use, each with its own parameters; why not, else None."""
     if not isinstance(tools, list) or len(tools) > 8:
@@ -355,11 +355,11 @@ TOOL_CHOICE_FIELD_SCHEMA = {
 
 
 @extend_schema_field(TOOL_CHOICE_FIELD_SCHEMA)
-class ToolChoiceField(serializers.Field):
-    def to_representation(self, value):
+class ToolChoiceField(serializers.Field[Any, Any, Any, Any]):
+    def to_representation(self, value: Any) -> Any:
         return value
 
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: Any) -> str | dict[str, Any]:
         if isinstance(data, str):
             if data not in TOOL_CHOICE_MODES:
                 raise serializers.ValidationError(f'"{data}" is not valid; expected one of {list(TOOL_CHOICE_MODES)}')
@@ -377,7 +377,7 @@ class ToolChoiceField(serializers.Field):
         raise serializers.ValidationError({"type": f'"{data["type"]}" is not a valid tool choice type'})
 
 
-def _allowed_tools(data: dict) -> dict:
+def _allowed_tools(data: dict[str, Any]) -> dict[str, Any]:
     """{type: allowed_tools, mode: auto|required, tools: [tool references]}: each reference an object with a type
     (a function's with its name); whether each names a tool of `tools` is checked with the request."""
     if set(data) - {"type", "mode", "tools"}:
@@ -401,7 +401,7 @@ def _allowed_tools(data: dict) -> dict:
     return {"type": "allowed_tools", "mode": data.get("mode", "auto"), "tools": [dict(tool) for tool in tools]}
 
 
-def _names_tool(reference: dict, tools: list[dict]) -> bool:
+def _names_tool(reference: dict[str, Any], tools: list[dict[str, Any]]) -> bool:
     """Whether a tool reference (a tool_choice object, an allowed_tools entry) names a tool of the request's `tools`:
     a function by name, a server tool by its kind (either spelling), a provider-run tool by what it runs (an MCP
     tool by its server_label when given), any other type by type."""
@@ -418,7 +418,7 @@ def _names_tool(reference: dict, tools: list[dict]) -> bool:
     return any(tool["type"] == kind and tool.get("name") == reference.get("name") for tool in tools)
 
 
-def tool_choice_problem(choice: object, tools: list[dict], *, complete: bool = False) -> str | None:
+def tool_choice_problem(choice: object, tools: list[dict[str, Any]], *, complete: bool = False) -> str | None:
     """Why a tool_choice object cannot be honoured with these tools (None: it can): it must name a tool the request
     declares (a function by name, a provider-run tool by type, ...); a choice naming none reached the provider as a
     shape it did not know (a 500 on the Anthropic wire) or was dropped. `complete`: the tools are the final list,
@@ -438,12 +438,12 @@ def tool_choice_problem(choice: object, tools: list[dict], *, complete: bool = F
     return None
 
 
-def deferred_names(tools: list[dict]) -> frozenset[str]:
+def deferred_names(tools: list[dict[str, Any]]) -> frozenset[str]:
     """The function tools withheld from the model until gateway:tool_search finds them (defer_loading)."""
     return frozenset(tool["name"] for tool in tools if tool["type"] == "function" and tool.get("defer_loading"))
 
 
-def _deferred_problem(reference: dict, choice: dict, tools: list[dict]) -> str | None:
+def _deferred_problem(reference: dict[str, Any], choice: dict[str, Any], tools: list[dict[str, Any]]) -> str | None:
     """A deferred function is not sent until tool_search finds it: it cannot be forced (the first round could not
     call it), and an allowed_tools list may name it only beside gateway:tool_search (it is allowed once found)."""
     if reference.get("type") != "function" or reference.get("name") not in deferred_names(tools):
@@ -459,7 +459,7 @@ def _deferred_problem(reference: dict, choice: dict, tools: list[dict]) -> str |
     return None
 
 
-def _described(reference: dict) -> str:
+def _described(reference: dict[str, Any]) -> str:
     if reference.get("type") == "function":
         return f'function tool "{reference.get("name")}"'
     return f"tool type '{reference.get('type')}'"
