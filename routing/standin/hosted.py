@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit
 
-from routing.standin import formats
+from routing.standin import formats, formats_anthropic
 from routing.standin.formats import Plan, split, sse
 from routing.standin.search import RESULTS
 
@@ -270,7 +270,7 @@ def _anthropic_content(plan: Plan, found: Search) -> list[dict[str, Any]]:
 
 
 def messages_body(body: dict[str, Any], plan: Plan) -> dict[str, Any]:
-    answered = formats.messages_body(plan)
+    answered = formats_anthropic.messages_body(plan)
     found = _anthropic_search(body)
     if found is not None:
         answered["content"] = [b for b in answered["content"] if b["type"] == "thinking"] + _anthropic_content(

@@ -14,7 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs
 
-from routing.standin import embeddings, formats, hosted, moderations, search
+from routing.standin import embeddings, formats, formats_anthropic, hosted, moderations, search
 from routing.standin.script import Script, directive, parse_path
 
 VERTEX_METHODS = (":rawPredict", ":streamRawPredict")  # Anthropic on Vertex: the Messages format
@@ -27,12 +27,17 @@ WIRE = {
         formats.responses_stream_error,
     ),
     "/messages": (
-        formats.messages_body,
-        formats.messages_stream,
-        formats.anthropic_error,
-        formats.messages_stream_error,
+        formats_anthropic.messages_body,
+        formats_anthropic.messages_stream,
+        formats_anthropic.anthropic_error,
+        formats_anthropic.messages_stream_error,
     ),
-    "/converse": (formats.converse_body, formats.converse_stream, formats.bedrock_error, formats.converse_stream_error),
+    "/converse": (
+        formats_anthropic.converse_body,
+        formats_anthropic.converse_stream,
+        formats_anthropic.bedrock_error,
+        formats_anthropic.converse_stream_error,
+    ),
 }
 EVENT_STREAM = "application/vnd.amazon.eventstream"
 FLOOD_DELTA_BYTES = 1024  # a flood's deltas (script.flood)
