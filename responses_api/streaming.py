@@ -4,7 +4,7 @@ into their own API's SSE. Either way the stream is closed when the client leaves
 
 import json
 from collections.abc import Callable, Iterator
-from typing import Protocol
+from typing import Any, Protocol
 
 from responses_api.stream_render import DONE, KEEPALIVE, Write
 
@@ -14,7 +14,7 @@ _encode = json.JSONEncoder(separators=(",", ":")).encode  # json.dumps(..., sepa
 _TEXT_DELTA = b'event: response.output_text.delta\ndata: {"type":"response.output_text.delta","sequence_number":'
 
 
-def sse_bytes(event: dict) -> bytes:
+def sse_bytes(event: dict[str, Any]) -> bytes:
     return f"event: {event['type']}\ndata: {_encode(event)}\n\n".encode()
 
 
@@ -33,7 +33,7 @@ class SSEFramer:
             if type(event) is dict and event["type"] == "response.output_text.delta" and not event["logprobs"]:
                 return self._text_delta(event)
         out = []
-        response: dict | None = None  # the lifecycle response last encoded in this write, and its encoding
+        response: dict[str, Any] | None = None  # the lifecycle response last encoded in this write, and its encoding
         encoded = ""
         for event in events:
             if type(event) is not dict:
@@ -51,7 +51,7 @@ class SSEFramer:
                 out.append(sse_bytes(event))
         return b"".join(out)
 
-    def _text_delta(self, event: dict) -> bytes:
+    def _text_delta(self, event: dict[str, Any]) -> bytes:
         key = (event["item_id"], event["content_index"])  # an item id names its output index
         fields = self._text_fields.get(key)
         if fields is None:
@@ -63,7 +63,7 @@ class SSEFramer:
 
 
 class Translator(Protocol):
-    def event(self, event: dict) -> bytes:
+    def event(self, event: dict[str, Any]) -> bytes:
         """The bytes this API sends for one Responses event (b"" for none)."""
 
     def done(self) -> bytes:

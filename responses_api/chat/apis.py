@@ -1,22 +1,10 @@
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 
 from gateway.api import error_responses
 from responses_api.chat.schema import ChatCompletionChunkSerializer, ChatCompletionResultSerializer
 from responses_api.chat.validation import ChatCompletionCreateRequestSerializer
 from responses_api.doors.chat import ChatDoor
-from responses_api.doors.views import DoorView
-
-METADATA_HEADER = OpenApiParameter(
-    "X-Gateway-Metadata",
-    str,
-    OpenApiParameter.HEADER,
-    enum=["enabled", "disabled"],
-    description="`enabled` adds gateway_metadata (aliases: X-OpenRouter-Metadata, as the openrouter SDK sends "
-    "it, and the legacy X-Gateway-Experimental-Metadata; aliases sent with different values are a 400)",
-)
-SESSION_HEADER = OpenApiParameter(
-    "x-session-id", str, OpenApiParameter.HEADER, description="Sticky routing key when the body has no session_id"
-)
+from responses_api.doors.views import METADATA_HEADER, SESSION_HEADER, DoorView
 
 
 @extend_schema_view(

@@ -4,7 +4,7 @@ SSE, and its errors in its API's shape."""
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -19,9 +19,9 @@ class Parsed:
     """A door's request: `data` the Responses request the pipeline takes, `body` the door's own validated body
     (what its rendering needs of it), `inputs` what a door's run kept from its preparation (the embeddings' inputs)."""
 
-    data: dict
-    body: dict
-    inputs: tuple = field(default=())
+    data: dict[str, Any]
+    body: dict[str, Any]
+    inputs: tuple[Any, ...] = field(default=())
 
 
 class FrontDoor(Protocol):
@@ -31,7 +31,7 @@ class FrontDoor(Protocol):
     def prepare(self, ctx: RequestContext, parsed: Parsed) -> ResponseRun:
         """The run (normalized, pre-staged, planned, held); errors here are HTTP errors."""
 
-    def respond(self, run: ResponseRun, parsed: Parsed) -> dict:
+    def respond(self, run: ResponseRun, parsed: Parsed) -> dict[str, Any]:
         """The run to its end as a JSON answer: its result rendered in this API's shape."""
 
     def render_events(self, run: ResponseRun, parsed: Parsed) -> Callable[[Write], bytes]:

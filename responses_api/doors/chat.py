@@ -1,6 +1,7 @@
 """The Chat Completions door: the request as the Responses request it means, rendered as Chat Completions."""
 
 from collections.abc import Callable
+from typing import Any
 
 from rest_framework.request import Request
 
@@ -22,7 +23,7 @@ class ChatDoor(PipelineDoor):
         chat = serializer.validated_data
         return Parsed(data=responses_data(chat), body=chat)
 
-    def respond(self, run: ResponseRun, parsed: Parsed) -> dict:
+    def respond(self, run: ResponseRun, parsed: Parsed) -> dict[str, Any]:
         result = pipeline.respond_json(run)
         return completion(result, generation_id=run.generation_id, with_logprobs=bool(parsed.body.get("logprobs")))
 

@@ -2,6 +2,7 @@
 /responses (responses_api.embeddings.service), billed per input token. Never streamed."""
 
 from collections.abc import Callable
+from typing import Any
 
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -26,7 +27,7 @@ class EmbeddingsDoor:
         run, parsed.inputs = embeddings_prepare_run(ctx=ctx, data=parsed.data)
         return run
 
-    def respond(self, run: ResponseRun, parsed: Parsed) -> dict:
+    def respond(self, run: ResponseRun, parsed: Parsed) -> dict[str, Any]:
         try:
             served, response, usage = embeddings_call(run, parsed.inputs)
         except GatewayError:

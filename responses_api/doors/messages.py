@@ -2,6 +2,7 @@
 error in Anthropic's shape (same statuses) so the Anthropic SDK raises its typed errors."""
 
 from collections.abc import Callable
+from typing import Any
 
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -32,7 +33,7 @@ class MessagesDoor(PipelineDoor):
         body = serializer.validated_data
         return Parsed(data=responses_data(body), body=body)
 
-    def respond(self, run: ResponseRun, parsed: Parsed) -> dict:
+    def respond(self, run: ResponseRun, parsed: Parsed) -> dict[str, Any]:
         return message(pipeline.respond_json(run), generation_id=run.generation_id)
 
     def render_events(self, run: ResponseRun, parsed: Parsed) -> Callable[[Write], bytes]:

@@ -1,6 +1,7 @@
 """The Responses door: the body is the pipeline's own request; the result and the events as they are."""
 
 from collections.abc import Callable
+from typing import Any
 
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -30,7 +31,7 @@ class ResponsesDoor(PipelineDoor):
         data = pipeline.validate(request)
         return Parsed(data=data, body=data)
 
-    def respond(self, run: ResponseRun, parsed: Parsed) -> dict:
+    def respond(self, run: ResponseRun, parsed: Parsed) -> dict[str, Any]:
         return pipeline.respond_json(run)
 
     def render_events(self, run: ResponseRun, parsed: Parsed) -> Callable[[Write], bytes]:

@@ -1,8 +1,10 @@
 """One view serving every front door: authenticate (the permission), parse, run, render (JSON or SSE)."""
 
+from collections.abc import Iterator
 from typing import ClassVar
 
 from django.http import StreamingHttpResponse
+from drf_spectacular.utils import OpenApiParameter
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -13,8 +15,21 @@ from responses_api.doors.base import FrontDoor
 from responses_api.metadata import view_error_metadata
 from responses_api.streaming import framed
 
+# The request headers the doors other than /responses document (its own wording is in responses_api/apis.py).
+METADATA_HEADER = OpenApiParameter(
+    "X-Gateway-Metadata",
+    str,
+    OpenApiParameter.HEADER,
+    enum=["enabled", "disabled"],
+    description="`enabled` adds gateway_metadata (aliases: X-OpenRouter-Metadata, as the openrouter SDK sends "
+    "it, and the legacy X-Gateway-Experimental-Metadata; aliases sent with different values are a 400)",
+)
+SESSION_HEADER = OpenApiParameter(
+    "x-session-id", str, OpenApiParameter.HEADER, description="Sticky routing key when the body has no session_id"
+)
 
-def streaming_response(body, *, generation_id: str) -> StreamingHttpResponse:
+
+def streaming_response(body: Iterator[bytes], *, generation_id: str) -> StreamingHttpResponse:
     response = StreamingHttpResponse(body, content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"
@@ -28,11 +43,11 @@ class DoorView(APIView):
     door: ClassVar[FrontDoor]
     permission_classes = [IsInferenceKey]
 
-    def handle_exception(self, exc):
+    def handle_exception(self, exc: Exception) -> Response:
         view_error_metadata(self.request, exc)  # gateway_metadata on every error after authentication
         return self.door.error(super().handle_exception(exc))
 
-    def post(self, request: Request):
+    def post(self, request: Request) -> Response | StreamingHttpResponse:
         door = self.door
         parsed = door.parse(request)
         run = door.prepare(pipeline.authenticate(request, parsed.data), parsed)

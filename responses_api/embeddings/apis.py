@@ -2,9 +2,8 @@ from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import serializers
 
 from gateway.api import error_responses
-from responses_api.chat.apis import METADATA_HEADER, SESSION_HEADER
 from responses_api.doors.embeddings import EmbeddingsDoor
-from responses_api.doors.views import DoorView
+from responses_api.doors.views import METADATA_HEADER, SESSION_HEADER, DoorView
 from responses_api.embeddings.validation import EmbeddingCreateRequestSerializer
 from responses_api.schema import GatewayMetadataSerializer
 

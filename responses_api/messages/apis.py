@@ -8,9 +8,8 @@ from rest_framework.views import APIView
 from gateway.accounts.authentication import Caller
 from gateway.accounts.permissions import IsInferenceKey
 from gateway.errors import NotFound
-from responses_api.chat.apis import METADATA_HEADER, SESSION_HEADER
 from responses_api.doors.messages import MessagesDoor, anthropic_shaped
-from responses_api.doors.views import DoorView
+from responses_api.doors.views import METADATA_HEADER, SESSION_HEADER, DoorView
 from responses_api.messages.count import MessageCountTokensRequestSerializer, message_tokens_count
 from responses_api.messages.schema import (
     MessageResultSerializer,
@@ -29,7 +28,7 @@ class AnthropicDoorApi(APIView):
     accepts_x_api_key = True  # Anthropic clients send the key as `x-api-key` (gateway.accounts.authentication)
     permission_classes = [IsInferenceKey]
 
-    def handle_exception(self, exc):
+    def handle_exception(self, exc: Exception) -> Response:
         """Every error in Anthropic's shape (same statuses), so the Anthropic SDK raises its typed errors."""
         return anthropic_shaped(super().handle_exception(exc))
 
