@@ -9,7 +9,7 @@ from rest_framework import serializers
 
 from gateway import fields
 from responses_api.chat.messages import MessagesField
-from responses_api.validation.common import PlannedSerializer, unknown_fields
+from responses_api.validation.common import LentFieldsSerializer, unknown_fields
 from responses_api.validation.limits import MAX_TOOLS
 from responses_api.validation.objects import (
     CacheControlSerializer,
@@ -258,7 +258,7 @@ class StopField(serializers.Field):
         return sequences
 
 
-class ChatCompletionCreateRequestSerializer(PlannedSerializer):
+class ChatCompletionCreateRequestSerializer(LentFieldsSerializer):
     """A Chat Completions request: the messages, the model (or `models` to fall back through) and its options."""
 
     model = fields.CharField(required=False, max_length=MODEL_ID_MAX)

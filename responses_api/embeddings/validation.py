@@ -8,7 +8,7 @@ from rest_framework import serializers
 from gateway import fields
 from gateway.fields import INT_MAX
 from responses_api.chat.validation import InlineChoiceField
-from responses_api.validation.common import PlannedSerializer, unknown_fields
+from responses_api.validation.common import LentFieldsSerializer, unknown_fields
 from responses_api.validation.objects import ProviderPreferencesSerializer
 from responses_api.validation.request import MODEL_ID_MAX
 
@@ -81,7 +81,7 @@ class EmbeddingInputField(serializers.Field):
         return inputs
 
 
-class EmbeddingCreateRequestSerializer(PlannedSerializer):
+class EmbeddingCreateRequestSerializer(LentFieldsSerializer):
     """An embeddings request: the input, the model (or `models` to fall back through) and its options."""
 
     model = fields.CharField(required=False, max_length=MODEL_ID_MAX)

@@ -7,7 +7,7 @@ from rest_framework import serializers
 from gateway import fields
 from responses_api.chat.validation import MSG_FUNCTION_NAME, InlineChoiceField
 from responses_api.messages.blocks import SystemField, TurnsField
-from responses_api.validation.common import PlannedSerializer, unknown_fields
+from responses_api.validation.common import LentFieldsSerializer, unknown_fields
 from responses_api.validation.objects import CacheControlSerializer, DebugSerializer, ProviderPreferencesSerializer
 from responses_api.validation.plugins import PluginsField
 from responses_api.validation.request import MODEL_ID_MAX
@@ -81,7 +81,7 @@ class AnthropicMetadataSerializer(serializers.Serializer):
     user_id = fields.CharField(required=False, allow_null=True, max_length=256)
 
 
-class MessageCreateRequestSerializer(PlannedSerializer):
+class MessageCreateRequestSerializer(LentFieldsSerializer):
     """An Anthropic Messages request: the messages, the model and its options."""
 
     model = fields.CharField(max_length=MODEL_ID_MAX)

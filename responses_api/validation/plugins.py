@@ -8,7 +8,7 @@ from rest_framework import serializers
 
 from gateway import fields
 from responses_api.validation.checks import check_count
-from responses_api.validation.common import PlannedSerializer
+from responses_api.validation.common import LendingSerializer, PlannedSerializer
 from responses_api.validation.limits import MAX_PLUGINS
 from responses_api.validation.tools import panel_tools_error
 
@@ -28,7 +28,7 @@ def _patterns(value: list[str]) -> None:
         raise serializers.ValidationError(f"at most {MAX_PATTERNS_TOTAL} characters in total")
 
 
-class PluginBase(PlannedSerializer):
+class PluginBase(LendingSerializer):
     id: serializers.Field[Any, Any, Any, Any] = fields.CharField()  # each plugin narrows it to its own id
     enabled = fields.BooleanField(required=False, default=True)
 

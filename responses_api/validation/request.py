@@ -5,7 +5,7 @@ from typing import Any
 from rest_framework import serializers
 
 from gateway import fields
-from responses_api.validation.common import AnyField, LongTextField, PlannedSerializer, unknown_fields
+from responses_api.validation.common import AnyField, LentFieldsSerializer, LongTextField, unknown_fields
 from responses_api.validation.items import InputField
 from responses_api.validation.objects import (
     CacheControlSerializer,
@@ -38,7 +38,7 @@ MSG_STATELESS = "is not supported: this endpoint is stateless; send the full con
 MSG_STREAM_OPTIONS = "stream_options is for streaming requests only (stream: true)"
 
 
-class ResponseCreateRequestSerializer(PlannedSerializer):
+class ResponseCreateRequestSerializer(LentFieldsSerializer):  # its field tree is lent, not rebuilt
     """A Responses API request: the input, the model (or `models` to fall back through), tools, plugins and
     options."""
 

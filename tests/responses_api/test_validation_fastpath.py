@@ -1,6 +1,7 @@
-"""The request serializers' fast path (responses_api.validation.common: FieldPlan): an absent field costs no field
-machinery, and what a body validates to, or the errors it gets (absent, null, wrong type, nested, plugins), are
-the ones DRF's own path gave before it (pinned below, in order: the 400 body lists them in this order)."""
+"""The request serializers' fast path (responses_api.validation.common: lent field trees, FieldPlan): no field is
+built per request, an absent field costs no field machinery, and what a body validates to, or the errors it
+gets (absent, null, wrong type, nested, plugins), are the ones DRF's own path gave before it (pinned below, in
+order: the 400 body lists them in this order)."""
 
 import json
 
@@ -8,6 +9,7 @@ import pytest
 from rest_framework import fields as drf_fields
 from rest_framework.exceptions import ValidationError
 
+from responses_api.validation.common import LendingSerializer
 from responses_api.validation.request import ResponseCreateRequestSerializer
 
 HI = [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}]
@@ -42,6 +44,27 @@ def outcome(body) -> tuple[bool, str]:
     serializer = ResponseCreateRequestSerializer(data=body)
     valid = serializer.is_valid()
     return valid, json.dumps(serializer.validated_data if valid else serializer.errors)
+
+
+def test_no_field_is_built_per_request(monkeypatch):
+    """Given the trees built by a first validation of each body, when they are validated again, valid or not,
+    then no field is constructed but the request's own serializers (one per request, one per plugin entry)."""
+    bodies = [BENCH, RICH, {**BENCH, **NOT_HONOURED}, {"input": 5}]
+    for body in bodies:
+        outcome(body)
+    built: list[str] = []
+    init = drf_fields.Field.__init__
+
+    def counting_init(self, *args, **kwargs):
+        if not isinstance(self, LendingSerializer):
+            built.append(type(self).__name__)
+        init(self, *args, **kwargs)
+
+    monkeypatch.setattr(drf_fields.Field, "__init__", counting_init)
+    for _ in range(3):
+        for body in bodies:
+            outcome(body)
+    assert built == []
 
 
 def test_an_absent_field_costs_no_field_machinery(monkeypatch):
