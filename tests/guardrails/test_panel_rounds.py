@@ -8,6 +8,7 @@ import json
 from decimal import Decimal
 
 from gateway.billing.models import Generation
+from routing.standin.server import StandinServer
 from tests.billing.books import assert_books
 from tests.guardrails.test_enforcement import guardrail
 from tests.plugins.test_fusion_tools import (  # noqa: F401  # searxng: a fixture
@@ -54,6 +55,15 @@ def assert_billed_and_closed(persona) -> None:
     assert assert_books(persona.account_id).reserved == 0
 
 
+def first_rounds_only(standin: StandinServer) -> list[int]:
+    """The panel members' rounds when a blocked tool result stops the panel: at most one each (no member reads the
+    results), and at least one member ran. The members run in parallel, so the block may stop one before its first
+    call: how many ran is a race, that none got a second round is not."""
+    rounds = [rounds_of(standin, model) for model in PANEL]
+    assert set(rounds) <= {0, 1} and 1 in rounds, rounds
+    return rounds
+
+
 def test_a_blocked_search_result_in_a_panel_members_round_fails_the_whole_request(alice, db, standin, searxng):  # noqa: F811
     catalog(standin)
     guardrail(alice, **NEWS)
@@ -61,9 +71,10 @@ def test_a_blocked_search_result_in_a_panel_members_round_fails_the_whole_reques
     body = assert_error_envelope(response, 403)
     assert body["error"]["metadata"]["patterns"] == ["news"]
     assert "Example News" not in response.content.decode()
-    # each member's first round ran and searched; none read the results: no second round, no analysis, no answer
-    assert len(standin.requests_for("/search")) == len(PANEL)
-    assert [rounds_of(standin, model) for model in PANEL] == [1] * len(PANEL)
+    # the members that started ran their first round and searched; none read the results: no second round, no
+    # analysis, no answer (members run in parallel: one the block stops before its first call runs none)
+    rounds = first_rounds_only(standin)
+    assert len(standin.requests_for("/search")) == sum(rounds)
     assert rounds_of(standin, ANALYST) == 0
     assert_billed_and_closed(alice)
 
@@ -99,7 +110,7 @@ def test_a_fusion_tools_member_reads_search_results_only_after_the_guardrails(al
     body = assert_error_envelope(response, 403)
     assert body["error"]["metadata"]["patterns"] == ["news"]
     assert "Example News" not in response.content.decode()
-    assert [rounds_of(standin, model) for model in PANEL] == [1] * len(PANEL)
+    first_rounds_only(standin)
     assert rounds_of(standin, ANALYST) == 0
     assert rounds_of(standin, "corp/epsilon") == 1  # the caller's model: its first round only
     assert_billed_and_closed(alice)
@@ -153,7 +164,7 @@ def test_a_streamed_request_whose_fusion_tools_member_reads_a_blocked_result_fai
     (failed,) = [event for event in events if event["type"] == "response.failed"]
     assert "guardrail Team policy" in failed["response"]["error"]["message"], failed
     assert b"Example News" not in raw
-    assert [rounds_of(standin, model) for model in PANEL] == [1] * len(PANEL)
+    first_rounds_only(standin)
     assert rounds_of(standin, ANALYST) == 0 and rounds_of(standin, "corp/epsilon") == 1
     assert_billed_and_closed(alice)
 
@@ -189,7 +200,7 @@ def test_an_entity_check_that_cannot_run_in_a_members_round_refuses_the_request_
     response = alice.client().post("/api/v1/responses", payload, format="json", **METADATA)
     body = assert_error_envelope(response, 503)
     assert "not sent unchecked" in body["error"]["message"]
-    assert [rounds_of(standin, model) for model in PANEL] == [1] * len(PANEL)
+    first_rounds_only(standin)
     assert rounds_of(standin, ANALYST) == 0
     searches = len(standin.requests_for("/search")) * SEARCH_PRICE
     assert charged(alice) == list_price_of_every_call(standin) + searches
